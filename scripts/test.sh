@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The project's whole test suite, from a fresh Debian 12 machine with a Rust
+# toolchain: installs the servers and tools it needs, builds once, runs every suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo build --workspace --all-targets --locked
+cargo test --workspace --locked
+if [ -d alerts ] && ls alerts/*.yml >/dev/null 2>&1; then
+  promtool check rules alerts/*.rules.yml
+  promtool test rules alerts/tests/*.yml
+fi

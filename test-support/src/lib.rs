@@ -1,0 +1,288 @@
+//! Starts real `nats-server` processes for tests.
+//!
+//! Every server listens on loopback with ports chosen by the server itself
+//! (`-1`), read back from its log, so parallel tests never race for a port and
+//! never touch 4222/8222. The process and its JetStream store are removed when
+//! the [`NatsServer`] is dropped.
+//!
+//! The binary is found, in order: `$NATS_SERVER_BIN`; `.tools/nats-server-<v>/bin/nats-server`
+//! at the workspace root for `$NATS_SERVER_VERSION` (default 2.15.1), as
+//! `scripts/install-deps.sh` installs it; `nats-server` on `PATH`.
+#![deny(missing_docs)]
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The server version used when none is asked for.
+pub const DEFAULT_VERSION: &str = "2.15.1";
+
+/// Path of the workspace root (where `.tools/` lives).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("test-support lives one level below the workspace root")
+        .to_path_buf()
+}
+
+/// Finds the nats-server binary for `version` ("debian" means Debian's 2.9.10).
+///
+/// Panics with the install command when nothing is found: a test that needs a
+/// server must not pass without one.
+pub fn binary(version: Option<&str>) -> PathBuf {
+    if version.is_none() {
+        if let Ok(p) = std::env::var("NATS_SERVER_BIN") {
+            return PathBuf::from(p);
+        }
+    }
+    let env_version = std::env::var("NATS_SERVER_VERSION").ok();
+    let v = version
+        .or(env_version.as_deref())
+        .unwrap_or(DEFAULT_VERSION);
+    let tools = workspace_root().join(".tools");
+    let candidate = if v == "debian" {
+        tools.join("nats-server-debian")
+    } else {
+        tools.join(format!("nats-server-{v}/bin/nats-server"))
+    };
+    if candidate.exists() {
+        return candidate;
+    }
+    if version.is_none() {
+        if let Some(p) = find_on_path("nats-server") {
+            return p;
+        }
+    }
+    panic!(
+        "nats-server {v} not found at {}; run scripts/install-deps.sh (or set NATS_SERVER_BIN)",
+        candidate.display()
+    );
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Settings for a server to start; see [`NatsServer::builder`].
+#[derive(Debug, Clone, Default)]
+pub struct Builder {
+    version: Option<String>,
+    jetstream: bool,
+    name: Option<String>,
+    max_pending: Option<u64>,
+    write_deadline: Option<String>,
+    extra: String,
+}
+
+impl Builder {
+    /// Use this server version (a `.tools/` name such as "2.11.11", or "debian").
+    pub fn version(mut self, v: &str) -> Self {
+        self.version = Some(v.to_string());
+        self
+    }
+    /// Enable JetStream with a store in the server's temporary directory.
+    pub fn jetstream(mut self) -> Self {
+        self.jetstream = true;
+        self
+    }
+    /// Set `server_name` (default: a name derived from the process).
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(name.to_string());
+        self
+    }
+    /// Set `max_pending` in bytes: the point at which the server cuts a slow connection.
+    pub fn max_pending(mut self, bytes: u64) -> Self {
+        self.max_pending = Some(bytes);
+        self
+    }
+    /// Set `write_deadline`, e.g. "2s".
+    pub fn write_deadline(mut self, d: &str) -> Self {
+        self.write_deadline = Some(d.to_string());
+        self
+    }
+    /// Append raw configuration text (accounts, authorization, ...).
+    pub fn config(mut self, text: &str) -> Self {
+        self.extra.push_str(text);
+        self.extra.push('\n');
+        self
+    }
+    /// Start the server and wait until both its client and monitoring ports answer.
+    pub fn start(self) -> NatsServer {
+        NatsServer::start(self)
+    }
+}
+
+/// A running nats-server; killed and cleaned up on drop.
+#[derive(Debug)]
+pub struct NatsServer {
+    child: Child,
+    dir: tempfile::TempDir,
+    /// Client port on 127.0.0.1.
+    pub client_port: u16,
+    /// HTTP monitoring port on 127.0.0.1.
+    pub monitor_port: u16,
+    /// `server_name`.
+    pub name: String,
+}
+
+impl NatsServer {
+    /// A builder for a server with default settings.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// `nats://127.0.0.1:<client_port>`.
+    pub fn client_url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.client_port)
+    }
+
+    /// `http://127.0.0.1:<monitor_port>`.
+    pub fn monitor_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.monitor_port)
+    }
+
+    /// The server's temporary directory (config, log, JetStream store).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    fn start(b: Builder) -> NatsServer {
+        let bin = binary(b.version.as_deref());
+        let dir = tempfile::Builder::new()
+            .prefix("nats-test-")
+            .tempdir()
+            .expect("temp dir");
+        let name = b.name.clone().unwrap_or_else(|| {
+            format!("test-{}", dir.path().file_name().unwrap().to_string_lossy())
+        });
+        let log_path = dir.path().join("server.log");
+        let mut conf = format!(
+            "server_name: \"{name}\"\nhost: 127.0.0.1\nport: -1\nhttp: \"127.0.0.1:-1\"\nlog_file: \"{}\"\n",
+            log_path.display()
+        );
+        if b.jetstream {
+            conf.push_str(&format!(
+                "jetstream {{ store_dir: \"{}\" }}\n",
+                dir.path().join("js").display()
+            ));
+        }
+        if let Some(mp) = b.max_pending {
+            conf.push_str(&format!("max_pending: {mp}\n"));
+        }
+        if let Some(wd) = &b.write_deadline {
+            conf.push_str(&format!("write_deadline: \"{wd}\"\n"));
+        }
+        conf.push_str(&b.extra);
+        let conf_path = dir.path().join("server.conf");
+        std::fs::File::create(&conf_path)
+            .and_then(|mut f| f.write_all(conf.as_bytes()))
+            .expect("write server config");
+        let child = Command::new(&bin)
+            .arg("-c")
+            .arg(&conf_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        let mut server = NatsServer {
+            child,
+            dir,
+            client_port: 0,
+            monitor_port: 0,
+            name,
+        };
+        server.wait_ready(&log_path);
+        server
+    }
+
+    fn wait_ready(&mut self, log_path: &Path) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "nats-server exited with {status} before it was ready:\n{}",
+                    std::fs::read_to_string(log_path).unwrap_or_default()
+                );
+            }
+            let log = std::fs::read_to_string(log_path).unwrap_or_default();
+            let client = port_after(&log, "Listening for client connections on ");
+            let http = port_after(&log, "Starting http monitor on ");
+            if let (Some(c), Some(h)) = (client, http) {
+                if log.contains("Server is ready")
+                    && TcpStream::connect(("127.0.0.1", c)).is_ok()
+                    && TcpStream::connect(("127.0.0.1", h)).is_ok()
+                {
+                    self.client_port = c;
+                    self.monitor_port = h;
+                    return;
+                }
+            }
+            if Instant::now() > deadline {
+                panic!("nats-server not ready after 20 s; log:\n{log}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Reads the port from a log line such as "... on 127.0.0.1:41234".
+fn port_after(log: &str, marker: &str) -> Option<u16> {
+    let line = log.lines().find(|l| l.contains(marker))?;
+    let addr = line.split(marker).nth(1)?.trim();
+    addr.rsplit(':').next()?.trim_end_matches('/').parse().ok()
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A plain blocking HTTP/1.0 GET against a loopback monitoring endpoint,
+/// returning the body; panics on a non-200 answer.
+pub fn http_get(url: &str) -> String {
+    use std::io::Read;
+    let rest = url.strip_prefix("http://").expect("http:// URL");
+    let (host, path) = rest
+        .split_once('/')
+        .map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
+    let mut stream = TcpStream::connect(host).unwrap_or_else(|e| panic!("connect {host}: {e}"));
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").expect("send request");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).expect("read response");
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("HTTP response");
+    assert!(
+        head.starts_with("HTTP/1.") && head.contains(" 200 "),
+        "GET {url}: {head}"
+    );
+    body.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::port_after;
+
+    #[test]
+    fn reads_ports_from_log_lines() {
+        let log = "[1] [INF] Listening for client connections on 127.0.0.1:40123\n[1] [INF] Starting http monitor on 127.0.0.1:40124";
+        assert_eq!(
+            port_after(log, "Listening for client connections on "),
+            Some(40123)
+        );
+        assert_eq!(port_after(log, "Starting http monitor on "), Some(40124));
+    }
+}
