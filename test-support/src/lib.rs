@@ -10,6 +10,8 @@
 //! `scripts/install-deps.sh` installs it; `nats-server` on `PATH`.
 #![deny(missing_docs)]
 
+pub mod reference;
+
 use std::io::Write;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
