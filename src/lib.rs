@@ -1,1 +1,15 @@
+//! nats-delivery-exporter: Prometheus metrics for where NATS loses messages.
+//!
+//! The binary polls nats-server monitoring endpoints on every scrape
+//! ([`exporter::Exporter`]), one module per endpoint under [`sources`], and
+//! serves the result over HTTP ([`http::router`]).
+#![deny(missing_docs)]
 
+pub mod config;
+pub mod duration;
+pub mod encode;
+pub mod error;
+pub mod exporter;
+pub mod http;
+pub mod snapshot;
+pub mod sources;

@@ -1,0 +1,146 @@
+//! The exporter's configuration: command-line flags, each with an environment
+//! variable, parsed once in `main`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use url::Url;
+
+use crate::duration::parse_duration;
+
+/// A monitoring endpoint family the exporter polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum)]
+pub enum Source {
+    /// `/varz`: server totals, slow consumers by kind, stalls, limits.
+    Varz,
+    /// `/connz`: connections closest to `max_pending`, connections cut as slow consumers.
+    Connz,
+    /// `/jsz`: JetStream streams and consumers (leader's view).
+    Jsz,
+}
+
+impl Source {
+    /// Every source, in the order they are reported.
+    pub const ALL: [Source; 3] = [Source::Varz, Source::Connz, Source::Jsz];
+
+    /// The `source` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Varz => "varz",
+            Source::Connz => "connz",
+            Source::Jsz => "jsz",
+        }
+    }
+}
+
+/// Prometheus exporter that counts where NATS loses messages.
+///
+/// It polls nats-server monitoring endpoints on every scrape and serves the
+/// result at /metrics.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "nats-delivery-exporter", version, about, long_about = None)]
+pub struct Config {
+    /// nats-server monitoring URL (http or https), repeatable; one per server to watch.
+    #[arg(
+        long = "monitor-url",
+        env = "NATS_DELIVERY_MONITOR_URL",
+        value_delimiter = ',',
+        default_value = "http://127.0.0.1:8222",
+        value_parser = parse_monitor_url
+    )]
+    pub monitor_urls: Vec<Url>,
+
+    /// Address the exporter's HTTP server listens on (/metrics, /healthz, /).
+    #[arg(long, env = "NATS_DELIVERY_LISTEN", default_value = "0.0.0.0:7778")]
+    pub listen: SocketAddr,
+
+    /// Time allowed for each monitoring request, reply included (e.g. 500ms, 5s).
+    #[arg(long, env = "NATS_DELIVERY_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// Sources to poll, comma-separated.
+    #[arg(
+        long,
+        env = "NATS_DELIVERY_SOURCES",
+        value_delimiter = ',',
+        default_value = "varz,connz,jsz"
+    )]
+    pub sources: Vec<Source>,
+
+    /// How many connections per server to report by pending bytes (the ones closest to being cut).
+    #[arg(long, env = "NATS_DELIVERY_CONNZ_TOP", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub connz_top: u32,
+
+    /// Accounts per /jsz request; more accounts are read in pages of this size.
+    #[arg(long, env = "NATS_DELIVERY_JSZ_PAGE_SIZE", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub jsz_page_size: u32,
+
+    /// Most distinct (account, client name) pairs kept as label values for cut
+    /// connections; more are counted under client_name="__overflow__".
+    #[arg(long, env = "NATS_DELIVERY_MAX_CLIENT_NAMES", default_value_t = 1000)]
+    pub max_client_names: usize,
+}
+
+impl Config {
+    /// Whether `source` is to be polled.
+    pub fn polls(&self, source: Source) -> bool {
+        self.sources.contains(&source)
+    }
+}
+
+/// Accepts `http(s)://host[:port][/base]`, the base of the monitoring endpoints.
+pub fn parse_monitor_url(text: &str) -> Result<Url, String> {
+    let url = Url::parse(text.trim()).map_err(|e| format!("'{text}' is not a URL: {e}"))?;
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(format!(
+            "'{text}': the monitoring URL must start with http:// or https://"
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("'{text}': the monitoring URL has no host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "'{text}': give the base URL only, without ?query or #fragment"
+        ));
+    }
+    Ok(url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_bad_values() {
+        let c = Config::try_parse_from(["x"]).unwrap();
+        assert_eq!(c.monitor_urls[0].as_str(), "http://127.0.0.1:8222/");
+        assert_eq!(c.listen.port(), 7778);
+        assert_eq!(c.timeout, Duration::from_secs(5));
+        assert_eq!(c.sources, Source::ALL.to_vec());
+        let c = Config::try_parse_from([
+            "x",
+            "--monitor-url",
+            "http://a:1,https://b:2/base",
+            "--sources",
+            "jsz",
+        ])
+        .unwrap();
+        assert_eq!(c.monitor_urls.len(), 2);
+        assert!(!c.polls(Source::Varz) && c.polls(Source::Jsz));
+        for bad in [
+            vec!["x", "--monitor-url", "nats://a:4222"],
+            vec!["x", "--monitor-url", "http://"],
+            vec!["x", "--timeout", "0s"],
+            vec!["x", "--sources", "routez"],
+            vec!["x", "--listen", "nowhere"],
+            vec!["x", "--connz-top", "0"],
+        ] {
+            assert!(
+                Config::try_parse_from(&bad).is_err(),
+                "{bad:?} was accepted"
+            );
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! Parses durations written the way operators write them: `500ms`, `5s`, `2m`.
+
+use std::time::Duration;
+
+/// Parses `<number><unit>` with unit `ms`, `s`, `m` or `h` (a bare number means seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration (write e.g. 500ms, 5s, 2m)"))?;
+    let secs = match unit {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => {
+            return Err(format!(
+                "'{text}': unknown unit '{unit}' (use ms, s, m or h)"
+            ))
+        }
+    };
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(format!("'{text}': a duration must be greater than zero"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units_and_rejects_garbage() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+}

@@ -1,0 +1,68 @@
+//! Why a poll of a monitoring endpoint failed; each variant is one value of
+//! the `kind` label of `nats_delivery_scrape_errors_total`.
+
+use std::time::Duration;
+
+/// A failed poll of one monitoring endpoint.
+#[derive(Debug, thiserror::Error)]
+pub enum PollError {
+    /// No complete answer within the per-request timeout.
+    #[error("no complete answer within {0:?}")]
+    Timeout(Duration),
+    /// The TCP or TLS connection could not be made.
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    /// The server answered with a non-success HTTP status.
+    #[error("HTTP status {0}")]
+    Status(u16),
+    /// The connection broke while the reply was being read.
+    #[error("reading the reply failed: {0}")]
+    Body(String),
+    /// The reply is not JSON of the shape this endpoint returns.
+    #[error("reply is not valid JSON for this endpoint: {0}")]
+    Parse(String),
+    /// Any other failure of the HTTP request.
+    #[error("request failed: {0}")]
+    Request(String),
+}
+
+impl PollError {
+    /// The `kind` label value for this error.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PollError::Timeout(_) => "timeout",
+            PollError::Connect(_) => "connect",
+            PollError::Status(_) => "http_status",
+            PollError::Body(_) => "body",
+            PollError::Parse(_) => "parse",
+            PollError::Request(_) => "request",
+        }
+    }
+
+    /// Classifies a reqwest error, keeping its full cause chain in the text.
+    pub fn from_reqwest(e: reqwest::Error, timeout: Duration) -> PollError {
+        let text = error_chain(&e);
+        if e.is_timeout() {
+            PollError::Timeout(timeout)
+        } else if e.is_connect() {
+            PollError::Connect(text)
+        } else if e.is_body() || e.is_decode() {
+            PollError::Body(text)
+        } else if let Some(status) = e.status() {
+            PollError::Status(status.as_u16())
+        } else {
+            PollError::Request(text)
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,231 @@
+//! Polls every configured server on each scrape and encodes the result.
+//!
+//! Polling happens when Prometheus scrapes (as the Prometheus guidelines for
+//! exporters recommend): the numbers are as fresh as the scrape, and a source
+//! that fails or hangs is reported down within the per-request timeout while
+//! every other source is still served.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::future::join_all;
+use prometheus_client::registry::Registry;
+use url::Url;
+
+use crate::config::{Config, Source};
+use crate::error::PollError;
+use crate::snapshot::{Snapshot, SnapshotCollector, SourceHealth, TargetSnapshot};
+use crate::sources::connz::{self, ClosedTracker};
+use crate::sources::{endpoint_url, get_json, jsz};
+
+/// One monitoring URL and what the exporter remembers about it between scrapes.
+#[derive(Debug)]
+struct Target {
+    url: Url,
+    state: Mutex<TargetState>,
+}
+
+#[derive(Debug, Default)]
+struct TargetState {
+    server_name: Option<String>,
+    max_pending: Option<i64>,
+    closed: ClosedTracker,
+    last_success: BTreeMap<Source, f64>,
+    errors: BTreeMap<Source, BTreeMap<&'static str, u64>>,
+}
+
+/// The exposition format a scraper asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Prometheus text format 0.0.4.
+    Classic,
+    /// OpenMetrics 1.0 text.
+    OpenMetrics,
+}
+
+/// The exporter: configuration, HTTP client, targets and the registry that
+/// every data source's metrics are encoded from.
+#[derive(Debug)]
+pub struct Exporter {
+    config: Config,
+    http: reqwest::Client,
+    targets: Vec<Target>,
+    registry: Registry,
+    snapshot: Arc<SnapshotCollector>,
+    scrape_lock: tokio::sync::Mutex<()>,
+}
+
+impl Exporter {
+    /// Builds the exporter; fails only if the HTTP client cannot be made.
+    pub fn new(config: Config) -> anyhow::Result<Exporter> {
+        let http = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .user_agent(concat!(
+                "nats-delivery-exporter/",
+                env!("CARGO_PKG_VERSION")
+            ))
+            .build()?;
+        let targets = config
+            .monitor_urls
+            .iter()
+            .map(|url| Target {
+                url: url.clone(),
+                state: Mutex::default(),
+            })
+            .collect();
+        let snapshot = Arc::new(SnapshotCollector::default());
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(snapshot.clone()));
+        Ok(Exporter {
+            config,
+            http,
+            targets,
+            registry,
+            snapshot,
+            scrape_lock: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The registry, for other parts of the exporter (advisory listeners,
+    /// application reports) to register their metrics in before serving.
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
+    /// Polls every server and source, then encodes everything registered.
+    pub async fn scrape(&self, format: Format) -> String {
+        // One scrape at a time: two scrapers must not double the load on the
+        // servers, and the snapshot encoded is the one this scrape polled.
+        let _guard = self.scrape_lock.lock().await;
+        let targets = join_all(self.targets.iter().map(|t| self.poll_target(t))).await;
+        self.snapshot.set(Snapshot { targets });
+        let mut out = String::new();
+        let written = match format {
+            Format::Classic => {
+                prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+            }
+            Format::OpenMetrics => {
+                prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            }
+        };
+        // Writing into a String cannot fail; an error here would be a bug in an encoder.
+        written.expect("encoding metrics into a String");
+        out
+    }
+
+    async fn poll_target(&self, target: &Target) -> TargetSnapshot {
+        let cfg = &self.config;
+        let known_closed = target.state.lock().expect("target lock").closed.known();
+        let varz = timed(cfg.polls(Source::Varz), cfg.timeout, async {
+            get_json::<crate::sources::varz::Varz>(
+                &self.http,
+                endpoint_url(&target.url, "varz", &[]),
+                cfg.timeout,
+            )
+            .await
+        });
+        let connz = timed(cfg.polls(Source::Connz), cfg.timeout, async {
+            let top = connz::poll_top_pending(&self.http, &target.url, cfg.connz_top, cfg.timeout)
+                .await?;
+            let closed =
+                connz::poll_closed(&self.http, &target.url, known_closed, cfg.timeout).await?;
+            Ok((top, closed))
+        });
+        let jsz = timed(cfg.polls(Source::Jsz), cfg.timeout, async {
+            jsz::poll(&self.http, &target.url, cfg.jsz_page_size, cfg.timeout).await
+        });
+        let (varz, connz, jsz) = tokio::join!(varz, connz, jsz);
+
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        let mut state = target.state.lock().expect("target lock");
+        let mut snap = TargetSnapshot::default();
+        if let Some((Ok(v), _)) = &varz {
+            if let Some(name) = v.server_label() {
+                state.server_name = Some(name.to_string());
+            }
+            if v.max_pending.is_some() {
+                state.max_pending = v.max_pending;
+            }
+        }
+        snap.server = state
+            .server_name
+            .clone()
+            .unwrap_or_else(|| authority(&target.url));
+        snap.server_name = state.server_name.clone();
+        snap.max_pending = state.max_pending;
+        let mut record = |source: Source, ok: Result<(), &PollError>, took: Duration| {
+            if let Err(e) = ok {
+                tracing::warn!(target = %target.url, source = source.as_str(), error = %e, "poll failed");
+                *state
+                    .errors
+                    .entry(source)
+                    .or_default()
+                    .entry(e.kind())
+                    .or_insert(0) += 1;
+            } else {
+                state.last_success.insert(source, now);
+            }
+            snap.health.push(SourceHealth {
+                source,
+                up: ok.is_ok(),
+                duration: took.as_secs_f64(),
+                last_success: state.last_success.get(&source).copied(),
+                errors: state.errors.get(&source).cloned().unwrap_or_default(),
+            });
+        };
+        if let Some((result, took)) = varz {
+            record(Source::Varz, result.as_ref().map(|_| ()), took);
+            snap.varz = result.ok();
+        }
+        let mut closed_poll = None;
+        if let Some((result, took)) = connz {
+            record(Source::Connz, result.as_ref().map(|_| ()), took);
+            if let Ok((top, closed)) = result {
+                snap.top_pending = Some(top);
+                closed_poll = Some(closed);
+            }
+        }
+        if let Some((result, took)) = jsz {
+            record(Source::Jsz, result.as_ref().map(|_| ()), took);
+            snap.jsz = result.ok();
+        }
+        if let Some(closed) = closed_poll {
+            state
+                .closed
+                .apply(closed, &snap.server, cfg.max_client_names);
+        }
+        snap.closed = state.closed.counts.clone();
+        snap
+    }
+}
+
+/// Runs `poll` when `enabled`, bounded by `timeout`, and measures it.
+async fn timed<T>(
+    enabled: bool,
+    timeout: Duration,
+    poll: impl Future<Output = Result<T, PollError>>,
+) -> Option<(Result<T, PollError>, Duration)> {
+    if !enabled {
+        return None;
+    }
+    let start = Instant::now();
+    let result = match tokio::time::timeout(timeout, poll).await {
+        Ok(r) => r,
+        Err(_) => Err(PollError::Timeout(timeout)),
+    };
+    Some((result, start.elapsed()))
+}
+
+/// `host:port` of a URL, the `server` label until the server's name is known.
+fn authority(url: &Url) -> String {
+    match (url.host_str(), url.port_or_known_default()) {
+        (Some(h), Some(p)) => format!("{h}:{p}"),
+        (Some(h), None) => h.to_string(),
+        _ => url.to_string(),
+    }
+}

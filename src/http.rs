@@ -1,0 +1,59 @@
+//! The exporter's HTTP server: `/metrics`, `/healthz` and a landing page.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap};
+use axum::response::{Html, IntoResponse};
+use axum::routing::get;
+use axum::Router;
+
+use crate::exporter::{Exporter, Format};
+
+const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The exporter's routes.
+pub fn router(exporter: Arc<Exporter>) -> Router {
+    Router::new()
+        .route("/", get(landing))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .with_state(exporter)
+}
+
+/// OpenMetrics for scrapers that ask for it, the classic text format otherwise.
+pub fn negotiate(headers: &HeaderMap) -> Format {
+    let accept = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(",");
+    if accept.contains("application/openmetrics-text") {
+        Format::OpenMetrics
+    } else {
+        Format::Classic
+    }
+}
+
+async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> impl IntoResponse {
+    let format = negotiate(&headers);
+    let body = exporter.scrape(format).await;
+    let content_type = match format {
+        Format::Classic => prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+        Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
+    };
+    ([(header::CONTENT_TYPE, content_type)], body)
+}
+
+async fn landing() -> Html<&'static str> {
+    Html(concat!(
+        "<!doctype html><html><head><title>nats-delivery-exporter</title></head><body>",
+        "<h1>nats-delivery-exporter ",
+        env!("CARGO_PKG_VERSION"),
+        "</h1><p>Counts where NATS loses messages.</p><ul>",
+        "<li><a href=\"metrics\">metrics</a></li>",
+        "<li><a href=\"healthz\">healthz</a></li>",
+        "</ul></body></html>\n"
+    ))
+}

@@ -1,0 +1,169 @@
+//! What one scrape saw, and the collector that encodes it. Polling fills a
+//! [`Snapshot`]; [`SnapshotCollector::encode`] only reads it (no I/O).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+
+use crate::config::Source;
+use crate::encode::{counter_family, gauge_family};
+use crate::sources::connz::{self, ClosedKey, TopPending};
+use crate::sources::jsz::{self, JszPoll};
+use crate::sources::varz::{self, Varz};
+
+/// How one poll of one source of one server went.
+#[derive(Debug, Clone)]
+pub struct SourceHealth {
+    /// Which source.
+    pub source: Source,
+    /// Whether this poll succeeded.
+    pub up: bool,
+    /// How long the poll took, in seconds.
+    pub duration: f64,
+    /// Unix time of the last successful poll, if any.
+    pub last_success: Option<f64>,
+    /// Failed polls so far, by error kind.
+    pub errors: BTreeMap<&'static str, u64>,
+}
+
+/// One server's data from one scrape. A source that failed is `None`: its
+/// values are not shown, never stale ones.
+#[derive(Debug, Default)]
+pub struct TargetSnapshot {
+    /// The `server` label.
+    pub server: String,
+    /// The server's own name, once any /varz poll has told it.
+    pub server_name: Option<String>,
+    /// `/varz`, when polled successfully.
+    pub varz: Option<Varz>,
+    /// Top connections by pending bytes, when polled successfully.
+    pub top_pending: Option<TopPending>,
+    /// The server's `max_pending` (this poll's, else the last one known).
+    pub max_pending: Option<i64>,
+    /// `/jsz`, when polled successfully.
+    pub jsz: Option<JszPoll>,
+    /// Connections cut as slow consumers, counted so far.
+    pub closed: BTreeMap<ClosedKey, u64>,
+    /// One entry per polled source.
+    pub health: Vec<SourceHealth>,
+}
+
+/// Everything one scrape saw.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// One per monitoring URL.
+    pub targets: Vec<TargetSnapshot>,
+}
+
+/// The collector registered once; the scrape hands it each new snapshot.
+#[derive(Debug, Default)]
+pub struct SnapshotCollector {
+    latest: Mutex<Option<Arc<Snapshot>>>,
+}
+
+impl SnapshotCollector {
+    /// Makes `snapshot` the one the next encode writes.
+    pub fn set(&self, snapshot: Snapshot) {
+        *self.latest.lock().expect("snapshot lock") = Some(Arc::new(snapshot));
+    }
+}
+
+impl Collector for SnapshotCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let Some(snap) = self.latest.lock().expect("snapshot lock").clone() else {
+            return Ok(());
+        };
+        encode_health(&mut enc, &snap)?;
+        let varz: Vec<_> = snap
+            .targets
+            .iter()
+            .filter_map(|t| t.varz.as_ref().map(|v| (t.server.as_str(), v)))
+            .collect();
+        varz::encode(&mut enc, &varz)?;
+        let top: Vec<_> = snap
+            .targets
+            .iter()
+            .filter_map(|t| {
+                t.top_pending
+                    .as_ref()
+                    .map(|p| (t.server.as_str(), p, t.max_pending))
+            })
+            .collect();
+        connz::encode_top(&mut enc, &top)?;
+        let mut closed = BTreeMap::new();
+        for t in &snap.targets {
+            for (k, n) in &t.closed {
+                *closed.entry(k.clone()).or_insert(0) += n;
+            }
+        }
+        connz::encode_closed(&mut enc, &closed)?;
+        let polls: Vec<_> = snap
+            .targets
+            .iter()
+            .filter_map(|t| t.jsz.as_ref().map(|j| (leader_name(t), j)))
+            .collect();
+        let (streams, consumers) = jsz::select(&polls);
+        jsz::encode_streams(&mut enc, &streams)?;
+        jsz::encode_consumers(&mut enc, &consumers)
+    }
+}
+
+/// The name clustered streams and consumers give as their leader: the
+/// server_name from this scrape's /varz or, when /varz failed, the last known.
+fn leader_name(t: &TargetSnapshot) -> Option<&str> {
+    t.server_name.as_deref()
+}
+
+fn encode_health(enc: &mut DescriptorEncoder, snap: &Snapshot) -> fmt::Result {
+    let rows = || {
+        snap.targets
+            .iter()
+            .flat_map(|t| t.health.iter().map(move |h| (t.server.as_str(), h)))
+    };
+    gauge_family(
+        enc,
+        "nats_delivery_up",
+        "Whether the last poll of this source of this server succeeded (1) or failed (0).",
+        rows().map(|(s, h)| {
+            (
+                [("server", s), ("source", h.source.as_str())],
+                u64::from(h.up),
+            )
+        }),
+    )?;
+    gauge_family(
+        enc,
+        "nats_delivery_scrape_duration_seconds",
+        "How long the last poll of this source of this server took.",
+        rows().map(|(s, h)| ([("server", s), ("source", h.source.as_str())], h.duration)),
+    )?;
+    gauge_family(
+        enc,
+        "nats_delivery_last_success_timestamp_seconds",
+        "Unix time of the last successful poll of this source of this server.",
+        rows().filter_map(|(s, h)| {
+            h.last_success
+                .map(|t| ([("server", s), ("source", h.source.as_str())], t))
+        }),
+    )?;
+    counter_family(
+        enc,
+        "nats_delivery_scrape_errors",
+        "Failed polls of this source of this server, by kind of failure.",
+        rows().flat_map(|(s, h)| {
+            h.errors.iter().map(move |(kind, n)| {
+                (
+                    [
+                        ("server", s),
+                        ("source", h.source.as_str()),
+                        ("kind", *kind),
+                    ],
+                    *n,
+                )
+            })
+        }),
+    )
+}

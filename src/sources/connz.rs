@@ -1,0 +1,317 @@
+//! `/connz`: the early warning (connections whose pending bytes approach
+//! `max_pending`) and the names of connections the server cut as slow
+//! consumers (`state=closed`, which the server keeps in a ring of 10,000).
+//!
+//! Closed connections are read newest first (`sort=stop`) and each is counted
+//! once: a poll reads until it meets a connection it already counted, so
+//! nothing is missed between polls as long as the ring has not overflowed
+//! (then everything in the ring is new, and is counted).
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::time::Duration;
+
+use prometheus_client::encoding::DescriptorEncoder;
+use serde::Deserialize;
+use url::Url;
+
+use super::{endpoint_url, get_json};
+use crate::encode::{counter_family, gauge_family};
+use crate::error::PollError;
+
+/// Closed connections asked for per request.
+const CLOSED_PAGE: usize = 1000;
+/// The size of the server's ring of closed connections.
+const CLOSED_RING: usize = 10_000;
+/// The label value that stands for client names past the configured cap.
+pub const OVERFLOW_NAME: &str = "__overflow__";
+
+/// The fields of a `/connz` reply the exporter uses.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Connz {
+    /// The server process answering.
+    pub server_id: String,
+    /// The connections on this page.
+    pub connections: Vec<ConnInfo>,
+}
+
+/// One connection.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ConnInfo {
+    /// Connection id, unique within one server process.
+    pub cid: u64,
+    /// The name the client gave, often empty.
+    pub name: String,
+    /// The account the connection is bound to.
+    pub account: String,
+    /// Bytes waiting to be written to the client.
+    pub pending_bytes: i64,
+    /// Why a closed connection was closed.
+    pub reason: String,
+}
+
+/// The most-pending connections of one server, from one poll.
+#[derive(Debug, Clone, Default)]
+pub struct TopPending {
+    /// Connections, most pending first.
+    pub connections: Vec<ConnInfo>,
+}
+
+/// Reads the `top` connections with the most pending bytes.
+pub async fn poll_top_pending(
+    http: &reqwest::Client,
+    base: &Url,
+    top: u32,
+    timeout: Duration,
+) -> Result<TopPending, PollError> {
+    let url = endpoint_url(
+        base,
+        "connz",
+        &[("sort", "pending".into()), ("limit", top.to_string())],
+    );
+    let reply: Connz = get_json(http, url, timeout).await?;
+    Ok(TopPending {
+        connections: reply.connections,
+    })
+}
+
+/// The label value for a slow-consumer close reason, or `None` for other reasons.
+pub fn slow_consumer_reason(reason: &str) -> Option<&'static str> {
+    match reason {
+        "Slow Consumer (Pending Bytes)" => Some("pending_bytes"),
+        "Slow Consumer (Write Deadline)" => Some("write_deadline"),
+        r if r.starts_with("Slow Consumer") => Some("other"),
+        _ => None,
+    }
+}
+
+/// Key of one series of `nats_delivery_slow_consumer_closed_connections_total`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ClosedKey {
+    /// `server` label.
+    pub server: String,
+    /// `account` label.
+    pub account: String,
+    /// `client_name` label (empty when the client gave none).
+    pub client_name: String,
+    /// `reason` label.
+    pub reason: &'static str,
+}
+
+/// Remembers, per server, which closed connections were already counted.
+#[derive(Debug, Default)]
+pub struct ClosedTracker {
+    server_id: String,
+    /// Cids of the newest closed connections seen at the last poll.
+    newest: HashSet<u64>,
+    names: HashSet<(String, String)>,
+    /// Totals by series; they only ever grow.
+    pub counts: BTreeMap<ClosedKey, u64>,
+}
+
+/// New closed connections found by one poll, not yet applied.
+#[derive(Debug)]
+pub struct ClosedPoll {
+    server_id: String,
+    newest: HashSet<u64>,
+    new: Vec<ConnInfo>,
+}
+
+/// Reads closed connections newer than the ones `known` holds. Nothing is
+/// counted until [`ClosedTracker::apply`], so a poll that fails half-way
+/// counts nothing twice.
+pub async fn poll_closed(
+    http: &reqwest::Client,
+    base: &Url,
+    known: (String, HashSet<u64>),
+    timeout: Duration,
+) -> Result<ClosedPoll, PollError> {
+    let (known_server, known_cids) = known;
+    let mut new = Vec::new();
+    let mut newest = HashSet::new();
+    let mut server_id = String::new();
+    let mut offset = 0;
+    'pages: while offset < CLOSED_RING {
+        let url = endpoint_url(
+            base,
+            "connz",
+            &[
+                ("state", "closed".into()),
+                ("sort", "stop".into()),
+                ("limit", CLOSED_PAGE.to_string()),
+                ("offset", offset.to_string()),
+            ],
+        );
+        let page: Connz = get_json(http, url, timeout).await?;
+        if server_id.is_empty() {
+            server_id = page.server_id.clone();
+        }
+        let same_process = page.server_id == known_server;
+        let len = page.connections.len();
+        for c in page.connections {
+            if same_process && known_cids.contains(&c.cid) {
+                break 'pages;
+            }
+            if newest.len() < 64 {
+                newest.insert(c.cid);
+            }
+            new.push(c);
+        }
+        if len < CLOSED_PAGE {
+            break;
+        }
+        offset += CLOSED_PAGE;
+    }
+    if newest.is_empty() && server_id == known_server {
+        newest = known_cids;
+    }
+    Ok(ClosedPoll {
+        server_id,
+        newest,
+        new,
+    })
+}
+
+impl ClosedTracker {
+    /// What a poll needs to know to stop at connections already counted.
+    pub fn known(&self) -> (String, HashSet<u64>) {
+        (self.server_id.clone(), self.newest.clone())
+    }
+
+    /// Counts the slow consumers among newly closed connections.
+    pub fn apply(&mut self, poll: ClosedPoll, server: &str, max_names: usize) {
+        self.server_id = poll.server_id;
+        self.newest = poll.newest;
+        for c in poll.new {
+            let Some(reason) = slow_consumer_reason(&c.reason) else {
+                continue;
+            };
+            let pair = (c.account.clone(), c.name.clone());
+            let client_name = if self.names.contains(&pair) || c.name.is_empty() {
+                c.name
+            } else if self.names.len() < max_names {
+                self.names.insert(pair);
+                c.name
+            } else {
+                OVERFLOW_NAME.to_string()
+            };
+            let key = ClosedKey {
+                server: server.to_string(),
+                account: c.account,
+                client_name,
+                reason,
+            };
+            *self.counts.entry(key).or_default() += 1;
+        }
+    }
+}
+
+/// Writes the pending-bytes gauges for each server's top connections, with
+/// the ratio to that server's `max_pending` where it is known.
+pub fn encode_top(
+    enc: &mut DescriptorEncoder,
+    servers: &[(&str, &TopPending, Option<i64>)],
+) -> fmt::Result {
+    let rows = || {
+        servers
+            .iter()
+            .flat_map(|(s, top, max)| top.connections.iter().map(move |c| (*s, c, *max)))
+    };
+    let cids: Vec<String> = rows().map(|(_, c, _)| c.cid.to_string()).collect();
+    gauge_family(
+        enc,
+        "nats_delivery_connection_pending_bytes",
+        "Bytes waiting to be written to a connection, for the connections with the most pending per server.",
+        rows().zip(&cids).map(|((s, c, _), cid)| {
+            (
+                [("server", s), ("cid", cid.as_str()), ("client_name", c.name.as_str()), ("account", c.account.as_str())],
+                c.pending_bytes,
+            )
+        }),
+    )?;
+    gauge_family(
+        enc,
+        "nats_delivery_connection_pending_ratio",
+        "Pending bytes of a connection as a fraction of max_pending; at 1 the server cuts it.",
+        rows().zip(&cids).filter_map(|((s, c, max), cid)| {
+            let max = max.filter(|m| *m > 0)?;
+            Some((
+                [
+                    ("server", s),
+                    ("cid", cid.as_str()),
+                    ("client_name", c.name.as_str()),
+                    ("account", c.account.as_str()),
+                ],
+                c.pending_bytes as f64 / max as f64,
+            ))
+        }),
+    )
+}
+
+/// Writes the running count of connections cut as slow consumers.
+pub fn encode_closed(
+    enc: &mut DescriptorEncoder,
+    counts: &BTreeMap<ClosedKey, u64>,
+) -> fmt::Result {
+    counter_family(
+        enc,
+        "nats_delivery_slow_consumer_closed_connections",
+        "Connections the server closed as slow consumers, seen in /connz?state=closed, each counted once.",
+        counts.iter().map(|(k, n)| {
+            (
+                [
+                    ("server", k.server.as_str()),
+                    ("account", k.account.as_str()),
+                    ("client_name", k.client_name.as_str()),
+                    ("reason", k.reason),
+                ],
+                *n,
+            )
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(cid: u64, name: &str, reason: &str) -> ConnInfo {
+        ConnInfo {
+            cid,
+            name: name.into(),
+            account: "A".into(),
+            pending_bytes: 0,
+            reason: reason.into(),
+        }
+    }
+
+    #[test]
+    fn counts_slow_consumers_once_and_caps_names() {
+        let mut t = ClosedTracker::default();
+        let poll = ClosedPoll {
+            server_id: "S".into(),
+            newest: [3, 2, 1].into(),
+            new: vec![
+                conn(3, "a", "Slow Consumer (Pending Bytes)"),
+                conn(2, "b", "Client Closed"),
+                conn(1, "c", "Slow Consumer (Write Deadline)"),
+            ],
+        };
+        t.apply(poll, "srv", 1);
+        let got: Vec<_> = t
+            .counts
+            .iter()
+            .map(|(k, n)| (k.client_name.as_str(), k.reason, *n))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (OVERFLOW_NAME, "write_deadline", 1),
+                ("a", "pending_bytes", 1)
+            ]
+        );
+        assert_eq!(t.known(), ("S".to_string(), [3, 2, 1].into()));
+    }
+}

@@ -1,0 +1,101 @@
+//! One module per monitoring endpoint. Each holds the serde types for the
+//! fields it uses (and only those: a new server version must not break
+//! parsing, and a field an older server lacks stays `None`, never 0) and the
+//! code that turns one reply into metric rows.
+
+pub mod connz;
+pub mod jsz;
+pub mod varz;
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use url::Url;
+
+use crate::error::PollError;
+
+/// Builds `<base>/<endpoint>?<query>` keeping any base path the operator gave.
+pub fn endpoint_url(base: &Url, endpoint: &str, query: &[(&str, String)]) -> Url {
+    let mut url = base.clone();
+    let path = format!("{}/{endpoint}", base.path().trim_end_matches('/'));
+    url.set_path(&path);
+    if !query.is_empty() {
+        url.query_pairs_mut()
+            .extend_pairs(query.iter().map(|(k, v)| (*k, v.as_str())));
+    }
+    url
+}
+
+/// GETs `url` and parses its JSON body as `T`, all within `timeout`.
+pub async fn get_json<T: DeserializeOwned>(
+    http: &reqwest::Client,
+    url: Url,
+    timeout: Duration,
+) -> Result<T, PollError> {
+    let request = async {
+        let response = http
+            .get(url)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| PollError::from_reqwest(e, timeout))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(PollError::Status(status.as_u16()));
+        }
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| PollError::from_reqwest(e, timeout))?;
+        serde_json::from_slice(&body).map_err(|e| PollError::Parse(e.to_string()))
+    };
+    // reqwest's own timeout covers the body too; this outer one is a backstop
+    // so that no poll can ever hold a scrape longer than the timeout.
+    match tokio::time::timeout(timeout, request).await {
+        Ok(result) => result,
+        Err(_) => Err(PollError::Timeout(timeout)),
+    }
+}
+
+/// Parses an RFC 3339 timestamp as the server writes it, into Unix seconds.
+pub fn unix_seconds(text: &str) -> Option<f64> {
+    let t =
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
+    // The server writes the zero time.Time for "never".
+    if t.year() <= 1 {
+        return None;
+    }
+    Some(t.unix_timestamp_nanos() as f64 / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_urls_keep_base_paths() {
+        let base = Url::parse("https://h:8222/nats/").unwrap();
+        let u = endpoint_url(
+            &base,
+            "jsz",
+            &[("offset", "2".into()), ("acc", "A B".into())],
+        );
+        assert_eq!(u.as_str(), "https://h:8222/nats/jsz?offset=2&acc=A+B");
+        let base = Url::parse("http://h:8222").unwrap();
+        assert_eq!(
+            endpoint_url(&base, "varz", &[]).as_str(),
+            "http://h:8222/varz"
+        );
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(unix_seconds("1970-01-01T00:00:01.5Z"), Some(1.5));
+        assert_eq!(
+            unix_seconds("2026-11-29T21:00:00.123456789Z").map(|s| s.floor()),
+            Some(1_795_986_000.0)
+        );
+        assert_eq!(unix_seconds("0001-01-01T00:00:00Z"), None);
+        assert_eq!(unix_seconds("yesterday"), None);
+    }
+}
