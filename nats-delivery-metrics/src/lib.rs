@@ -1,4 +1,258 @@
-//! Exact Prometheus counters for messages an async-nats client drops.
+//! Exact Prometheus counters for the messages an async-nats client drops.
 //!
-//! Skeleton: the crate's API is being built (see the project README).
+//! async-nats drops a message when a subscription's buffer is full and tells
+//! the application through `Event::SlowConsumer`, but those events travel
+//! through a channel of 128 slots filled with `try_send`: under a drop storm
+//! most of them are lost. This crate gives the subscriptions you choose their
+//! own pending limits (messages and bytes) and counts every message they drop.
+//!
+//! ```no_run
+//! use futures::StreamExt;
+//! use nats_delivery_metrics::ClientMetrics;
+//! use prometheus_client::registry::Registry;
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut registry = Registry::default();
+//! let metrics = ClientMetrics::new("billing", &mut registry);
+//! let client = metrics
+//!     .connect_options(async_nats::ConnectOptions::new())
+//!     .connect("nats://127.0.0.1:4222")
+//!     .await?;
+//! let mut orders = metrics.subscribe(&client, "orders.>").await?;
+//! while let Some(message) = orders.next().await {
+//!     // handle message
+//! #   let _ = message;
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # How drops are counted, and what "never drops" means
+//!
+//! An instrumented [`Subscription`] runs a small forwarding task that takes
+//! every message out of the async-nats subscriber as soon as it arrives and
+//! puts it into the crate's own queue. That queue enforces
+//! [`PendingLimits`]; a message that does not fit is dropped and counted in
+//! `nats_delivery_client_dropped_messages_total{client,subscription}`. For
+//! every message the forwarding task received,
+//! `received = delivered + dropped + pending` holds exactly.
+//!
+//! The async-nats channel in front of the forwarding task keeps its size
+//! (`subscription_capacity`, 65,536 messages by default) but becomes pure
+//! headroom: the task does constant work per message and never waits for the
+//! application, so that channel only fills if the task itself is not
+//! scheduled while 65,536 messages arrive, which means every Tokio worker is
+//! blocked. That is the honest limit of the guarantee. Should it happen,
+//! async-nats reports `SlowConsumer(sid)`, and this crate counts those events
+//! for the subscription in `nats_delivery_client_slow_consumer_events_total`,
+//! so a drop by the library shows up there (as a lower bound) instead of
+//! nowhere. Keep `subscription_capacity` at its default or larger.
+//!
+//! # Events
+//!
+//! [`ClientMetrics::connect_options`] installs an event callback that counts
+//! connects, disconnects, lame-duck mode, draining, closes, server and client
+//! errors, and slow-consumer events by subscription. async-nats offers no way
+//! to read a callback already set on `ConnectOptions`, and installing a new
+//! one replaces it; pass your own callback to
+//! [`ClientMetrics::connect_options_with_callback`] to have both.
+//!
+//! # Serving the metrics
+//!
+//! The application serves its own `Registry`. With the `http-server` feature,
+//! [`serve`] is a minimal `/metrics` endpoint. With
+//! [`ClientMetrics::publish_reports`] the totals travel over NATS to the
+//! nats-delivery-exporter instead (wire format in the README).
 #![deny(missing_docs)]
+
+mod collector;
+mod events;
+#[cfg(feature = "http-server")]
+mod http;
+mod jetstream;
+mod limits;
+mod report;
+mod state;
+mod subscription;
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use prometheus_client::registry::Registry;
+
+#[cfg(feature = "http-server")]
+pub use http::serve;
+pub use jetstream::{Acknowledgement, ConsumerMetrics};
+pub use limits::{PendingLimits, SubscribeOptions};
+pub use report::{ReportOptions, ReportPublisher, DEFAULT_REPORT_SUBJECT};
+pub use subscription::Subscription;
+
+use state::{Shared, SubscriptionStats};
+
+/// The metrics of one NATS connection (one `client` label value).
+///
+/// Cheap to clone. Use one `ClientMetrics` per connection: slow-consumer
+/// events name subscriptions by sid, which is only unique per connection.
+#[derive(Debug, Clone)]
+pub struct ClientMetrics {
+    shared: Arc<Shared>,
+}
+
+impl ClientMetrics {
+    /// Creates the metrics for the connection named `client` and registers
+    /// them in `registry`.
+    pub fn new(client: impl Into<String>, registry: &mut Registry) -> Self {
+        let shared = Arc::new(Shared::new(client.into()));
+        registry.register_collector(Box::new(collector::ClientCollector(shared.clone())));
+        ClientMetrics { shared }
+    }
+
+    /// The `client` label value.
+    pub fn client(&self) -> &str {
+        &self.shared.client
+    }
+
+    /// `options` with an event callback that counts connection and
+    /// slow-consumer events. Replaces a callback set earlier on `options`
+    /// (async-nats cannot read it back); see
+    /// [`Self::connect_options_with_callback`] to keep your own.
+    pub fn connect_options(
+        &self,
+        options: async_nats::ConnectOptions,
+    ) -> async_nats::ConnectOptions {
+        let shared = self.shared.clone();
+        options.event_callback(move |event| {
+            shared.record_event(&event);
+            std::future::ready(())
+        })
+    }
+
+    /// Like [`Self::connect_options`], and then calls `callback` with every
+    /// event: the application keeps its own event handling.
+    pub fn connect_options_with_callback<F, Fut>(
+        &self,
+        options: async_nats::ConnectOptions,
+        callback: F,
+    ) -> async_nats::ConnectOptions
+    where
+        F: Fn(async_nats::Event) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + Sync + 'static,
+    {
+        let shared = self.shared.clone();
+        options.event_callback(move |event| {
+            shared.record_event(&event);
+            callback(event)
+        })
+    }
+
+    /// Subscribes to `subject` with default [`SubscribeOptions`]: named after
+    /// the subject pattern, default [`PendingLimits`].
+    pub async fn subscribe(
+        &self,
+        client: &async_nats::Client,
+        subject: impl Into<String>,
+    ) -> Result<Subscription, Error> {
+        self.subscribe_with(client, subject, SubscribeOptions::default())
+            .await
+    }
+
+    /// Subscribes to `subject` with a name, queue group or limits of your choice.
+    pub async fn subscribe_with(
+        &self,
+        client: &async_nats::Client,
+        subject: impl Into<String>,
+        options: SubscribeOptions,
+    ) -> Result<Subscription, Error> {
+        let subject = subject.into();
+        let subscriber = match &options.queue_group {
+            Some(group) => client.queue_subscribe(subject.clone(), group.clone()).await,
+            None => client.subscribe(subject.clone()).await,
+        }
+        .map_err(|e| Error::new(ErrorKind::Subscribe, e))?;
+        let name: Arc<str> = Arc::from(options.name.unwrap_or(subject));
+        let stats = Arc::new(SubscriptionStats::new(name, options.limits));
+        Ok(Subscription::start(subscriber, stats, self.shared.clone()))
+    }
+
+    /// Attributes slow-consumer events of a plain async-nats subscriber to
+    /// `name`. Its drops are then counted by events only (a lower bound);
+    /// subscribe through [`Self::subscribe`] for exact counts.
+    pub fn name_subscriber(&self, subscriber: &async_nats::Subscriber, name: impl Into<String>) {
+        if let Some(sid) = subscription::sid_of(subscriber) {
+            self.shared.name_sid(sid, Arc::from(name.into()));
+        }
+    }
+
+    /// Counters for the JetStream consumer `consumer` of `stream`.
+    pub fn jetstream_consumer(&self, stream: &str, consumer: &str) -> ConsumerMetrics {
+        ConsumerMetrics::new(&self.shared, stream, consumer)
+    }
+
+    /// Publishes this connection's totals on `options.subject` every
+    /// `options.interval`, for the nats-delivery-exporter to re-export.
+    /// Publishing stops when the returned [`ReportPublisher`] is dropped.
+    pub fn publish_reports(
+        &self,
+        client: async_nats::Client,
+        options: ReportOptions,
+    ) -> ReportPublisher {
+        ReportPublisher::start(self.shared.clone(), client, options)
+    }
+
+    /// The JSON body of one report, as [`Self::publish_reports`] sends it.
+    pub fn report(&self, instance: &str, sequence: u64) -> Vec<u8> {
+        report::encode_report(&self.shared, instance, sequence)
+    }
+}
+
+/// What failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The subscription could not be created.
+    Subscribe,
+    /// A JetStream acknowledgement could not be sent.
+    Acknowledge,
+}
+
+/// An error from this crate; the async-nats error is its `source()`.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl Error {
+    fn new(kind: ErrorKind, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Error {
+            kind,
+            source: source.into(),
+        }
+    }
+
+    pub(crate) fn acknowledge(source: Box<dyn std::error::Error + Send + Sync>) -> Self {
+        Error::new(ErrorKind::Acknowledge, source)
+    }
+
+    /// What failed.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            ErrorKind::Subscribe => write!(f, "cannot subscribe: {}", self.source),
+            ErrorKind::Acknowledge => write!(f, "cannot acknowledge: {}", self.source),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.source)
+    }
+}

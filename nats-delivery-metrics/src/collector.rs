@@ -1,0 +1,159 @@
+//! Turns a snapshot of the shared counters into Prometheus exposition.
+//! `encode` only reads memory: no I/O happens during a scrape.
+
+use std::fmt;
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+
+use crate::state::{Shared, SubscriptionSnapshot};
+
+/// Collector registered by `ClientMetrics::new`.
+#[derive(Debug)]
+pub(crate) struct ClientCollector(pub Arc<Shared>);
+
+/// Encodes one metric family from its rows; a family without rows is left out.
+pub(crate) fn family<L: EncodeLabelSet, M: EncodeMetric>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: Vec<(L, M)>,
+) -> fmt::Result {
+    let Some((_, first)) = rows.first() else {
+        return Ok(());
+    };
+    let mut metric = encoder.encode_descriptor(name, help, None, first.metric_type())?;
+    for (labels, value) in &rows {
+        value.encode(metric.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+type SubLabels<'a> = [(&'static str, &'a str); 2];
+
+fn per_subscription<'a, M>(
+    client: &'a str,
+    subs: &'a [SubscriptionSnapshot],
+    value: impl Fn(&SubscriptionSnapshot) -> Option<M>,
+) -> Vec<(SubLabels<'a>, M)> {
+    subs.iter()
+        .filter_map(|s| value(s).map(|v| ([("client", client), ("subscription", &*s.name)], v)))
+        .collect()
+}
+
+impl Collector for ClientCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let shared = &self.0;
+        let client = shared.client.as_str();
+        let subs = shared.snapshot();
+        let counter = |f: fn(&SubscriptionSnapshot) -> u64| {
+            per_subscription(client, &subs, move |s| {
+                s.instrumented.then(|| ConstCounter::new(f(s)))
+            })
+        };
+        family(&mut encoder, "nats_delivery_client_dropped_messages",
+            "Messages an instrumented subscription dropped because a pending limit was reached (exact).",
+            counter(|s| s.dropped))?;
+        family(
+            &mut encoder,
+            "nats_delivery_client_dropped_bytes",
+            "Payload bytes of the messages an instrumented subscription dropped.",
+            counter(|s| s.dropped_bytes),
+        )?;
+        family(
+            &mut encoder,
+            "nats_delivery_client_delivered_messages",
+            "Messages an instrumented subscription handed to the application.",
+            counter(|s| s.delivered),
+        )?;
+        let gauge = |f: fn(&crate::state::LiveSnapshot) -> u64| {
+            per_subscription(client, &subs, move |s| {
+                s.live.map(|l| ConstGauge::new(f(&l)))
+            })
+        };
+        family(&mut encoder, "nats_delivery_client_pending_messages",
+            "Messages received by an instrumented subscription and not yet handed to the application.",
+            gauge(|l| l.pending_messages))?;
+        family(
+            &mut encoder,
+            "nats_delivery_client_pending_bytes",
+            "Payload bytes of the pending messages of an instrumented subscription.",
+            gauge(|l| l.pending_bytes),
+        )?;
+        family(
+            &mut encoder,
+            "nats_delivery_client_pending_messages_high_water",
+            "Highest number of pending messages an instrumented subscription has held.",
+            gauge(|l| l.high_water),
+        )?;
+        family(&mut encoder, "nats_delivery_client_pending_messages_limit",
+            "Pending message limit of an instrumented subscription; further messages are dropped and counted.",
+            gauge(|l| l.limit_messages))?;
+        family(&mut encoder, "nats_delivery_client_pending_bytes_limit",
+            "Pending payload byte limit of an instrumented subscription; further messages are dropped and counted.",
+            gauge(|l| l.limit_bytes))?;
+        family(&mut encoder, "nats_delivery_client_slow_consumer_events",
+            "Slow-consumer events async-nats reported per subscription; a lower bound, async-nats loses events when its event queue of 128 is full.",
+            per_subscription(client, &subs, |s| Some(ConstCounter::new(s.slow_consumer_events))))?;
+        let events = shared.events.values();
+        family(&mut encoder, "nats_delivery_client_connection_events",
+            "Connection events async-nats reported, by event; a lower bound, async-nats loses events when its event queue of 128 is full.",
+            events.iter().map(|(e, n)| ([("client", client), ("event", *e)], ConstCounter::new(*n))).collect())?;
+        encode_consumers(&mut encoder, shared)
+    }
+}
+
+fn encode_consumers(encoder: &mut DescriptorEncoder, shared: &Shared) -> fmt::Result {
+    let client = shared.client.as_str();
+    let consumers = shared.consumer_snapshot();
+    let labels = |c: &crate::jetstream::ConsumerSnapshot| {
+        [
+            ("client", client.to_string()),
+            ("stream", c.stream.clone()),
+            ("consumer", c.consumer.clone()),
+        ]
+    };
+    family(
+        encoder,
+        "nats_delivery_client_jetstream_received_messages",
+        "JetStream messages the application received from a consumer.",
+        consumers
+            .iter()
+            .map(|c| (labels(c), ConstCounter::new(c.received)))
+            .collect(),
+    )?;
+    family(
+        encoder,
+        "nats_delivery_client_jetstream_redelivered_messages",
+        "JetStream messages the application received that the server had delivered before.",
+        consumers
+            .iter()
+            .map(|c| (labels(c), ConstCounter::new(c.redelivered)))
+            .collect(),
+    )?;
+    let mut acks = Vec::new();
+    for c in &consumers {
+        for (kind, n) in c.acknowledgements {
+            let [a, b, d] = labels(c);
+            acks.push(([a, b, d, ("kind", kind.to_string())], ConstCounter::new(n)));
+        }
+    }
+    family(encoder, "nats_delivery_client_jetstream_acknowledgements",
+        "Acknowledgements the application sent for JetStream messages, by kind (ack, nak, term, in_progress).",
+        acks)?;
+    family(
+        encoder,
+        "nats_delivery_client_jetstream_acknowledgement_errors",
+        "Acknowledgements the client failed to send.",
+        consumers
+            .iter()
+            .map(|c| (labels(c), ConstCounter::new(c.ack_errors)))
+            .collect(),
+    )?;
+    family(encoder, "nats_delivery_client_jetstream_pull_batch_ratio",
+        "Pull batch size divided by the per-subscription buffer; above 0.667 a client-side drop can stall the consumer until the pull expires.",
+        consumers.iter().filter_map(|c| c.batch_ratio.map(|r| (labels(c), ConstGauge::new(r)))).collect())
+}

@@ -1,0 +1,266 @@
+//! Counters shared by the forwarding tasks, the application's streams, the
+//! event callback, the collector and the report publisher.
+//!
+//! Every per-subscription number has exactly one writer (the forwarding task
+//! or the application's stream), so the hot path does plain loads and stores
+//! on atomics, no read-modify-write and no lock per message.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::jetstream::ConsumerStats;
+use crate::limits::PendingLimits;
+
+/// Label value for slow-consumer events whose sid belongs to no subscription
+/// this crate knows.
+pub(crate) const UNATTRIBUTED: &str = "unattributed";
+
+/// Adds `n` to a counter that only the calling task writes.
+#[inline]
+pub(crate) fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Release);
+}
+
+/// The numbers of one instrumented subscription.
+#[derive(Debug)]
+pub(crate) struct SubscriptionStats {
+    pub name: Arc<str>,
+    pub limits: PendingLimits,
+    /// Messages the forwarding task put into the subscription's queue (writer: forwarder).
+    pub admitted: AtomicU64,
+    /// Payload bytes of `admitted` (writer: forwarder).
+    pub admitted_bytes: AtomicU64,
+    /// Messages dropped because a limit was reached (writer: forwarder).
+    pub dropped: AtomicU64,
+    /// Payload bytes of `dropped` (writer: forwarder).
+    pub dropped_bytes: AtomicU64,
+    /// Highest number of pending messages seen (writer: forwarder).
+    pub high_water: AtomicU64,
+    /// Messages handed to the application (writer: the application's stream).
+    pub delivered: AtomicU64,
+    /// Payload bytes of `delivered` (writer: the application's stream).
+    pub delivered_bytes: AtomicU64,
+}
+
+impl SubscriptionStats {
+    pub fn new(name: Arc<str>, limits: PendingLimits) -> Self {
+        SubscriptionStats {
+            name,
+            limits,
+            admitted: AtomicU64::new(0),
+            admitted_bytes: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            dropped_bytes: AtomicU64::new(0),
+            high_water: AtomicU64::new(0),
+            delivered: AtomicU64::new(0),
+            delivered_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// Pending messages and bytes: admitted but not yet handed out. Reading
+    /// `delivered` before `admitted` keeps the difference from going negative.
+    pub fn pending(&self) -> (u64, u64) {
+        let delivered = self.delivered.load(Ordering::Acquire);
+        let delivered_bytes = self.delivered_bytes.load(Ordering::Acquire);
+        let admitted = self.admitted.load(Ordering::Acquire);
+        let admitted_bytes = self.admitted_bytes.load(Ordering::Acquire);
+        (
+            admitted.saturating_sub(delivered),
+            admitted_bytes.saturating_sub(delivered_bytes),
+        )
+    }
+}
+
+/// Counters of subscriptions that have ended, kept so counters never go back.
+#[derive(Debug, Default, Clone, Copy)]
+struct RetiredTotals {
+    delivered: u64,
+    dropped: u64,
+    dropped_bytes: u64,
+}
+
+/// Connection events counted by the event callback.
+#[derive(Debug, Default)]
+pub(crate) struct ConnectionEvents {
+    pub connected: AtomicU64,
+    pub disconnected: AtomicU64,
+    pub lame_duck: AtomicU64,
+    pub draining: AtomicU64,
+    pub closed: AtomicU64,
+    pub server_error: AtomicU64,
+    pub client_error: AtomicU64,
+}
+
+impl ConnectionEvents {
+    /// `(label value, count)` for every event kind, in a fixed order.
+    pub fn values(&self) -> [(&'static str, u64); 7] {
+        let v = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        [
+            ("connected", v(&self.connected)),
+            ("disconnected", v(&self.disconnected)),
+            ("lame_duck", v(&self.lame_duck)),
+            ("draining", v(&self.draining)),
+            ("closed", v(&self.closed)),
+            ("server_error", v(&self.server_error)),
+            ("client_error", v(&self.client_error)),
+        ]
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Table {
+    live: Vec<Arc<SubscriptionStats>>,
+    retired: BTreeMap<Arc<str>, RetiredTotals>,
+    /// sid -> subscription name, for attributing `SlowConsumer(sid)` events.
+    sid_names: HashMap<u64, Arc<str>>,
+    slow_consumer_events: BTreeMap<Arc<str>, u64>,
+}
+
+impl Table {
+    /// Folds subscriptions nobody but the table holds any more into the
+    /// retired totals. With a strong count of one no task can still write to
+    /// them, so their values are final.
+    fn compact(&mut self) {
+        let retired = &mut self.retired;
+        self.live.retain(|s| {
+            if Arc::strong_count(s) > 1 {
+                return true;
+            }
+            let t = retired.entry(s.name.clone()).or_default();
+            t.delivered += s.delivered.load(Ordering::Acquire);
+            t.dropped += s.dropped.load(Ordering::Acquire);
+            t.dropped_bytes += s.dropped_bytes.load(Ordering::Acquire);
+            false
+        });
+    }
+}
+
+/// Everything one `ClientMetrics` holds.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub client: String,
+    pub events: ConnectionEvents,
+    table: Mutex<Table>,
+    pub consumers: Mutex<Vec<Arc<ConsumerStats>>>,
+}
+
+/// Aggregated numbers of all subscriptions sharing one name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct SubscriptionSnapshot {
+    pub name: Arc<str>,
+    pub delivered: u64,
+    pub dropped: u64,
+    pub dropped_bytes: u64,
+    pub slow_consumer_events: u64,
+    /// False for names known only from events (plain async-nats subscribers).
+    pub instrumented: bool,
+    /// Present while at least one subscription with this name is live.
+    pub live: Option<LiveSnapshot>,
+}
+
+/// Gauges of the live subscriptions sharing one name (summed, high water: max).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LiveSnapshot {
+    pub pending_messages: u64,
+    pub pending_bytes: u64,
+    pub high_water: u64,
+    pub limit_messages: u64,
+    pub limit_bytes: u64,
+}
+
+impl Shared {
+    pub fn new(client: String) -> Self {
+        Shared {
+            client,
+            events: ConnectionEvents::default(),
+            table: Mutex::new(Table::default()),
+            consumers: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn table(&self) -> MutexGuard<'_, Table> {
+        // A panic while holding this lock cannot leave the table inconsistent
+        // (every change is a single insert or remove), so poisoning is ignored.
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn add_subscription(&self, stats: Arc<SubscriptionStats>, sid: Option<u64>) {
+        let mut table = self.table();
+        table.compact();
+        if let Some(sid) = sid {
+            table.sid_names.insert(sid, stats.name.clone());
+        }
+        table
+            .slow_consumer_events
+            .entry(stats.name.clone())
+            .or_insert(0);
+        table.live.push(stats);
+    }
+
+    pub fn name_sid(&self, sid: u64, name: Arc<str>) {
+        let mut table = self.table();
+        table.slow_consumer_events.entry(name.clone()).or_insert(0);
+        table.sid_names.insert(sid, name);
+    }
+
+    pub fn forget_sid(&self, sid: u64) {
+        self.table().sid_names.remove(&sid);
+    }
+
+    /// Called from the event callback: one hash lookup and one map update.
+    pub fn slow_consumer_event(&self, sid: u64) {
+        let mut table = self.table();
+        let name = table
+            .sid_names
+            .get(&sid)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(UNATTRIBUTED));
+        *table.slow_consumer_events.entry(name).or_insert(0) += 1;
+    }
+
+    /// Per-name numbers, sorted by name.
+    pub fn snapshot(&self) -> Vec<SubscriptionSnapshot> {
+        let mut table = self.table();
+        table.compact();
+        let mut by_name: BTreeMap<Arc<str>, SubscriptionSnapshot> = BTreeMap::new();
+        for (name, t) in &table.retired {
+            let s = slot(&mut by_name, name);
+            s.instrumented = true;
+            s.delivered += t.delivered;
+            s.dropped += t.dropped;
+            s.dropped_bytes += t.dropped_bytes;
+        }
+        for (name, n) in &table.slow_consumer_events {
+            slot(&mut by_name, name).slow_consumer_events = *n;
+        }
+        for stats in &table.live {
+            let s = slot(&mut by_name, &stats.name);
+            let (pending_messages, pending_bytes) = stats.pending();
+            s.instrumented = true;
+            s.delivered += stats.delivered.load(Ordering::Acquire);
+            s.dropped += stats.dropped.load(Ordering::Acquire);
+            s.dropped_bytes += stats.dropped_bytes.load(Ordering::Acquire);
+            let live = s.live.get_or_insert_with(LiveSnapshot::default);
+            live.pending_messages += pending_messages;
+            live.pending_bytes += pending_bytes;
+            live.high_water = live
+                .high_water
+                .max(stats.high_water.load(Ordering::Acquire));
+            live.limit_messages = live.limit_messages.saturating_add(stats.limits.messages);
+            live.limit_bytes = live.limit_bytes.saturating_add(stats.limits.bytes);
+        }
+        by_name.into_values().collect()
+    }
+}
+
+fn slot<'a>(
+    map: &'a mut BTreeMap<Arc<str>, SubscriptionSnapshot>,
+    name: &Arc<str>,
+) -> &'a mut SubscriptionSnapshot {
+    map.entry(name.clone())
+        .or_insert_with(|| SubscriptionSnapshot {
+            name: name.clone(),
+            ..Default::default()
+        })
+}

@@ -1,0 +1,309 @@
+//! An instrumented subscription: a forwarding task drains the async-nats
+//! subscriber into the crate's own bounded queue, which enforces the pending
+//! limits and counts every message it refuses.
+//!
+//! Why the async-nats queue does not drop: the forwarding task does constant
+//! work per message and never waits for the application, so the async-nats
+//! channel (`subscription_capacity`, 65,536 messages by default) only fills if
+//! the forwarding task itself is not scheduled while that many messages
+//! arrive, i.e. when every runtime worker is blocked. Even then the library
+//! emits `SlowConsumer(sid)`, which is counted for this subscription.
+
+use std::collections::VecDeque;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use async_nats::{Message, Subscriber};
+use futures::{Stream, StreamExt};
+use tokio::sync::oneshot;
+
+use crate::state::{bump, Shared, SubscriptionStats};
+
+/// Messages taken from the async-nats channel per queue lock.
+const BATCH: usize = 256;
+
+/// How the application ended the subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// Unsubscribe now, but keep (and count) what async-nats already holds.
+    Unsubscribe,
+    /// Let the server send what is in flight, then end.
+    Drain,
+}
+
+#[derive(Debug, Default)]
+struct QueueState {
+    messages: VecDeque<Message>,
+    waker: Option<Waker>,
+    ended: bool,
+}
+
+#[derive(Debug, Default)]
+struct Queue(Mutex<QueueState>);
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, QueueState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A subscription whose drops are counted exactly; a [`Stream`] of
+/// [`async_nats::Message`], used like an async-nats `Subscriber`.
+///
+/// Dropping it unsubscribes and discards what is still pending. To stop
+/// without losing anything already received, call [`Subscription::unsubscribe`]
+/// or [`Subscription::drain`] and read the stream to its end.
+#[derive(Debug)]
+pub struct Subscription {
+    queue: Arc<Queue>,
+    /// Messages taken from `queue` in one swap, handed out one by one.
+    local: VecDeque<Message>,
+    stats: Arc<SubscriptionStats>,
+    stop: Option<oneshot::Sender<Stop>>,
+    shared: Arc<Shared>,
+    sid: Option<u64>,
+}
+
+impl Subscription {
+    pub(crate) fn start(
+        subscriber: Subscriber,
+        stats: Arc<SubscriptionStats>,
+        shared: Arc<Shared>,
+    ) -> Self {
+        let sid = sid_of(&subscriber);
+        shared.add_subscription(stats.clone(), sid);
+        let queue = Arc::new(Queue::default());
+        let (stop_tx, stop_rx) = oneshot::channel();
+        tokio::spawn(forward(subscriber, queue.clone(), stats.clone(), stop_rx));
+        Subscription {
+            queue,
+            local: VecDeque::new(),
+            stats,
+            stop: Some(stop_tx),
+            shared,
+            sid,
+        }
+    }
+
+    /// The `subscription` label value.
+    pub fn name(&self) -> &str {
+        &self.stats.name
+    }
+
+    /// Messages received and not yet handed to the application.
+    pub fn pending_messages(&self) -> u64 {
+        self.stats.pending().0
+    }
+
+    /// Payload bytes of [`Self::pending_messages`].
+    pub fn pending_bytes(&self) -> u64 {
+        self.stats.pending().1
+    }
+
+    /// Messages dropped so far because a pending limit was reached.
+    pub fn dropped_messages(&self) -> u64 {
+        self.stats.dropped.load(Ordering::Acquire)
+    }
+
+    /// Messages handed to the application so far.
+    pub fn delivered_messages(&self) -> u64 {
+        self.stats.delivered.load(Ordering::Acquire)
+    }
+
+    /// Unsubscribes now; messages already received are still delivered (or
+    /// counted as dropped), then the stream ends.
+    pub fn unsubscribe(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(Stop::Unsubscribe);
+        }
+    }
+
+    /// Asks the server to flush what is in flight and then end the
+    /// subscription; the stream ends after the last message.
+    pub fn drain(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(Stop::Drain);
+        }
+    }
+}
+
+impl Stream for Subscription {
+    type Item = Message;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Message>> {
+        let this = self.get_mut();
+        if this.local.is_empty() {
+            let mut queue = this.queue.lock();
+            if queue.messages.is_empty() {
+                if queue.ended {
+                    return Poll::Ready(None);
+                }
+                match &queue.waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => queue.waker = Some(cx.waker().clone()),
+                }
+                return Poll::Pending;
+            }
+            std::mem::swap(&mut queue.messages, &mut this.local);
+        }
+        let message = this.local.pop_front().expect("local queue is not empty");
+        bump(&this.stats.delivered_bytes, message.payload.len() as u64);
+        bump(&this.stats.delivered, 1);
+        Poll::Ready(Some(message))
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        // The forwarding task sees its stop channel close and ends.
+        if let Some(sid) = self.sid {
+            self.shared.forget_sid(sid);
+        }
+    }
+}
+
+/// What one wake-up of the forwarding task found.
+enum Step {
+    Batch,
+    End,
+    Stop(Option<Stop>),
+}
+
+async fn forward(
+    mut subscriber: Subscriber,
+    queue: Arc<Queue>,
+    stats: Arc<SubscriptionStats>,
+    mut stop: oneshot::Receiver<Stop>,
+) {
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut stopping = false;
+    loop {
+        let step = poll_fn(|cx| {
+            if !stopping {
+                if let Poll::Ready(r) = Pin::new(&mut stop).poll(cx) {
+                    return Poll::Ready(Step::Stop(r.ok()));
+                }
+            }
+            loop {
+                match subscriber.poll_next_unpin(cx) {
+                    Poll::Ready(Some(m)) => {
+                        batch.push(m);
+                        if batch.len() == BATCH {
+                            return Poll::Ready(Step::Batch);
+                        }
+                    }
+                    Poll::Ready(None) => return Poll::Ready(Step::End),
+                    Poll::Pending if batch.is_empty() => return Poll::Pending,
+                    Poll::Pending => return Poll::Ready(Step::Batch),
+                }
+            }
+        })
+        .await;
+        admit(&queue, &stats, &mut batch);
+        match step {
+            Step::Batch => {}
+            Step::End => break,
+            Step::Stop(None) => {
+                // The application dropped its Subscription: nobody will read
+                // what is pending; dropping `subscriber` unsubscribes.
+                break;
+            }
+            Step::Stop(Some(how)) => {
+                stopping = true;
+                let done = match how {
+                    Stop::Unsubscribe => subscriber.unsubscribe().await,
+                    Stop::Drain => subscriber.drain().await,
+                };
+                if done.is_err() {
+                    break;
+                }
+                // Keep reading: async-nats still yields what it had buffered.
+            }
+        }
+    }
+    let waker = {
+        let mut q = queue.lock();
+        q.ended = true;
+        q.waker.take()
+    };
+    if let Some(w) = waker {
+        w.wake();
+    }
+}
+
+/// Moves a batch into the queue, dropping (and counting) what does not fit.
+fn admit(queue: &Queue, stats: &SubscriptionStats, batch: &mut Vec<Message>) {
+    if batch.is_empty() {
+        return;
+    }
+    let limits = stats.limits;
+    let waker = {
+        let mut q = queue.lock();
+        let mut admitted = stats.admitted.load(Ordering::Relaxed);
+        let mut admitted_bytes = stats.admitted_bytes.load(Ordering::Relaxed);
+        let mut dropped = 0;
+        let mut dropped_bytes = 0;
+        let mut high_water = stats.high_water.load(Ordering::Relaxed);
+        // The application only lowers pending between our reads, so a stale
+        // read can only make the check stricter, never let too much in.
+        let delivered = stats.delivered.load(Ordering::Acquire);
+        let delivered_bytes = stats.delivered_bytes.load(Ordering::Acquire);
+        for m in batch.drain(..) {
+            let len = m.payload.len() as u64;
+            let pending = admitted - delivered;
+            let pending_bytes = admitted_bytes - delivered_bytes;
+            if pending + 1 > limits.messages || pending_bytes + len > limits.bytes {
+                dropped += 1;
+                dropped_bytes += len;
+            } else {
+                admitted += 1;
+                admitted_bytes += len;
+                high_water = high_water.max(pending + 1);
+                q.messages.push_back(m);
+            }
+        }
+        stats
+            .admitted_bytes
+            .store(admitted_bytes, Ordering::Release);
+        stats.admitted.store(admitted, Ordering::Release);
+        bump(&stats.dropped_bytes, dropped_bytes);
+        bump(&stats.dropped, dropped);
+        stats.high_water.store(high_water, Ordering::Release);
+        q.waker.take()
+    };
+    if let Some(w) = waker {
+        w.wake();
+    }
+}
+
+/// The sid async-nats gave the subscriber. It is private; its `Debug`
+/// output is the only place that shows it. `None` if that output changes, in
+/// which case slow-consumer events for it count as unattributed.
+pub(crate) fn sid_of(subscriber: &Subscriber) -> Option<u64> {
+    parse_sid(&format!("{subscriber:?}"))
+}
+
+fn parse_sid(debug: &str) -> Option<u64> {
+    let rest = debug.strip_prefix("Subscriber {")?;
+    let after = &rest[rest.find("sid: ")? + 5..];
+    let end = after.find(|c: char| !c.is_ascii_digit())?;
+    after[..end].parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_sid;
+
+    #[test]
+    fn reads_the_sid_from_debug_output() {
+        assert_eq!(
+            parse_sid("Subscriber { sid: 17, receiver: Receiver { .. } }"),
+            Some(17)
+        );
+        assert_eq!(parse_sid("Subscriber { receiver: .. }"), None);
+        assert_eq!(parse_sid("Something { sid: 3, }"), None);
+    }
+}
