@@ -52,6 +52,19 @@ pub struct ConnInfo {
     pub reason: String,
 }
 
+/// The name the server gives the default account, which `/connz` leaves out.
+const GLOBAL_ACCOUNT: &str = "$G";
+
+impl ConnInfo {
+    /// `/connz?auth=true` names the account except the default one.
+    fn with_account(mut self) -> ConnInfo {
+        if self.account.is_empty() {
+            self.account = GLOBAL_ACCOUNT.to_string();
+        }
+        self
+    }
+}
+
 /// The most-pending connections of one server, from one poll.
 #[derive(Debug, Clone, Default)]
 pub struct TopPending {
@@ -69,11 +82,19 @@ pub async fn poll_top_pending(
     let url = endpoint_url(
         base,
         "connz",
-        &[("sort", "pending".into()), ("limit", top.to_string())],
+        &[
+            ("sort", "pending".into()),
+            ("limit", top.to_string()),
+            ("auth", "true".into()),
+        ],
     );
     let reply: Connz = get_json(http, url, timeout).await?;
     Ok(TopPending {
-        connections: reply.connections,
+        connections: reply
+            .connections
+            .into_iter()
+            .map(ConnInfo::with_account)
+            .collect(),
     })
 }
 
@@ -142,6 +163,7 @@ pub async fn poll_closed(
                 ("sort", "stop".into()),
                 ("limit", CLOSED_PAGE.to_string()),
                 ("offset", offset.to_string()),
+                ("auth", "true".into()),
             ],
         );
         let page: Connz = get_json(http, url, timeout).await?;
@@ -157,7 +179,7 @@ pub async fn poll_closed(
             if newest.len() < 64 {
                 newest.insert(c.cid);
             }
-            new.push(c);
+            new.push(c.with_account());
         }
         if len < CLOSED_PAGE {
             break;

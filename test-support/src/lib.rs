@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 pub mod reference;
+pub mod sample;
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -195,7 +196,7 @@ impl NatsServer {
             .arg(&conf_path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("stderr.log")).expect("stderr log"))
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
         let mut server = NatsServer {
@@ -213,9 +214,11 @@ impl NatsServer {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
+                let stderr = log_path.with_file_name("stderr.log");
                 panic!(
-                    "nats-server exited with {status} before it was ready:\n{}",
-                    std::fs::read_to_string(log_path).unwrap_or_default()
+                    "nats-server exited with {status} before it was ready:\n{}{}",
+                    std::fs::read_to_string(log_path).unwrap_or_default(),
+                    std::fs::read_to_string(stderr).unwrap_or_default()
                 );
             }
             let log = std::fs::read_to_string(log_path).unwrap_or_default();

@@ -1,0 +1,43 @@
+//! Shared by the exporter's integration tests.
+#![allow(dead_code)]
+
+use clap::Parser;
+use nats_delivery_exporter::config::Config;
+use nats_delivery_exporter::exporter::{Exporter, Format};
+
+/// An exporter polling `urls`, with extra command-line flags.
+pub fn exporter(urls: &[String], extra: &[&str]) -> Exporter {
+    let mut args = vec![
+        "nats-delivery-exporter".to_string(),
+        "--monitor-url".into(),
+        urls.join(","),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Exporter::new(Config::try_parse_from(args).expect("valid flags")).expect("exporter")
+}
+
+/// One scrape in the classic text format.
+pub async fn scrape(e: &Exporter) -> String {
+    e.scrape(Format::Classic).await
+}
+
+/// Polls `check` every 50 ms until it returns `Some`, for at most `secs` seconds.
+pub async fn wait_for<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// A monitoring endpoint's JSON, read directly.
+pub fn monitor_json(base: &str, path: &str) -> serde_json::Value {
+    let body = nats_test_server::http_get(&format!("{base}/{path}"));
+    serde_json::from_str(&body).expect("monitoring JSON")
+}

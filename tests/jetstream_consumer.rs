@@ -1,0 +1,194 @@
+//! A consumer with a known number of unacknowledged and redelivered messages:
+//! the exporter's gauges equal the known numbers exactly, on every server
+//! version the project supports.
+mod common;
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::pull, stream};
+use futures::StreamExt;
+use nats_test_server::sample::value;
+use nats_test_server::NatsServer;
+
+async fn scenario(version: &str) {
+    let server = NatsServer::builder().version(version).jetstream().start();
+    let client = async_nats::connect(server.client_url()).await.unwrap();
+    let js = jetstream::new(client);
+    js.create_stream(stream::Config {
+        name: "ORDERS".into(),
+        subjects: vec!["orders.>".into()],
+        max_messages: 1000,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let stream = js.get_stream("ORDERS").await.unwrap();
+    let consumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some("billing".into()),
+            ack_wait: Duration::from_secs(1),
+            max_deliver: 5,
+            max_ack_pending: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for i in 0..10 {
+        js.publish(format!("orders.{i}"), "x".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    // First delivery of all 10; acknowledge the first 3 only.
+    let mut batch = consumer
+        .fetch()
+        .max_messages(10)
+        .expires(Duration::from_secs(2))
+        .messages()
+        .await
+        .unwrap();
+    let mut got = 0;
+    while let Some(m) = batch.next().await {
+        let m = m.unwrap();
+        got += 1;
+        if got <= 3 {
+            m.double_ack().await.unwrap();
+        }
+    }
+    assert_eq!(got, 10);
+    // After ack_wait the 7 unacknowledged come back: now they are redelivered.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut batch = consumer
+        .fetch()
+        .max_messages(10)
+        .expires(Duration::from_secs(2))
+        .messages()
+        .await
+        .unwrap();
+    let mut redelivered = 0;
+    while let Some(m) = batch.next().await {
+        assert_eq!(m.unwrap().info().unwrap().delivered, 2);
+        redelivered += 1;
+    }
+    assert_eq!(redelivered, 7);
+    // Five more arrive and wait in the backlog.
+    for i in 10..15 {
+        js.publish(format!("orders.{i}"), "x".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+
+    let exporter = common::exporter(&[server.monitor_url()], &["--sources", "varz,jsz"]);
+    let text = common::scrape(&exporter).await;
+    let c = [
+        ("account", "$G"),
+        ("stream", "ORDERS"),
+        ("consumer", "billing"),
+    ];
+    let v = |name: &str| value(&text, name, &c);
+    assert_eq!(
+        v("nats_delivery_consumer_ack_pending_messages"),
+        Some(7.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_redelivered_messages"),
+        Some(7.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_pending_messages"),
+        Some(5.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_delivered_stream_sequence"),
+        Some(10.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_ack_floor_stream_sequence"),
+        Some(3.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_max_deliver"),
+        Some(5.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_max_ack_pending"),
+        Some(100.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_ack_wait_seconds"),
+        Some(1.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_waiting_pulls"),
+        Some(0.0),
+        "{version}"
+    );
+    let since_delivery = v("nats_delivery_consumer_last_delivery_age_seconds").unwrap();
+    let since_ack = v("nats_delivery_consumer_last_ack_age_seconds").unwrap();
+    assert!(
+        since_ack >= since_delivery,
+        "{version}: acked before the redelivery"
+    );
+    assert!(
+        since_ack >= 1.0 && since_ack < 60.0,
+        "{version}: last ack {since_ack} s ago"
+    );
+    let s = [("account", "$G"), ("stream", "ORDERS")];
+    assert_eq!(
+        value(&text, "nats_delivery_stream_messages", &s),
+        Some(15.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_stream_last_sequence", &s),
+        Some(15.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_stream_first_sequence", &s),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_stream_consumers", &s),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_stream_max_messages", &s),
+        Some(1000.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_stream_max_bytes", &s),
+        None,
+        "unlimited is absent"
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_stream_max_age_seconds", &s),
+        None,
+        "unlimited is absent"
+    );
+    nats_test_server::reference::assert_documented(&text);
+}
+
+#[tokio::test]
+async fn consumer_gauges_are_exact_on_2_15() {
+    scenario("2.15.1").await;
+}
+
+#[tokio::test]
+async fn consumer_gauges_are_exact_on_2_11() {
+    scenario("2.11.11").await;
+}
+
+#[tokio::test]
+async fn consumer_gauges_are_exact_on_2_9() {
+    scenario("debian").await;
+}

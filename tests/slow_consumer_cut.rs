@@ -1,0 +1,203 @@
+//! A client that stops reading while another publishes: the server cuts it
+//! when its pending bytes pass `max_pending`. The exporter shows it coming
+//! (pending bytes and ratio) and names it once cut.
+mod common;
+
+use std::time::Duration;
+
+use nats_test_server::sample::value;
+use nats_test_server::NatsServer;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpSocket, TcpStream};
+
+/// A raw NATS client that subscribes to `subject` and then never reads again.
+/// Its receive buffer is small so that the server's queue, not the kernel,
+/// holds what it does not read.
+async fn stuck_reader(port: u16, name: &str, subject: &str) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).await.unwrap();
+    assert!(line.starts_with("INFO"), "{line}");
+    let connect = format!(
+        "CONNECT {{\"verbose\":false,\"pedantic\":false,\"name\":\"{name}\",\"lang\":\"raw\",\"version\":\"0\",\"protocol\":1}}\r\nSUB {subject} 1\r\nPING\r\n"
+    );
+    reader
+        .get_mut()
+        .write_all(connect.as_bytes())
+        .await
+        .unwrap();
+    line.clear();
+    reader.read_line(&mut line).await.unwrap();
+    assert_eq!(line.trim(), "PONG");
+    reader.into_inner()
+}
+
+fn varz_slow_consumers(server: &NatsServer) -> u64 {
+    common::monitor_json(&server.monitor_url(), "varz")["slow_consumers"]
+        .as_u64()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_cut_connection_is_counted_once_and_named() {
+    let server = NatsServer::builder()
+        .max_pending(512 * 1024)
+        .config("max_payload: 65536")
+        .start();
+    let exporter = common::exporter(&[server.monitor_url()], &["--sources", "varz,connz"]);
+    let before = common::scrape(&exporter).await;
+    assert_eq!(
+        value(&before, "nats_delivery_server_slow_consumers_total", &[]),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(
+            &before,
+            "nats_delivery_slow_consumer_closed_connections_total",
+            &[]
+        ),
+        None
+    );
+
+    let _stuck = stuck_reader(server.client_port, "stuck-reader", "cut.test").await;
+    let publisher = async_nats::ConnectOptions::new()
+        .name("publisher")
+        .connect(server.client_url())
+        .await
+        .unwrap();
+    let payload = bytes::Bytes::from(vec![b'x'; 1024]);
+    let mut sent = 0;
+    while varz_slow_consumers(&server) == 0 {
+        for _ in 0..256 {
+            publisher
+                .publish("cut.test", payload.clone())
+                .await
+                .unwrap();
+        }
+        publisher.flush().await.unwrap();
+        sent += 256;
+        assert!(sent < 1_000_000, "the server never cut the stuck reader");
+    }
+    let after = common::scrape(&exporter).await;
+    assert_eq!(
+        value(&after, "nats_delivery_server_slow_consumers_total", &[]),
+        Some(1.0)
+    );
+    let by_kind = |text: &str, kind| {
+        value(
+            text,
+            "nats_delivery_server_slow_consumers_by_kind_total",
+            &[("kind", kind)],
+        )
+    };
+    assert_eq!(by_kind(&after, "client"), Some(1.0));
+    assert_eq!(by_kind(&after, "route"), Some(0.0));
+    let closed = [
+        ("client_name", "stuck-reader"),
+        ("account", "$G"),
+        ("reason", "pending_bytes"),
+    ];
+    let name = [("server", server.name.as_str())];
+    assert_eq!(
+        value(
+            &after,
+            "nats_delivery_slow_consumer_closed_connections_total",
+            &closed
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &after,
+            "nats_delivery_slow_consumer_closed_connections_total",
+            &name
+        ),
+        Some(1.0)
+    );
+
+    // The publisher's own clean disconnect is not a slow consumer, and a
+    // second poll counts nothing twice.
+    drop(publisher);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let again = common::scrape(&exporter).await;
+    assert_eq!(
+        value(
+            &again,
+            "nats_delivery_slow_consumer_closed_connections_total",
+            &[]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&again, "nats_delivery_server_slow_consumers_total", &[]),
+        Some(1.0)
+    );
+    nats_test_server::reference::assert_documented(&again);
+}
+
+#[tokio::test]
+async fn pending_bytes_warn_before_the_cut() {
+    let max_pending: u64 = 16 * 1024 * 1024;
+    let server = NatsServer::builder().max_pending(max_pending).start();
+    let _stuck = stuck_reader(server.client_port, "lagging", "warn.test").await;
+    let publisher = async_nats::ConnectOptions::new()
+        .name("publisher")
+        .connect(server.client_url())
+        .await
+        .unwrap();
+    // 4 MiB: well under max_pending, well over what the kernel buffers.
+    let payload = bytes::Bytes::from(vec![b'x'; 1024]);
+    for _ in 0..4096 {
+        publisher
+            .publish("warn.test", payload.clone())
+            .await
+            .unwrap();
+    }
+    publisher.flush().await.unwrap();
+    let pending = || -> Option<i64> {
+        let connz = common::monitor_json(&server.monitor_url(), "connz?sort=pending&limit=1");
+        let c = &connz["connections"][0];
+        (c["name"] == "lagging").then(|| c["pending_bytes"].as_i64().unwrap())
+    };
+    // Wait until the server has written all the kernel takes: then the queue stays put.
+    let mut last = -1;
+    let stable = common::wait_for(20, "a stable pending queue", || {
+        let now = pending()?;
+        std::thread::sleep(Duration::from_millis(200));
+        let was = std::mem::replace(&mut last, now);
+        (now > 0 && now == was).then_some(now)
+    })
+    .await;
+    let exporter = common::exporter(
+        &[server.monitor_url()],
+        &["--sources", "varz,connz", "--connz-top", "1"],
+    );
+    let text = common::scrape(&exporter).await;
+    assert_eq!(pending(), Some(stable), "the queue moved during the scrape");
+    let c = [("client_name", "lagging"), ("account", "$G")];
+    assert_eq!(
+        value(&text, "nats_delivery_connection_pending_bytes", &c),
+        Some(stable as f64)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_connection_pending_ratio", &c),
+        Some(stable as f64 / max_pending as f64)
+    );
+    // --connz-top 1: only the most pending connection is listed.
+    assert_eq!(
+        nats_test_server::sample::samples(&text, "nats_delivery_connection_pending_bytes", &[])
+            .len(),
+        1
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_server_max_pending_bytes", &[]),
+        Some(max_pending as f64)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_server_slow_consumers_total", &[]),
+        Some(0.0)
+    );
+}
