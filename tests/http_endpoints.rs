@@ -1,0 +1,90 @@
+//! The HTTP surface: /metrics in both formats (the classic one checked by
+//! promtool), /healthz and the landing page, served by the router without a socket.
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
+use http_body_util::BodyExt;
+use nats_test_server::NatsServer;
+use tower::ServiceExt;
+
+async fn get(app: axum::Router, path: &str, accept: Option<&str>) -> (StatusCode, String, String) {
+    let mut req = Request::builder().uri(path);
+    if let Some(a) = accept {
+        req = req.header(header::ACCEPT, a);
+    }
+    let resp = app.oneshot(req.body(Body::empty()).unwrap()).await.unwrap();
+    let status = resp.status();
+    let ctype = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, ctype, String::from_utf8(body.to_vec()).unwrap())
+}
+
+fn promtool_check_metrics(text: &str) -> (bool, String) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool on PATH (scripts/install-deps.sh installs it)");
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), said)
+}
+
+#[tokio::test]
+async fn metrics_in_both_formats_and_the_small_pages() {
+    let server = NatsServer::builder().jetstream().start();
+    let client = async_nats::connect(server.client_url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "S".into(),
+        subjects: vec!["s.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .create_consumer(async_nats::jetstream::consumer::pull::Config {
+        durable_name: Some("c".into()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let app = nats_delivery_exporter::http::router(Arc::new(common::exporter(&[server.monitor_url()], &[])));
+
+    let (status, ctype, classic) = get(app.clone(), "/metrics", Some("text/plain")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ctype, "text/plain; version=0.0.4; charset=utf-8");
+    assert!(classic.contains("nats_delivery_consumer_pending_messages{account=\"$G\",stream=\"S\",consumer=\"c\"} 0"));
+    let (ok, said) = promtool_check_metrics(&classic);
+    assert!(ok, "promtool check metrics failed:\n{said}");
+    assert_eq!(said.trim(), "", "promtool has remarks:\n{said}");
+
+    let (_, ctype, om) = get(
+        app.clone(),
+        "/metrics",
+        Some("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"),
+    )
+    .await;
+    assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
+    assert!(om.ends_with("# EOF\n"));
+    assert!(om.contains("# TYPE nats_delivery_server_slow_consumers counter"));
+
+    let (status, _, body) = get(app.clone(), "/healthz", None).await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\n"));
+    let (status, _, body) = get(app.clone(), "/", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("href=\"metrics\"") && body.contains("href=\"healthz\""));
+    let (status, _, _) = get(app, "/nope", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
