@@ -59,7 +59,14 @@ async fn broken_endpoints_are_down_and_the_rest_is_served() {
     let wrong_shape = fixed_endpoint("200 OK", "{\"slow_consumers\": \"many\"}").await;
     let failing = fixed_endpoint("503 Service Unavailable", "").await;
     let closed = closed_endpoint();
-    let urls = [server.monitor_url(), hanging.clone(), garbage.clone(), wrong_shape.clone(), failing.clone(), closed.clone()];
+    let urls = [
+        server.monitor_url(),
+        hanging.clone(),
+        garbage.clone(),
+        wrong_shape.clone(),
+        failing.clone(),
+        closed.clone(),
+    ];
     let exporter = common::exporter(&urls, &["--timeout", "1s"]);
 
     let started = Instant::now();
@@ -69,12 +76,22 @@ async fn broken_endpoints_are_down_and_the_rest_is_served() {
     assert!(took < Duration::from_secs(20), "scrape took {took:?}");
 
     let authority = |u: &str| u.trim_start_matches("http://").to_string();
-    let up = |server: &str, source: &str| value(&text, "nats_delivery_up", &[("server", server), ("source", source)]);
+    let up = |server: &str, source: &str| {
+        value(
+            &text,
+            "nats_delivery_up",
+            &[("server", server), ("source", source)],
+        )
+    };
     let errors = |server: &str, kind: &str| {
-        nats_test_server::sample::samples(&text, "nats_delivery_scrape_errors_total", &[("server", server), ("kind", kind)])
-            .iter()
-            .map(|(_, v)| *v)
-            .sum::<f64>()
+        nats_test_server::sample::samples(
+            &text,
+            "nats_delivery_scrape_errors_total",
+            &[("server", server), ("kind", kind)],
+        )
+        .iter()
+        .map(|(_, v)| *v)
+        .sum::<f64>()
     };
     for source in ["varz", "connz", "jsz"] {
         assert_eq!(up(&server.name, source), Some(1.0), "{source}");
@@ -92,17 +109,36 @@ async fn broken_endpoints_are_down_and_the_rest_is_served() {
     assert_eq!(errors(&authority(&failing), "http_status"), 3.0);
     assert_eq!(errors(&authority(&closed), "connect"), 3.0);
     // Values of the healthy server are served; nothing from the broken ones.
-    assert_eq!(value(&text, "nats_delivery_server_slow_consumers_total", &[("server", &server.name)]), Some(0.0));
-    assert_eq!(nats_test_server::sample::samples(&text, "nats_delivery_server_slow_consumers_total", &[]).len(), 1);
     assert_eq!(
-        value(&text, "nats_delivery_last_success_timestamp_seconds", &[("server", &authority(&closed)), ("source", "varz")]),
+        value(
+            &text,
+            "nats_delivery_server_slow_consumers_total",
+            &[("server", &server.name)]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        nats_test_server::sample::samples(&text, "nats_delivery_server_slow_consumers_total", &[])
+            .len(),
+        1
+    );
+    assert_eq!(
+        value(
+            &text,
+            "nats_delivery_last_success_timestamp_seconds",
+            &[("server", &authority(&closed)), ("source", "varz")]
+        ),
         None
     );
     nats_test_server::reference::assert_documented(&text);
 
     // A second scrape counts a second failure: errors are counters.
     let text = common::scrape(&exporter).await;
-    let n = value(&text, "nats_delivery_scrape_errors_total", &[("server", &authority(&closed)), ("source", "varz")]);
+    let n = value(
+        &text,
+        "nats_delivery_scrape_errors_total",
+        &[("server", &authority(&closed)), ("source", "varz")],
+    );
     assert_eq!(n, Some(2.0));
 }
 
@@ -110,14 +146,32 @@ async fn broken_endpoints_are_down_and_the_rest_is_served() {
 async fn a_server_that_stops_is_down_and_its_values_vanish() {
     let server = NatsServer::builder().start();
     let url = server.monitor_url();
-    let exporter = common::exporter(std::slice::from_ref(&url), &["--timeout", "1s", "--sources", "varz"]);
+    let exporter = common::exporter(
+        std::slice::from_ref(&url),
+        &["--timeout", "1s", "--sources", "varz"],
+    );
     let text = common::scrape(&exporter).await;
-    assert_eq!(value(&text, "nats_delivery_up", &[("server", &server.name)]), Some(1.0));
+    assert_eq!(
+        value(&text, "nats_delivery_up", &[("server", &server.name)]),
+        Some(1.0)
+    );
     let name = server.name.clone();
     drop(server);
     let text = common::scrape(&exporter).await;
     // The name learned earlier stays the label, so the series continues.
-    assert_eq!(value(&text, "nats_delivery_up", &[("server", &name)]), Some(0.0));
-    assert_eq!(value(&text, "nats_delivery_server_connections", &[]), None, "no stale values");
-    assert!(value(&text, "nats_delivery_last_success_timestamp_seconds", &[("server", &name)]).is_some());
+    assert_eq!(
+        value(&text, "nats_delivery_up", &[("server", &name)]),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_server_connections", &[]),
+        None,
+        "no stale values"
+    );
+    assert!(value(
+        &text,
+        "nats_delivery_last_success_timestamp_seconds",
+        &[("server", &name)]
+    )
+    .is_some());
 }

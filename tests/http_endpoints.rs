@@ -36,9 +36,15 @@ fn promtool_check_metrics(text: &str) -> (bool, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("promtool on PATH (scripts/install-deps.sh installs it)");
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
-    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), said)
 }
 
@@ -60,12 +66,17 @@ async fn metrics_in_both_formats_and_the_small_pages() {
     })
     .await
     .unwrap();
-    let app = nats_delivery_exporter::http::router(Arc::new(common::exporter(&[server.monitor_url()], &[])));
+    let app = nats_delivery_exporter::http::router(Arc::new(common::exporter(
+        &[server.monitor_url()],
+        &[],
+    )));
 
     let (status, ctype, classic) = get(app.clone(), "/metrics", Some("text/plain")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(ctype, "text/plain; version=0.0.4; charset=utf-8");
-    assert!(classic.contains("nats_delivery_consumer_pending_messages{account=\"$G\",stream=\"S\",consumer=\"c\"} 0"));
+    assert!(classic.contains(
+        "nats_delivery_consumer_pending_messages{account=\"$G\",stream=\"S\",consumer=\"c\"} 0"
+    ));
     let (ok, said) = promtool_check_metrics(&classic);
     assert!(ok, "promtool check metrics failed:\n{said}");
     assert_eq!(said.trim(), "", "promtool has remarks:\n{said}");

@@ -1,0 +1,223 @@
+//! Golden exposition files: JSON captured from real servers of each version
+//! under `tests/fixtures/<version>/`, served back to the exporter, whose
+//! output must equal `metrics.prom` in the same folder.
+//!
+//! `NATS_DELIVERY_UPDATE_FIXTURES=1 cargo test --test golden` recaptures the
+//! JSON from real servers (scripts/install-deps.sh installs them) and rewrites
+//! the golden files; review the diff before committing it.
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::pull, stream};
+use axum::extract::{Query, State};
+use axum::routing::get;
+use futures::StreamExt;
+use nats_test_server::NatsServer;
+use std::collections::HashMap;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+const VERSIONS: [(&str, &str); 3] = [
+    ("2.9.10", "debian"),
+    ("2.11.11", "2.11.11"),
+    ("2.15.1", "2.15.1"),
+];
+
+fn dir(version: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(version)
+}
+
+fn updating() -> bool {
+    std::env::var("NATS_DELIVERY_UPDATE_FIXTURES").is_ok_and(|v| v == "1")
+}
+
+/// Drives a server into a known state: a cut slow consumer, a consumer with
+/// unacknowledged and redelivered messages, a backlog.
+async fn capture(version_dir: &Path, binary: &str) {
+    let server = NatsServer::builder()
+        .version(binary)
+        .name("fixture")
+        .jetstream()
+        .max_pending(512 * 1024)
+        .config("max_payload: 65536")
+        .start();
+    // A raw client that subscribes and never reads: the server cuts it.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket
+        .connect(([127, 0, 0, 1], server.client_port).into())
+        .await
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).await.unwrap();
+    reader
+        .get_mut()
+        .write_all(b"CONNECT {\"verbose\":false,\"name\":\"stuck-reader\",\"protocol\":1}\r\nSUB cut.test 1\r\nPING\r\n")
+        .await
+        .unwrap();
+    line.clear();
+    reader.read_line(&mut line).await.unwrap();
+    let client = async_nats::ConnectOptions::new()
+        .name("fixture-app")
+        .connect(server.client_url())
+        .await
+        .unwrap();
+    let payload = bytes::Bytes::from(vec![b'x'; 1024]);
+    while common::monitor_json(&server.monitor_url(), "varz")["slow_consumers"] == 0 {
+        for _ in 0..256 {
+            client.publish("cut.test", payload.clone()).await.unwrap();
+        }
+        client.flush().await.unwrap();
+    }
+    while !nats_test_server::http_get(&format!("{}/connz?state=closed", server.monitor_url()))
+        .contains("stuck-reader")
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let js = jetstream::new(client.clone());
+    let stream = js
+        .create_stream(stream::Config {
+            name: "ORDERS".into(),
+            subjects: vec!["orders.>".into()],
+            max_messages: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let consumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some("billing".into()),
+            ack_wait: Duration::from_secs(1),
+            max_deliver: 5,
+            max_ack_pending: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for i in 0..10 {
+        js.publish(format!("orders.{i}"), "x".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let mut n = 0;
+    let mut batch = consumer.fetch().max_messages(10).messages().await.unwrap();
+    while let Some(m) = batch.next().await {
+        n += 1;
+        if n <= 3 {
+            m.unwrap().double_ack().await.unwrap();
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut batch = consumer.fetch().max_messages(10).messages().await.unwrap();
+    while batch.next().await.is_some() {}
+    std::fs::create_dir_all(version_dir).unwrap();
+    let base = server.monitor_url();
+    for (file, path) in [
+        ("varz.json", "varz"),
+        ("connz.json", "connz?sort=pending&limit=10&auth=true"),
+        (
+            "connz_closed.json",
+            "connz?state=closed&sort=stop&limit=1000&offset=0&auth=true",
+        ),
+        (
+            "jsz.json",
+            "jsz?accounts=true&streams=true&consumers=true&config=true&offset=0&limit=1024",
+        ),
+    ] {
+        std::fs::write(
+            version_dir.join(file),
+            nats_test_server::http_get(&format!("{base}/{path}")),
+        )
+        .unwrap();
+    }
+}
+
+/// Serves the captured JSON the way the server would answer the exporter.
+async fn serve_fixtures(version_dir: PathBuf) -> String {
+    async fn answer(
+        State(dir): State<PathBuf>,
+        path: axum::extract::OriginalUri,
+        Query(q): Query<HashMap<String, String>>,
+    ) -> String {
+        let endpoint = path.path().trim_start_matches('/');
+        let first_page = q.get("offset").is_none_or(|o| o == "0");
+        let file = match endpoint {
+            "connz" if q.get("state").is_some_and(|s| s == "closed") => {
+                first_page.then_some("connz_closed.json")
+            }
+            "jsz" => first_page.then_some("jsz.json"),
+            other => Some(match other {
+                "varz" => "varz.json",
+                _ => "connz.json",
+            }),
+        };
+        match file {
+            Some(f) => std::fs::read_to_string(dir.join(f)).unwrap(),
+            None => "{\"connections\": [], \"account_details\": []}".to_string(),
+        }
+    }
+    let app = axum::Router::new()
+        .route("/varz", get(answer))
+        .route("/connz", get(answer))
+        .route("/jsz", get(answer))
+        .with_state(version_dir);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+/// Lines that change from run to run (durations, wall-clock times) keep their name and labels only.
+fn stable(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.starts_with("nats_delivery_scrape_duration_seconds")
+                || l.starts_with("nats_delivery_last_success_timestamp_seconds")
+            {
+                format!("{} <varies>", l.rsplit_once(' ').unwrap().0)
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+#[tokio::test]
+async fn exposition_matches_golden_files_for_each_server_version() {
+    let mut problems = Vec::new();
+    for (version, binary) in VERSIONS {
+        let d = dir(version);
+        if updating() {
+            capture(&d, binary).await;
+        }
+        let url = serve_fixtures(d.clone()).await;
+        let exporter = common::exporter(&[url], &[]);
+        let text = common::scrape(&exporter).await;
+        nats_test_server::reference::assert_documented(&text);
+        let got = stable(&text);
+        let golden = d.join("metrics.prom");
+        if updating() {
+            std::fs::write(&golden, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(&golden).unwrap_or_default();
+        if got != want {
+            problems.push(format!(
+                "{version}: output differs from {}:\n{got}",
+                golden.display()
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{}\n(NATS_DELIVERY_UPDATE_FIXTURES=1 regenerates)",
+        problems.join("\n")
+    );
+}
