@@ -5,11 +5,14 @@
 //! serves the result over HTTP ([`http::router`]).
 #![deny(missing_docs)]
 
+pub mod advisories;
 pub mod config;
 pub mod duration;
 pub mod encode;
 pub mod error;
 pub mod exporter;
 pub mod http;
+pub mod nats_connection;
 pub mod snapshot;
 pub mod sources;
+pub mod system_events;

@@ -1,0 +1,296 @@
+//! JetStream delivery advisories: messages that exhausted `max_deliver`, were
+//! terminated (by a client or by stream limits) or NAKed, counted exactly once.
+//!
+//! Two ways to listen, per account:
+//! - live ([`live`]): a core subscription to the advisory subjects. Advisories
+//!   sent while the exporter is down are lost (core NATS is at-most-once).
+//! - durable ([`durable`], recommended): a stream captures the advisories and
+//!   the exporter reads it with a durable pull consumer, acknowledging each
+//!   advisory only after counting it, so nothing is lost across restarts and
+//!   replicas sharing the consumer split the work without double counting.
+//!
+//! Optionally ([`dead_letter`]) each dead message is copied into a
+//! dead-letter stream.
+
+pub mod counting;
+pub mod dead_letter;
+pub mod durable;
+pub mod live;
+pub mod metrics;
+pub mod parse;
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+pub use counting::{AdvisoryCounter, Outcome};
+pub use metrics::AdvisoryMetrics;
+
+use crate::nats_connection::{Auth, NatsArgs};
+
+/// Advisory listener flags.
+#[derive(clap::Args, Clone, Debug)]
+pub struct AdvisoryArgs {
+    /// Listen to JetStream advisories (max deliveries, terminated, NAK) in every configured account.
+    #[arg(
+        long = "advisories",
+        env = "NATS_DELIVERY_ADVISORIES",
+        default_value_t = false
+    )]
+    pub enabled: bool,
+
+    /// Durable mode (recommended in production): the stream that captures the advisories
+    /// while the exporter is away. Created if missing; used as-is if it captures the
+    /// advisory subjects. Without it the exporter listens live and misses advisories
+    /// sent while it is down.
+    #[arg(long = "advisories-stream", env = "NATS_DELIVERY_ADVISORIES_STREAM")]
+    pub stream: Option<String>,
+
+    /// Maximum age of advisories kept in a stream the exporter creates (e.g. 90s, 30m, 12h, 7d).
+    #[arg(
+        long = "advisories-stream-max-age",
+        env = "NATS_DELIVERY_ADVISORIES_STREAM_MAX_AGE",
+        default_value = "7d",
+        value_parser = parse_duration
+    )]
+    pub stream_max_age: Duration,
+
+    /// Name of the durable pull consumer on the advisory stream; replicas sharing it split the work.
+    #[arg(
+        long = "advisories-consumer",
+        env = "NATS_DELIVERY_ADVISORIES_CONSUMER",
+        default_value = "nats-delivery-exporter"
+    )]
+    pub consumer: String,
+
+    /// How long the server waits for the exporter to acknowledge an advisory before redelivering it.
+    #[arg(
+        long = "advisories-ack-wait",
+        env = "NATS_DELIVERY_ADVISORIES_ACK_WAIT",
+        default_value = "30s",
+        value_parser = parse_duration
+    )]
+    pub ack_wait: Duration,
+
+    /// How many recent advisories are remembered to ignore re-sent ones.
+    #[arg(
+        long = "advisories-dedup-window",
+        env = "NATS_DELIVERY_ADVISORIES_DEDUP_WINDOW",
+        default_value_t = 100_000
+    )]
+    pub dedup_window: usize,
+
+    /// Live mode: advisories the subscription may buffer before the exporter's own client
+    /// drops (counted in nats_delivery_exporter_dropped_messages_total).
+    #[arg(
+        long = "advisories-buffer",
+        env = "NATS_DELIVERY_ADVISORIES_BUFFER",
+        default_value_t = live::SUBSCRIPTION_CAPACITY
+    )]
+    pub buffer: usize,
+
+    /// Copy each dead message (max deliveries) into this stream. Created if missing.
+    #[arg(long = "dead-letter-stream", env = "NATS_DELIVERY_DEAD_LETTER_STREAM")]
+    pub dead_letter_stream: Option<String>,
+
+    /// Subject prefix of dead-letter copies: <prefix>.<stream>.<consumer>.
+    #[arg(
+        long = "dead-letter-subject-prefix",
+        env = "NATS_DELIVERY_DEAD_LETTER_SUBJECT_PREFIX",
+        default_value = "dead_letter"
+    )]
+    pub dead_letter_subject_prefix: String,
+
+    /// Also copy terminated messages into the dead-letter stream.
+    #[arg(
+        long = "dead-letter-terminated",
+        env = "NATS_DELIVERY_DEAD_LETTER_TERMINATED",
+        default_value_t = false
+    )]
+    pub dead_letter_terminated: bool,
+
+    /// System-account credentials (creds:FILE, nkey:FILE, user:USER:PASSWORD or token:TOKEN):
+    /// count slow-consumer disconnects by client name from $SYS.ACCOUNT.*.DISCONNECT.
+    #[arg(
+        long = "system-account",
+        env = "NATS_DELIVERY_SYSTEM_ACCOUNT",
+        hide_env_values = true
+    )]
+    pub system_account: Option<Auth>,
+
+    /// Cap on distinct client names in slow-consumer disconnect counts; further names count as "__overflow__".
+    #[arg(
+        long = "system-events-max-client-names",
+        env = "NATS_DELIVERY_SYSTEM_EVENTS_MAX_CLIENT_NAMES",
+        default_value_t = 1000
+    )]
+    pub max_client_names: usize,
+}
+
+impl AdvisoryArgs {
+    /// Builds the flags from flag-style arguments (no program name); for
+    /// tests and embedding. Environment variables apply.
+    pub fn from_flags<I, T>(flags: I) -> Result<AdvisoryArgs, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        #[derive(clap::Parser)]
+        struct Only {
+            #[command(flatten)]
+            advisories: AdvisoryArgs,
+        }
+        let args = std::iter::once(std::ffi::OsString::from("advisories"))
+            .chain(flags.into_iter().map(Into::into));
+        <Only as clap::Parser>::try_parse_from(args).map(|o| o.advisories)
+    }
+}
+
+/// Parses `250ms`, `90s`, `30m`, `12h`, `7d` or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 90s, 30m, 12h, 7d"))?;
+    let secs = match unit {
+        "ms" => return Ok(Duration::from_millis(n)),
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86400,
+        _ => {
+            return Err(format!(
+                "invalid duration unit in {s:?}: use ms, s, m, h or d"
+            ))
+        }
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+/// True when every subject matched by `subject` is matched by the stream
+/// subject `filter` (token-wise, honouring `*` and `>`).
+pub fn subject_covers(filter: &str, subject: &str) -> bool {
+    let f: Vec<&str> = filter.split('.').collect();
+    let s: Vec<&str> = subject.split('.').collect();
+    for (i, ft) in f.iter().enumerate() {
+        if *ft == ">" {
+            return i < s.len();
+        }
+        match s.get(i) {
+            None => return false,
+            Some(&">") => return false,
+            Some(st) if *ft == "*" || ft == st => {}
+            Some(_) => return false,
+        }
+    }
+    f.len() == s.len()
+}
+
+/// Everything one account's listener needs.
+#[derive(Clone, Debug)]
+pub struct AccountListener {
+    /// Connection flags (servers, TLS, client name).
+    pub nats: NatsArgs,
+    /// Account label.
+    pub account: String,
+    /// Credentials for this account.
+    pub auth: Auth,
+    /// Advisory flags.
+    pub args: AdvisoryArgs,
+    /// Where to count.
+    pub metrics: AdvisoryMetrics,
+}
+
+impl AccountListener {
+    /// Runs until `shutdown` turns true (or its sender is dropped): durable
+    /// mode when `--advisories-stream` is set, live mode otherwise. Errors are
+    /// logged and retried; they never end the task.
+    pub async fn run(self, shutdown: watch::Receiver<bool>) {
+        if self.args.stream.is_some() {
+            durable::run(self, shutdown).await
+        } else {
+            live::run(self, shutdown).await
+        }
+    }
+}
+
+/// Runs one listener per configured account until `shutdown` turns true.
+/// Returns an error only for contradictory flags, before anything starts.
+pub async fn run(
+    nats: NatsArgs,
+    args: AdvisoryArgs,
+    metrics: AdvisoryMetrics,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), crate::nats_connection::ConnectionError> {
+    if !args.enabled {
+        return Ok(());
+    }
+    let mut tasks = Vec::new();
+    for (account, auth) in nats.resolved_accounts()? {
+        metrics.init_account(&account);
+        let listener = AccountListener {
+            nats: nats.clone(),
+            account,
+            auth,
+            args: args.clone(),
+            metrics: metrics.clone(),
+        };
+        tasks.push(tokio::spawn(listener.run(shutdown.clone())));
+    }
+    for t in tasks {
+        if let Err(e) = t.await {
+            tracing::error!("advisory listener task failed: {e}");
+        }
+    }
+    Ok(())
+}
+
+/// Resolves when `shutdown` is true or its sender is gone.
+pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    while !*shutdown.borrow_and_update() {
+        if shutdown.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Sleeps `d`, or returns early (true) when shutting down.
+pub(crate) async fn sleep_or_stop(d: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => false,
+        _ = stopped(shutdown) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subject_coverage() {
+        let md = parse::MAX_DELIVERIES_SUBJECT;
+        assert!(subject_covers("$JS.EVENT.ADVISORY.CONSUMER.>", md));
+        assert!(subject_covers("$JS.EVENT.ADVISORY.>", md));
+        assert!(subject_covers(md, md));
+        assert!(!subject_covers(
+            "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.*",
+            md
+        ));
+        assert!(!subject_covers(
+            "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.>",
+            md
+        ));
+        assert!(subject_covers("a.*.c", "a.b.c"));
+        assert!(!subject_covers("a.b", "a.b.c"));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("7d").unwrap(), Duration::from_secs(604_800));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
+        assert!(parse_duration("3 weeks").is_err());
+    }
+}

@@ -1,0 +1,418 @@
+//! NATS connection settings (flags and environment) and connecting with them.
+//!
+//! A NATS user lives in exactly one account and only sees that account's
+//! advisories, so the exporter opens one connection per configured account
+//! ([`NatsArgs::accounts`]); the account name given here becomes the `account`
+//! label. Secrets are held in [`Secret`], whose `Debug` output is redacted, so
+//! printing the parsed configuration never leaks a password or token.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use async_nats::{Client, ConnectOptions, Event};
+
+/// A password or token: printed as `<redacted>`, never as its value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret's value, to hand to the NATS client and nowhere else.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl FromStr for Secret {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_string()))
+    }
+}
+
+/// How one connection authenticates.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum Auth {
+    /// No credentials (or only those in the server URL).
+    #[default]
+    None,
+    /// User and password.
+    UserPassword {
+        /// User name.
+        user: String,
+        /// Password.
+        password: Secret,
+    },
+    /// An authentication token.
+    Token(Secret),
+    /// A file holding an NKey seed (`SU...`).
+    NkeySeedFile(PathBuf),
+    /// A `.creds` file (JWT and NKey seed).
+    CredsFile(PathBuf),
+}
+
+impl FromStr for Auth {
+    type Err = String;
+    /// Parses `creds:FILE`, `nkey:FILE`, `user:USER:PASSWORD` or `token:TOKEN`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (kind, rest) = s.split_once(':').ok_or_else(|| {
+            "expected creds:FILE, nkey:FILE, user:USER:PASSWORD or token:TOKEN".to_string()
+        })?;
+        match kind {
+            "creds" if !rest.is_empty() => Ok(Auth::CredsFile(PathBuf::from(rest))),
+            "nkey" if !rest.is_empty() => Ok(Auth::NkeySeedFile(PathBuf::from(rest))),
+            "token" if !rest.is_empty() => Ok(Auth::Token(Secret(rest.to_string()))),
+            "user" => match rest.split_once(':') {
+                Some((user, password)) if !user.is_empty() => Ok(Auth::UserPassword {
+                    user: user.to_string(),
+                    password: Secret(password.to_string()),
+                }),
+                _ => Err("expected user:USER:PASSWORD".to_string()),
+            },
+            // Never echo `rest`: it may be a secret.
+            other => Err(format!(
+                "unknown or empty credential kind {other:?}; expected creds:FILE, nkey:FILE, user:USER:PASSWORD or token:TOKEN"
+            )),
+        }
+    }
+}
+
+/// One account to listen in: the name used as the `account` label, and how to
+/// log in to it (`None` means: with the top-level credential flags).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccountSpec {
+    /// Account name, used as the `account` label value.
+    pub name: String,
+    /// Credentials for this account, or `None` for the top-level ones.
+    pub auth: Option<Auth>,
+}
+
+impl FromStr for AccountSpec {
+    type Err = String;
+    /// Parses `NAME` or `NAME=creds:FILE|nkey:FILE|user:USER:PASSWORD|token:TOKEN`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (name, auth) = match s.split_once('=') {
+            Some((name, auth)) => (name, Some(auth.parse::<Auth>()?)),
+            None => (s, None),
+        };
+        let name = name.trim();
+        if name.is_empty() {
+            return Err("account name is empty".to_string());
+        }
+        Ok(AccountSpec {
+            name: name.to_string(),
+            auth,
+        })
+    }
+}
+
+/// NATS connection flags shared by the advisory and system-event listeners.
+#[derive(clap::Args, Clone, Debug)]
+pub struct NatsArgs {
+    /// NATS server URLs to connect to (comma-separated); the client also learns
+    /// the rest of a cluster from the server.
+    #[arg(
+        long = "nats-servers",
+        env = "NATS_DELIVERY_NATS_SERVERS",
+        value_delimiter = ',',
+        default_value = "nats://127.0.0.1:4222"
+    )]
+    pub servers: Vec<String>,
+
+    /// Client connection name, shown by the server in /connz.
+    #[arg(
+        long = "nats-client-name",
+        env = "NATS_DELIVERY_NATS_CLIENT_NAME",
+        default_value = "nats-delivery-exporter"
+    )]
+    pub client_name: String,
+
+    /// User name (with --nats-password).
+    #[arg(long = "nats-user", env = "NATS_DELIVERY_NATS_USER")]
+    pub user: Option<String>,
+
+    /// Password for --nats-user (prefer the environment variable: command lines are visible to other users).
+    #[arg(
+        long = "nats-password",
+        env = "NATS_DELIVERY_NATS_PASSWORD",
+        hide_env_values = true
+    )]
+    pub password: Option<Secret>,
+
+    /// Authentication token (prefer the environment variable).
+    #[arg(
+        long = "nats-token",
+        env = "NATS_DELIVERY_NATS_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<Secret>,
+
+    /// File holding an NKey user seed.
+    #[arg(
+        long = "nats-nkey-seed-file",
+        env = "NATS_DELIVERY_NATS_NKEY_SEED_FILE"
+    )]
+    pub nkey_seed_file: Option<PathBuf>,
+
+    /// NATS credentials (.creds) file: user JWT and NKey seed.
+    #[arg(long = "nats-creds-file", env = "NATS_DELIVERY_NATS_CREDS_FILE")]
+    pub creds_file: Option<PathBuf>,
+
+    /// PEM file with the CA certificate(s) that signed the server's certificate; enables TLS.
+    #[arg(long = "nats-tls-ca", env = "NATS_DELIVERY_NATS_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// PEM client certificate for mutual TLS (with --nats-tls-key).
+    #[arg(
+        long = "nats-tls-cert",
+        env = "NATS_DELIVERY_NATS_TLS_CERT",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --nats-tls-cert.
+    #[arg(
+        long = "nats-tls-key",
+        env = "NATS_DELIVERY_NATS_TLS_KEY",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+
+    /// Accounts to listen in, one connection each: NAME (uses the credential flags above) or
+    /// NAME=creds:FILE | NAME=nkey:FILE | NAME=user:USER:PASSWORD | NAME=token:TOKEN.
+    /// Repeat the flag or separate with commas. Empty: one connection with the credential
+    /// flags above, labelled with --nats-account-name.
+    #[arg(
+        long = "nats-account",
+        env = "NATS_DELIVERY_NATS_ACCOUNTS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub accounts: Vec<AccountSpec>,
+
+    /// The `account` label of the single connection used when --nats-account is not given
+    /// (`$G` is the server's default account when it has no accounts configured).
+    #[arg(
+        long = "nats-account-name",
+        env = "NATS_DELIVERY_NATS_ACCOUNT_NAME",
+        default_value = "$G"
+    )]
+    pub account_name: String,
+}
+
+impl NatsArgs {
+    /// Builds the connection settings from flag-style arguments (program name
+    /// not included); for tests and embedding. Environment variables apply.
+    pub fn from_flags<I, T>(flags: I) -> Result<NatsArgs, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        #[derive(clap::Parser)]
+        struct Only {
+            #[command(flatten)]
+            nats: NatsArgs,
+        }
+        let args = std::iter::once(std::ffi::OsString::from("nats"))
+            .chain(flags.into_iter().map(Into::into));
+        <Only as clap::Parser>::try_parse_from(args).map(|o| o.nats)
+    }
+
+    /// The credentials given by the top-level flags; an error when more than
+    /// one method is given, since the server would accept only one.
+    pub fn top_level_auth(&self) -> Result<Auth, ConnectionError> {
+        let mut found = Vec::new();
+        if let Some(user) = &self.user {
+            found.push(Auth::UserPassword {
+                user: user.clone(),
+                password: self.password.clone().unwrap_or(Secret(String::new())),
+            });
+        } else if self.password.is_some() {
+            return Err(ConnectionError::Config(
+                "--nats-password needs --nats-user".into(),
+            ));
+        }
+        if let Some(t) = &self.token {
+            found.push(Auth::Token(t.clone()));
+        }
+        if let Some(p) = &self.nkey_seed_file {
+            found.push(Auth::NkeySeedFile(p.clone()));
+        }
+        if let Some(p) = &self.creds_file {
+            found.push(Auth::CredsFile(p.clone()));
+        }
+        match found.len() {
+            0 => Ok(Auth::None),
+            1 => Ok(found.remove(0)),
+            _ => Err(ConnectionError::Config(
+                "give only one of --nats-user/--nats-password, --nats-token, --nats-nkey-seed-file, --nats-creds-file".into(),
+            )),
+        }
+    }
+
+    /// Every account to listen in, with the credentials to use for it.
+    pub fn resolved_accounts(&self) -> Result<Vec<(String, Auth)>, ConnectionError> {
+        let top = self.top_level_auth()?;
+        if self.accounts.is_empty() {
+            return Ok(vec![(self.account_name.clone(), top)]);
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for a in &self.accounts {
+            if !seen.insert(a.name.clone()) {
+                return Err(ConnectionError::Config(format!(
+                    "account {:?} is listed twice",
+                    a.name
+                )));
+            }
+            out.push((
+                a.name.clone(),
+                a.auth.clone().unwrap_or_else(|| top.clone()),
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// Why a connection could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    /// The flags contradict each other.
+    #[error("NATS connection settings: {0}")]
+    Config(String),
+    /// A credentials, key or certificate file could not be read.
+    #[error("cannot read {path}: {source}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The client refused the settings or could not connect.
+    #[error("NATS connect: {0}")]
+    Connect(#[from] async_nats::ConnectError),
+}
+
+/// Options for one connection: name, credentials, TLS, capacity. `purpose`
+/// is appended to the client name so /connz tells the connections apart.
+pub async fn connect_options(
+    args: &NatsArgs,
+    auth: &Auth,
+    purpose: &str,
+    subscription_capacity: usize,
+) -> Result<ConnectOptions, ConnectionError> {
+    let mut opts = ConnectOptions::new()
+        .name(format!("{} {purpose}", args.client_name))
+        .subscription_capacity(subscription_capacity)
+        // The listeners come up before the servers do in many deployments:
+        // keep trying instead of exiting, and report up=0 meanwhile.
+        .retry_on_initial_connect()
+        .event_callback(move |event| async move {
+            match event {
+                Event::Connected => tracing::info!("NATS connected"),
+                Event::Disconnected => tracing::warn!("NATS disconnected, reconnecting"),
+                Event::SlowConsumer(sid) => {
+                    tracing::warn!(sid, "NATS client dropped a message: subscription full")
+                }
+                other => tracing::warn!("NATS: {other}"),
+            }
+        });
+    opts = match auth {
+        Auth::None => opts,
+        Auth::UserPassword { user, password } => {
+            opts.user_and_password(user.clone(), password.expose().to_string())
+        }
+        Auth::Token(t) => opts.token(t.expose().to_string()),
+        Auth::NkeySeedFile(path) => {
+            let seed = std::fs::read_to_string(path).map_err(|source| ConnectionError::File {
+                path: path.clone(),
+                source,
+            })?;
+            opts.nkey(seed.trim().to_string())
+        }
+        Auth::CredsFile(path) => {
+            opts.credentials_file(path)
+                .await
+                .map_err(|source| ConnectionError::File {
+                    path: path.clone(),
+                    source,
+                })?
+        }
+    };
+    if let Some(ca) = &args.tls_ca {
+        opts = opts.require_tls(true).add_root_certificates(ca.clone());
+    }
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        opts = opts
+            .require_tls(true)
+            .add_client_certificate(cert.clone(), key.clone());
+    }
+    Ok(opts)
+}
+
+/// Connects one client. Returns once the options are accepted; the client
+/// keeps (re)connecting in the background, see [`is_connected`].
+pub async fn connect(
+    args: &NatsArgs,
+    auth: &Auth,
+    purpose: &str,
+    subscription_capacity: usize,
+) -> Result<Client, ConnectionError> {
+    let opts = connect_options(args, auth, purpose, subscription_capacity).await?;
+    Ok(opts.connect(args.servers.clone()).await?)
+}
+
+/// Whether the client currently has a live connection to a server.
+pub fn is_connected(client: &Client) -> bool {
+    matches!(
+        client.connection_state(),
+        async_nats::connection::State::Connected
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_account_specs_without_leaking_secrets() {
+        let a: AccountSpec = "ORDERS=user:app:s3cret".parse().unwrap();
+        assert_eq!(a.name, "ORDERS");
+        let shown = format!("{a:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
+        let b: AccountSpec = "BILLING".parse().unwrap();
+        assert_eq!(b.auth, None);
+        let c: AccountSpec = "X=creds:/etc/x.creds".parse().unwrap();
+        assert_eq!(c.auth, Some(Auth::CredsFile("/etc/x.creds".into())));
+        let err = "X=secretkind:hunter2".parse::<AccountSpec>().unwrap_err();
+        assert!(!err.contains("hunter2"), "{err}");
+        assert!("=token:abc".parse::<AccountSpec>().is_err());
+    }
+
+    #[test]
+    fn rejects_two_credential_methods() {
+        let args = NatsArgs::from_flags([
+            "--nats-user",
+            "a",
+            "--nats-password",
+            "b",
+            "--nats-token",
+            "t",
+        ])
+        .unwrap();
+        assert!(args.top_level_auth().is_err());
+        let one = NatsArgs::from_flags(["--nats-token", "t"]).unwrap();
+        assert_eq!(
+            one.resolved_accounts().unwrap(),
+            vec![("$G".to_string(), Auth::Token(Secret("t".into())))]
+        );
+        assert!(!format!("{one:?}").contains("\"t\""));
+    }
+}

@@ -1,0 +1,281 @@
+//! Shared by the advisory and system-event tests: a server with accounts, a
+//! listener task with its own registry, reading exact samples back.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use nats_delivery_exporter::advisories::{AccountListener, AdvisoryArgs, AdvisoryMetrics};
+use nats_delivery_exporter::nats_connection::{Auth, NatsArgs};
+use nats_test_server::NatsServer;
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+
+/// Accounts APP and OTHER (JetStream), SYS as the system account.
+pub const ACCOUNTS: &str = r#"
+accounts {
+  APP { jetstream: enabled, users: [ { user: app, password: app-secret } ] }
+  OTHER { jetstream: enabled, users: [ { user: other, password: other-secret } ] }
+  SYS { users: [ { user: sys, password: sys-secret } ] }
+}
+system_account: SYS
+"#;
+
+/// A JetStream server with [`ACCOUNTS`].
+pub fn server() -> NatsServer {
+    NatsServer::builder().jetstream().config(ACCOUNTS).start()
+}
+
+/// A client logged in as `user` (password `<user>-secret`).
+pub async fn client(s: &NatsServer, user: &str) -> async_nats::Client {
+    async_nats::ConnectOptions::new()
+        .user_and_password(user.into(), format!("{user}-secret"))
+        .connect(s.client_url())
+        .await
+        .expect("test client connects")
+}
+
+/// Connection flags for `s`.
+pub fn nats_args(s: &NatsServer) -> NatsArgs {
+    NatsArgs::from_flags(["--nats-servers", &s.client_url()]).expect("flags")
+}
+
+/// Advisory flags: `--advisories` plus `extra`.
+pub fn advisory_args(extra: &[&str]) -> AdvisoryArgs {
+    let mut flags = vec!["--advisories"];
+    flags.extend_from_slice(extra);
+    AdvisoryArgs::from_flags(flags).expect("flags")
+}
+
+/// A running listener: its registry, metrics and stop switch.
+pub struct Running {
+    /// Registry holding only the advisory metrics.
+    pub registry: Registry,
+    /// The metrics.
+    pub metrics: AdvisoryMetrics,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Text exposition of the registry.
+    pub fn text(&self) -> String {
+        encode(&self.registry)
+    }
+
+    /// Stops the listener the way the exporter does on SIGTERM and waits for it.
+    pub async fn stop(self) {
+        self.stop.send(true).expect("listener alive");
+        tokio::time::timeout(Duration::from_secs(15), self.task)
+            .await
+            .expect("listener stops within 15 s")
+            .expect("listener task did not panic");
+    }
+}
+
+/// Starts one account's listener (APP, user app) with fresh metrics.
+pub async fn start_listener(
+    s: &NatsServer,
+    account: &str,
+    user: &str,
+    args: AdvisoryArgs,
+) -> Running {
+    let mut registry = Registry::default();
+    let metrics = AdvisoryMetrics::register(&mut registry);
+    let (stop, rx) = watch::channel(false);
+    let listener = AccountListener {
+        nats: nats_args(s),
+        account: account.to_string(),
+        auth: Auth::UserPassword {
+            user: user.to_string(),
+            password: format!("{user}-secret").parse().unwrap(),
+        },
+        args,
+        metrics: metrics.clone(),
+    };
+    let task = tokio::spawn(listener.run(rx));
+    let running = Running {
+        registry,
+        metrics,
+        stop,
+        task,
+    };
+    wait_value(
+        &running.registry,
+        "nats_delivery_advisory_listener_up",
+        &[("account", account)],
+        1.0,
+        20,
+    )
+    .await;
+    running
+}
+
+/// Text exposition of a registry.
+pub fn encode(registry: &Registry) -> String {
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, registry).expect("encode");
+    out
+}
+
+/// The value of the sample `name` whose labels include all of `labels`
+/// and no others beyond them; `None` if absent.
+pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    for line in text.lines() {
+        if line.starts_with('#') {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ')?;
+        let (n, rest) = match series.find('{') {
+            Some(i) => (&series[..i], &series[i + 1..series.len() - 1]),
+            None => (series, ""),
+        };
+        if n != name {
+            continue;
+        }
+        let mut got: Vec<(String, String)> = Vec::new();
+        for part in split_labels(rest) {
+            if let Some((k, v)) = part.split_once('=') {
+                got.push((k.to_string(), v.trim_matches('"').to_string()));
+            }
+        }
+        if got.len() == labels.len()
+            && labels
+                .iter()
+                .all(|(k, v)| got.iter().any(|(gk, gv)| gk == k && gv == v))
+        {
+            return value.parse().ok();
+        }
+    }
+    None
+}
+
+fn split_labels(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_quotes = false;
+    let mut escaped = false;
+    for c in s.chars() {
+        if escaped {
+            cur.push(c);
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' => escaped = true,
+            '"' => {
+                in_quotes = !in_quotes;
+                cur.push(c)
+            }
+            ',' if !in_quotes => out.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// Waits until the sample equals `want` (at most `secs`), then checks it
+/// stays there for another second: a count that overshoots fails.
+pub async fn wait_value(
+    registry: &Registry,
+    name: &str,
+    labels: &[(&str, &str)],
+    want: f64,
+    secs: u64,
+) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let got = sample(&encode(registry), name, labels);
+        if got == Some(want) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}{labels:?}: want {want}, have {got:?} after {secs} s\n{}",
+            encode(registry)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let got = sample(&encode(registry), name, labels);
+    assert_eq!(got, Some(want), "{name}{labels:?} moved past {want}");
+}
+
+/// Creates stream `name` on `subject.>` in the client's account.
+pub async fn stream(
+    js: &async_nats::jetstream::Context,
+    name: &str,
+    subject: &str,
+    max_msgs: i64,
+) -> async_nats::jetstream::stream::Stream {
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: name.to_string(),
+        subjects: vec![format!("{subject}.>")],
+        max_messages: max_msgs,
+        ..Default::default()
+    })
+    .await
+    .expect("create stream")
+}
+
+/// Creates a durable pull consumer with explicit acks.
+pub async fn pull_consumer(
+    stream: &async_nats::jetstream::stream::Stream,
+    name: &str,
+    max_deliver: i64,
+    ack_wait: Duration,
+) -> async_nats::jetstream::consumer::PullConsumer {
+    stream
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            durable_name: Some(name.to_string()),
+            ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
+            max_deliver,
+            ack_wait,
+            ..Default::default()
+        })
+        .await
+        .expect("create consumer")
+}
+
+/// Publishes `n` messages `<subject>.<i>` with payload `msg-<i>` and waits for every PubAck.
+pub async fn publish(js: &async_nats::jetstream::Context, subject: &str, n: usize) {
+    for i in 0..n {
+        js.publish(format!("{subject}.{i}"), format!("msg-{i}").into())
+            .await
+            .expect("publish")
+            .await
+            .expect("puback");
+    }
+}
+
+/// Pulls from `consumer` without ever acknowledging until `done` says so
+/// (or `secs` pass): drives every message to max_deliver.
+pub async fn pull_without_ack(
+    consumer: &async_nats::jetstream::consumer::PullConsumer,
+    secs: u64,
+    mut done: impl FnMut() -> bool,
+) -> u64 {
+    use futures::StreamExt;
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut deliveries = 0;
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "scenario not done after {secs} s"
+        );
+        let mut batch = consumer
+            .fetch()
+            .max_messages(500)
+            .expires(Duration::from_millis(300))
+            .messages()
+            .await
+            .expect("fetch");
+        while let Some(m) = batch.next().await {
+            m.expect("message");
+            deliveries += 1;
+        }
+    }
+    deliveries
+}
