@@ -1,0 +1,217 @@
+//! Durable mode against a real server: counts survive an exporter restart,
+//! replicas share the work without double counting.
+mod advisories_support;
+
+use std::time::Duration;
+
+use advisories_support::*;
+use async_nats::jetstream;
+use nats_delivery_exporter::advisories::durable::{ensure_stream, DurableError};
+
+const APP: &[(&str, &str)] = &[("account", "APP")];
+
+/// Makes `n` more messages die on WORK/worker (max_deliver 2) and waits until
+/// the advisory stream ADV holds `expected_advisories`.
+async fn kill_messages(
+    js: &jetstream::Context,
+    consumer: &jetstream::consumer::PullConsumer,
+    first: usize,
+    n: usize,
+    expected_advisories: u64,
+) {
+    for i in first..first + n {
+        js.publish(format!("work.{i}"), format!("msg-{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while advisory_count(js).await < expected_advisories {
+        assert!(std::time::Instant::now() < deadline, "messages did not die");
+        // Pull without acknowledging: every message runs out of deliveries.
+        pull_without_ack(consumer, 5, {
+            let mut once = false;
+            move || std::mem::replace(&mut once, true)
+        })
+        .await;
+    }
+    assert_eq!(advisory_count(js).await, expected_advisories);
+}
+
+async fn advisory_count(js: &jetstream::Context) -> u64 {
+    let mut s = js.get_stream("ADV").await.expect("ADV exists");
+    s.info().await.expect("ADV info").state.messages
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advisories_made_while_the_exporter_is_stopped_are_counted_after_restart() {
+    let s = server();
+    let flags = [
+        "--advisories-stream",
+        "ADV",
+        "--advisories-stream-max-age",
+        "1h",
+    ];
+    let first = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let js = jetstream::new(client(&s, "app").await);
+    let st = stream(&js, "WORK", "work", -1).await;
+    let consumer = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
+    let labels = [
+        ("account", "APP"),
+        ("stream", "WORK"),
+        ("consumer", "worker"),
+    ];
+    let name = "nats_delivery_jetstream_max_deliveries_total";
+
+    kill_messages(&js, &consumer, 0, 5, 5).await;
+    wait_value(&first.registry, name, &labels, 5.0, 15).await;
+    first.stop().await;
+
+    // The exporter is down: 30 messages die.
+    kill_messages(&js, &consumer, 5, 30, 35).await;
+
+    // A new process (fresh counters) counts exactly those 30.
+    let second = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    wait_value(&second.registry, name, &labels, 30.0, 20).await;
+    let text = second.text();
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_received_total", APP),
+        Some(30.0)
+    );
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        Some(0.0)
+    );
+    nats_test_server::reference::assert_documented(&text);
+    second.stop().await;
+
+    // The stream the exporter created has the advisory subjects and max age asked for.
+    let mut adv = js.get_stream("ADV").await.unwrap();
+    let cfg = adv.info().await.unwrap().config.clone();
+    assert_eq!(cfg.max_age, Duration::from_secs(3600));
+    assert_eq!(cfg.subjects.len(), 3, "{:?}", cfg.subjects);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_sharing_the_consumer_sum_to_the_exact_count() {
+    let s = server();
+    let js = jetstream::new(client(&s, "app").await);
+    // An existing, wider stream is used as-is: it also captures consumer
+    // create/delete advisories, which the exporter's consumer filters out.
+    js.create_stream(jetstream::stream::Config {
+        name: "ADV".into(),
+        subjects: vec!["$JS.EVENT.ADVISORY.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let flags = [
+        "--advisories-stream",
+        "ADV",
+        "--advisories-consumer",
+        "shared",
+    ];
+    let a = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let b = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let st = stream(&js, "WORK", "work", -1).await;
+    let consumer = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
+
+    const N: f64 = 60.0;
+    let labels = [
+        ("account", "APP"),
+        ("stream", "WORK"),
+        ("consumer", "worker"),
+    ];
+    let name = "nats_delivery_jetstream_max_deliveries_total";
+    let sum = |a: &Running, b: &Running| {
+        sample(&a.text(), name, &labels).unwrap_or(0.0)
+            + sample(&b.text(), name, &labels).unwrap_or(0.0)
+    };
+    for i in 0..N as usize {
+        js.publish(format!("work.{i}"), "x".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    pull_without_ack(&consumer, 60, || sum(&a, &b) >= N).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(sum(&a, &b), N, "a:\n{}\nb:\n{}", a.text(), b.text());
+    let received =
+        |r: &Running| sample(&r.text(), "nats_delivery_advisories_received_total", APP).unwrap();
+    assert_eq!(received(&a) + received(&b), N);
+    for r in [&a, &b] {
+        let t = r.text();
+        assert_eq!(
+            sample(&t, "nats_delivery_advisories_unknown_total", APP),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample(&t, "nats_delivery_advisories_duplicate_total", APP),
+            Some(0.0)
+        );
+        nats_test_server::reference::assert_documented(&t);
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_stream_that_does_not_fit_is_a_clear_error() {
+    let s = server();
+    let js = jetstream::new(client(&s, "app").await);
+    js.create_stream(jetstream::stream::Config {
+        name: "ADV".into(),
+        subjects: vec![
+            "orders.>".into(),
+            "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.>".into(),
+        ],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let err = ensure_stream(&js, "ADV", Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    match &err {
+        DurableError::StreamMismatch { missing, .. } => assert_eq!(
+            missing,
+            &vec![
+                "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>".to_string(),
+                "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>".to_string()
+            ]
+        ),
+        other => panic!("unexpected error {other}"),
+    }
+    assert!(err.to_string().contains("\"ADV\""), "{err}");
+    // The listener reports itself down instead of counting nothing silently.
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = nats_delivery_exporter::advisories::AdvisoryMetrics::register(&mut registry);
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let listener = nats_delivery_exporter::advisories::AccountListener {
+        nats: nats_args(&s),
+        account: "APP".into(),
+        auth: "user:app:app-secret".parse().unwrap(),
+        args: advisory_args(&["--advisories-stream", "ADV"]),
+        metrics,
+    };
+    let task = tokio::spawn(listener.run(rx));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        sample(
+            &encode(&registry),
+            "nats_delivery_advisory_listener_up",
+            APP
+        ),
+        Some(0.0)
+    );
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap();
+    // The mismatched stream was left alone.
+    let mut adv = js.get_stream("ADV").await.unwrap();
+    assert_eq!(adv.info().await.unwrap().config.subjects.len(), 2);
+}
