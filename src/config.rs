@@ -80,6 +80,14 @@ pub struct Config {
     /// connections; more are counted under client_name="__overflow__".
     #[arg(long, env = "NATS_DELIVERY_MAX_CLIENT_NAMES", default_value_t = 1000)]
     pub max_client_names: usize,
+
+    /// NATS connection of the advisory and system-event listeners.
+    #[command(flatten)]
+    pub nats: crate::nats_connection::NatsArgs,
+
+    /// JetStream advisories, dead-letter capture and system events.
+    #[command(flatten)]
+    pub advisories: crate::advisories::AdvisoryArgs,
 }
 
 impl Config {

@@ -112,12 +112,57 @@ impl FromStr for AccountSpec {
     }
 }
 
+/// A clap value parser whose errors never repeat the value: credential specs
+/// carry secrets, and clap's own errors quote the rejected value.
+#[derive(Clone, Debug)]
+pub struct NoEchoParser<T>(std::marker::PhantomData<fn() -> T>);
+
+impl<T> NoEchoParser<T> {
+    /// A parser for `T`.
+    pub fn new() -> Self {
+        NoEchoParser(std::marker::PhantomData)
+    }
+}
+
+impl<T> Default for NoEchoParser<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> clap::builder::TypedValueParser for NoEchoParser<T>
+where
+    T: FromStr<Err = String> + Clone + Send + Sync + 'static,
+{
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let flag = arg.map(|a| a.to_string()).unwrap_or_default();
+        let fail = |why: String| {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("invalid value for {flag}: {why}\n"),
+            )
+            .with_cmd(cmd)
+        };
+        let text = value.to_str().ok_or_else(|| fail("not UTF-8".into()))?;
+        text.parse().map_err(fail)
+    }
+}
+
 /// NATS connection flags shared by the advisory and system-event listeners.
 #[derive(clap::Args, Clone, Debug)]
 pub struct NatsArgs {
     /// NATS server URLs to connect to (comma-separated); the client also learns
     /// the rest of a cluster from the server.
     #[arg(
+        id = "nats_servers",
+        value_name = "URL",
         long = "nats-servers",
         env = "NATS_DELIVERY_NATS_SERVERS",
         value_delimiter = ',',
@@ -127,6 +172,8 @@ pub struct NatsArgs {
 
     /// Client connection name, shown by the server in /connz.
     #[arg(
+        id = "nats_client_name",
+        value_name = "NAME",
         long = "nats-client-name",
         env = "NATS_DELIVERY_NATS_CLIENT_NAME",
         default_value = "nats-delivery-exporter"
@@ -134,11 +181,18 @@ pub struct NatsArgs {
     pub client_name: String,
 
     /// User name (with --nats-password).
-    #[arg(long = "nats-user", env = "NATS_DELIVERY_NATS_USER")]
+    #[arg(
+        id = "nats_user",
+        value_name = "USER",
+        long = "nats-user",
+        env = "NATS_DELIVERY_NATS_USER"
+    )]
     pub user: Option<String>,
 
     /// Password for --nats-user (prefer the environment variable: command lines are visible to other users).
     #[arg(
+        id = "nats_password",
+        value_name = "PASSWORD",
         long = "nats-password",
         env = "NATS_DELIVERY_NATS_PASSWORD",
         hide_env_values = true
@@ -147,6 +201,8 @@ pub struct NatsArgs {
 
     /// Authentication token (prefer the environment variable).
     #[arg(
+        id = "nats_token",
+        value_name = "TOKEN",
         long = "nats-token",
         env = "NATS_DELIVERY_NATS_TOKEN",
         hide_env_values = true
@@ -155,32 +211,48 @@ pub struct NatsArgs {
 
     /// File holding an NKey user seed.
     #[arg(
+        id = "nats_nkey_seed_file",
+        value_name = "FILE",
         long = "nats-nkey-seed-file",
         env = "NATS_DELIVERY_NATS_NKEY_SEED_FILE"
     )]
     pub nkey_seed_file: Option<PathBuf>,
 
     /// NATS credentials (.creds) file: user JWT and NKey seed.
-    #[arg(long = "nats-creds-file", env = "NATS_DELIVERY_NATS_CREDS_FILE")]
+    #[arg(
+        id = "nats_creds_file",
+        value_name = "FILE",
+        long = "nats-creds-file",
+        env = "NATS_DELIVERY_NATS_CREDS_FILE"
+    )]
     pub creds_file: Option<PathBuf>,
 
     /// PEM file with the CA certificate(s) that signed the server's certificate; enables TLS.
-    #[arg(long = "nats-tls-ca", env = "NATS_DELIVERY_NATS_TLS_CA")]
+    #[arg(
+        id = "nats_tls_ca",
+        value_name = "FILE",
+        long = "nats-tls-ca",
+        env = "NATS_DELIVERY_NATS_TLS_CA"
+    )]
     pub tls_ca: Option<PathBuf>,
 
     /// PEM client certificate for mutual TLS (with --nats-tls-key).
     #[arg(
+        id = "nats_tls_cert",
+        value_name = "FILE",
         long = "nats-tls-cert",
         env = "NATS_DELIVERY_NATS_TLS_CERT",
-        requires = "tls_key"
+        requires = "nats_tls_key"
     )]
     pub tls_cert: Option<PathBuf>,
 
     /// PEM private key of --nats-tls-cert.
     #[arg(
+        id = "nats_tls_key",
+        value_name = "FILE",
         long = "nats-tls-key",
         env = "NATS_DELIVERY_NATS_TLS_KEY",
-        requires = "tls_cert"
+        requires = "nats_tls_cert"
     )]
     pub tls_key: Option<PathBuf>,
 
@@ -189,9 +261,12 @@ pub struct NatsArgs {
     /// Repeat the flag or separate with commas. Empty: one connection with the credential
     /// flags above, labelled with --nats-account-name.
     #[arg(
+        id = "nats_accounts",
+        value_name = "ACCOUNT[=CREDENTIALS]",
         long = "nats-account",
         env = "NATS_DELIVERY_NATS_ACCOUNTS",
         value_delimiter = ',',
+        value_parser = NoEchoParser::<AccountSpec>::new(),
         hide_env_values = true
     )]
     pub accounts: Vec<AccountSpec>,
@@ -199,6 +274,8 @@ pub struct NatsArgs {
     /// The `account` label of the single connection used when --nats-account is not given
     /// (`$G` is the server's default account when it has no accounts configured).
     #[arg(
+        id = "nats_account_name",
+        value_name = "NAME",
         long = "nats-account-name",
         env = "NATS_DELIVERY_NATS_ACCOUNT_NAME",
         default_value = "$G"
@@ -393,6 +470,9 @@ mod tests {
         assert_eq!(c.auth, Some(Auth::CredsFile("/etc/x.creds".into())));
         let err = "X=secretkind:hunter2".parse::<AccountSpec>().unwrap_err();
         assert!(!err.contains("hunter2"), "{err}");
+        let err = NatsArgs::from_flags(["--nats-account", "X=usr:me:hunter2"]).unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        assert!(err.to_string().contains("--nats-account"), "{err}");
         assert!("=token:abc".parse::<AccountSpec>().is_err());
     }
 

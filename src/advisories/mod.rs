@@ -26,13 +26,17 @@ use tokio::sync::watch;
 pub use counting::{AdvisoryCounter, Outcome};
 pub use metrics::AdvisoryMetrics;
 
-use crate::nats_connection::{Auth, NatsArgs};
+use prometheus_client::registry::Registry;
+use tokio::task::JoinHandle;
+
+use crate::nats_connection::{Auth, ConnectionError, NatsArgs};
 
 /// Advisory listener flags.
 #[derive(clap::Args, Clone, Debug)]
 pub struct AdvisoryArgs {
     /// Listen to JetStream advisories (max deliveries, terminated, NAK) in every configured account.
     #[arg(
+        id = "advisories",
         long = "advisories",
         env = "NATS_DELIVERY_ADVISORIES",
         default_value_t = false
@@ -43,11 +47,18 @@ pub struct AdvisoryArgs {
     /// while the exporter is away. Created if missing; used as-is if it captures the
     /// advisory subjects. Without it the exporter listens live and misses advisories
     /// sent while it is down.
-    #[arg(long = "advisories-stream", env = "NATS_DELIVERY_ADVISORIES_STREAM")]
+    #[arg(
+        id = "advisories_stream",
+        value_name = "STREAM",
+        long = "advisories-stream",
+        env = "NATS_DELIVERY_ADVISORIES_STREAM"
+    )]
     pub stream: Option<String>,
 
     /// Maximum age of advisories kept in a stream the exporter creates (e.g. 90s, 30m, 12h, 7d).
     #[arg(
+        id = "advisories_stream_max_age",
+        value_name = "DURATION",
         long = "advisories-stream-max-age",
         env = "NATS_DELIVERY_ADVISORIES_STREAM_MAX_AGE",
         default_value = "7d",
@@ -57,6 +68,8 @@ pub struct AdvisoryArgs {
 
     /// Name of the durable pull consumer on the advisory stream; replicas sharing it split the work.
     #[arg(
+        id = "advisories_consumer",
+        value_name = "NAME",
         long = "advisories-consumer",
         env = "NATS_DELIVERY_ADVISORIES_CONSUMER",
         default_value = "nats-delivery-exporter"
@@ -65,6 +78,8 @@ pub struct AdvisoryArgs {
 
     /// How long the server waits for the exporter to acknowledge an advisory before redelivering it.
     #[arg(
+        id = "advisories_ack_wait",
+        value_name = "DURATION",
         long = "advisories-ack-wait",
         env = "NATS_DELIVERY_ADVISORIES_ACK_WAIT",
         default_value = "30s",
@@ -74,6 +89,8 @@ pub struct AdvisoryArgs {
 
     /// How many recent advisories are remembered to ignore re-sent ones.
     #[arg(
+        id = "advisories_dedup_window",
+        value_name = "EVENTS",
         long = "advisories-dedup-window",
         env = "NATS_DELIVERY_ADVISORIES_DEDUP_WINDOW",
         default_value_t = 100_000
@@ -83,6 +100,8 @@ pub struct AdvisoryArgs {
     /// Live mode: advisories the subscription may buffer before the exporter's own client
     /// drops (counted in nats_delivery_exporter_dropped_messages_total).
     #[arg(
+        id = "advisories_buffer",
+        value_name = "MESSAGES",
         long = "advisories-buffer",
         env = "NATS_DELIVERY_ADVISORIES_BUFFER",
         default_value_t = live::SUBSCRIPTION_CAPACITY
@@ -90,11 +109,18 @@ pub struct AdvisoryArgs {
     pub buffer: usize,
 
     /// Copy each dead message (max deliveries) into this stream. Created if missing.
-    #[arg(long = "dead-letter-stream", env = "NATS_DELIVERY_DEAD_LETTER_STREAM")]
+    #[arg(
+        id = "dead_letter_stream",
+        value_name = "STREAM",
+        long = "dead-letter-stream",
+        env = "NATS_DELIVERY_DEAD_LETTER_STREAM"
+    )]
     pub dead_letter_stream: Option<String>,
 
     /// Subject prefix of dead-letter copies: <prefix>.<stream>.<consumer>.
     #[arg(
+        id = "dead_letter_subject_prefix",
+        value_name = "PREFIX",
         long = "dead-letter-subject-prefix",
         env = "NATS_DELIVERY_DEAD_LETTER_SUBJECT_PREFIX",
         default_value = "dead_letter"
@@ -103,6 +129,7 @@ pub struct AdvisoryArgs {
 
     /// Also copy terminated messages into the dead-letter stream.
     #[arg(
+        id = "dead_letter_terminated",
         long = "dead-letter-terminated",
         env = "NATS_DELIVERY_DEAD_LETTER_TERMINATED",
         default_value_t = false
@@ -112,14 +139,19 @@ pub struct AdvisoryArgs {
     /// System-account credentials (creds:FILE, nkey:FILE, user:USER:PASSWORD or token:TOKEN):
     /// count slow-consumer disconnects by client name from $SYS.ACCOUNT.*.DISCONNECT.
     #[arg(
+        id = "system_account",
+        value_name = "CREDENTIALS",
         long = "system-account",
         env = "NATS_DELIVERY_SYSTEM_ACCOUNT",
+        value_parser = crate::nats_connection::NoEchoParser::<Auth>::new(),
         hide_env_values = true
     )]
     pub system_account: Option<Auth>,
 
     /// Cap on distinct client names in slow-consumer disconnect counts; further names count as "__overflow__".
     #[arg(
+        id = "system_events_max_client_names",
+        value_name = "N",
         long = "system-events-max-client-names",
         env = "NATS_DELIVERY_SYSTEM_EVENTS_MAX_CLIENT_NAMES",
         default_value_t = 1000
@@ -216,35 +248,45 @@ impl AccountListener {
     }
 }
 
-/// Runs one listener per configured account until `shutdown` turns true.
-/// Returns an error only for contradictory flags, before anything starts.
-pub async fn run(
-    nats: NatsArgs,
-    args: AdvisoryArgs,
-    metrics: AdvisoryMetrics,
+/// Registers the metrics of what is enabled and spawns the listeners: one
+/// advisory listener per configured account (with `--advisories`) and the
+/// system-event listener (with `--system-account`). Nothing is registered for
+/// what is off. Fails only on contradictory flags, before anything starts.
+/// After `shutdown` turns true, await the handles: durable listeners flush
+/// their acknowledgements before they end.
+pub fn spawn_listeners(
+    nats: &NatsArgs,
+    args: &AdvisoryArgs,
+    registry: &mut Registry,
     shutdown: watch::Receiver<bool>,
-) -> Result<(), crate::nats_connection::ConnectionError> {
-    if !args.enabled {
-        return Ok(());
-    }
+) -> Result<Vec<JoinHandle<()>>, ConnectionError> {
     let mut tasks = Vec::new();
-    for (account, auth) in nats.resolved_accounts()? {
-        metrics.init_account(&account);
-        let listener = AccountListener {
-            nats: nats.clone(),
-            account,
-            auth,
-            args: args.clone(),
-            metrics: metrics.clone(),
-        };
-        tasks.push(tokio::spawn(listener.run(shutdown.clone())));
-    }
-    for t in tasks {
-        if let Err(e) = t.await {
-            tracing::error!("advisory listener task failed: {e}");
+    if args.enabled {
+        let accounts = nats.resolved_accounts()?;
+        let metrics = AdvisoryMetrics::register(registry);
+        for (account, auth) in accounts {
+            metrics.init_account(&account);
+            let listener = AccountListener {
+                nats: nats.clone(),
+                account,
+                auth,
+                args: args.clone(),
+                metrics: metrics.clone(),
+            };
+            tasks.push(tokio::spawn(listener.run(shutdown.clone())));
         }
     }
-    Ok(())
+    if let Some(auth) = &args.system_account {
+        let metrics = crate::system_events::SystemEventMetrics::register(registry);
+        tasks.push(tokio::spawn(crate::system_events::run(
+            nats.clone(),
+            auth.clone(),
+            args.max_client_names,
+            metrics,
+            shutdown,
+        )));
+    }
+    Ok(tasks)
 }
 
 /// Resolves when `shutdown` is true or its sender is gone.
