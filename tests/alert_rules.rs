@@ -8,7 +8,7 @@ mod promql_check;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use promql_check::{documented_names, files, metric_names, read, root};
+use promql_check::{documented, files, label_problems, metric_names, read, root};
 
 /// One alert as read from a rule file.
 #[derive(Default, Debug)]
@@ -70,7 +70,7 @@ fn anchor(heading: &str) -> String {
 
 #[test]
 fn alerts_have_severity_text_runbook_entry_tests_and_documented_metrics() {
-    let documented = documented_names();
+    let documented = documented();
     let runbook = read(&root().join("docs/runbook.md"));
     let anchors: BTreeSet<String> = runbook
         .lines()
@@ -109,9 +109,12 @@ fn alerts_have_severity_text_runbook_entry_tests_and_documented_metrics() {
                 problems.push(format!("{n}: no expression read: {a:?}"));
             }
             for name in metric_names(&a.expr) {
-                if !documented.contains(&name) {
+                if !documented.contains_key(&name) {
                     problems.push(format!("{n}: {name} is not listed in METRICS.md"));
                 }
+            }
+            for p in label_problems(&a.expr, &documented) {
+                problems.push(format!("{n}: {p}"));
             }
             // A unit test case is `alertname: X` followed by its exp_alerts:
             // `[]` for a case that must stay silent, a list for one that fires.

@@ -12,7 +12,9 @@ mod promql_check;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use promql_check::{check_queries, documented_names, files, metric_names, read, substitute, Query};
+use promql_check::{
+    check_queries, documented, files, labels_of, metric_names, read, substitute, Documented, Query,
+};
 use serde_json::Value;
 
 /// Every query of a dashboard: panel targets (rows included) and the
@@ -105,41 +107,72 @@ fn substitution_keeps_queries_valid_and_names_are_found() {
 
 #[test]
 fn the_query_check_rejects_bad_promql_and_undocumented_names() {
-    let documented: BTreeSet<String> = ["nats_delivery_known_total".to_string()].into();
-    let ok = Query {
-        place: "ok".into(),
-        expr: "rate(nats_delivery_known_total[$__rate_interval])".into(),
+    let documented: Documented = [(
+        "nats_delivery_known_total".to_string(),
+        ["server".to_string()].into(),
+    )]
+    .into();
+    let query = |place: &str, expr: &str| Query {
+        place: place.into(),
+        expr: expr.into(),
     };
+    let ok = query(
+        "ok",
+        r#"sum by (server, job) (rate(nats_delivery_known_total{server=~"$server"}[$__rate_interval]))"#,
+    );
     assert_eq!(check_queries(&[ok], &documented), Vec::<String>::new());
-    let unknown = Query {
-        place: "unknown".into(),
-        expr: "nats_delivery_made_up".into(),
-    };
-    let broken = Query {
-        place: "broken".into(),
-        expr: "sum(rate(nats_delivery_known_total[5m])".into(),
-    };
-    let problems = check_queries(&[unknown, broken], &documented);
-    assert_eq!(
-        problems[0],
-        "unknown: nats_delivery_made_up is not listed in METRICS.md"
+    let problems = check_queries(
+        &[
+            query("unknown", "nats_delivery_made_up"),
+            query(
+                "selector",
+                r#"nats_delivery_known_total{serv="a",server="b"}"#,
+            ),
+            query("grouping", "sum by (account) (nats_delivery_known_total)"),
+            query("broken", "sum(rate(nats_delivery_known_total[5m])"),
+        ],
+        &documented,
     );
     assert_eq!(
-        problems[1],
-        "broken: does not parse as PromQL: sum(rate(nats_delivery_known_total[5m])"
+        problems[..4],
+        [
+            "unknown: nats_delivery_made_up is not listed in METRICS.md",
+            "selector: label serv is not a label of nats_delivery_known_total",
+            "grouping: label account in by (...) is not a label of the query's metrics",
+            "broken: does not parse as PromQL: sum(rate(nats_delivery_known_total[5m])",
+        ]
     );
-    assert_eq!(problems.len(), 3, "{problems:#?}");
+    assert_eq!(problems.len(), 5, "{problems:#?}");
 }
 
 #[test]
-fn dashboard_queries_parse_and_use_only_documented_metrics() {
-    let documented = documented_names();
+fn dashboard_queries_parse_and_use_only_documented_metrics_and_labels() {
+    let documented = documented();
     let mut queries = Vec::new();
     for (name, dash) in dashboards() {
         queries.extend(dashboard_queries(&name, &dash));
     }
+    // A legend may only name labels the query's metrics carry.
+    let mut problems = Vec::new();
+    for (name, dash) in dashboards() {
+        for p in dash["panels"].as_array().expect("panels") {
+            for t in p["targets"].as_array().into_iter().flatten() {
+                let known = labels_of(t["expr"].as_str().unwrap(), &documented);
+                let legend = t["legendFormat"].as_str().unwrap_or("");
+                for label in legend
+                    .split("{{")
+                    .skip(1)
+                    .filter_map(|s| s.split_once("}}"))
+                {
+                    if !known.contains(label.0.trim()) {
+                        problems.push(format!("{name}: {}: legend uses {}", p["title"], label.0));
+                    }
+                }
+            }
+        }
+    }
     assert!(queries.len() >= 40, "only {} queries found", queries.len());
-    let problems = check_queries(&queries, &documented);
+    problems.extend(check_queries(&queries, &documented));
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 

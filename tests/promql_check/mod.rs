@@ -4,7 +4,7 @@
 // Each test binary that includes this module uses only part of it.
 #![allow(dead_code)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -69,11 +69,21 @@ pub fn substitute(expr: &str) -> String {
     out
 }
 
-/// The metric names (`nats_delivery_...`) a query uses, string literals skipped.
-pub fn metric_names(expr: &str) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+/// A PromQL token, as far as these checks need one.
+#[derive(Debug, PartialEq)]
+enum Token {
+    /// A name, keyword, number or duration.
+    Word(String),
+    /// A quoted string (its text is not needed).
+    Text,
+    /// Any other character.
+    Mark(char),
+}
+
+fn tokens(expr: &str) -> Vec<Token> {
+    let word_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
     let chars: Vec<char> = expr.chars().collect();
+    let mut out = Vec::new();
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
@@ -83,20 +93,113 @@ pub fn metric_names(expr: &str) -> BTreeSet<String> {
                 i += if chars[i] == '\\' { 2 } else { 1 };
             }
             i += 1;
-        } else if ident(c) {
+            out.push(Token::Text);
+        } else if word_char(c) {
             let start = i;
-            while i < chars.len() && ident(chars[i]) {
+            while i < chars.len() && word_char(chars[i]) {
                 i += 1;
             }
-            let word: String = chars[start..i].iter().collect();
-            if word.starts_with("nats_delivery_") {
-                names.insert(word);
-            }
+            out.push(Token::Word(chars[start..i].iter().collect()));
         } else {
+            if !c.is_whitespace() {
+                out.push(Token::Mark(c));
+            }
             i += 1;
         }
     }
-    names
+    out
+}
+
+/// The metric names (`nats_delivery_...`) a query uses, string literals skipped.
+pub fn metric_names(expr: &str) -> BTreeSet<String> {
+    tokens(expr)
+        .into_iter()
+        .filter_map(|t| match t {
+            Token::Word(w) if w.starts_with("nats_delivery_") => Some(w),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Labels Prometheus adds to every scraped series.
+pub const TARGET_LABELS: [&str; 2] = ["job", "instance"];
+
+/// Every label the metrics of `expr` can carry, by `METRICS.md`, plus the
+/// target labels.
+pub fn labels_of(expr: &str, documented: &Documented) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = TARGET_LABELS.iter().map(|l| l.to_string()).collect();
+    for name in metric_names(expr) {
+        out.extend(documented.get(&name).into_iter().flatten().cloned());
+    }
+    out
+}
+
+/// Labels that `expr` uses but its metrics do not have: in a selector
+/// (`metric{label=...}`, checked against that metric) or in a grouping
+/// (`by`, `without`, `on`, `ignoring`, `group_left/right`, checked against
+/// all metrics of the query).
+pub fn label_problems(expr: &str, documented: &Documented) -> Vec<String> {
+    let toks = tokens(expr);
+    let all = labels_of(expr, documented);
+    let mut problems = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        let Token::Word(w) = &toks[i] else {
+            i += 1;
+            continue;
+        };
+        let grouping = [
+            "by",
+            "without",
+            "on",
+            "ignoring",
+            "group_left",
+            "group_right",
+        ];
+        let allowed: Option<BTreeSet<String>> = if w.starts_with("nats_delivery_") {
+            documented.get(w).map(|l| {
+                l.iter()
+                    .cloned()
+                    .chain(TARGET_LABELS.iter().map(|t| t.to_string()))
+                    .collect()
+            })
+        } else if grouping.contains(&w.as_str()) {
+            Some(all.clone())
+        } else {
+            None
+        };
+        let close = match toks.get(i + 1) {
+            Some(Token::Mark('{')) if w.starts_with("nats_delivery_") => '}',
+            Some(Token::Mark('(')) if !w.starts_with("nats_delivery_") => ')',
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        let mut j = i + 2;
+        let mut expect_label = true;
+        while j < toks.len() && toks[j] != Token::Mark(close) {
+            match &toks[j] {
+                Token::Word(label) if expect_label => {
+                    if allowed.as_ref().is_some_and(|a| !a.contains(label)) {
+                        problems.push(if close == '}' {
+                            format!("label {label} is not a label of {w}")
+                        } else {
+                            format!(
+                                "label {label} in {w} (...) is not a label of the query's metrics"
+                            )
+                        });
+                    }
+                    expect_label = false;
+                }
+                Token::Mark(',') => expect_label = true,
+                _ => {}
+            }
+            j += 1;
+        }
+        i = j;
+    }
+    problems
 }
 
 /// promtool from PATH; panics with the install hint when it is missing.
@@ -112,9 +215,12 @@ fn promtool() -> PathBuf {
         )
 }
 
-/// Problems with `queries`: PromQL that does not parse, and metric names not
-/// in `documented`. Empty when all is well.
-pub fn check_queries(queries: &[Query], documented: &BTreeSet<String>) -> Vec<String> {
+/// Metric names `METRICS.md` lists (counters with `_total`), with their labels.
+pub type Documented = BTreeMap<String, BTreeSet<String>>;
+
+/// Problems with `queries`: PromQL that does not parse, and metric or label
+/// names not in `documented`. Empty when all is well.
+pub fn check_queries(queries: &[Query], documented: &Documented) -> Vec<String> {
     let mut problems = Vec::new();
     let mut rules = String::from("groups:\n  - name: dashboard_queries\n    rules:\n");
     for (i, q) in queries.iter().enumerate() {
@@ -124,9 +230,12 @@ pub fn check_queries(queries: &[Query], documented: &BTreeSet<String>) -> Vec<St
             serde_json::to_string(&expr).expect("a string encodes")
         ));
         for name in metric_names(&expr) {
-            if !documented.contains(&name) {
+            if !documented.contains_key(&name) {
                 problems.push(format!("{}: {name} is not listed in METRICS.md", q.place));
             }
+        }
+        for p in label_problems(&expr, documented) {
+            problems.push(format!("{}: {p}", q.place));
         }
     }
     let dir = tempfile::tempdir().expect("temporary directory");
@@ -150,9 +259,10 @@ pub fn check_queries(queries: &[Query], documented: &BTreeSet<String>) -> Vec<St
     problems
 }
 
-/// The metric names `METRICS.md` lists (counters with `_total`).
-pub fn documented_names() -> BTreeSet<String> {
+/// The metrics `METRICS.md` lists, with their labels.
+pub fn documented() -> Documented {
     nats_test_server::reference::documented()
-        .into_keys()
+        .into_iter()
+        .map(|(name, doc)| (name, doc.labels.into_iter().collect()))
         .collect()
 }
