@@ -203,6 +203,7 @@ fn dashboards_have_variables_descriptions_units_and_rate_intervals() {
             assert_eq!(var["datasource"]["uid"], "${datasource}", "{name}: ${v}");
         }
         let mut ids = BTreeSet::new();
+        let mut placed: Vec<(String, (u64, u64, u64, u64))> = Vec::new();
         for p in dash["panels"].as_array().expect("panels") {
             let title = p["title"].as_str().unwrap_or("?");
             assert!(
@@ -210,10 +211,20 @@ fn dashboards_have_variables_descriptions_units_and_rate_intervals() {
                 "{name}: duplicate id at {title:?}"
             );
             let g = &p["gridPos"];
-            assert!(
-                g["x"].as_u64().unwrap() + g["w"].as_u64().unwrap() <= 24,
-                "{name}: {title:?} too wide"
-            );
+            let cell = |k: &str| {
+                g[k].as_u64()
+                    .unwrap_or_else(|| panic!("{name}: {title:?} gridPos.{k}"))
+            };
+            let rect = (cell("x"), cell("y"), cell("w"), cell("h"));
+            assert!(rect.0 + rect.2 <= 24, "{name}: {title:?} too wide");
+            for (other, r) in &placed {
+                let apart = rect.0 + rect.2 <= r.0
+                    || r.0 + r.2 <= rect.0
+                    || rect.1 + rect.3 <= r.1
+                    || r.1 + r.3 <= rect.1;
+                assert!(apart, "{name}: {title:?} overlaps {other:?}");
+            }
+            placed.push((title.to_string(), rect));
             if p["type"] == "row" {
                 continue;
             }
