@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod advisories;
+pub mod client_reports;
 pub mod config;
 pub mod duration;
 pub mod encode;
