@@ -1,0 +1,199 @@
+//! Advisory burst benchmark against a real server: N max-deliveries
+//! advisories (default 100,000) counted by the listener, live and durable.
+//!
+//! The advisories are synthetic, in the exact server format
+//! (`io.nats.jetstream.advisory.v1.max_deliver` with `stream`, `consumer`,
+//! `stream_seq`, `deliveries`), published on the real advisory subjects;
+//! producing 100,000 real dead messages would measure the server, not the
+//! exporter. The listener runs in a child process (this program, re-run) so
+//! its peak resident memory is its own.
+//!
+//! `cargo run --release --example bench_advisories` (env BENCH_ADVISORIES=N).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nats_delivery_exporter::advisories::{AccountListener, AdvisoryArgs, AdvisoryMetrics};
+use nats_delivery_exporter::nats_connection::NatsArgs;
+use nats_test_server::NatsServer;
+use prometheus_client::registry::Registry;
+
+const ACCOUNTS: &str =
+    "accounts { APP { jetstream: enabled, users: [ { user: app, password: app } ] } }";
+const CONSUMERS: u64 = 100;
+
+fn advisory(seq: u64) -> (String, Vec<u8>) {
+    let consumer = format!("C{}", seq % CONSUMERS);
+    let subject = format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ORDERS.{consumer}");
+    let payload = format!(
+        r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","id":"bench{seq}","timestamp":"2026-11-29T21:00:00.000000000Z","stream":"ORDERS","consumer":"{consumer}","stream_seq":{seq},"deliveries":5}}"#
+    );
+    (subject, payload.into_bytes())
+}
+
+fn vm_hwm_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn sum_samples(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .sum()
+}
+
+/// Child: run one listener until it has seen N advisories, then report.
+async fn child(url: String, n: u64, durable: bool) {
+    let mut registry = Registry::default();
+    let metrics = AdvisoryMetrics::register(&mut registry);
+    let mut flags = vec!["--advisories"];
+    if durable {
+        flags.extend(["--advisories-stream", "ADV"]);
+    }
+    let listener = AccountListener {
+        nats: NatsArgs::from_flags(["--nats-servers", url.as_str()]).unwrap(),
+        account: "APP".into(),
+        auth: "user:app:app".parse().unwrap(),
+        args: AdvisoryArgs::from_flags(flags).unwrap(),
+        metrics: metrics.clone(),
+    };
+    let (_stop, rx) = tokio::sync::watch::channel(false);
+    let start_mem = vm_hwm_kib();
+    tokio::spawn(listener.run(rx));
+    let account = nats_delivery_exporter::advisories::metrics::AccountLabels {
+        account: "APP".into(),
+    };
+    while metrics.listener_up.get_or_create(&account).get() != 1 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    println!("ready");
+    let mut first: Option<Instant> = None;
+    loop {
+        let received = metrics.received.get_or_create(&account).get();
+        let dropped = metrics.dropped.get_or_create(&account).get();
+        if received > 0 && first.is_none() {
+            first = Some(Instant::now());
+        }
+        if received + dropped >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let elapsed = first.unwrap().elapsed();
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let counted = sum_samples(&text, "nats_delivery_jetstream_max_deliveries_total");
+    let dropped = metrics.dropped.get_or_create(&account).get();
+    println!(
+        "done counted={counted} dropped={dropped} seconds={:.3} peak_rss_kib={} rss_before_kib={start_mem}",
+        elapsed.as_secs_f64(),
+        vm_hwm_kib()
+    );
+}
+
+fn spawn_child(url: &str, n: u64, durable: bool) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .env("BENCH_CHILD_URL", url)
+        .env("BENCH_ADVISORIES", n.to_string())
+        .env("BENCH_DURABLE", if durable { "1" } else { "0" })
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn read_line(r: &mut impl BufRead) -> String {
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    line.trim().to_string()
+}
+
+fn report(mode: &str, n: u64, line: &str, publish_secs: Option<f64>) {
+    let field = |k: &str| {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(&format!("{k}=")))
+            .unwrap()
+            .to_string()
+    };
+    let secs: f64 = field("seconds").parse().unwrap();
+    let counted: f64 = field("counted").parse().unwrap();
+    assert_eq!(
+        counted as u64, n,
+        "{mode}: not every advisory was counted: {line}"
+    );
+    println!(
+        "{mode:8} {n} advisories counted={counted} dropped={} in {secs:.3} s = {:.0} advisories/s; listener peak RSS {} MiB (before listening {} MiB){}",
+        field("dropped"),
+        n as f64 / secs,
+        field("peak_rss_kib").parse::<u64>().unwrap() / 1024,
+        field("rss_before_kib").parse::<u64>().unwrap() / 1024,
+        publish_secs.map_or(String::new(), |p| format!("; publishing took {p:.3} s")),
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let n: u64 = std::env::var("BENCH_ADVISORIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    if let Ok(url) = std::env::var("BENCH_CHILD_URL") {
+        let durable = std::env::var("BENCH_DURABLE").as_deref() == Ok("1");
+        return child(url, n, durable).await;
+    }
+    let server = NatsServer::builder().jetstream().config(ACCOUNTS).start();
+    let url = server.client_url();
+    let client = async_nats::ConnectOptions::with_user_and_password("app".into(), "app".into())
+        .connect(&url)
+        .await
+        .unwrap();
+
+    // Live: the burst arrives while the listener runs.
+    let mut live = spawn_child(&url, n, false);
+    let mut out = BufReader::new(live.stdout.take().unwrap());
+    assert_eq!(read_line(&mut out), "ready");
+    let t = Instant::now();
+    for seq in 1..=n {
+        let (subject, payload) = advisory(seq);
+        client.publish(subject, payload.into()).await.unwrap();
+    }
+    client.flush().await.unwrap();
+    let publish_secs = t.elapsed().as_secs_f64();
+    let line = read_line(&mut out);
+    live.wait().unwrap();
+    report("live", n, &line, Some(publish_secs));
+
+    // Durable: the burst is already in the advisory stream when the listener starts.
+    let js = async_nats::jetstream::new(client.clone());
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "ADV".into(),
+        subjects: nats_delivery_exporter::advisories::parse::SUBJECTS
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut acks = Vec::new();
+    for seq in 1..=n {
+        let (subject, payload) = advisory(seq);
+        acks.push(js.publish(subject, payload.into()).await.unwrap());
+        if acks.len() == 1000 {
+            for a in acks.drain(..) {
+                a.await.unwrap();
+            }
+        }
+    }
+    for a in acks.drain(..) {
+        a.await.unwrap();
+    }
+    let mut durable = spawn_child(&url, n, true);
+    let mut out = BufReader::new(durable.stdout.take().unwrap());
+    assert_eq!(read_line(&mut out), "ready");
+    let line = read_line(&mut out);
+    durable.wait().unwrap();
+    report("durable", n, &line, None);
+}
