@@ -1,0 +1,183 @@
+//! Overhead benchmark: messages per second through a plain async-nats
+//! subscriber and through an instrumented `Subscription`, same process, same
+//! server, 1 KiB payloads, rounds alternating between the two.
+//!
+//! ```text
+//! cargo run --release -p nats-delivery-metrics --example overhead -- [messages] [rounds]
+//! ```
+//!
+//! Starts its own nats-server (see `scripts/install-deps.sh`). Each round
+//! times from the first publish to the last message the application reads;
+//! the subscriber's buffers are large enough that nothing is dropped, so both
+//! sides count the same work. Also prints the process CPU time per message.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use nats_delivery_metrics::{ClientMetrics, PendingLimits, SubscribeOptions};
+use nats_test_server::NatsServer;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    Plain,
+    Instrumented,
+}
+
+/// User + system CPU time of this process, from /proc (Linux).
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<u64> = after
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // Fields 14 and 15 (utime, stime) are the 12th and 13th after the ')'.
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+async fn round(
+    mode: Mode,
+    n: u64,
+    subject: &str,
+    subscriber: &async_nats::Client,
+    publisher: &async_nats::Client,
+    metrics: &ClientMetrics,
+) -> (f64, f64) {
+    let payload = bytes::Bytes::from(vec![b'x'; 1024]);
+    let consumer = match mode {
+        Mode::Plain => {
+            let mut sub = subscriber.subscribe(subject.to_string()).await.unwrap();
+            sync(subscriber).await;
+            tokio::spawn(async move {
+                let mut bytes = 0usize;
+                for _ in 0..n {
+                    bytes += sub
+                        .next()
+                        .await
+                        .expect("plain subscriber ended")
+                        .payload
+                        .len();
+                }
+                bytes
+            })
+        }
+        Mode::Instrumented => {
+            let options = SubscribeOptions::new()
+                .name("bench")
+                .pending_limits(PendingLimits::new(n, u64::MAX));
+            let mut sub = metrics
+                .subscribe_with(subscriber, subject.to_string(), options)
+                .await
+                .unwrap();
+            sync(subscriber).await;
+            tokio::spawn(async move {
+                let mut bytes = 0usize;
+                for _ in 0..n {
+                    bytes += sub.next().await.expect("subscription ended").payload.len();
+                }
+                assert_eq!(sub.dropped_messages(), 0, "the benchmark must not drop");
+                bytes
+            })
+        }
+    };
+    let cpu = cpu_time();
+    let start = Instant::now();
+    for _ in 0..n {
+        publisher
+            .publish(subject.to_string(), payload.clone())
+            .await
+            .unwrap();
+    }
+    publisher.flush().await.unwrap();
+    let bytes = tokio::time::timeout(Duration::from_secs(120), consumer)
+        .await
+        .expect("round timed out: messages were lost")
+        .unwrap();
+    assert_eq!(bytes as u64, n * 1024);
+    let elapsed = start.elapsed().as_secs_f64();
+    let cpu_ns = (cpu_time() - cpu).as_nanos() as f64 / n as f64;
+    (n as f64 / elapsed, cpu_ns)
+}
+
+/// A request round trip so the server has processed the subscription.
+async fn sync(client: &async_nats::Client) {
+    let _ = client.request("bench.sync", bytes::Bytes::new()).await;
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+#[tokio::main]
+async fn main() {
+    let mut args = std::env::args().skip(1);
+    let n: u64 = args
+        .next()
+        .map_or(200_000, |a| a.parse().expect("messages"));
+    let rounds: usize = args.next().map_or(7, |a| a.parse().expect("rounds"));
+    let server = NatsServer::builder().start();
+    let mut registry = Registry::default();
+    let metrics = ClientMetrics::new("bench", &mut registry);
+    // Large enough that the plain subscriber never drops either.
+    let subscriber = metrics
+        .connect_options(async_nats::ConnectOptions::new().subscription_capacity(n as usize))
+        .connect(server.client_url())
+        .await
+        .unwrap();
+    let publisher = async_nats::connect(server.client_url()).await.unwrap();
+
+    // One unmeasured round of each to warm up.
+    for mode in [Mode::Plain, Mode::Instrumented] {
+        round(
+            mode,
+            n / 10,
+            "bench.warmup",
+            &subscriber,
+            &publisher,
+            &metrics,
+        )
+        .await;
+    }
+    let (mut plain, mut instrumented, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut plain_cpu, mut instrumented_cpu) = (Vec::new(), Vec::new());
+    for r in 0..rounds {
+        let order = if r % 2 == 0 {
+            [Mode::Plain, Mode::Instrumented]
+        } else {
+            [Mode::Instrumented, Mode::Plain]
+        };
+        for mode in order {
+            let subject = format!("bench.{r}.{mode:?}");
+            let (rate, cpu) = round(mode, n, &subject, &subscriber, &publisher, &metrics).await;
+            println!("round {r} {mode:?}: {rate:.0} msgs/s, {cpu:.0} ns CPU per message");
+            match mode {
+                Mode::Plain => {
+                    plain.push(rate);
+                    plain_cpu.push(cpu);
+                }
+                Mode::Instrumented => {
+                    instrumented.push(rate);
+                    instrumented_cpu.push(cpu);
+                }
+            }
+        }
+        ratios.push(instrumented[r] / plain[r]);
+    }
+    let (p, i) = (median(plain), median(instrumented));
+    println!(
+        "median over {rounds} rounds of {n} messages (1 KiB): plain {p:.0} msgs/s, instrumented {i:.0} msgs/s, ratio {:.3}",
+        i / p
+    );
+    println!(
+        "median of the per-round ratios (instrumented / plain, same round): {:.3}",
+        median(ratios)
+    );
+    println!(
+        "median CPU per message: plain {:.0} ns, instrumented {:.0} ns",
+        median(plain_cpu),
+        median(instrumented_cpu)
+    );
+}
