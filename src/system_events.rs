@@ -20,7 +20,7 @@ use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use tokio::sync::watch;
 
-use crate::advisories::{sleep_or_stop, stopped};
+use crate::advisories::{or_stop, sleep_or_stop, stopped};
 use crate::nats_connection::{self, Auth, NatsArgs};
 
 /// The disconnect event subject for every account.
@@ -205,7 +205,10 @@ pub async fn run(
                 .subscribe(DISCONNECT_SUBJECT)
                 .await
                 .map_err(|e| e.to_string())?;
-            client.flush().await.map_err(|e| e.to_string())?;
+            match or_stop(&mut shutdown, client.flush()).await {
+                None => return Ok(()),
+                Some(r) => r.map_err(|e| e.to_string())?,
+            }
             metrics.listener_up.set(1);
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             loop {

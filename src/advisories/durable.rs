@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use super::counting::{AdvisoryCounter, Outcome};
 use super::dead_letter::{is_stream_not_found, DeadLetter};
 use super::parse::SUBJECTS;
-use super::{sleep_or_stop, stopped, subject_covers, AccountListener};
+use super::{or_stop, sleep_or_stop, stopped, subject_covers, AccountListener};
 use crate::nats_connection;
 
 /// Advisories asked for per pull request.
@@ -129,7 +129,49 @@ async fn session(
     .await
     .map_err(other)?;
     let js = jetstream::new(client.clone());
-    let exact = ensure_stream(&js, stream_name, l.args.stream_max_age).await?;
+    // Setup makes JetStream requests that wait while the server refuses us;
+    // shutdown may cut in (nothing is acknowledged yet).
+    let setup = setup(l, &js, stream_name);
+    let (dead_letter, mut messages) = match or_stop(shutdown, setup).await {
+        None => return Ok(()),
+        Some(r) => r?,
+    };
+    l.metrics.set_up(&l.account, true);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let result = loop {
+        tokio::select! {
+            _ = stopped(shutdown) => break Ok(()),
+            _ = tick.tick() => {
+                l.metrics.set_up(&l.account, nats_connection::is_connected(&client));
+            }
+            next = messages.next() => match next {
+                Some(Ok(msg)) => handle(counter, dead_letter.as_ref(), msg).await,
+                Some(Err(e)) => {
+                    // Missed heartbeats and similar are transient; the
+                    // stream keeps pulling. A deleted consumer is not.
+                    tracing::warn!(account = %l.account, "advisory consumer: {e}");
+                    if matches!(e.kind(), consumer::pull::MessagesErrorKind::ConsumerDeleted) {
+                        break Err(other("advisory consumer was deleted; re-creating"));
+                    }
+                }
+                None => break Err(other("advisory consumer stream ended")),
+            },
+        }
+    };
+    // Stop asking for more, then make sure every acknowledgement sent so far
+    // reaches the server before this process lets go.
+    drop(messages);
+    let _ = tokio::time::timeout(Duration::from_secs(5), client.flush()).await;
+    result
+}
+
+/// Finds or creates the streams and the durable consumer and starts pulling.
+async fn setup(
+    l: &AccountListener,
+    js: &jetstream::Context,
+    stream_name: &str,
+) -> Result<(Option<DeadLetter>, consumer::pull::Stream), DurableError> {
+    let exact = ensure_stream(js, stream_name, l.args.stream_max_age).await?;
     let dead_letter = match &l.args.dead_letter_stream {
         Some(dl) => Some(
             DeadLetter::setup(
@@ -168,7 +210,7 @@ async fn session(
         )
         .await
         .map_err(|e| other(format!("durable consumer {:?}: {e}", l.args.consumer)))?;
-    let mut messages = consumer
+    let messages = consumer
         .stream()
         .max_messages_per_batch(BATCH)
         .heartbeat(Duration::from_secs(5))
@@ -176,33 +218,7 @@ async fn session(
         .messages()
         .await
         .map_err(other)?;
-    l.metrics.set_up(&l.account, true);
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let result = loop {
-        tokio::select! {
-            _ = stopped(shutdown) => break Ok(()),
-            _ = tick.tick() => {
-                l.metrics.set_up(&l.account, nats_connection::is_connected(&client));
-            }
-            next = messages.next() => match next {
-                Some(Ok(msg)) => handle(counter, dead_letter.as_ref(), msg).await,
-                Some(Err(e)) => {
-                    // Missed heartbeats and similar are transient; the
-                    // stream keeps pulling. A deleted consumer is not.
-                    tracing::warn!(account = %l.account, "advisory consumer: {e}");
-                    if matches!(e.kind(), consumer::pull::MessagesErrorKind::ConsumerDeleted) {
-                        break Err(other("advisory consumer was deleted; re-creating"));
-                    }
-                }
-                None => break Err(other("advisory consumer stream ended")),
-            },
-        }
-    };
-    // Stop asking for more, then make sure every acknowledgement sent so far
-    // reaches the server before this process lets go.
-    drop(messages);
-    let _ = tokio::time::timeout(Duration::from_secs(5), client.flush()).await;
-    result
+    Ok((dead_letter, messages))
 }
 
 async fn handle(

@@ -27,7 +27,7 @@ use super::counting::{AdvisoryCounter, Outcome};
 use super::dead_letter::DeadLetter;
 use super::metrics::AccountLabels;
 use super::parse::SUBJECTS;
-use super::{sleep_or_stop, stopped, AccountListener};
+use super::{or_stop, sleep_or_stop, stopped, AccountListener};
 use crate::nats_connection;
 
 /// Default of the messages the advisory subscription may buffer before the client drops:
@@ -92,18 +92,18 @@ async fn session(
             let dl_client = nats_connection::connect(&l.nats, &l.auth, "dead-letter", 1024)
                 .await
                 .map_err(|e| e.to_string())?;
-            Some(
-                DeadLetter::setup(
-                    async_nats::jetstream::new(dl_client),
-                    stream,
-                    &l.args.dead_letter_subject_prefix,
-                    l.args.dead_letter_terminated,
-                    &l.account,
-                    l.metrics.clone(),
-                )
-                .await
-                .map_err(|e| e.to_string())?,
-            )
+            let setup = DeadLetter::setup(
+                async_nats::jetstream::new(dl_client),
+                stream,
+                &l.args.dead_letter_subject_prefix,
+                l.args.dead_letter_terminated,
+                &l.account,
+                l.metrics.clone(),
+            );
+            match or_stop(shutdown, setup).await {
+                None => return Ok(()),
+                Some(r) => Some(r.map_err(|e| e.to_string())?),
+            }
         }
         None => None,
     };
@@ -114,8 +114,12 @@ async fn session(
         reported: 0,
     };
     let mut subs = subscribe_all(&client).await?;
-    // The subscription is only live once the server has processed SUB.
-    client.flush().await.map_err(|e| e.to_string())?;
+    // The subscription is only live once the server has processed SUB. While
+    // the server refuses us this waits, so shutdown must be able to cut in.
+    match or_stop(shutdown, client.flush()).await {
+        None => return Ok(()),
+        Some(r) => r.map_err(|e| e.to_string())?,
+    }
     l.metrics.set_up(&l.account, true);
     let dropped = l.metrics.dropped.get_or_create_owned(&AccountLabels {
         account: l.account.clone(),
@@ -132,7 +136,11 @@ async fn session(
                 None => return Err("advisory subscriptions closed".into()),
             },
             _ = tick.tick() => {
-                l.metrics.set_up(&l.account, nats_connection::is_connected(&client));
+                let connected = nats_connection::is_connected(&client);
+                l.metrics.set_up(&l.account, connected);
+                if !connected {
+                    continue;
+                }
                 let a = stats.in_messages.load(Ordering::Relaxed);
                 if tokio::time::timeout(AUDIT_INTERVAL * 5, client.flush()).await.is_err() {
                     continue;

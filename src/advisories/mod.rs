@@ -298,6 +298,18 @@ pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     }
 }
 
+/// Runs `f` unless shutdown comes first (then `None`): for setup steps that
+/// may wait long, such as the first flush while the server refuses us.
+pub(crate) async fn or_stop<F: std::future::Future>(
+    shutdown: &mut watch::Receiver<bool>,
+    f: F,
+) -> Option<F::Output> {
+    tokio::select! {
+        r = f => Some(r),
+        _ = stopped(shutdown) => None,
+    }
+}
+
 /// Sleeps `d`, or returns early (true) when shutting down.
 pub(crate) async fn sleep_or_stop(d: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
     tokio::select! {

@@ -1,0 +1,289 @@
+//! The advisory listener logs in every usual way: token, NKey seed file,
+//! user/password over mutual TLS with a custom CA. Each case counts a real
+//! advisory-format message exactly, and a wrong credential keeps it down.
+mod advisories_support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use advisories_support::*;
+use nats_delivery_exporter::advisories::{AccountListener, AdvisoryMetrics};
+use nats_delivery_exporter::nats_connection::{Auth, NatsArgs};
+use nats_test_server::NatsServer;
+use prometheus_client::registry::Registry;
+
+/// A test-only NKey user (seed and public key), generated once for this file.
+const NKEY_SEED: &str = "SUAGTK4QW4AAL44IW2UNRW57TMXFENCCNGZGBARKBMRZVA6FV5JZ5ECZBQ";
+const NKEY_PUBLIC: &str = "UDVKNIFMXRWDWAVLS2TGKYNAEVORSN3L2ZFGGIPXFUS6E2PIYYELZNWK";
+
+const ADVISORY: &str = r#"{"type":"io.nats.jetstream.advisory.v1.max_deliver","id":"c1","timestamp":"2026-11-29T00:00:00Z","stream":"S","consumer":"C","stream_seq":1,"deliveries":2}"#;
+
+struct Started {
+    registry: Registry,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn start(nats: NatsArgs, account: &str, auth: Auth) -> Started {
+    let mut registry = Registry::default();
+    let metrics = AdvisoryMetrics::register(&mut registry);
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let listener = AccountListener {
+        nats,
+        account: account.into(),
+        auth,
+        args: advisory_args(&[]),
+        metrics,
+    };
+    Started {
+        registry,
+        stop,
+        task: tokio::spawn(listener.run(rx)),
+    }
+}
+
+impl Started {
+    async fn finish(self) {
+        self.stop.send(true).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// Waits for the listener, publishes one advisory with `publisher`, expects exactly 1.
+async fn counts_one(s: &Started, account: &str, publisher: async_nats::Client) {
+    let acc = [("account", account)];
+    wait_value(
+        &s.registry,
+        "nats_delivery_advisory_listener_up",
+        &acc,
+        1.0,
+        20,
+    )
+    .await;
+    publisher
+        .publish(
+            "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C",
+            ADVISORY.into(),
+        )
+        .await
+        .unwrap();
+    publisher.flush().await.unwrap();
+    let labels = [("account", account), ("stream", "S"), ("consumer", "C")];
+    wait_value(
+        &s.registry,
+        "nats_delivery_jetstream_max_deliveries_total",
+        &labels,
+        1.0,
+        10,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_login_and_a_wrong_token_stays_down() {
+    let s = NatsServer::builder()
+        .config("authorization { token: \"tok-secret\" }")
+        .start();
+    let nats = NatsArgs::from_flags([
+        "--nats-servers",
+        &s.client_url(),
+        "--nats-token",
+        "tok-secret",
+    ])
+    .unwrap();
+    let auth = nats.resolved_accounts().unwrap().remove(0);
+    assert_eq!(auth.0, "$G");
+    let good = start(nats.clone(), &auth.0, auth.1);
+    let publisher = async_nats::ConnectOptions::with_token("tok-secret".into())
+        .connect(s.client_url())
+        .await
+        .unwrap();
+    counts_one(&good, "$G", publisher).await;
+    good.finish().await;
+
+    let bad = start(nats, "$G", "token:wrong-token".parse().unwrap());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let text = encode(&bad.registry);
+    assert_eq!(
+        sample(
+            &text,
+            "nats_delivery_advisory_listener_up",
+            &[("account", "$G")]
+        ),
+        Some(0.0)
+    );
+    assert!(!text.contains("wrong-token") && !text.contains("tok-secret"));
+    bad.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nkey_seed_file_login() {
+    let s = NatsServer::builder()
+        .config(&format!(
+            "accounts {{ KEYS {{ users: [ {{ nkey: {NKEY_PUBLIC} }} ] }} }}"
+        ))
+        .start();
+    let dir = tempfile::tempdir().unwrap();
+    let seed_file = dir.path().join("user.nk");
+    std::fs::write(&seed_file, format!("{NKEY_SEED}\n")).unwrap();
+    let nats = NatsArgs::from_flags([
+        "--nats-servers".to_string(),
+        s.client_url(),
+        "--nats-account".to_string(),
+        format!("KEYS=nkey:{}", seed_file.display()),
+    ])
+    .unwrap();
+    let (account, auth) = nats.resolved_accounts().unwrap().remove(0);
+    assert_eq!(account, "KEYS");
+    let started = start(nats, &account, auth);
+    let publisher = async_nats::ConnectOptions::with_nkey(NKEY_SEED.into())
+        .connect(s.client_url())
+        .await
+        .unwrap();
+    counts_one(&started, "KEYS", publisher).await;
+    started.finish().await;
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl on PATH (scripts/install-deps.sh installs it)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate.
+fn make_certs(dir: &Path) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec![
+        "req",
+        "-x509",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test-ca",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ];
+    ca.extend(ec);
+    ca.extend([
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(dir, &ca);
+    for (name, ext) in [
+        (
+            "server",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+        ),
+        ("client", "extendedKeyUsage=clientAuth\n"),
+    ] {
+        let key = format!("{name}.key");
+        let csr = format!("{name}.csr");
+        let pem = format!("{name}.pem");
+        let extfile = format!("{name}.ext");
+        std::fs::write(dir.join(&extfile), ext).unwrap();
+        let mut req = vec!["req", "-subj", "/CN=test", "-keyout", &key, "-out", &csr];
+        req.extend(ec);
+        openssl(dir, &req);
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-out",
+                &pem,
+                "-extfile",
+                &extfile,
+            ],
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_with_a_custom_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    make_certs(dir.path());
+    let p = |f: &str| dir.path().join(f).display().to_string();
+    let s = NatsServer::builder()
+        .config(&format!(
+            "tls {{ cert_file: \"{}\", key_file: \"{}\", ca_file: \"{}\", verify: true }}\n{}",
+            p("server.pem"),
+            p("server.key"),
+            p("ca.pem"),
+            ACCOUNTS
+        ))
+        .start();
+    let nats = NatsArgs::from_flags([
+        "--nats-servers".to_string(),
+        s.client_url(),
+        "--nats-tls-ca".to_string(),
+        p("ca.pem"),
+        "--nats-tls-cert".to_string(),
+        p("client.pem"),
+        "--nats-tls-key".to_string(),
+        p("client.key"),
+        "--nats-account".to_string(),
+        "APP=user:app:app-secret".to_string(),
+    ])
+    .unwrap();
+    let (account, auth) = nats.resolved_accounts().unwrap().remove(0);
+    let started = start(nats, &account, auth.clone());
+    let publisher =
+        async_nats::ConnectOptions::with_user_and_password("app".into(), "app-secret".into())
+            .add_root_certificates(p("ca.pem").into())
+            .add_client_certificate(p("client.pem").into(), p("client.key").into())
+            .connect(s.client_url())
+            .await
+            .unwrap();
+    counts_one(&started, "APP", publisher).await;
+    started.finish().await;
+
+    // Without the client certificate the server refuses: the listener says so.
+    let no_cert = NatsArgs::from_flags([
+        "--nats-servers".to_string(),
+        s.client_url(),
+        "--nats-tls-ca".to_string(),
+        p("ca.pem"),
+    ])
+    .unwrap();
+    let refused = start(no_cert, "APP", auth);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        sample(
+            &encode(&refused.registry),
+            "nats_delivery_advisory_listener_up",
+            &[("account", "APP")]
+        ),
+        Some(0.0)
+    );
+    refused.finish().await;
+}
