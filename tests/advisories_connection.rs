@@ -17,6 +17,14 @@ use prometheus_client::registry::Registry;
 const NKEY_SEED: &str = "SUAGTK4QW4AAL44IW2UNRW57TMXFENCCNGZGBARKBMRZVA6FV5JZ5ECZBQ";
 const NKEY_PUBLIC: &str = "UDVKNIFMXRWDWAVLS2TGKYNAEVORSN3L2ZFGGIPXFUS6E2PIYYELZNWK";
 
+/// A test-only operator, account CREDS and user, generated once for this file
+/// (JWTs signed with throwaway keys; no expiry).
+const OPERATOR_JWT: &str = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.eyJpYXQiOjE3NjQ0NTAwMDAsImlzcyI6Ik9ER0VMM05ZR0hXSE82TVhNVldVTTZMVUlGRVEzWlJBNkZXTFJVTkpLNzUzSjZVTlJKNFdEN0NQIiwianRpIjoiMjM0M0lZMllWSkNCUkhTQ0RFQ0RKNEZSNlhUTDRQNVNXM09CR1dGS1RCQ1MzVUZPSFFUQSIsIm5hbWUiOiJ0ZXN0LW9wZXJhdG9yIiwibmF0cyI6eyJ0eXBlIjoib3BlcmF0b3IiLCJ2ZXJzaW9uIjoyfSwic3ViIjoiT0RHRUwzTllHSFdITzZNWE1WV1VNNkxVSUZFUTNaUkE2RldMUlVOSks3NTNKNlVOUko0V0Q3Q1AifQ.1jIjaQLUq2K85DYtzBR007mu_UUVr1lsJYSOgpc09FC04ZIii1Lug-6CKkBSkGJc7Cp3CG2iVNFg4CaIz172AA";
+const CREDS_ACCOUNT_PUBLIC: &str = "AB25HHXICNOGMRZYYLHAEVSQOYYTTJYGA3ZIIO5IB2J2N6PESJYO7QNC";
+const CREDS_ACCOUNT_JWT: &str = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.eyJpYXQiOjE3NjQ0NTAwMDAsImlzcyI6Ik9ER0VMM05ZR0hXSE82TVhNVldVTTZMVUlGRVEzWlJBNkZXTFJVTkpLNzUzSjZVTlJKNFdEN0NQIiwianRpIjoiTTREUzRHVzM1RkRVMlFCMjJVVUJRUERMTU9TUFQ3MkZQSUFIWlZPU1hWTjVGT1ozRFdMQSIsIm5hbWUiOiJDUkVEUyIsIm5hdHMiOnsiZGVmYXVsdF9wZXJtaXNzaW9ucyI6eyJwdWIiOnt9LCJzdWIiOnt9fSwibGltaXRzIjp7ImNvbm4iOi0xLCJkYXRhIjotMSwiZXhwb3J0cyI6LTEsImltcG9ydHMiOi0xLCJsZWFmIjotMSwicGF5bG9hZCI6LTEsInN1YnMiOi0xLCJ3aWxkY2FyZHMiOnRydWV9LCJ0eXBlIjoiYWNjb3VudCIsInZlcnNpb24iOjJ9LCJzdWIiOiJBQjI1SEhYSUNOT0dNUlpZWUxIQUVWU1FPWVlUVEpZR0EzWklJTzVJQjJKMk42UEVTSllPN1FOQyJ9.55cpWMntV9xSL8EncwsgWtk8aw17zq453TRdAhSsyU4yk9mBgHpE-KsTaMkwgPUB58Ss_YGyFKHRMz4JePrpBg";
+const CREDS_USER_JWT: &str = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.eyJpYXQiOjE3NjQ0NTAwMDAsImlzcyI6IkFCMjVISFhJQ05PR01SWllZTEhBRVZTUU9ZWVRUSllHQTNaSUlPNUlCMkoyTjZQRVNKWU83UU5DIiwianRpIjoiWTM3TVE3N0xTQVVLN0RVV0JZN0o2NjJKTk1KNlRRQUJPWUdGSVFQNUpUS09VSlhXRkJMUSIsIm5hbWUiOiJleHBvcnRlciIsIm5hdHMiOnsiZGF0YSI6LTEsInBheWxvYWQiOi0xLCJwdWIiOnt9LCJzdWIiOnt9LCJzdWJzIjotMSwidHlwZSI6InVzZXIiLCJ2ZXJzaW9uIjoyfSwic3ViIjoiVUNOSUdaUE5HVTUzVUxOWFlFTDREWDRMSjJRS1dEV0dTVUtYTDRXNE1HRE9CN1FPVTdMUEdGTVoifQ.hXo5wrMwJdQFVqGyJz0wbjyCYzE1tP_vkYMjTXF21vTQmFENgqGhMIuCON-GrQxx5z59Mco_MjlkD2-3EY2HBA";
+const CREDS_USER_SEED: &str = "SUAIJYH4E6ZVT37JRSOYKUDZ74GCYVE3JRBMSGWV26MSOYHKIE2NGEOK34";
+
 const ADVISORY: &str = r#"{"type":"io.nats.jetstream.advisory.v1.max_deliver","id":"c1","timestamp":"2026-11-29T00:00:00Z","stream":"S","consumer":"C","stream_seq":1,"deliveries":2}"#;
 
 struct Started {
@@ -286,4 +294,42 @@ async fn mutual_tls_with_a_custom_ca() {
         Some(0.0)
     );
     refused.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creds_file_login_in_operator_mode() {
+    let s = NatsServer::builder()
+        .config(&format!(
+            "operator: \"{OPERATOR_JWT}\"\nresolver: MEMORY\nresolver_preload: {{ {CREDS_ACCOUNT_PUBLIC}: \"{CREDS_ACCOUNT_JWT}\" }}"
+        ))
+        .start();
+    let dir = tempfile::tempdir().unwrap();
+    let creds = dir.path().join("exporter.creds");
+    std::fs::write(
+        &creds,
+        format!(
+            "-----BEGIN NATS USER JWT-----\n{CREDS_USER_JWT}\n------END NATS USER JWT------\n\n-----BEGIN USER NKEY SEED-----\n{CREDS_USER_SEED}\n------END USER NKEY SEED------\n"
+        ),
+    )
+    .unwrap();
+    let nats = NatsArgs::from_flags([
+        "--nats-servers".to_string(),
+        s.client_url(),
+        "--nats-creds-file".to_string(),
+        creds.display().to_string(),
+        "--nats-account-name".to_string(),
+        "CREDS".to_string(),
+    ])
+    .unwrap();
+    let (account, auth) = nats.resolved_accounts().unwrap().remove(0);
+    assert_eq!(account, "CREDS");
+    let started = start(nats, &account, auth);
+    let publisher = async_nats::ConnectOptions::with_credentials_file(&creds)
+        .await
+        .unwrap()
+        .connect(s.client_url())
+        .await
+        .unwrap();
+    counts_one(&started, "CREDS", publisher).await;
+    started.finish().await;
 }
