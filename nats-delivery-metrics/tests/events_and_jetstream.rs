@@ -1,0 +1,240 @@
+//! Connection events, unsubscribing without losing count, and the JetStream
+//! helpers, against real servers with exact numbers.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use common::*;
+use futures::StreamExt;
+use nats_delivery_metrics::{Acknowledgement, ClientMetrics, PendingLimits, SubscribeOptions};
+use nats_test_server::NatsServer;
+use prometheus_client::registry::Registry;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_events_are_counted_and_the_app_callback_still_runs() {
+    let server = NatsServer::builder().start();
+    let mut registry = Registry::default();
+    let metrics = ClientMetrics::new("events", &mut registry);
+    let app_seen = Arc::new(AtomicU64::new(0));
+    let options = metrics.connect_options_with_callback(async_nats::ConnectOptions::new(), {
+        let app_seen = app_seen.clone();
+        move |event| {
+            let app_seen = app_seen.clone();
+            async move {
+                if event == async_nats::Event::Connected {
+                    app_seen.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+    });
+    let _client = options.connect(server.client_url()).await.unwrap();
+    let event = |registry: &Registry, e| {
+        let l = [("client", "events"), ("event", e)];
+        sample(
+            &exposition(registry),
+            "nats_delivery_client_connection_events_total",
+            &l,
+        )
+    };
+    wait_for("connected event", || {
+        event(&registry, "connected") == Some(1.0)
+    })
+    .await;
+    wait_for("the application's own callback", || {
+        app_seen.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    assert_eq!(event(&registry, "disconnected"), Some(0.0));
+    drop(server);
+    wait_for("disconnected event", || {
+        event(&registry, "disconnected") == Some(1.0)
+    })
+    .await;
+    assert_eq!(event(&registry, "connected"), Some(1.0));
+    assert_eq!(event(&registry, "lame_duck"), Some(0.0));
+    nats_test_server::reference::assert_documented(&exposition(&registry));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsubscribe_keeps_what_was_received_and_counts_the_rest() {
+    let server = NatsServer::builder().start();
+    let mut registry = Registry::default();
+    let metrics = ClientMetrics::new("unsub", &mut registry);
+    let client = metrics
+        .connect_options(async_nats::ConnectOptions::new())
+        .connect(server.client_url())
+        .await
+        .unwrap();
+    let publisher = async_nats::connect(server.client_url()).await.unwrap();
+    let options = SubscribeOptions::new().pending_limits(PendingLimits::new(10, u64::MAX));
+    let mut sub = metrics
+        .subscribe_with(&client, "jobs", options)
+        .await
+        .unwrap();
+    sync_with_server(&client).await;
+    publish_n(&publisher, "jobs", 100).await;
+    wait_for("100 accounted", || {
+        sub.dropped_messages() + sub.pending_messages() == 100
+    })
+    .await;
+    sub.unsubscribe();
+    let mut got = Vec::new();
+    while let Some(m) = sub.next().await {
+        got.push(seq_of(&m.payload));
+    }
+    assert_eq!(got, (0..10).collect::<Vec<_>>());
+    // The server no longer sends: nothing more arrives or is counted.
+    sync_with_server(&client).await;
+    publish_n(&publisher, "jobs", 5).await;
+    sync_with_server(&client).await;
+    assert_eq!(sub.dropped_messages(), 90);
+    assert_eq!(sub.delivered_messages(), 10);
+    drop(sub);
+    // Counters of an ended subscription stay; its gauges go.
+    let text = exposition(&registry);
+    let l = [("client", "unsub"), ("subscription", "jobs")];
+    assert_eq!(
+        sample(&text, "nats_delivery_client_dropped_messages_total", &l),
+        Some(90.0)
+    );
+    assert_eq!(
+        sample(&text, "nats_delivery_client_delivered_messages_total", &l),
+        Some(10.0)
+    );
+    assert_eq!(
+        sample(&text, "nats_delivery_client_pending_messages", &l),
+        None
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jetstream_redeliveries_and_acknowledgements_are_counted() {
+    let server = NatsServer::builder().jetstream().start();
+    let mut registry = Registry::default();
+    let metrics = ClientMetrics::new("worker", &mut registry);
+    let client = metrics
+        .connect_options(async_nats::ConnectOptions::new())
+        .connect(server.client_url())
+        .await
+        .unwrap();
+    let js = jetstream::new(client.clone());
+    let stream = js
+        .create_stream(jetstream::stream::Config {
+            name: "ORDERS".into(),
+            subjects: vec!["orders.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some("billing".into()),
+            ack_wait: Duration::from_secs(30),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for i in 0..5 {
+        js.publish("orders.new", format!("{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let counters = metrics.jetstream_consumer("ORDERS", "billing");
+    assert!(counters.check_pull_batch(100, 65_536));
+    let fetch = |n| {
+        consumer
+            .batch()
+            .max_messages(n)
+            .expires(Duration::from_secs(5))
+            .messages()
+    };
+    let mut first = fetch(5).await.unwrap();
+    for i in 0..5 {
+        let m = first.next().await.unwrap().unwrap();
+        assert!(!counters.received(&m), "first delivery");
+        let ack = if i < 3 {
+            Acknowledgement::Ack
+        } else {
+            Acknowledgement::Nak(None)
+        };
+        if i == 0 {
+            counters
+                .acknowledge(&m, Acknowledgement::InProgress)
+                .await
+                .unwrap();
+        }
+        counters.acknowledge(&m, ack).await.unwrap();
+    }
+    let mut second = fetch(2).await.unwrap();
+    for i in 0..2 {
+        let m = second.next().await.unwrap().unwrap();
+        assert!(
+            counters.received(&m),
+            "a NAKed message comes back as a redelivery"
+        );
+        let ack = if i == 0 {
+            Acknowledgement::Term
+        } else {
+            Acknowledgement::Ack
+        };
+        counters.acknowledge(&m, ack).await.unwrap();
+    }
+    // 50,000 in a batch cannot be buffered safely by 65,536 slots.
+    assert!(!counters.check_pull_batch(50_000, 65_536));
+
+    let text = exposition(&registry);
+    let l = [
+        ("client", "worker"),
+        ("stream", "ORDERS"),
+        ("consumer", "billing"),
+    ];
+    let v = |name| sample(&text, name, &l);
+    assert_eq!(
+        v("nats_delivery_client_jetstream_received_messages_total"),
+        Some(7.0)
+    );
+    assert_eq!(
+        v("nats_delivery_client_jetstream_redelivered_messages_total"),
+        Some(2.0)
+    );
+    assert_eq!(
+        v("nats_delivery_client_jetstream_acknowledgement_errors_total"),
+        Some(0.0)
+    );
+    assert_eq!(
+        v("nats_delivery_client_jetstream_pull_batch_ratio"),
+        Some(50_000.0 / 65_536.0)
+    );
+    for (kind, n) in [
+        ("ack", 4.0),
+        ("nak", 2.0),
+        ("term", 1.0),
+        ("in_progress", 1.0),
+    ] {
+        let l = [l[0], l[1], l[2], ("kind", kind)];
+        assert_eq!(
+            sample(
+                &text,
+                "nats_delivery_client_jetstream_acknowledgements_total",
+                &l
+            ),
+            Some(n),
+            "{kind}"
+        );
+    }
+    nats_test_server::reference::assert_documented(&text);
+    // The server agrees: nothing is left pending or unacknowledged.
+    let info = js
+        .get_consumer_from_stream::<jetstream::consumer::pull::Config, _, _>("billing", "ORDERS")
+        .await;
+    let mut info = info.unwrap();
+    let info = info.info().await.unwrap();
+    assert_eq!(info.num_ack_pending, 0);
+    assert_eq!(info.num_pending, 0);
+}
