@@ -8,6 +8,9 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked
+# The link-in crate's optional built-in /metrics server (feature off by default).
+cargo clippy -p nats-delivery-metrics --all-features --all-targets --locked -- -D warnings
+cargo test -p nats-delivery-metrics --all-features --locked --test http_server
 if [ -d alerts ] && ls alerts/*.yml >/dev/null 2>&1; then
   promtool check rules alerts/*.rules.yml
   promtool test rules alerts/tests/*.yml

@@ -103,6 +103,19 @@ pub struct ClientMetrics {
 impl ClientMetrics {
     /// Creates the metrics for the connection named `client` and registers
     /// them in `registry`.
+    ///
+    /// ```
+    /// use prometheus_client::registry::Registry;
+    /// let mut registry = Registry::default();
+    /// let metrics = nats_delivery_metrics::ClientMetrics::new("billing", &mut registry);
+    /// let mut text = String::new();
+    /// prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    /// // Before any subscription only the connection events exist.
+    /// let connected = "nats_delivery_client_connection_events_total{client=\"billing\",event=\"connected\"} 0\n";
+    /// assert!(text.contains(connected));
+    /// assert!(!text.contains("nats_delivery_client_dropped_messages"));
+    /// # let _ = metrics;
+    /// ```
     pub fn new(client: impl Into<String>, registry: &mut Registry) -> Self {
         let shared = Arc::new(Shared::new(client.into()));
         registry.register_collector(Box::new(collector::ClientCollector(shared.clone())));

@@ -1,0 +1,44 @@
+//! The optional built-in `/metrics` endpoint (feature `http-server`).
+#![cfg(feature = "http-server")]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nats_delivery_metrics::ClientMetrics;
+use prometheus_client::registry::Registry;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_the_registry_on_metrics() {
+    let mut registry = Registry::default();
+    let _metrics = ClientMetrics::new("served", &mut registry);
+    let expected = common::exposition(&registry);
+    // A free loopback port (never 4222/8222): bind port 0, read it, release it.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    tokio::spawn(nats_delivery_metrics::serve(Arc::new(registry), addr));
+    let url = format!("http://{addr}/metrics");
+    let mut body = None;
+    for _ in 0..100 {
+        let url = url.clone();
+        let got = tokio::task::spawn_blocking(move || {
+            std::panic::catch_unwind(|| nats_test_server::http_get(&url)).ok()
+        })
+        .await
+        .unwrap();
+        if got.is_some() {
+            body = got;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let body = body.expect("the /metrics endpoint never answered");
+    assert_eq!(body, expected);
+    assert!(body.contains(
+        "nats_delivery_client_connection_events_total{client=\"served\",event=\"connected\"} 0\n"
+    ));
+    nats_test_server::reference::assert_documented(&body);
+}
