@@ -91,6 +91,11 @@ pub use subscription::Subscription;
 
 use state::{Shared, SubscriptionStats};
 
+/// The README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
+
 /// The metrics of one NATS connection (one `client` label value).
 ///
 /// Cheap to clone. Use one `ClientMetrics` per connection: slow-consumer
