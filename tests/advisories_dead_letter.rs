@@ -97,7 +97,7 @@ async fn dead_messages_are_copied_intact_and_never_twice() {
         assert_eq!(c.payload, format!("payload-{i}").as_bytes());
         assert_eq!(header(c, "Order-Id"), Some(format!("order-{i}").as_str()));
         assert_eq!(
-            header(c, "Original-Nats-Msg-Id"),
+            header(c, "Dead-Letter-Original-Msg-Id"),
             Some(format!("orig-{i}").as_str())
         );
         assert_eq!(header(c, "Dead-Letter-Stream"), Some("WORK"));

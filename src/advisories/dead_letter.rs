@@ -33,9 +33,11 @@ pub const HEADER_REASON: &str = "Dead-Letter-Reason";
 pub const HEADER_TIME: &str = "Dead-Letter-Time";
 /// Header: the account label.
 pub const HEADER_ACCOUNT: &str = "Dead-Letter-Account";
-/// Prefix given to the original's own `Nats-*` headers, which the server
-/// would otherwise act on (expected sequence, rollup, TTL, message id).
-pub const ORIGINAL_HEADER_PREFIX: &str = "Original-";
+/// The original's own `Nats-<name>` headers are kept as
+/// `Dead-Letter-Original-<name>`: the server would act on them (expected
+/// sequence, rollup, TTL, message id), and servers before 2.10 find
+/// `Nats-Msg-Id` anywhere in a header name, so the new name must not contain it.
+pub const ORIGINAL_HEADER_PREFIX: &str = "Dead-Letter-Original-";
 
 /// How long the dead-letter stream remembers message ids when the exporter creates it.
 pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(3600);
@@ -198,8 +200,8 @@ impl DeadLetter {
         let mut headers = HeaderMap::new();
         for (name, values) in original.headers.iter() {
             let name: &str = name.as_ref();
-            let copied = if name.starts_with("Nats-") {
-                format!("{ORIGINAL_HEADER_PREFIX}{name}")
+            let copied = if let Some(rest) = name.strip_prefix("Nats-") {
+                format!("{ORIGINAL_HEADER_PREFIX}{rest}")
             } else {
                 name.to_string()
             };

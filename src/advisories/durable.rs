@@ -226,6 +226,14 @@ async fn handle(
     dead_letter: Option<&DeadLetter>,
     msg: jetstream::Message,
 ) {
+    // A wider stream holds other advisories too; the consumer filters them
+    // out on 2.10+, older servers ignore the filter and deliver them.
+    if !SUBJECTS.iter().any(|p| subject_covers(p, &msg.subject)) {
+        if let Err(e) = msg.ack().await {
+            tracing::warn!(account = %counter.account(), "acknowledging a skipped advisory: {e}");
+        }
+        return;
+    }
     let outcome = counter.record(&msg.subject, &msg.payload);
     if let (Some(dl), Outcome::Counted(a) | Outcome::Duplicate(a)) = (dead_letter, &outcome) {
         let first_time = matches!(outcome, Outcome::Counted(_));

@@ -37,8 +37,9 @@ pub enum TerminationReason {
     StreamLimits,
     /// Stream limits removed the message while it was delivered and unacknowledged.
     UnackedDeleted,
-    /// Any other reason text: a client's own `+TERM <text>` (2.11+), or a
-    /// server reason newer than this exporter.
+    /// Any other reason text: a client's own `+TERM <text>` (2.10.4+), or a
+    /// server reason newer than this exporter. Servers before 2.10.4 send no
+    /// reason at all, so there every termination is [`Self::Client`].
     Other,
 }
 
