@@ -56,3 +56,25 @@ where
     }
     Ok(())
 }
+
+/// A gauge value that keeps integers integral, so they are written exactly
+/// and without the cost of float formatting.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Num {
+    /// A count, a size or a sequence.
+    U(u64),
+    /// A signed integer.
+    I(i64),
+    /// A measured quantity (seconds, ratios).
+    F(f64),
+}
+
+impl EncodeGaugeValue for Num {
+    fn encode(&self, encoder: &mut prometheus_client::encoding::GaugeValueEncoder) -> fmt::Result {
+        match *self {
+            Num::U(v) => EncodeGaugeValue::encode(&v, encoder),
+            Num::I(v) => EncodeGaugeValue::encode(&v, encoder),
+            Num::F(v) => EncodeGaugeValue::encode(&v, encoder),
+        }
+    }
+}

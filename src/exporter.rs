@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -53,8 +54,10 @@ pub struct Exporter {
     http: reqwest::Client,
     targets: Vec<Target>,
     registry: Registry,
+    progress_registry: Registry,
     snapshot: Arc<SnapshotCollector>,
     scrape_lock: tokio::sync::Mutex<()>,
+    last_size: AtomicUsize,
 }
 
 impl Exporter {
@@ -75,16 +78,21 @@ impl Exporter {
                 state: Mutex::default(),
             })
             .collect();
-        let snapshot = Arc::new(SnapshotCollector::default());
+        let (main, progress) = SnapshotCollector::pair();
+        let snapshot = Arc::new(main);
         let mut registry = Registry::default();
         registry.register_collector(Box::new(snapshot.clone()));
+        let mut progress_registry = Registry::default();
+        progress_registry.register_collector(Box::new(progress));
         Ok(Exporter {
             config,
             http,
             targets,
             registry,
+            progress_registry,
             snapshot,
             scrape_lock: tokio::sync::Mutex::new(()),
+            last_size: AtomicUsize::new(0),
         })
     }
 
@@ -101,17 +109,19 @@ impl Exporter {
         let _guard = self.scrape_lock.lock().await;
         let targets = join_all(self.targets.iter().map(|t| self.poll_target(t))).await;
         self.snapshot.set(Snapshot { targets });
-        let mut out = String::new();
-        let written = match format {
-            Format::Classic => {
-                prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
-            }
-            Format::OpenMetrics => {
-                prometheus_client::encoding::text::encode(&mut out, &self.registry)
-            }
-        };
-        // Writing into a String cannot fail; an error here would be a bug in an encoder.
-        written.expect("encoding metrics into a String");
+        // Sized from the last scrape: a 7 MB exposition grown by doubling
+        // would be copied several times over.
+        let size_hint = self.last_size.load(Ordering::Relaxed) * 9 / 8;
+        let (mut out, tail) = std::thread::scope(|scope| {
+            let tail = scope.spawn(|| encode(&self.progress_registry, format, 0));
+            let head = encode(&self.registry, format, size_hint);
+            (head, tail.join().expect("encoder thread"))
+        });
+        out.push_str(&tail);
+        if format == Format::OpenMetrics {
+            out.push_str("# EOF\n");
+        }
+        self.last_size.store(out.len(), Ordering::Relaxed);
         out
     }
 
@@ -202,6 +212,21 @@ impl Exporter {
         snap.closed = state.closed.counts.clone();
         snap
     }
+}
+
+/// Encodes one registry without the OpenMetrics `# EOF`, which the caller
+/// adds once after joining the parts.
+fn encode(registry: &Registry, format: Format, capacity: usize) -> String {
+    let mut out = String::with_capacity(capacity);
+    let written = match format {
+        Format::Classic => prometheus_client::encoding::prometheus_text::encode(&mut out, registry),
+        Format::OpenMetrics => {
+            prometheus_client::encoding::text::encode_registry(&mut out, registry)
+        }
+    };
+    // Writing into a String cannot fail; an error here would be a bug in an encoder.
+    written.expect("encoding metrics into a String");
+    out
 }
 
 /// Runs `poll` when `enabled`, bounded by `timeout`, and measures it.

@@ -11,7 +11,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use crate::config::Source;
 use crate::encode::{counter_family, gauge_family};
 use crate::sources::connz::{self, ClosedKey, TopPending};
-use crate::sources::jsz::{self, JszPoll};
+use crate::sources::jsz::{self, ConsumerHalf, JszPoll};
 use crate::sources::varz::{self, Varz};
 
 /// How one poll of one source of one server went.
@@ -58,13 +58,39 @@ pub struct Snapshot {
     pub targets: Vec<TargetSnapshot>,
 }
 
-/// The collector registered once; the scrape hands it each new snapshot.
-#[derive(Debug, Default)]
+/// The part of the snapshot a collector writes. The exporter encodes the two
+/// parts on two threads into two registries and joins the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// Health, /varz, /connz, streams and the first half of the consumer families.
+    Main,
+    /// The second half of the consumer families.
+    ConsumerProgress,
+}
+
+/// A collector registered once; the scrape hands it each new snapshot.
+#[derive(Debug)]
 pub struct SnapshotCollector {
-    latest: Mutex<Option<Arc<Snapshot>>>,
+    latest: Arc<Mutex<Option<Arc<Snapshot>>>>,
+    part: Part,
 }
 
 impl SnapshotCollector {
+    /// Two collectors, one per [`Part`], sharing one snapshot slot.
+    pub fn pair() -> (SnapshotCollector, SnapshotCollector) {
+        let latest = Arc::new(Mutex::new(None));
+        (
+            SnapshotCollector {
+                latest: latest.clone(),
+                part: Part::Main,
+            },
+            SnapshotCollector {
+                latest,
+                part: Part::ConsumerProgress,
+            },
+        )
+    }
+
     /// Makes `snapshot` the one the next encode writes.
     pub fn set(&self, snapshot: Snapshot) {
         *self.latest.lock().expect("snapshot lock") = Some(Arc::new(snapshot));
@@ -76,6 +102,15 @@ impl Collector for SnapshotCollector {
         let Some(snap) = self.latest.lock().expect("snapshot lock").clone() else {
             return Ok(());
         };
+        let polls: Vec<_> = snap
+            .targets
+            .iter()
+            .filter_map(|t| t.jsz.as_ref().map(|j| (leader_name(t), j)))
+            .collect();
+        let (streams, consumers) = jsz::select(&polls);
+        if self.part == Part::ConsumerProgress {
+            return jsz::encode_consumers(&mut enc, &consumers, ConsumerHalf::Progress);
+        }
         encode_health(&mut enc, &snap)?;
         let varz: Vec<_> = snap
             .targets
@@ -100,14 +135,8 @@ impl Collector for SnapshotCollector {
             }
         }
         connz::encode_closed(&mut enc, &closed)?;
-        let polls: Vec<_> = snap
-            .targets
-            .iter()
-            .filter_map(|t| t.jsz.as_ref().map(|j| (leader_name(t), j)))
-            .collect();
-        let (streams, consumers) = jsz::select(&polls);
         jsz::encode_streams(&mut enc, &streams)?;
-        jsz::encode_consumers(&mut enc, &consumers)
+        jsz::encode_consumers(&mut enc, &consumers, ConsumerHalf::Flow)
     }
 }
 

@@ -4,7 +4,8 @@
 //!
 //! `NATS_DELIVERY_UPDATE_FIXTURES=1 cargo test --test golden` recaptures the
 //! JSON from real servers (scripts/install-deps.sh installs them) and rewrites
-//! the golden files; review the diff before committing it.
+//! the golden files; `NATS_DELIVERY_UPDATE_FIXTURES=golden` rewrites only the
+//! golden files from the JSON already captured. Review the diff before committing it.
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -30,8 +31,12 @@ fn dir(version: &str) -> PathBuf {
         .join(version)
 }
 
-fn updating() -> bool {
+fn recapturing() -> bool {
     std::env::var("NATS_DELIVERY_UPDATE_FIXTURES").is_ok_and(|v| v == "1")
+}
+
+fn updating() -> bool {
+    recapturing() || std::env::var("NATS_DELIVERY_UPDATE_FIXTURES").is_ok_and(|v| v == "golden")
 }
 
 /// Drives a server into a known state: a cut slow consumer, a consumer with
@@ -195,7 +200,7 @@ async fn exposition_matches_golden_files_for_each_server_version() {
     let mut problems = Vec::new();
     for (version, binary) in VERSIONS {
         let d = dir(version);
-        if updating() {
+        if recapturing() {
             capture(&d, binary).await;
         }
         let url = serve_fixtures(d.clone()).await;

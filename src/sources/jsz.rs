@@ -15,7 +15,7 @@ use serde::Deserialize;
 use url::Url;
 
 use super::{endpoint_url, get_json, unix_seconds};
-use crate::encode::gauge_family;
+use crate::encode::{gauge_family, Num};
 use crate::error::PollError;
 
 /// The fields of a `/jsz` reply the exporter uses.
@@ -216,19 +216,22 @@ pub fn select<'a>(
 ) -> (Vec<StreamRow<'a>>, Vec<ConsumerRow<'a>>) {
     let mut streams = Vec::new();
     let mut consumers = Vec::new();
+    // One server never lists a stream or consumer twice; only several
+    // servers can disagree about who leads (during a change of leader).
+    let dedupe = polls.len() > 1;
     let mut seen_streams = HashSet::new();
     let mut seen_consumers = HashSet::new();
     for (server, poll) in polls {
         for acc in &poll.accounts {
             for st in &acc.stream_detail {
                 if leads(&st.cluster, *server)
-                    && seen_streams.insert((acc.name.as_str(), st.name.as_str()))
+                    && (!dedupe || seen_streams.insert((acc.name.as_str(), st.name.as_str())))
                 {
                     streams.push((acc.name.as_str(), st));
                 }
                 for c in &st.consumer_detail {
                     let key = (acc.name.as_str(), st.name.as_str(), c.name.as_str());
-                    if leads(&c.cluster, *server) && seen_consumers.insert(key) {
+                    if leads(&c.cluster, *server) && (!dedupe || seen_consumers.insert(key)) {
                         consumers.push((acc.name.as_str(), st.name.as_str(), c, poll.now));
                     }
                 }
@@ -248,7 +251,7 @@ pub fn encode_streams(enc: &mut DescriptorEncoder, streams: &[StreamRow]) -> fmt
     let g = |enc: &mut DescriptorEncoder,
              name: &str,
              help: &str,
-             f: &dyn Fn(&StreamDetail) -> Option<f64>| {
+             f: &dyn Fn(&StreamDetail) -> Option<Num>| {
         gauge_family(
             enc,
             name,
@@ -258,142 +261,158 @@ pub fn encode_streams(enc: &mut DescriptorEncoder, streams: &[StreamRow]) -> fmt
             }),
         )
     };
-    let limit = |v: Option<i64>| v.filter(|x| *x > 0).map(|x| x as f64);
+    let limit = |v: Option<i64>| v.filter(|x| *x > 0);
     g(
         enc,
         "nats_delivery_stream_messages",
         "Messages stored in the stream.",
-        &|s| Some(s.state.messages as f64),
+        &|s| Some(Num::U(s.state.messages)),
     )?;
     g(
         enc,
         "nats_delivery_stream_bytes",
         "Bytes stored in the stream.",
-        &|s| Some(s.state.bytes as f64),
+        &|s| Some(Num::U(s.state.bytes)),
     )?;
     g(
         enc,
         "nats_delivery_stream_first_sequence",
         "First sequence stored in the stream.",
-        &|s| Some(s.state.first_seq as f64),
+        &|s| Some(Num::U(s.state.first_seq)),
     )?;
     g(
         enc,
         "nats_delivery_stream_last_sequence",
         "Last sequence stored in the stream.",
-        &|s| Some(s.state.last_seq as f64),
+        &|s| Some(Num::U(s.state.last_seq)),
     )?;
     g(
         enc,
         "nats_delivery_stream_consumers",
         "Consumers of the stream.",
-        &|s| Some(s.state.consumer_count as f64),
+        &|s| Some(Num::U(s.state.consumer_count)),
     )?;
     g(
         enc,
         "nats_delivery_stream_max_messages",
         "The stream's max_msgs limit; absent when unlimited.",
-        &|s| limit(s.config.as_ref()?.max_msgs),
+        &|s| limit(s.config.as_ref()?.max_msgs).map(Num::I),
     )?;
     g(
         enc,
         "nats_delivery_stream_max_bytes",
         "The stream's max_bytes limit; absent when unlimited.",
-        &|s| limit(s.config.as_ref()?.max_bytes),
+        &|s| limit(s.config.as_ref()?.max_bytes).map(Num::I),
     )?;
     g(
         enc,
         "nats_delivery_stream_max_age_seconds",
         "The stream's max_age limit; absent when unlimited.",
-        &|s| limit(s.config.as_ref()?.max_age).map(|ns| ns / 1e9),
+        &|s| limit(s.config.as_ref()?.max_age).map(|ns| Num::F(ns as f64 / 1e9)),
     )
 }
 
-/// Writes the per-consumer families.
-pub fn encode_consumers(enc: &mut DescriptorEncoder, consumers: &[ConsumerRow]) -> fmt::Result {
-    let g = |enc: &mut DescriptorEncoder,
-             name: &str,
-             help: &str,
-             f: &dyn Fn(&ConsumerInfo, Option<f64>) -> Option<f64>| {
-        gauge_family(
-            enc,
-            name,
-            help,
-            consumers.iter().filter_map(|(a, s, c, now)| {
-                f(c, *now).map(|v| {
-                    (
-                        [
-                            ("account", *a),
-                            ("stream", *s),
-                            ("consumer", c.name.as_str()),
-                        ],
-                        v,
-                    )
-                })
-            }),
-        )
-    };
-    let cfg = |c: &ConsumerInfo, f: fn(&ConsumerConfig) -> Option<i64>| {
-        c.config.as_ref().and_then(f).filter(|v| *v >= 0)
-    };
-    g(
+fn consumer_family(
+    enc: &mut DescriptorEncoder,
+    consumers: &[ConsumerRow],
+    name: &str,
+    help: &str,
+    value: &dyn Fn(&ConsumerInfo, Option<f64>) -> Option<Num>,
+) -> fmt::Result {
+    gauge_family(
         enc,
-        "nats_delivery_consumer_pending_messages",
-        "Messages in the stream this consumer has not yet delivered (backlog).",
-        &|c, _| Some(c.num_pending as f64),
-    )?;
-    g(
-        enc,
-        "nats_delivery_consumer_ack_pending_messages",
-        "Messages delivered and not yet acknowledged.",
-        &|c, _| Some(c.num_ack_pending as f64),
-    )?;
-    g(
-        enc,
-        "nats_delivery_consumer_max_ack_pending",
-        "Unacknowledged messages at which the server stops delivering; absent when unlimited.",
-        &|c, _| cfg(c, |k| k.max_ack_pending).map(|v| v as f64),
-    )?;
-    g(
-        enc,
-        "nats_delivery_consumer_redelivered_messages",
-        "Unacknowledged messages that were delivered more than once (a level, not a count).",
-        &|c, _| Some(c.num_redelivered as f64),
-    )?;
-    g(
-        enc,
-        "nats_delivery_consumer_waiting_pulls",
-        "Pull requests waiting for messages.",
-        &|c, _| Some(c.num_waiting as f64),
-    )?;
-    g(
-        enc,
-        "nats_delivery_consumer_delivered_stream_sequence",
-        "Stream sequence of the last message delivered.",
-        &|c, _| Some(c.delivered.stream_seq as f64),
-    )?;
-    g(
-        enc,
+        name,
+        help,
+        consumers.iter().filter_map(|(a, s, c, now)| {
+            let labels = [
+                ("account", *a),
+                ("stream", *s),
+                ("consumer", c.name.as_str()),
+            ];
+            value(c, *now).map(|v| (labels, v))
+        }),
+    )
+}
+
+fn config_value(c: &ConsumerInfo, field: fn(&ConsumerConfig) -> Option<i64>) -> Option<i64> {
+    c.config.as_ref().and_then(field).filter(|v| *v >= 0)
+}
+
+/// Which consumer families to write: the exporter writes the two halves on
+/// two threads, because at 10,000 consumers encoding is a large share of a scrape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumerHalf {
+    /// Backlog, ack pending and its limit, redelivered, waiting pulls, delivered sequence.
+    Flow,
+    /// Ack floor, max_deliver, ack_wait and the ages of the last delivery and ack.
+    Progress,
+}
+
+/// Writes one half of the per-consumer families.
+pub fn encode_consumers(
+    enc: &mut DescriptorEncoder,
+    consumers: &[ConsumerRow],
+    half: ConsumerHalf,
+) -> fmt::Result {
+    let mut family =
+        |name: &str, help: &str, value: &dyn Fn(&ConsumerInfo, Option<f64>) -> Option<Num>| {
+            consumer_family(enc, consumers, name, help, value)
+        };
+    if half == ConsumerHalf::Flow {
+        family(
+            "nats_delivery_consumer_pending_messages",
+            "Messages in the stream this consumer has not yet delivered (backlog).",
+            &|c, _| Some(Num::U(c.num_pending)),
+        )?;
+        family(
+            "nats_delivery_consumer_ack_pending_messages",
+            "Messages delivered and not yet acknowledged.",
+            &|c, _| Some(Num::U(c.num_ack_pending)),
+        )?;
+        family(
+            "nats_delivery_consumer_max_ack_pending",
+            "Unacknowledged messages at which the server stops delivering; absent when unlimited.",
+            &|c, _| config_value(c, |k| k.max_ack_pending).map(Num::I),
+        )?;
+        family(
+            "nats_delivery_consumer_redelivered_messages",
+            "Unacknowledged messages that were delivered more than once (a level, not a count).",
+            &|c, _| Some(Num::U(c.num_redelivered)),
+        )?;
+        family(
+            "nats_delivery_consumer_waiting_pulls",
+            "Pull requests waiting for messages.",
+            &|c, _| Some(Num::U(c.num_waiting)),
+        )?;
+        return family(
+            "nats_delivery_consumer_delivered_stream_sequence",
+            "Stream sequence of the last message delivered.",
+            &|c, _| Some(Num::U(c.delivered.stream_seq)),
+        );
+    }
+    family(
         "nats_delivery_consumer_ack_floor_stream_sequence",
         "Stream sequence below which every message is acknowledged.",
-        &|c, _| Some(c.ack_floor.stream_seq as f64),
+        &|c, _| Some(Num::U(c.ack_floor.stream_seq)),
     )?;
-    g(
-        enc,
+    family(
         "nats_delivery_consumer_max_deliver",
         "Deliveries after which a message is given up; absent when unlimited.",
-        &|c, _| cfg(c, |k| k.max_deliver).map(|v| v as f64),
+        &|c, _| config_value(c, |k| k.max_deliver).map(Num::I),
     )?;
-    g(
-        enc,
+    family(
         "nats_delivery_consumer_ack_wait_seconds",
         "Time before an unacknowledged message is delivered again.",
-        &|c, _| cfg(c, |k| k.ack_wait).map(|ns| ns as f64 / 1e9),
+        &|c, _| config_value(c, |k| k.ack_wait).map(|ns| Num::F(ns as f64 / 1e9)),
     )?;
-    g(enc, "nats_delivery_consumer_last_delivery_age_seconds", "Seconds since the consumer last delivered a message, by the server's clock; absent when never.", &|c, now| {
-        age(now, &c.delivered.last_active)
-    })?;
-    g(enc, "nats_delivery_consumer_last_ack_age_seconds", "Seconds since a message of this consumer was last acknowledged, by the server's clock; absent when never.", &|c, now| {
-        age(now, &c.ack_floor.last_active)
-    })
+    family(
+        "nats_delivery_consumer_last_delivery_age_seconds",
+        "Seconds since the consumer last delivered a message, by the server's clock; absent when never.",
+        &|c, now| age(now, &c.delivered.last_active).map(Num::F),
+    )?;
+    family(
+        "nats_delivery_consumer_last_ack_age_seconds",
+        "Seconds since a message of this consumer was last acknowledged, by the server's clock; absent when never.",
+        &|c, now| age(now, &c.ack_floor.last_active).map(Num::F),
+    )
 }
