@@ -112,6 +112,37 @@ async fn unsubscribe_keeps_what_was_received_and_counts_the_rest() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_delivers_what_fits_and_counts_the_rest() {
+    let server = NatsServer::builder().start();
+    let mut registry = Registry::default();
+    let metrics = ClientMetrics::new("drain", &mut registry);
+    let client = metrics
+        .connect_options(async_nats::ConnectOptions::new())
+        .connect(server.client_url())
+        .await
+        .unwrap();
+    let publisher = async_nats::connect(server.client_url()).await.unwrap();
+    let options = SubscribeOptions::new().pending_limits(PendingLimits::new(5, u64::MAX));
+    let mut sub = metrics
+        .subscribe_with(&client, "jobs", options)
+        .await
+        .unwrap();
+    sync_with_server(&client).await;
+    publish_n(&publisher, "jobs", 20).await;
+    wait_for("20 accounted", || {
+        sub.dropped_messages() + sub.pending_messages() == 20
+    })
+    .await;
+    sub.drain();
+    let mut got = Vec::new();
+    while let Some(m) = sub.next().await {
+        got.push(seq_of(&m.payload));
+    }
+    assert_eq!(got, (0..5).collect::<Vec<_>>());
+    assert_eq!((sub.delivered_messages(), sub.dropped_messages()), (5, 15));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jetstream_redeliveries_and_acknowledgements_are_counted() {
     let server = NatsServer::builder().jetstream().start();
     let mut registry = Registry::default();
