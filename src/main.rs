@@ -14,7 +14,7 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let config = Config::parse();
+    let config = parse_flags();
     let listen = config.listen;
     let exporter = Arc::new(Exporter::new(config.clone())?);
     let listener = tokio::net::TcpListener::bind(listen)
@@ -25,6 +25,32 @@ async fn main() -> anyhow::Result<()> {
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     Ok(())
+}
+
+/// Parses the flags; a wrong one exits with status 2 and one line saying why.
+fn parse_flags() -> Config {
+    use clap::error::ErrorKind;
+    match Config::try_parse() {
+        Ok(config) => config,
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            e.exit()
+        }
+        Err(e) => {
+            let text = e.to_string();
+            eprintln!(
+                "{} (see --help)",
+                text.lines().next().unwrap_or("invalid arguments").trim()
+            );
+            std::process::exit(2);
+        }
+    }
 }
 
 async fn shutdown_signal() {
