@@ -333,3 +333,46 @@ async fn creds_file_login_in_operator_mode() {
     counts_one(&started, "CREDS", publisher).await;
     started.finish().await;
 }
+
+#[test]
+fn flags_are_part_of_the_exporters_config_and_never_print_secrets() {
+    use clap::Parser;
+    let c = nats_delivery_exporter::config::Config::try_parse_from([
+        "nats-delivery-exporter",
+        "--advisories",
+        "--advisories-stream",
+        "ADV",
+        "--nats-account",
+        "ORDERS=token:tok-zz9",
+        "--nats-account",
+        "BILLING",
+        "--nats-user",
+        "exporter",
+        "--nats-password",
+        "pw-zz8",
+        "--system-account",
+        "user:sys:pw-zz7",
+        "--dead-letter-stream",
+        "DLQ",
+    ])
+    .unwrap();
+    assert!(c.advisories.enabled);
+    assert_eq!(c.advisories.stream.as_deref(), Some("ADV"));
+    assert_eq!(c.advisories.dead_letter_stream.as_deref(), Some("DLQ"));
+    let accounts = c.nats.resolved_accounts().unwrap();
+    assert_eq!(
+        accounts[0],
+        ("ORDERS".to_string(), "token:tok-zz9".parse().unwrap())
+    );
+    assert_eq!(
+        accounts[1],
+        (
+            "BILLING".to_string(),
+            "user:exporter:pw-zz8".parse().unwrap()
+        )
+    );
+    let shown = format!("{c:?}");
+    for secret in ["tok-zz9", "pw-zz8", "pw-zz7"] {
+        assert!(!shown.contains(secret), "{secret} printed: {shown}");
+    }
+}
