@@ -41,3 +41,22 @@ pub fn monitor_json(base: &str, path: &str) -> serde_json::Value {
     let body = nats_test_server::http_get(&format!("{base}/{path}"));
     serde_json::from_str(&body).expect("monitoring JSON")
 }
+
+/// Retries the async `check` every 200 ms until it returns `Some`, for at most `secs` seconds.
+pub async fn wait_for_async<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}

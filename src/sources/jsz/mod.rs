@@ -7,16 +7,16 @@
 //! with more accounts than one page are read whole.
 
 use std::collections::HashSet;
-use std::fmt;
 use std::time::Duration;
 
-use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 use url::Url;
 
 use super::{endpoint_url, get_json, unix_seconds};
-use crate::encode::{gauge_family, Num};
 use crate::error::PollError;
+
+mod encode;
+pub use encode::{encode_consumers, encode_streams, ConsumerHalf};
 
 /// The fields of a `/jsz` reply the exporter uses.
 #[derive(Debug, Default, Deserialize)]
@@ -241,178 +241,43 @@ pub fn select<'a>(
     (streams, consumers)
 }
 
-fn age(now: Option<f64>, then: &Option<String>) -> Option<f64> {
-    let then = unix_seconds(then.as_deref()?)?;
-    Some((now? - then).max(0.0))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use encode::age;
 
-/// Writes the per-stream families.
-pub fn encode_streams(enc: &mut DescriptorEncoder, streams: &[StreamRow]) -> fmt::Result {
-    let g = |enc: &mut DescriptorEncoder,
-             name: &str,
-             help: &str,
-             f: &dyn Fn(&StreamDetail) -> Option<Num>| {
-        gauge_family(
-            enc,
-            name,
-            help,
-            streams.iter().filter_map(|(a, s)| {
-                f(s).map(|v| ([("account", *a), ("stream", s.name.as_str())], v))
-            }),
-        )
-    };
-    let limit = |v: Option<i64>| v.filter(|x| *x > 0);
-    g(
-        enc,
-        "nats_delivery_stream_messages",
-        "Messages stored in the stream.",
-        &|s| Some(Num::U(s.state.messages)),
-    )?;
-    g(
-        enc,
-        "nats_delivery_stream_bytes",
-        "Bytes stored in the stream.",
-        &|s| Some(Num::U(s.state.bytes)),
-    )?;
-    g(
-        enc,
-        "nats_delivery_stream_first_sequence",
-        "First sequence stored in the stream.",
-        &|s| Some(Num::U(s.state.first_seq)),
-    )?;
-    g(
-        enc,
-        "nats_delivery_stream_last_sequence",
-        "Last sequence stored in the stream.",
-        &|s| Some(Num::U(s.state.last_seq)),
-    )?;
-    g(
-        enc,
-        "nats_delivery_stream_consumers",
-        "Consumers of the stream.",
-        &|s| Some(Num::U(s.state.consumer_count)),
-    )?;
-    g(
-        enc,
-        "nats_delivery_stream_max_messages",
-        "The stream's max_msgs limit; absent when unlimited.",
-        &|s| limit(s.config.as_ref()?.max_msgs).map(Num::I),
-    )?;
-    g(
-        enc,
-        "nats_delivery_stream_max_bytes",
-        "The stream's max_bytes limit; absent when unlimited.",
-        &|s| limit(s.config.as_ref()?.max_bytes).map(Num::I),
-    )?;
-    g(
-        enc,
-        "nats_delivery_stream_max_age_seconds",
-        "The stream's max_age limit; absent when unlimited.",
-        &|s| limit(s.config.as_ref()?.max_age).map(|ns| Num::F(ns as f64 / 1e9)),
-    )
-}
-
-fn consumer_family(
-    enc: &mut DescriptorEncoder,
-    consumers: &[ConsumerRow],
-    name: &str,
-    help: &str,
-    value: &dyn Fn(&ConsumerInfo, Option<f64>) -> Option<Num>,
-) -> fmt::Result {
-    gauge_family(
-        enc,
-        name,
-        help,
-        consumers.iter().filter_map(|(a, s, c, now)| {
-            let labels = [
-                ("account", *a),
-                ("stream", *s),
-                ("consumer", c.name.as_str()),
-            ];
-            value(c, *now).map(|v| (labels, v))
-        }),
-    )
-}
-
-fn config_value(c: &ConsumerInfo, field: fn(&ConsumerConfig) -> Option<i64>) -> Option<i64> {
-    c.config.as_ref().and_then(field).filter(|v| *v >= 0)
-}
-
-/// Which consumer families to write: the exporter writes the two halves on
-/// two threads, because at 10,000 consumers encoding is a large share of a scrape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConsumerHalf {
-    /// Backlog, ack pending and its limit, redelivered, waiting pulls, delivered sequence.
-    Flow,
-    /// Ack floor, max_deliver, ack_wait and the ages of the last delivery and ack.
-    Progress,
-}
-
-/// Writes one half of the per-consumer families.
-pub fn encode_consumers(
-    enc: &mut DescriptorEncoder,
-    consumers: &[ConsumerRow],
-    half: ConsumerHalf,
-) -> fmt::Result {
-    let mut family =
-        |name: &str, help: &str, value: &dyn Fn(&ConsumerInfo, Option<f64>) -> Option<Num>| {
-            consumer_family(enc, consumers, name, help, value)
-        };
-    if half == ConsumerHalf::Flow {
-        family(
-            "nats_delivery_consumer_pending_messages",
-            "Messages in the stream this consumer has not yet delivered (backlog).",
-            &|c, _| Some(Num::U(c.num_pending)),
-        )?;
-        family(
-            "nats_delivery_consumer_ack_pending_messages",
-            "Messages delivered and not yet acknowledged.",
-            &|c, _| Some(Num::U(c.num_ack_pending)),
-        )?;
-        family(
-            "nats_delivery_consumer_max_ack_pending",
-            "Unacknowledged messages at which the server stops delivering; absent when unlimited.",
-            &|c, _| config_value(c, |k| k.max_ack_pending).map(Num::I),
-        )?;
-        family(
-            "nats_delivery_consumer_redelivered_messages",
-            "Unacknowledged messages that were delivered more than once (a level, not a count).",
-            &|c, _| Some(Num::U(c.num_redelivered)),
-        )?;
-        family(
-            "nats_delivery_consumer_waiting_pulls",
-            "Pull requests waiting for messages.",
-            &|c, _| Some(Num::U(c.num_waiting)),
-        )?;
-        return family(
-            "nats_delivery_consumer_delivered_stream_sequence",
-            "Stream sequence of the last message delivered.",
-            &|c, _| Some(Num::U(c.delivered.stream_seq)),
+    fn poll(leader: &str, ack_pending: u64) -> JszPoll {
+        let json = format!(
+            r#"{{"now":"2026-01-01T00:00:10Z","account_details":[{{"name":"A","stream_detail":[{{"name":"S",
+            "cluster":{{"leader":"{leader}"}},"state":{{"messages":1}},
+            "consumer_detail":[{{"name":"C","cluster":{{"leader":"{leader}"}},"num_ack_pending":{ack_pending},
+            "delivered":{{"stream_seq":9,"last_active":"2026-01-01T00:00:04Z"}}}}]}}]}}]}}"#
         );
+        let jsz: Jsz = serde_json::from_str(&json).unwrap();
+        JszPoll {
+            now: unix_seconds(&jsz.now),
+            accounts: jsz.account_details,
+        }
     }
-    family(
-        "nats_delivery_consumer_ack_floor_stream_sequence",
-        "Stream sequence below which every message is acknowledged.",
-        &|c, _| Some(Num::U(c.ack_floor.stream_seq)),
-    )?;
-    family(
-        "nats_delivery_consumer_max_deliver",
-        "Deliveries after which a message is given up; absent when unlimited.",
-        &|c, _| config_value(c, |k| k.max_deliver).map(Num::I),
-    )?;
-    family(
-        "nats_delivery_consumer_ack_wait_seconds",
-        "Time before an unacknowledged message is delivered again.",
-        &|c, _| config_value(c, |k| k.ack_wait).map(|ns| Num::F(ns as f64 / 1e9)),
-    )?;
-    family(
-        "nats_delivery_consumer_last_delivery_age_seconds",
-        "Seconds since the consumer last delivered a message, by the server's clock; absent when never.",
-        &|c, now| age(now, &c.delivered.last_active).map(Num::F),
-    )?;
-    family(
-        "nats_delivery_consumer_last_ack_age_seconds",
-        "Seconds since a message of this consumer was last acknowledged, by the server's clock; absent when never.",
-        &|c, now| age(now, &c.ack_floor.last_active).map(Num::F),
-    )
+
+    #[test]
+    fn takes_each_consumer_from_its_leader_once() {
+        // Both replicas name b as leader; a's view is stale.
+        let (a, b) = (poll("b", 7), poll("b", 3));
+        let (streams, consumers) = select(&[(Some("a"), &a), (Some("b"), &b)]);
+        assert_eq!(streams.len(), 1);
+        assert_eq!(consumers.len(), 1);
+        assert_eq!(consumers[0].2.num_ack_pending, 3);
+        assert_eq!(
+            age(consumers[0].3, &consumers[0].2.delivered.last_active),
+            Some(6.0)
+        );
+        // A server whose name is unknown cannot be shown to lead anything.
+        let (streams, consumers) = select(&[(None, &b)]);
+        assert!(streams.is_empty() && consumers.is_empty());
+        // During a change of leader two servers may both claim it: once only.
+        let other = poll("b", 5);
+        let (_, consumers) = select(&[(Some("b"), &b), (Some("b"), &other)]);
+        assert_eq!(consumers.len(), 1);
+    }
 }

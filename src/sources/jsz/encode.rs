@@ -1,0 +1,184 @@
+//! Writes the streams and consumers chosen by [`super::select`] as gauge families.
+
+use std::fmt;
+
+use prometheus_client::encoding::DescriptorEncoder;
+
+use super::{unix_seconds, ConsumerConfig, ConsumerInfo, ConsumerRow, StreamDetail, StreamRow};
+use crate::encode::{gauge_family, Num};
+
+pub(super) fn age(now: Option<f64>, then: &Option<String>) -> Option<f64> {
+    let then = unix_seconds(then.as_deref()?)?;
+    Some((now? - then).max(0.0))
+}
+
+/// Writes the per-stream families.
+pub fn encode_streams(enc: &mut DescriptorEncoder, streams: &[StreamRow]) -> fmt::Result {
+    let g = |enc: &mut DescriptorEncoder,
+             name: &str,
+             help: &str,
+             f: &dyn Fn(&StreamDetail) -> Option<Num>| {
+        gauge_family(
+            enc,
+            name,
+            help,
+            streams.iter().filter_map(|(a, s)| {
+                f(s).map(|v| ([("account", *a), ("stream", s.name.as_str())], v))
+            }),
+        )
+    };
+    let limit = |v: Option<i64>| v.filter(|x| *x > 0);
+    g(
+        enc,
+        "nats_delivery_stream_messages",
+        "Messages stored in the stream.",
+        &|s| Some(Num::U(s.state.messages)),
+    )?;
+    g(
+        enc,
+        "nats_delivery_stream_bytes",
+        "Bytes stored in the stream.",
+        &|s| Some(Num::U(s.state.bytes)),
+    )?;
+    g(
+        enc,
+        "nats_delivery_stream_first_sequence",
+        "First sequence stored in the stream.",
+        &|s| Some(Num::U(s.state.first_seq)),
+    )?;
+    g(
+        enc,
+        "nats_delivery_stream_last_sequence",
+        "Last sequence stored in the stream.",
+        &|s| Some(Num::U(s.state.last_seq)),
+    )?;
+    g(
+        enc,
+        "nats_delivery_stream_consumers",
+        "Consumers of the stream.",
+        &|s| Some(Num::U(s.state.consumer_count)),
+    )?;
+    g(
+        enc,
+        "nats_delivery_stream_max_messages",
+        "The stream's max_msgs limit; absent when unlimited.",
+        &|s| limit(s.config.as_ref()?.max_msgs).map(Num::I),
+    )?;
+    g(
+        enc,
+        "nats_delivery_stream_max_bytes",
+        "The stream's max_bytes limit; absent when unlimited.",
+        &|s| limit(s.config.as_ref()?.max_bytes).map(Num::I),
+    )?;
+    g(
+        enc,
+        "nats_delivery_stream_max_age_seconds",
+        "The stream's max_age limit; absent when unlimited.",
+        &|s| limit(s.config.as_ref()?.max_age).map(|ns| Num::F(ns as f64 / 1e9)),
+    )
+}
+
+fn consumer_family(
+    enc: &mut DescriptorEncoder,
+    consumers: &[ConsumerRow],
+    name: &str,
+    help: &str,
+    value: &dyn Fn(&ConsumerInfo, Option<f64>) -> Option<Num>,
+) -> fmt::Result {
+    gauge_family(
+        enc,
+        name,
+        help,
+        consumers.iter().filter_map(|(a, s, c, now)| {
+            let labels = [
+                ("account", *a),
+                ("stream", *s),
+                ("consumer", c.name.as_str()),
+            ];
+            value(c, *now).map(|v| (labels, v))
+        }),
+    )
+}
+
+fn config_value(c: &ConsumerInfo, field: fn(&ConsumerConfig) -> Option<i64>) -> Option<i64> {
+    c.config.as_ref().and_then(field).filter(|v| *v >= 0)
+}
+
+/// Which consumer families to write: the exporter writes the two halves on
+/// two threads, because at 10,000 consumers encoding is a large share of a scrape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumerHalf {
+    /// Backlog, ack pending and its limit, redelivered, waiting pulls, delivered sequence.
+    Flow,
+    /// Ack floor, max_deliver, ack_wait and the ages of the last delivery and ack.
+    Progress,
+}
+
+/// Writes one half of the per-consumer families.
+pub fn encode_consumers(
+    enc: &mut DescriptorEncoder,
+    consumers: &[ConsumerRow],
+    half: ConsumerHalf,
+) -> fmt::Result {
+    let mut family =
+        |name: &str, help: &str, value: &dyn Fn(&ConsumerInfo, Option<f64>) -> Option<Num>| {
+            consumer_family(enc, consumers, name, help, value)
+        };
+    if half == ConsumerHalf::Flow {
+        family(
+            "nats_delivery_consumer_pending_messages",
+            "Messages in the stream this consumer has not yet delivered (backlog).",
+            &|c, _| Some(Num::U(c.num_pending)),
+        )?;
+        family(
+            "nats_delivery_consumer_ack_pending_messages",
+            "Messages delivered and not yet acknowledged.",
+            &|c, _| Some(Num::U(c.num_ack_pending)),
+        )?;
+        family(
+            "nats_delivery_consumer_max_ack_pending",
+            "Unacknowledged messages at which the server stops delivering; absent when unlimited.",
+            &|c, _| config_value(c, |k| k.max_ack_pending).map(Num::I),
+        )?;
+        family(
+            "nats_delivery_consumer_redelivered_messages",
+            "Unacknowledged messages that were delivered more than once (a level, not a count).",
+            &|c, _| Some(Num::U(c.num_redelivered)),
+        )?;
+        family(
+            "nats_delivery_consumer_waiting_pulls",
+            "Pull requests waiting for messages.",
+            &|c, _| Some(Num::U(c.num_waiting)),
+        )?;
+        return family(
+            "nats_delivery_consumer_delivered_stream_sequence",
+            "Stream sequence of the last message delivered.",
+            &|c, _| Some(Num::U(c.delivered.stream_seq)),
+        );
+    }
+    family(
+        "nats_delivery_consumer_ack_floor_stream_sequence",
+        "Stream sequence below which every message is acknowledged.",
+        &|c, _| Some(Num::U(c.ack_floor.stream_seq)),
+    )?;
+    family(
+        "nats_delivery_consumer_max_deliver",
+        "Deliveries after which a message is given up; absent when unlimited.",
+        &|c, _| config_value(c, |k| k.max_deliver).map(Num::I),
+    )?;
+    family(
+        "nats_delivery_consumer_ack_wait_seconds",
+        "Time before an unacknowledged message is delivered again.",
+        &|c, _| config_value(c, |k| k.ack_wait).map(|ns| Num::F(ns as f64 / 1e9)),
+    )?;
+    family(
+        "nats_delivery_consumer_last_delivery_age_seconds",
+        "Seconds since the consumer last delivered a message, by the server's clock; absent when never.",
+        &|c, now| age(now, &c.delivered.last_active).map(Num::F),
+    )?;
+    family(
+        "nats_delivery_consumer_last_ack_age_seconds",
+        "Seconds since a message of this consumer was last acknowledged, by the server's clock; absent when never.",
+        &|c, now| age(now, &c.ack_floor.last_active).map(Num::F),
+    )
+}
