@@ -8,7 +8,8 @@
 //! exporter. The listener runs in a child process (this program, re-run) so
 //! its peak resident memory is its own.
 //!
-//! `cargo run --release --example bench_advisories` (env BENCH_ADVISORIES=N).
+//! `cargo run --release --example bench_advisories` (env BENCH_ADVISORIES=N;
+//! BENCH_REAL=1 adds a run where N messages really die on the server).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -196,4 +197,74 @@ async fn main() {
     let line = read_line(&mut out);
     durable.wait().unwrap();
     report("durable", n, &line, None);
+    js.delete_stream("ADV").await.unwrap();
+
+    // Real: N messages really die (max_deliver 1); the server emits the
+    // burst at its own pace, so this measures the server as much as us.
+    if std::env::var("BENCH_REAL").as_deref() == Ok("1") {
+        real(&js, &url, n).await;
+    }
+}
+
+async fn real(js: &async_nats::jetstream::Context, url: &str, n: u64) {
+    use async_nats::jetstream::consumer;
+    use futures::StreamExt;
+    let stream = js
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: "ORDERS".into(),
+            subjects: vec!["orders.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let c: consumer::PullConsumer = stream
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("C0".into()),
+            max_deliver: 1,
+            ack_wait: Duration::from_secs(1),
+            max_ack_pending: -1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut acks = Vec::new();
+    for i in 0..n {
+        acks.push(js.publish(format!("orders.{i}"), "x".into()).await.unwrap());
+        if acks.len() == 1000 {
+            for a in acks.drain(..) {
+                a.await.unwrap();
+            }
+        }
+    }
+    for a in acks.drain(..) {
+        a.await.unwrap();
+    }
+    let mut child = spawn_child(url, n, false);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    assert_eq!(read_line(&mut out), "ready");
+    // One delivery each, never acknowledged; then keep pulling so the server
+    // notices, message by message, that max_deliver is exhausted.
+    let t = Instant::now();
+    let puller = tokio::spawn(async move {
+        loop {
+            let mut batch = c
+                .fetch()
+                .max_messages(1000)
+                .expires(Duration::from_millis(500))
+                .messages()
+                .await
+                .unwrap();
+            while let Some(m) = batch.next().await {
+                m.unwrap();
+            }
+        }
+    });
+    let line = read_line(&mut out);
+    puller.abort();
+    child.wait().unwrap();
+    report("real", n, &line, None);
+    println!(
+        "real     first delivery to last advisory counted: {:.3} s",
+        t.elapsed().as_secs_f64()
+    );
 }
