@@ -289,6 +289,40 @@ pub fn spawn_listeners(
     Ok(tasks)
 }
 
+/// The running listeners, for `main`: start them before serving, stop them
+/// after. Stopping lets durable listeners flush their acknowledgements.
+#[derive(Debug)]
+pub struct Listeners {
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Listeners {
+    /// Registers the metrics of what is enabled into `registry` and starts
+    /// the listeners (see [`spawn_listeners`]); none when all are off.
+    pub fn start(
+        nats: &NatsArgs,
+        args: &AdvisoryArgs,
+        registry: &mut Registry,
+    ) -> Result<Listeners, ConnectionError> {
+        let (stop, rx) = watch::channel(false);
+        let tasks = spawn_listeners(nats, args, registry, rx)?;
+        Ok(Listeners { stop, tasks })
+    }
+
+    /// Signals every listener to stop and waits for them (at most 10 s).
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let all = futures::future::join_all(self.tasks);
+        if tokio::time::timeout(std::time::Duration::from_secs(10), all)
+            .await
+            .is_err()
+        {
+            tracing::warn!("advisory listeners did not stop within 10 s");
+        }
+    }
+}
+
 /// Resolves when `shutdown` is true or its sender is gone.
 pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     while !*shutdown.borrow_and_update() {
