@@ -54,7 +54,12 @@ impl Deduplicator {
         let (kind, deliveries) = match a.kind {
             AdvisoryKind::MaxDeliveries => (0, 0),
             AdvisoryKind::Terminated(_) => (1, 0),
-            AdvisoryKind::Nak => (2, a.deliveries.unwrap_or(0)),
+            AdvisoryKind::Nak => match a.deliveries {
+                Some(d) => (2, d),
+                // Without the delivery count two NAKs of one message look
+                // alike: count them all rather than drop a real one.
+                None => return true,
+            },
         };
         let key = EventKey {
             consumer,
