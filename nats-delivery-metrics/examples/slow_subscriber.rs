@@ -34,6 +34,26 @@ fn sample(text: &str, prefix: &str) -> String {
         .to_string()
 }
 
+/// 1 ms of simulated work per message without blocking the runtime. Sleeps
+/// are scheduled from a fixed start, so timer granularity cannot make the
+/// application faster or slower than 1,000 messages per second on average.
+struct Work {
+    next: tokio::time::Instant,
+}
+
+impl Work {
+    fn new() -> Self {
+        Work {
+            next: tokio::time::Instant::now(),
+        }
+    }
+
+    async fn one_message(&mut self) {
+        self.next += Duration::from_millis(1);
+        tokio::time::sleep_until(self.next).await;
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let mut args = std::env::args().skip(1);
@@ -77,12 +97,19 @@ async fn main() {
 
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let plain_received = Arc::new(AtomicU64::new(0));
+    // Set at the deadline: the plain subscriber then empties its buffer
+    // without working, so that its drops can be known exactly.
+    let hurry = Arc::new(std::sync::atomic::AtomicBool::new(false));
     tokio::spawn({
         let plain_received = plain_received.clone();
+        let hurry = hurry.clone();
         async move {
+            let mut work = Work::new();
             while let Some(_m) = plain.next().await {
                 plain_received.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(1)).await;
+                if !hurry.load(Ordering::SeqCst) {
+                    work.one_message().await;
+                }
             }
         }
     });
@@ -102,13 +129,19 @@ async fn main() {
     // The seed's time limit: what is still pending then is neither received
     // nor dropped.
     let mut received = std::collections::HashSet::new();
-    while let Ok(Some(m)) = tokio::time::timeout_at(deadline.into(), sub.next()).await {
+    let mut work = Work::new();
+    // `timeout_at` alone would not stop the loop: it returns a ready message
+    // even after the deadline, so the deadline is checked first.
+    while Instant::now() < deadline {
+        let Ok(Some(m)) = tokio::time::timeout_at(deadline.into(), sub.next()).await else {
+            break;
+        };
         let seq: u64 = std::str::from_utf8(&m.payload[..12])
             .unwrap()
             .parse()
             .unwrap();
         received.insert(seq);
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        work.one_message().await;
     }
     let arrived = sub.delivered_messages() + sub.dropped_messages() + sub.pending_messages();
     let plain_arrived =
@@ -116,13 +149,19 @@ async fn main() {
     let r = received.len() as u64;
     let p = sub.pending_messages();
     let plain_r = plain_received.load(Ordering::SeqCst);
+    hurry.store(true, Ordering::SeqCst);
+    let mut plain_total = u64::MAX;
+    while plain_received.load(Ordering::SeqCst) != plain_total {
+        plain_total = plain_received.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
     let text = {
         let mut t = String::new();
         prometheus_client::encoding::text::encode(&mut t, &registry).unwrap();
         t
     };
     println!(
-        "after {seconds} s, subscriber sleeping 1 ms (tokio timer) per message, {:.0} messages/s:",
+        "after {seconds} s, subscriber taking 1 ms per message ({:.0} messages/s):",
         r as f64 / seconds as f64
     );
     println!("  published                   {n}");
@@ -145,8 +184,12 @@ async fn main() {
     println!("  arrived at the client       {plain_arrived}");
     println!("  received by the app         {plain_r}");
     println!(
-        "  dropped + still buffered    {}   (async-nats shows neither)",
-        plain_arrived - plain_r
+        "  still buffered              {}   (read after the deadline to count them)",
+        plain_total - plain_r
+    );
+    println!(
+        "  dropped (ground truth)      {}   = arrived - received - buffered",
+        plain_arrived - plain_total
     );
     println!(
         "  SlowConsumer events seen    {}",
