@@ -15,6 +15,7 @@ use crate::Error;
 
 /// How the application answers a JetStream message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Acknowledgement {
     /// Processed; do not send again.
     Ack,

@@ -12,6 +12,7 @@
 /// default, so switching a subscription to this crate keeps the message limit
 /// it had) and 64 MiB (nats.go's byte default; async-nats has no byte limit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PendingLimits {
     /// Most messages pending at once.
     pub messages: u64,
