@@ -247,12 +247,12 @@ fn admit(queue: &Queue, stats: &SubscriptionStats, batch: &mut Vec<Message>) {
         let mut dropped = 0;
         let mut dropped_bytes = 0;
         let mut high_water = stats.high_water.load(Ordering::Relaxed);
-        // The application only lowers pending between our reads, so a stale
-        // read can only make the check stricter, never let too much in.
-        let delivered = stats.delivered.load(Ordering::Acquire);
-        let delivered_bytes = stats.delivered_bytes.load(Ordering::Acquire);
         for m in batch.drain(..) {
             let len = m.payload.len() as u64;
+            // The application only lowers pending between these reads and
+            // the check, which can only make the check stricter.
+            let delivered = stats.delivered.load(Ordering::Acquire);
+            let delivered_bytes = stats.delivered_bytes.load(Ordering::Acquire);
             let pending = admitted - delivered;
             let pending_bytes = admitted_bytes - delivered_bytes;
             if pending + 1 > limits.messages || pending_bytes + len > limits.bytes {
