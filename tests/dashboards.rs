@@ -55,11 +55,13 @@ fn dashboard_queries(file: &str, dash: &Value) -> Vec<Query> {
                     v["name"]
                 )
             });
-        if let Some((selector, _label)) = inner.rsplit_once(',') {
+        if let Some((selector, label)) = inner.rsplit_once(',') {
+            // Checked as a grouping so that the label must be one of the
+            // selected metric's labels, too.
             let place = format!("{file}: variable {}", v["name"]);
             out.push(Query {
                 place,
-                expr: selector.trim().to_string(),
+                expr: format!("count by ({}) ({})", label.trim(), selector.trim()),
             });
         }
     }
