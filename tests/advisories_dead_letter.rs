@@ -325,3 +325,72 @@ async fn live_mode_copies_dead_messages_too() {
     );
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_stream_that_refuses_copies_does_not_stall_counting() {
+    let s = server();
+    let js = jetstream::new(client(&s, "app").await);
+    // Holds one copy and refuses the rest.
+    js.create_stream(jetstream::stream::Config {
+        name: "DLQ".into(),
+        subjects: vec!["dead_letter.>".into()],
+        max_messages: 1,
+        discard: jetstream::stream::DiscardPolicy::New,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let flags = [
+        "--advisories-stream",
+        "ADV",
+        "--advisories-ack-wait",
+        "1s",
+        "--dead-letter-stream",
+        "DLQ",
+    ];
+    let running = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let st = stream(&js, "WORK", "work", -1).await;
+    let consumer = pull_consumer(&st, "worker", 1, Duration::from_millis(300)).await;
+    publish_with_headers(&js, 0, 3).await;
+    pull_without_ack(&consumer, 60, || {
+        sample(
+            &running.text(),
+            "nats_delivery_jetstream_max_deliveries_total",
+            WORKER,
+        ) == Some(3.0)
+    })
+    .await;
+    // Two copies fail 5 times each, then are given up; counting went on.
+    wait_value(
+        &running.registry,
+        "nats_delivery_dead_letter_failed_total",
+        WORKER,
+        2.0,
+        60,
+    )
+    .await;
+    let text = running.text();
+    assert_eq!(
+        sample(
+            &text,
+            "nats_delivery_jetstream_max_deliveries_total",
+            WORKER
+        ),
+        Some(3.0)
+    );
+    assert_eq!(
+        sample(&text, "nats_delivery_dead_letter_stored_total", WORKER),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "nats_delivery_dead_letter_errors_total", APP),
+        Some(10.0)
+    );
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        Some(8.0)
+    );
+    assert_eq!(stream_messages(&js, "DLQ").await, 1);
+    nats_test_server::reference::assert_documented(&text);
+    running.stop().await;
+}

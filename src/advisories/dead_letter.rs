@@ -39,6 +39,10 @@ pub const HEADER_ACCOUNT: &str = "Dead-Letter-Account";
 /// `Nats-Msg-Id` anywhere in a header name, so the new name must not contain it.
 pub const ORIGINAL_HEADER_PREFIX: &str = "Dead-Letter-Original-";
 
+/// Attempts at one copy before it is given up (so that a dead-letter stream
+/// that refuses everything cannot stall the counting of advisories).
+pub const CAPTURE_ATTEMPTS: u32 = 5;
+
 /// How long the dead-letter stream remembers message ids when the exporter creates it.
 pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(3600);
 
@@ -162,6 +166,24 @@ impl DeadLetter {
                 .inc();
         }
         result
+    }
+
+    /// Records that the copy of `a` is given up after repeated failures.
+    pub fn give_up(&self, a: &Advisory) {
+        tracing::error!(
+            account = %self.account,
+            stream = %a.stream,
+            seq = a.stream_seq,
+            "dead-letter copy given up after repeated failures"
+        );
+        self.metrics
+            .dead_letter_failed
+            .get_or_create(&ConsumerLabels {
+                account: self.account.clone(),
+                stream: a.stream.clone(),
+                consumer: a.consumer.clone(),
+            })
+            .inc();
     }
 
     async fn try_capture(

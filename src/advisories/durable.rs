@@ -18,7 +18,7 @@ use futures::StreamExt;
 use tokio::sync::watch;
 
 use super::counting::{AdvisoryCounter, Outcome};
-use super::dead_letter::{is_stream_not_found, DeadLetter};
+use super::dead_letter::{is_stream_not_found, DeadLetter, CAPTURE_ATTEMPTS};
 use super::parse::SUBJECTS;
 use super::{or_stop, sleep_or_stop, stopped, subject_covers, AccountListener};
 use crate::nats_connection;
@@ -238,15 +238,22 @@ async fn handle(
     if let (Some(dl), Outcome::Counted(a) | Outcome::Duplicate(a)) = (dead_letter, &outcome) {
         let first_time = matches!(outcome, Outcome::Counted(_));
         if let Err(e) = dl.capture(a, first_time).await {
-            // Not acknowledged: the server redelivers after ack_wait; the
-            // count is not repeated (dedup), the copy is retried.
-            tracing::warn!(
-                account = %counter.account(),
-                stream = %a.stream,
-                seq = a.stream_seq,
-                "dead-letter capture failed, will retry: {e}"
-            );
-            return;
+            let attempts = msg.info().map(|i| i.delivered).unwrap_or(0);
+            if attempts < i64::from(CAPTURE_ATTEMPTS) {
+                // Not acknowledged: the server redelivers after ack_wait; the
+                // count is not repeated (dedup), the copy is retried.
+                tracing::warn!(
+                    account = %counter.account(),
+                    stream = %a.stream,
+                    seq = a.stream_seq,
+                    attempts,
+                    "dead-letter capture failed, will retry: {e}"
+                );
+                return;
+            }
+            // Unacknowledged advisories would pile up to max_ack_pending and
+            // stop all counting: give this copy up, loudly.
+            dl.give_up(a);
         }
     }
     if let Err(e) = msg.ack().await {

@@ -39,7 +39,9 @@ pub const SUBSCRIPTION_CAPACITY: usize = 1 << 20;
 pub const AUDIT_INTERVAL: Duration = Duration::from_secs(1);
 
 const RETRY_DELAY: Duration = Duration::from_secs(5);
-const CAPTURE_ATTEMPTS: u32 = 3;
+/// Copy attempts per dead message in live mode, which cannot ask for a
+/// redelivery and must not fall behind while it retries.
+const LIVE_CAPTURE_ATTEMPTS: u32 = 3;
 
 /// Runs the live listener of one account until shutdown.
 pub async fn run(l: AccountListener, mut shutdown: watch::Receiver<bool>) {
@@ -175,8 +177,9 @@ async fn handle(counter: &mut AdvisoryCounter, dead_letter: Option<&DeadLetter>,
         return;
     }
     // Live mode cannot ask for a redelivery: retry a few times, then give up
-    // (each failed attempt is counted in dead_letter_errors).
-    for attempt in 1..=CAPTURE_ATTEMPTS {
+    // (each failed attempt is counted in dead_letter_errors, the loss in
+    // dead_letter_failed).
+    for attempt in 1..=LIVE_CAPTURE_ATTEMPTS {
         match dl.capture(&advisory, first_time).await {
             Ok(_) => return,
             Err(e) => {
@@ -187,8 +190,9 @@ async fn handle(counter: &mut AdvisoryCounter, dead_letter: Option<&DeadLetter>,
                     attempt,
                     "dead-letter capture failed: {e}"
                 );
-                tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
     }
+    dl.give_up(&advisory);
 }

@@ -64,6 +64,8 @@ pub struct AdvisoryMetrics {
     pub dead_letter_missing: Family<ReasonLabels, Counter>,
     /// Failed attempts to copy a dead message.
     pub dead_letter_errors: Family<AccountLabels, Counter>,
+    /// Dead messages whose copy was given up after every attempt failed.
+    pub dead_letter_failed: Family<ConsumerLabels, Counter>,
 }
 
 impl AdvisoryMetrics {
@@ -129,6 +131,11 @@ impl AdvisoryMetrics {
             "nats_delivery_dead_letter_errors",
             "Failed attempts to copy a dead message into the dead-letter stream",
             m.dead_letter_errors.clone(),
+        );
+        registry.register(
+            "nats_delivery_dead_letter_failed",
+            "Dead messages not copied because every attempt failed; the copy was given up",
+            m.dead_letter_failed.clone(),
         );
         m
     }
