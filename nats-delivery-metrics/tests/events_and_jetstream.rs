@@ -59,6 +59,62 @@ async fn connection_events_are_counted_and_the_app_callback_still_runs() {
     nats_test_server::reference::assert_documented(&exposition(&registry));
 }
 
+/// The pid of the nats-server started with `server`'s configuration file.
+fn server_pid(server: &NatsServer) -> String {
+    let conf = server.dir().join("server.conf");
+    let conf = conf.to_string_lossy();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .find(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(&*conf))
+                .unwrap_or(false)
+        })
+        .expect("the nats-server process")
+        .file_name()
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lame_duck_mode_is_counted() {
+    let server = NatsServer::builder()
+        .config("lame_duck_duration: \"30s\"\nlame_duck_grace_period: \"10s\"")
+        .start();
+    let mut registry = Registry::default();
+    let metrics = ClientMetrics::new("ldm", &mut registry);
+    let _client = metrics
+        .connect_options(async_nats::ConnectOptions::new())
+        .connect(server.client_url())
+        .await
+        .unwrap();
+    let event = |registry: &Registry, e| {
+        let l = [("client", "ldm"), ("event", e)];
+        sample(
+            &exposition(registry),
+            "nats_delivery_client_connection_events_total",
+            &l,
+        )
+    };
+    wait_for("connected event", || {
+        event(&registry, "connected") == Some(1.0)
+    })
+    .await;
+    assert_eq!(event(&registry, "lame_duck"), Some(0.0));
+    // SIGUSR2 puts nats-server into lame duck mode; it tells its clients.
+    // `kill` as the shell builtin: no procps needed.
+    let status = std::process::Command::new("sh")
+        .args(["-c", &format!("kill -USR2 {}", server_pid(&server))])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    wait_for("lame duck event", || {
+        event(&registry, "lame_duck") == Some(1.0)
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsubscribe_keeps_what_was_received_and_counts_the_rest() {
     let server = NatsServer::builder().start();
