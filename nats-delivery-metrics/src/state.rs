@@ -115,6 +115,7 @@ pub(crate) struct Table {
     /// sid -> subscription name, for attributing `SlowConsumer(sid)` events.
     sid_names: HashMap<u64, Arc<str>>,
     slow_consumer_events: BTreeMap<Arc<str>, u64>,
+    unattributed: Option<Arc<str>>,
 }
 
 impl Table {
@@ -208,14 +209,17 @@ impl Shared {
         self.table().sid_names.remove(&sid);
     }
 
-    /// Called from the event callback: one hash lookup and one map update.
+    /// Called from the event callback: one hash lookup and one map update,
+    /// no allocation once a name has been seen.
     pub fn slow_consumer_event(&self, sid: u64) {
         let mut table = self.table();
-        let name = table
-            .sid_names
-            .get(&sid)
-            .cloned()
-            .unwrap_or_else(|| Arc::from(UNATTRIBUTED));
+        let name = match table.sid_names.get(&sid) {
+            Some(name) => name.clone(),
+            None => table
+                .unattributed
+                .get_or_insert_with(|| Arc::from(UNATTRIBUTED))
+                .clone(),
+        };
         *table.slow_consumer_events.entry(name).or_insert(0) += 1;
     }
 

@@ -260,3 +260,45 @@ async fn slow_subscriber_counts_match_ground_truth_and_events_do_not() {
     );
     nats_test_server::reference::assert_documented(&text);
 }
+
+/// Events of a subscriber the crate does not know land under
+/// `subscription="unattributed"`: at least the first one (the event queue is
+/// empty then), never more than the real drops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_of_unknown_subscribers_are_unattributed() {
+    let server = NatsServer::builder().start();
+    let mut registry = Registry::default();
+    let metrics = ClientMetrics::new("other", &mut registry);
+    let client = metrics
+        .connect_options(async_nats::ConnectOptions::new().subscription_capacity(10))
+        .connect(server.client_url())
+        .await
+        .unwrap();
+    let publisher = async_nats::connect(server.client_url()).await.unwrap();
+    let mut plain = client.subscribe("work.>").await.unwrap();
+    sync_with_server(&client).await;
+    let baseline = client.statistics().in_messages.load(Ordering::SeqCst);
+    publish_n(&publisher, "work.items", 1_000).await;
+    let stats = client.statistics();
+    wait_for("all 1,000 read", || {
+        stats.in_messages.load(Ordering::SeqCst) == baseline + 1_000
+    })
+    .await;
+    // async-nats kept exactly its capacity, 10, and dropped the rest.
+    let mut kept = 0;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(300), plain.next()).await {
+        kept += 1;
+    }
+    assert_eq!(kept, 10);
+    let labels = [("client", "other"), ("subscription", "unattributed")];
+    let events = || {
+        sample(
+            &exposition(&registry),
+            "nats_delivery_client_slow_consumer_events_total",
+            &labels,
+        )
+        .unwrap_or(0.0)
+    };
+    wait_for("the first slow-consumer event", || events() >= 1.0).await;
+    assert!(events() <= 990.0);
+}
