@@ -215,3 +215,55 @@ async fn an_existing_stream_that_does_not_fit_is_a_clear_error() {
     let mut adv = js.get_stream("ADV").await.unwrap();
     assert_eq!(adv.info().await.unwrap().config.subjects.len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_advisory_stream_deleted_under_the_exporter_is_created_again() {
+    let s = server();
+    let flags = ["--advisories-stream", "ADV"];
+    let running = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let js = jetstream::new(client(&s, "app").await);
+    js.delete_stream("ADV").await.unwrap();
+    // The listener notices, creates the stream and its consumer again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(st) = js.get_stream("ADV").await {
+            if st
+                .get_consumer::<jetstream::consumer::pull::Config>("nats-delivery-exporter")
+                .await
+                .is_ok()
+            {
+                break;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "ADV not re-created");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let app = client(&s, "app").await;
+    for seq in 1..=5 {
+        app.publish(
+            "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C",
+            format!(r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"S","consumer":"C","stream_seq":{seq},"deliveries":2}}"#).into(),
+        )
+        .await
+        .unwrap();
+    }
+    app.flush().await.unwrap();
+    let labels = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
+    wait_value(
+        &running.registry,
+        "nats_delivery_jetstream_max_deliveries_total",
+        &labels,
+        5.0,
+        20,
+    )
+    .await;
+    wait_value(
+        &running.registry,
+        "nats_delivery_advisory_listener_up",
+        APP,
+        1.0,
+        5,
+    )
+    .await;
+    running.stop().await;
+}
