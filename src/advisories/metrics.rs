@@ -46,7 +46,8 @@ pub struct AdvisoryMetrics {
     pub terminated: Family<ReasonLabels, Counter>,
     /// Negative acknowledgements.
     pub naks: Family<ConsumerLabels, Counter>,
-    /// 1 while the listener is connected and subscribed (or its durable consumer is reachable).
+    /// 1 while the listener is connected and subscribed (durable mode: and
+    /// its stream and consumer are set up).
     pub listener_up: Family<AccountLabels, Gauge>,
     /// Advisory messages received.
     pub received: Family<AccountLabels, Counter>,

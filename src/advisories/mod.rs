@@ -261,6 +261,11 @@ pub fn spawn_listeners(
     shutdown: watch::Receiver<bool>,
 ) -> Result<Vec<JoinHandle<()>>, ConnectionError> {
     let mut tasks = Vec::new();
+    if !args.enabled && (args.stream.is_some() || args.dead_letter_stream.is_some()) {
+        tracing::warn!(
+            "--advisories-stream or --dead-letter-stream is set but --advisories is not: no advisory listener runs"
+        );
+    }
     if args.enabled {
         let accounts = nats.resolved_accounts()?;
         let metrics = AdvisoryMetrics::register(registry);
