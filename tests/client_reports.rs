@@ -35,6 +35,32 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         .map(|v| v.trim().parse().unwrap())
 }
 
+/// Classic Prometheus text of `registry` passes `promtool check metrics`
+/// without remarks.
+fn assert_promtool_clean(registry: &Registry) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut text = String::new();
+    prometheus_client::encoding::prometheus_text::encode(&mut text, registry).unwrap();
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool on PATH (scripts/install-deps.sh installs it)");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(text.as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool check metrics:\n{said}\non:\n{text}"
+    );
+}
+
 async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !done() {
@@ -209,6 +235,7 @@ async fn reports_are_re_exported_exactly_and_expire() {
     );
     nats_test_server::reference::assert_documented(&text);
     nats_test_server::reference::assert_documented(&own);
+    assert_promtool_clean(&exporter_registry);
     assert_eq!(reports.instances(), 1);
 
     // The application stops reporting: after the expiry its series go.

@@ -116,6 +116,7 @@ async fn paused_application(limits: PendingLimits, expected_admitted: u64) {
         Some(0.0)
     );
     nats_test_server::reference::assert_documented(&text);
+    assert_promtool_clean(&registry);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -316,6 +316,7 @@ async fn jetstream_redeliveries_and_acknowledgements_are_counted() {
         );
     }
     nats_test_server::reference::assert_documented(&text);
+    assert_promtool_clean(&registry);
     // The server agrees: nothing is left pending or unacknowledged.
     let info = js
         .get_consumer_from_stream::<jetstream::consumer::pull::Config, _, _>("billing", "ORDERS")
