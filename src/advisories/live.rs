@@ -144,7 +144,10 @@ async fn session(
                     continue;
                 }
                 let a = stats.in_messages.load(Ordering::Relaxed);
-                if tokio::time::timeout(AUDIT_INTERVAL * 5, client.flush()).await.is_err() {
+                // Only a completed round trip proves those `a` messages were
+                // handed over or dropped.
+                let flushed = tokio::time::timeout(AUDIT_INTERVAL * 5, client.flush()).await;
+                if !matches!(flushed, Ok(Ok(()))) {
                     continue;
                 }
                 while let Some(Some(msg)) = subs.next().now_or_never() {
