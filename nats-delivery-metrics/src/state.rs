@@ -6,7 +6,7 @@
 //! on atomics, no read-modify-write and no lock per message.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::jetstream::ConsumerStats;
@@ -41,6 +41,9 @@ pub(crate) struct SubscriptionStats {
     pub delivered: AtomicU64,
     /// Payload bytes of `delivered` (writer: the application's stream).
     pub delivered_bytes: AtomicU64,
+    /// Set when the application drops its `Subscription`: from then on only
+    /// its counters are reported, even while its forwarding task winds down.
+    pub closed: AtomicBool,
 }
 
 impl SubscriptionStats {
@@ -55,6 +58,7 @@ impl SubscriptionStats {
             high_water: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
             delivered_bytes: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -245,6 +249,9 @@ impl Shared {
             s.delivered += stats.delivered.load(Ordering::Acquire);
             s.dropped += stats.dropped.load(Ordering::Acquire);
             s.dropped_bytes += stats.dropped_bytes.load(Ordering::Acquire);
+            if stats.closed.load(Ordering::Acquire) {
+                continue;
+            }
             let live = s.live.get_or_insert_with(LiveSnapshot::default);
             live.pending_messages += pending_messages;
             live.pending_bytes += pending_bytes;

@@ -159,6 +159,7 @@ impl Stream for Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         // The forwarding task sees its stop channel close and ends.
+        self.stats.closed.store(true, Ordering::Release);
         if let Some(sid) = self.sid {
             self.shared.forget_sid(sid);
         }

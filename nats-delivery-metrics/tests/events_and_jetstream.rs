@@ -326,3 +326,68 @@ async fn jetstream_redeliveries_and_acknowledgements_are_counted() {
     assert_eq!(info.num_ack_pending, 0);
     assert_eq!(info.num_pending, 0);
 }
+
+/// Two queue-group members under one name: each message goes to one of
+/// them, and the series of that name add both up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_group_members_sharing_a_name_add_up() {
+    let server = NatsServer::builder().start();
+    let mut registry = Registry::default();
+    let metrics = ClientMetrics::new("workers", &mut registry);
+    let client = metrics
+        .connect_options(async_nats::ConnectOptions::new())
+        .connect(server.client_url())
+        .await
+        .unwrap();
+    let publisher = async_nats::connect(server.client_url()).await.unwrap();
+    let options = SubscribeOptions::new()
+        .name("jobs")
+        .queue_group("q")
+        .pending_limits(PendingLimits::new(1_000, u64::MAX));
+    let a = metrics
+        .subscribe_with(&client, "jobs.*", options.clone())
+        .await
+        .unwrap();
+    let mut b = metrics
+        .subscribe_with(&client, "jobs.*", options)
+        .await
+        .unwrap();
+    sync_with_server(&client).await;
+    publish_n(&publisher, "jobs.new", 100).await;
+    wait_for("100 pending in total", || {
+        a.pending_messages() + b.pending_messages() == 100
+    })
+    .await;
+    let from_b = b.pending_messages();
+    for _ in 0..from_b {
+        b.next().await.unwrap();
+    }
+    let text = exposition(&registry);
+    let l = [("client", "workers"), ("subscription", "jobs")];
+    let v = |name| sample(&text, name, &l);
+    assert_eq!(
+        v("nats_delivery_client_pending_messages"),
+        Some((100 - from_b) as f64)
+    );
+    assert_eq!(
+        v("nats_delivery_client_delivered_messages_total"),
+        Some(from_b as f64)
+    );
+    assert_eq!(v("nats_delivery_client_dropped_messages_total"), Some(0.0));
+    assert_eq!(
+        v("nats_delivery_client_pending_messages_limit"),
+        Some(2_000.0)
+    );
+    // When one member ends, its counters stay in the name's totals.
+    drop(b);
+    let text = exposition(&registry);
+    let v = |name| sample(&text, name, &l);
+    assert_eq!(
+        v("nats_delivery_client_delivered_messages_total"),
+        Some(from_b as f64)
+    );
+    assert_eq!(
+        v("nats_delivery_client_pending_messages_limit"),
+        Some(1_000.0)
+    );
+}
