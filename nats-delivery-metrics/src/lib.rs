@@ -42,8 +42,9 @@
 //! (`subscription_capacity`, 65,536 messages by default) but becomes pure
 //! headroom: the task does constant work per message and never waits for the
 //! application, so that channel only fills if the task itself is not
-//! scheduled while 65,536 messages arrive, which means every Tokio worker is
-//! blocked. That is the honest limit of the guarantee. Should it happen,
+//! scheduled while 65,536 messages arrive: when blocking code holds the Tokio
+//! worker it is queued on, or all workers. That is the honest limit of the
+//! guarantee. Should it happen,
 //! async-nats reports `SlowConsumer(sid)`, and this crate counts those events
 //! for the subscription in `nats_delivery_client_slow_consumer_events_total`,
 //! so a drop by the library shows up there (as a lower bound) instead of

@@ -6,7 +6,7 @@
 //! work per message and never waits for the application, so the async-nats
 //! channel (`subscription_capacity`, 65,536 messages by default) only fills if
 //! the forwarding task itself is not scheduled while that many messages
-//! arrive, i.e. when every runtime worker is blocked. Even then the library
+//! arrive, i.e. when blocking code holds the worker it is queued on. Even then the library
 //! emits `SlowConsumer(sid)`, which is counted for this subscription.
 
 use std::collections::VecDeque;
