@@ -25,6 +25,8 @@ use crate::sources::{endpoint_url, get_json, jsz};
 #[derive(Debug)]
 struct Target {
     url: Url,
+    /// Size of the last /jsz page, to size the next one's buffer.
+    jsz_size: AtomicUsize,
     state: Mutex<TargetState>,
 }
 
@@ -58,6 +60,7 @@ pub struct Exporter {
     snapshot: Arc<SnapshotCollector>,
     scrape_lock: tokio::sync::Mutex<()>,
     last_size: AtomicUsize,
+    last_progress_size: AtomicUsize,
 }
 
 impl Exporter {
@@ -75,6 +78,7 @@ impl Exporter {
             .iter()
             .map(|url| Target {
                 url: url.clone(),
+                jsz_size: AtomicUsize::new(0),
                 state: Mutex::default(),
             })
             .collect();
@@ -93,6 +97,7 @@ impl Exporter {
             snapshot,
             scrape_lock: tokio::sync::Mutex::new(()),
             last_size: AtomicUsize::new(0),
+            last_progress_size: AtomicUsize::new(0),
         })
     }
 
@@ -113,10 +118,14 @@ impl Exporter {
         // would be copied several times over.
         let size_hint = self.last_size.load(Ordering::Relaxed) * 9 / 8;
         let (mut out, tail) = std::thread::scope(|scope| {
-            let tail = scope.spawn(|| encode(&self.progress_registry, format, 0));
+            let tail_hint = self.last_progress_size.load(Ordering::Relaxed) * 9 / 8;
+            let tail = scope.spawn(move || encode(&self.progress_registry, format, tail_hint));
             let head = encode(&self.registry, format, size_hint);
             (head, tail.join().expect("encoder thread"))
         });
+        // The parsed replies are not needed past the encoding.
+        self.snapshot.clear();
+        self.last_progress_size.store(tail.len(), Ordering::Relaxed);
         out.push_str(&tail);
         if format == Format::OpenMetrics {
             out.push_str("# EOF\n");
@@ -144,7 +153,14 @@ impl Exporter {
             Ok((top, closed))
         });
         let jsz = timed(cfg.polls(Source::Jsz), cfg.timeout, async {
-            jsz::poll(&self.http, &target.url, cfg.jsz_page_size, cfg.timeout).await
+            jsz::poll(
+                &self.http,
+                &target.url,
+                cfg.jsz_page_size,
+                cfg.timeout,
+                &target.jsz_size,
+            )
+            .await
         });
         let (varz, connz, jsz) = tokio::join!(varz, connz, jsz);
 

