@@ -235,3 +235,92 @@ async fn pending_bytes_warn_before_the_cut() {
         Some(0.0)
     );
 }
+
+/// Opens and closes `n` ordinary connections.
+async fn churn(port: u16, n: usize) {
+    for i in 0..n {
+        let c = async_nats::ConnectOptions::new()
+            .name(format!("short-lived-{i}"))
+            .connect(format!("nats://127.0.0.1:{port}"))
+            .await
+            .unwrap();
+        c.flush().await.unwrap();
+        drop(c);
+    }
+}
+
+#[tokio::test]
+async fn a_cut_behind_many_closed_connections_is_found_once() {
+    let server = NatsServer::builder()
+        .max_pending(512 * 1024)
+        .config("max_payload: 65536")
+        .start();
+    let exporter = common::exporter(&[server.monitor_url()], &["--sources", "varz,connz"]);
+    churn(server.client_port, 3).await;
+    let text = common::scrape(&exporter).await;
+    assert_eq!(
+        value(
+            &text,
+            "nats_delivery_slow_consumer_closed_connections_total",
+            &[]
+        ),
+        None
+    );
+
+    let stuck = stuck_reader(server.client_port, "stuck-reader", "cut.test").await;
+    let publisher = async_nats::connect(server.client_url()).await.unwrap();
+    let payload = bytes::Bytes::from(vec![b'x'; 1024]);
+    while varz_slow_consumers(&server) == 0 {
+        for _ in 0..256 {
+            publisher
+                .publish("cut.test", payload.clone())
+                .await
+                .unwrap();
+        }
+        publisher.flush().await.unwrap();
+    }
+    drop(publisher);
+    drop(stuck);
+    // 120 more closed connections stop after the cut: the first request of a
+    // poll (50) does not reach it, the poll must page on to find it.
+    churn(server.client_port, 120).await;
+    let closed_total = || {
+        let closed = common::monitor_json(&server.monitor_url(), "connz?state=closed&limit=10000");
+        closed["connections"].as_array().unwrap().len()
+    };
+    common::wait_for(20, "every connection in the closed list", || {
+        (closed_total() >= 125).then_some(())
+    })
+    .await;
+    let text = common::scrape(&exporter).await;
+    assert_eq!(
+        value(
+            &text,
+            "nats_delivery_slow_consumer_closed_connections_total",
+            &[]
+        ),
+        Some(1.0)
+    );
+    churn(server.client_port, 60).await;
+    let text = common::scrape(&exporter).await;
+    assert_eq!(
+        value(
+            &text,
+            "nats_delivery_slow_consumer_closed_connections_total",
+            &[]
+        ),
+        Some(1.0)
+    );
+
+    // A fresh exporter counts what the ring holds: the same one cut.
+    let fresh = common::exporter(&[server.monitor_url()], &["--sources", "connz"]);
+    let text = common::scrape(&fresh).await;
+    assert_eq!(
+        value(
+            &text,
+            "nats_delivery_slow_consumer_closed_connections_total",
+            &[]
+        ),
+        Some(1.0)
+    );
+}

@@ -19,7 +19,10 @@ use super::{endpoint_url, get_json};
 use crate::encode::{counter_family, gauge_family};
 use crate::error::PollError;
 
-/// Closed connections asked for per request.
+/// Closed connections asked for by the first request of a poll: between two
+/// scrapes few connections close, and the ring behind them can hold 10,000.
+const CLOSED_FIRST_PAGE: usize = 50;
+/// Closed connections asked for by each further request.
 const CLOSED_PAGE: usize = 1000;
 /// The size of the server's ring of closed connections.
 const CLOSED_RING: usize = 10_000;
@@ -154,6 +157,7 @@ pub async fn poll_closed(
     let mut newest = HashSet::new();
     let mut server_id = String::new();
     let mut offset = 0;
+    let mut page = CLOSED_FIRST_PAGE;
     'pages: while offset < CLOSED_RING {
         let url = endpoint_url(
             base,
@@ -161,18 +165,18 @@ pub async fn poll_closed(
             &[
                 ("state", "closed".into()),
                 ("sort", "stop".into()),
-                ("limit", CLOSED_PAGE.to_string()),
+                ("limit", page.to_string()),
                 ("offset", offset.to_string()),
                 ("auth", "true".into()),
             ],
         );
-        let page: Connz = get_json(http, url, timeout).await?;
+        let reply: Connz = get_json(http, url, timeout).await?;
         if server_id.is_empty() {
-            server_id = page.server_id.clone();
+            server_id = reply.server_id.clone();
         }
-        let same_process = page.server_id == known_server;
-        let len = page.connections.len();
-        for c in page.connections {
+        let same_process = reply.server_id == known_server;
+        let len = reply.connections.len();
+        for c in reply.connections {
             if same_process && known_cids.contains(&c.cid) {
                 break 'pages;
             }
@@ -181,10 +185,11 @@ pub async fn poll_closed(
             }
             new.push(c.with_account());
         }
-        if len < CLOSED_PAGE {
+        if len < page {
             break;
         }
-        offset += CLOSED_PAGE;
+        offset += page;
+        page = CLOSED_PAGE;
     }
     if newest.is_empty() && server_id == known_server {
         newest = known_cids;
