@@ -11,6 +11,10 @@ cargo test --workspace --locked
 # The link-in crate's optional built-in /metrics server (feature off by default).
 cargo clippy -p nats-delivery-metrics --all-features --all-targets --locked -- -D warnings
 cargo test -p nats-delivery-metrics --all-features --locked --test http_server
+# The crate's examples run as checks: the slow-subscriber experiment asserts
+# that the metric equals the ground truth; the benchmark asserts no drops.
+cargo run -q -p nats-delivery-metrics --locked --example slow_subscriber -- 100000 3
+cargo run -q -p nats-delivery-metrics --locked --example overhead -- 20000 1
 if [ -d alerts ] && ls alerts/*.yml >/dev/null 2>&1; then
   promtool check rules alerts/*.rules.yml
   promtool test rules alerts/tests/*.yml

@@ -143,9 +143,20 @@ async fn main() {
         received.insert(seq);
         work.one_message().await;
     }
-    let arrived = sub.delivered_messages() + sub.dropped_messages() + sub.pending_messages();
-    let plain_arrived =
-        plain_client.statistics().in_messages.load(Ordering::SeqCst) - plain_baseline;
+    // The application stops reading at the deadline; let the rest of the
+    // messages arrive (the subscription keeps accounting them) before counting.
+    let accounted = || sub.delivered_messages() + sub.dropped_messages() + sub.pending_messages();
+    let wait_until = Instant::now() + Duration::from_secs(60);
+    while accounted() < n && Instant::now() < wait_until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let arrived = accounted();
+    let plain_stats = plain_client.statistics();
+    let plain_read = || plain_stats.in_messages.load(Ordering::SeqCst) - plain_baseline;
+    while plain_read() < n && Instant::now() < wait_until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let plain_arrived = plain_read();
     let r = received.len() as u64;
     let p = sub.pending_messages();
     let plain_r = plain_received.load(Ordering::SeqCst);
@@ -172,10 +183,11 @@ async fn main() {
         "  dropped (ground truth)      {}   = arrived - received - pending",
         arrived - r - p
     );
-    println!(
-        "  nats_delivery_client_dropped_messages_total  {}",
-        sample(&text, "nats_delivery_client_dropped_messages_total{client=\"slow-subscriber\",subscription=\"test\"}")
+    let metric = sample(
+        &text,
+        "nats_delivery_client_dropped_messages_total{client=\"slow-subscriber\",subscription=\"test\"}",
     );
+    println!("  nats_delivery_client_dropped_messages_total  {metric}");
     println!(
         "  nats_delivery_client_pending_messages_high_water  {}",
         sample(&text, "nats_delivery_client_pending_messages_high_water{client=\"slow-subscriber\",subscription=\"test\"}")
@@ -194,5 +206,12 @@ async fn main() {
     println!(
         "  SlowConsumer events seen    {}",
         sample(&text, "nats_delivery_client_slow_consumer_events_total{client=\"plain-subscriber\",subscription=\"test\"}")
+    );
+    // The example doubles as a check: the metric is the ground truth.
+    assert_eq!(arrived, n, "not every published message reached the client");
+    assert_eq!(
+        metric,
+        (arrived - r - p).to_string(),
+        "metric differs from ground truth"
     );
 }
