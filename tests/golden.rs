@@ -89,6 +89,8 @@ async fn capture(version_dir: &Path, binary: &str) {
             name: "ORDERS".into(),
             subjects: vec!["orders.>".into()],
             max_messages: 1000,
+            max_bytes: 1 << 20,
+            max_age: Duration::from_secs(3600),
             ..Default::default()
         })
         .await
@@ -198,6 +200,7 @@ fn stable(text: &str) -> String {
 #[tokio::test]
 async fn exposition_matches_golden_files_for_each_server_version() {
     let mut problems = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     for (version, binary) in VERSIONS {
         let d = dir(version);
         if recapturing() {
@@ -212,6 +215,7 @@ async fn exposition_matches_golden_files_for_each_server_version() {
         if updating() {
             std::fs::write(&golden, &got).unwrap();
         }
+        seen.extend(nats_test_server::reference::exposed(&text).into_keys());
         let want = std::fs::read_to_string(&golden).unwrap_or_default();
         if got != want {
             problems.push(format!(
@@ -224,5 +228,28 @@ async fn exposition_matches_golden_files_for_each_server_version() {
         problems.is_empty(),
         "{}\n(NATS_DELIVERY_UPDATE_FIXTURES=1 regenerates)",
         problems.join("\n")
+    );
+    // Errors only appear when a poll fails: a port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let failing = common::exporter(&[format!("http://{closed}")], &["--timeout", "1s"]);
+    seen.extend(nats_test_server::reference::exposed(&common::scrape(&failing).await).into_keys());
+    // And the other way round: every metric METRICS.md lists for the polled
+    // sources shows up in at least one server version's output.
+    let sections = [
+        "Exporter health",
+        "Server (from /varz)",
+        "Connections (from /connz)",
+        "JetStream streams and consumers (from /jsz)",
+    ];
+    let never: Vec<_> = nats_test_server::reference::documented_in(&sections)
+        .into_keys()
+        .filter(|name| !seen.contains(name))
+        .collect();
+    assert!(
+        never.is_empty(),
+        "METRICS.md lists metrics no fixture produces: {never:?}"
     );
 }

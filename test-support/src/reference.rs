@@ -31,6 +31,24 @@ pub fn documented() -> BTreeMap<String, MetricDoc> {
     parse(&text)
 }
 
+/// The metric rows of `METRICS.md` under the `## ` headings named in `sections`.
+pub fn documented_in(sections: &[&str]) -> BTreeMap<String, MetricDoc> {
+    let path = crate::workspace_root().join("METRICS.md");
+    let text = std::fs::read_to_string(&path).expect("METRICS.md at the workspace root");
+    let mut wanted = String::new();
+    let mut keep = false;
+    for line in text.lines() {
+        if let Some(heading) = line.strip_prefix("## ") {
+            keep = sections.contains(&heading.trim());
+        }
+        if keep {
+            wanted.push_str(line);
+            wanted.push('\n');
+        }
+    }
+    parse(&wanted)
+}
+
 /// Parses metric rows out of Markdown text.
 pub fn parse(text: &str) -> BTreeMap<String, MetricDoc> {
     let mut out = BTreeMap::new();
