@@ -81,6 +81,23 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_MAX_CLIENT_NAMES", default_value_t = 1000)]
     pub max_client_names: usize,
 
+    /// Re-export the totals that applications using nats-delivery-metrics
+    /// publish over NATS (their "one scrape target" reports).
+    #[arg(long, env = "NATS_DELIVERY_CLIENT_REPORTS")]
+    pub client_reports: bool,
+
+    /// Subject the application reports arrive on.
+    #[arg(
+        long,
+        env = "NATS_DELIVERY_CLIENT_REPORTS_SUBJECT",
+        default_value = "nats_delivery.reports"
+    )]
+    pub client_reports_subject: String,
+
+    /// An application that has not reported for this long is forgotten (its series end).
+    #[arg(long, env = "NATS_DELIVERY_CLIENT_REPORTS_EXPIRY", default_value = "60s", value_parser = parse_duration)]
+    pub client_reports_expiry: Duration,
+
     /// NATS connection of the advisory and system-event listeners.
     #[command(flatten)]
     pub nats: crate::nats_connection::NatsArgs,

@@ -2,8 +2,11 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
+use nats_delivery_exporter::advisories::Listeners;
+use nats_delivery_exporter::client_reports::{run_client_reports, ClientReports};
 use nats_delivery_exporter::config::Config;
 use nats_delivery_exporter::exporter::Exporter;
+use nats_delivery_exporter::nats_connection;
 
 fn main() -> anyhow::Result<()> {
     return_large_buffers_to_the_os();
@@ -23,7 +26,13 @@ async fn run() -> anyhow::Result<()> {
         .init();
     let config = parse_flags();
     let listen = config.listen;
-    let exporter = Arc::new(Exporter::new(config.clone())?);
+    let mut exporter = Exporter::new(config.clone())?;
+    let listeners = Listeners::start(&config.nats, &config.advisories, exporter.registry_mut())
+        .context("cannot start the NATS listeners")?;
+    if config.client_reports {
+        start_client_reports(&config, &mut exporter).await?;
+    }
+    let exporter = Arc::new(exporter);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -31,6 +40,8 @@ async fn run() -> anyhow::Result<()> {
     axum::serve(listener, nats_delivery_exporter::http::router(exporter))
         .with_graceful_shutdown(shutdown_signal())
         .await?;
+    // Durable listeners acknowledge what they counted before they end.
+    listeners.stop().await;
     Ok(())
 }
 
@@ -46,6 +57,24 @@ fn return_large_buffers_to_the_os() {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
+}
+
+/// Subscribes to the applications' reports and registers their re-export.
+async fn start_client_reports(config: &Config, exporter: &mut Exporter) -> anyhow::Result<()> {
+    let reports = Arc::new(ClientReports::new(config.client_reports_expiry));
+    exporter
+        .registry_mut()
+        .register_collector(Box::new(reports.clone()));
+    let auth = config.nats.top_level_auth()?;
+    let client = nats_connection::connect(&config.nats, &auth, "client-reports", 65_536)
+        .await
+        .context("cannot connect for application reports")?;
+    tokio::spawn(run_client_reports(
+        client,
+        config.client_reports_subject.clone(),
+        reports,
+    ));
+    Ok(())
 }
 
 /// Parses the flags; a wrong one exits with status 2 and one line saying why.
