@@ -130,7 +130,10 @@ async fn the_binary_counts_every_kind_of_loss_it_listens_for() {
         )
         .await
         .unwrap();
-    app.flush().await.unwrap();
+    // A round trip on the app's connection: after it the server knows the
+    // subscription (a flush only empties the client's write buffer).
+    let no_responders = app.request("e2e.nobody", "".into()).await;
+    assert!(no_responders.is_err());
     for _ in 0..10 {
         client.publish("work", "job".into()).await.unwrap();
     }
