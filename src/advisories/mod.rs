@@ -240,6 +240,11 @@ impl AccountListener {
     /// mode when `--advisories-stream` is set, live mode otherwise. Errors are
     /// logged and retried; they never end the task.
     pub async fn run(self, shutdown: watch::Receiver<bool>) {
+        tokio::spawn({
+            let (nats, auth, account) =
+                (self.nats.clone(), self.auth.clone(), self.account.clone());
+            async move { crate::nats_connection::warn_on_account_mismatch(&nats, &auth, &account).await }
+        });
         if self.args.stream.is_some() {
             durable::run(self, shutdown).await
         } else {

@@ -308,6 +308,51 @@ pub async fn connect(
     Ok(opts.connect(args.servers.clone()).await?)
 }
 
+/// The account the server put this connection in, from `$SYS.REQ.USER.INFO`
+/// (nats-server 2.10+); `None` when the server does not answer in time.
+pub async fn server_account_name(client: &Client) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Reply {
+        data: Data,
+    }
+    #[derive(serde::Deserialize)]
+    struct Data {
+        account: String,
+    }
+    let reply = tokio::time::timeout(
+        std::time::Duration::from_secs(3),
+        client.request("$SYS.REQ.USER.INFO", bytes::Bytes::new()),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    serde_json::from_slice::<Reply>(&reply.payload)
+        .ok()
+        .map(|r| r.data.account)
+}
+
+/// Warns when the configured account label is not the server's name for the
+/// account: the label would not match the exporter's /jsz metrics. Uses a
+/// short-lived connection, so that the reply does not enter any listener's
+/// message arithmetic. Best effort: silent on servers before 2.10.
+pub async fn warn_on_account_mismatch(args: &NatsArgs, auth: &Auth, label: &str) {
+    let Ok(client) = connect(args, auth, "account-check", 16).await else {
+        return;
+    };
+    if let Some(actual) = server_account_name(&client).await {
+        if actual != label {
+            tracing::warn!(
+                label,
+                server_account = %actual,
+                "the account label differs from the server's account name; metrics will not join with /jsz metrics"
+            );
+        }
+    }
+    // Dropping the last handle closes the connection (drain could wait for a
+    // server that never answered).
+    drop(client);
+}
+
 /// Whether the client currently has a live connection to a server.
 pub fn is_connected(client: &Client) -> bool {
     matches!(
