@@ -132,7 +132,7 @@ async fn the_binary_counts_every_kind_of_loss_it_listens_for() {
         .unwrap();
     // A round trip on the app's connection: after it the server knows the
     // subscription (a flush only empties the client's write buffer).
-    let no_responders = app.request("e2e.nobody", "".into()).await;
+    let no_responders = app.request("roundtrip.nobody", "".into()).await;
     assert!(no_responders.is_err());
     for _ in 0..10 {
         client.publish("work", "job".into()).await.unwrap();
