@@ -8,16 +8,14 @@
 //! golden files from the JSON already captured. Review the diff before committing it.
 mod common;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::pull, stream};
+use async_nats::jetstream;
 use axum::extract::{Query, State};
 use axum::routing::get;
-use futures::StreamExt;
+use common::scenarios;
 use nats_test_server::NatsServer;
-use std::collections::HashMap;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const VERSIONS: [(&str, &str); 3] = [
     ("2.9.10", "debian"),
@@ -49,80 +47,15 @@ async fn capture(version_dir: &Path, binary: &str) {
         .max_pending(512 * 1024)
         .config("max_payload: 65536")
         .start();
-    // A raw client that subscribes and never reads: the server cuts it.
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let stream = socket
-        .connect(([127, 0, 0, 1], server.client_port).into())
-        .await
-        .unwrap();
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    reader.read_line(&mut line).await.unwrap();
-    reader
-        .get_mut()
-        .write_all(b"CONNECT {\"verbose\":false,\"name\":\"stuck-reader\",\"protocol\":1}\r\nSUB cut.test 1\r\nPING\r\n")
-        .await
-        .unwrap();
-    line.clear();
-    reader.read_line(&mut line).await.unwrap();
+    let _stuck = scenarios::stuck_reader(server.client_port, "stuck-reader", "cut.test").await;
     let client = async_nats::ConnectOptions::new()
         .name("fixture-app")
         .connect(server.client_url())
         .await
         .unwrap();
-    let payload = bytes::Bytes::from(vec![b'x'; 1024]);
-    while common::monitor_json(&server.monitor_url(), "varz")["slow_consumers"] == 0 {
-        for _ in 0..256 {
-            client.publish("cut.test", payload.clone()).await.unwrap();
-        }
-        client.flush().await.unwrap();
-    }
-    while !nats_test_server::http_get(&format!("{}/connz?state=closed", server.monitor_url()))
-        .contains("stuck-reader")
-    {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let js = jetstream::new(client.clone());
-    let stream = js
-        .create_stream(stream::Config {
-            name: "ORDERS".into(),
-            subjects: vec!["orders.>".into()],
-            max_messages: 1000,
-            max_bytes: 1 << 20,
-            max_age: Duration::from_secs(3600),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let consumer = stream
-        .create_consumer(pull::Config {
-            durable_name: Some("billing".into()),
-            ack_wait: Duration::from_secs(1),
-            max_deliver: 5,
-            max_ack_pending: 100,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    for i in 0..10 {
-        js.publish(format!("orders.{i}"), "x".into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-    }
-    let mut n = 0;
-    let mut batch = consumer.fetch().max_messages(10).messages().await.unwrap();
-    while let Some(m) = batch.next().await {
-        n += 1;
-        if n <= 3 {
-            m.unwrap().double_ack().await.unwrap();
-        }
-    }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let mut batch = consumer.fetch().max_messages(10).messages().await.unwrap();
-    while batch.next().await.is_some() {}
+    scenarios::publish_until_cut(&server, &client, "cut.test").await;
+    scenarios::closed_reason(&server, "stuck-reader").await;
+    scenarios::orders_with_redeliveries(&jetstream::new(client.clone())).await;
     std::fs::create_dir_all(version_dir).unwrap();
     let base = server.monitor_url();
     for (file, path) in [

@@ -2,8 +2,6 @@
 //! promtool), /healthz and the landing page, served by the router without a socket.
 mod common;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -26,26 +24,6 @@ async fn get(app: axum::Router, path: &str, accept: Option<&str>) -> (StatusCode
         .unwrap_or_default();
     let body = resp.into_body().collect().await.unwrap().to_bytes();
     (status, ctype, String::from_utf8(body.to_vec()).unwrap())
-}
-
-fn promtool_check_metrics(text: &str) -> (bool, String) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool on PATH (scripts/install-deps.sh installs it)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), said)
 }
 
 #[tokio::test]
@@ -77,9 +55,21 @@ async fn metrics_in_both_formats_and_the_small_pages() {
     assert!(classic.contains(
         "nats_delivery_consumer_pending_messages{account=\"$G\",stream=\"S\",consumer=\"c\"} 0"
     ));
-    let (ok, said) = promtool_check_metrics(&classic);
-    assert!(ok, "promtool check metrics failed:\n{said}");
-    assert_eq!(said.trim(), "", "promtool has remarks:\n{said}");
+    nats_test_server::promtool::assert_metrics_clean(&classic);
+    // A stream without limits: its limit metrics are absent, not 0.
+    let s = [("stream", "S")];
+    assert_eq!(
+        nats_test_server::sample::value(&classic, "nats_delivery_stream_max_bytes", &s),
+        None
+    );
+    assert_eq!(
+        nats_test_server::sample::value(&classic, "nats_delivery_stream_max_age_seconds", &s),
+        None
+    );
+    assert_eq!(
+        nats_test_server::sample::value(&classic, "nats_delivery_stream_max_messages", &s),
+        None
+    );
 
     let (_, ctype, om) = get(
         app.clone(),

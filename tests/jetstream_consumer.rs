@@ -3,10 +3,7 @@
 //! version the project supports.
 mod common;
 
-use std::time::Duration;
-
-use async_nats::jetstream::{self, consumer::pull, stream};
-use futures::StreamExt;
+use async_nats::jetstream;
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 
@@ -14,64 +11,7 @@ async fn scenario(version: &str) {
     let server = NatsServer::builder().version(version).jetstream().start();
     let client = async_nats::connect(server.client_url()).await.unwrap();
     let js = jetstream::new(client);
-    js.create_stream(stream::Config {
-        name: "ORDERS".into(),
-        subjects: vec!["orders.>".into()],
-        max_messages: 1000,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let stream = js.get_stream("ORDERS").await.unwrap();
-    let consumer = stream
-        .create_consumer(pull::Config {
-            durable_name: Some("billing".into()),
-            ack_wait: Duration::from_secs(1),
-            max_deliver: 5,
-            max_ack_pending: 100,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    for i in 0..10 {
-        js.publish(format!("orders.{i}"), "x".into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-    }
-    // First delivery of all 10; acknowledge the first 3 only.
-    let mut batch = consumer
-        .fetch()
-        .max_messages(10)
-        .expires(Duration::from_secs(2))
-        .messages()
-        .await
-        .unwrap();
-    let mut got = 0;
-    while let Some(m) = batch.next().await {
-        let m = m.unwrap();
-        got += 1;
-        if got <= 3 {
-            m.double_ack().await.unwrap();
-        }
-    }
-    assert_eq!(got, 10);
-    // After ack_wait the 7 unacknowledged come back: now they are redelivered.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let mut batch = consumer
-        .fetch()
-        .max_messages(10)
-        .expires(Duration::from_secs(2))
-        .messages()
-        .await
-        .unwrap();
-    let mut redelivered = 0;
-    while let Some(m) = batch.next().await {
-        assert_eq!(m.unwrap().info().unwrap().delivered, 2);
-        redelivered += 1;
-    }
-    assert_eq!(redelivered, 7);
+    common::scenarios::orders_with_redeliveries(&js).await;
     // Five more arrive and wait in the backlog.
     for i in 10..15 {
         js.publish(format!("orders.{i}"), "x".into())
@@ -167,13 +107,11 @@ async fn scenario(version: &str) {
     );
     assert_eq!(
         value(&text, "nats_delivery_stream_max_bytes", &s),
-        None,
-        "unlimited is absent"
+        Some(1048576.0)
     );
     assert_eq!(
         value(&text, "nats_delivery_stream_max_age_seconds", &s),
-        None,
-        "unlimited is absent"
+        Some(3600.0)
     );
     nats_test_server::reference::assert_documented(&text);
 }

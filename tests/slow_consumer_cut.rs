@@ -7,39 +7,8 @@ use std::time::Duration;
 
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpSocket, TcpStream};
 
-/// A raw NATS client that subscribes to `subject` and then never reads again.
-/// Its receive buffer is small so that the server's queue, not the kernel,
-/// holds what it does not read.
-async fn stuck_reader(port: u16, name: &str, subject: &str) -> TcpStream {
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let stream = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    reader.read_line(&mut line).await.unwrap();
-    assert!(line.starts_with("INFO"), "{line}");
-    let connect = format!(
-        "CONNECT {{\"verbose\":false,\"pedantic\":false,\"name\":\"{name}\",\"lang\":\"raw\",\"version\":\"0\",\"protocol\":1}}\r\nSUB {subject} 1\r\nPING\r\n"
-    );
-    reader
-        .get_mut()
-        .write_all(connect.as_bytes())
-        .await
-        .unwrap();
-    line.clear();
-    reader.read_line(&mut line).await.unwrap();
-    assert_eq!(line.trim(), "PONG");
-    reader.into_inner()
-}
-
-fn varz_slow_consumers(server: &NatsServer) -> u64 {
-    common::monitor_json(&server.monitor_url(), "varz")["slow_consumers"]
-        .as_u64()
-        .unwrap()
-}
+use common::scenarios::{closed_reason, publish_until_cut, stuck_reader};
 
 async fn cut_scenario(version: &str) {
     let server = NatsServer::builder()
@@ -68,28 +37,10 @@ async fn cut_scenario(version: &str) {
         .connect(server.client_url())
         .await
         .unwrap();
-    let payload = bytes::Bytes::from(vec![b'x'; 1024]);
-    let mut sent = 0;
-    while varz_slow_consumers(&server) == 0 {
-        for _ in 0..256 {
-            publisher
-                .publish("cut.test", payload.clone())
-                .await
-                .unwrap();
-        }
-        publisher.flush().await.unwrap();
-        sent += 256;
-        assert!(sent < 1_000_000, "the server never cut the stuck reader");
-    }
+    publish_until_cut(&server, &publisher, "cut.test").await;
     // The server's own record of why it closed the connection is the truth
     // the exporter must repeat (2.15 may close by write deadline first).
-    let reason = common::wait_for(20, "the cut connection in the closed list", || {
-        let closed = common::monitor_json(&server.monitor_url(), "connz?state=closed");
-        let conns = closed["connections"].as_array()?.clone();
-        let c = conns.iter().find(|c| c["name"] == "stuck-reader")?;
-        Some(c["reason"].as_str().unwrap().to_string())
-    })
-    .await;
+    let reason = closed_reason(&server, "stuck-reader").await;
     let reason_label = match reason.as_str() {
         "Slow Consumer (Pending Bytes)" => "pending_bytes",
         "Slow Consumer (Write Deadline)" => "write_deadline",
@@ -269,16 +220,7 @@ async fn a_cut_behind_many_closed_connections_is_found_once() {
 
     let stuck = stuck_reader(server.client_port, "stuck-reader", "cut.test").await;
     let publisher = async_nats::connect(server.client_url()).await.unwrap();
-    let payload = bytes::Bytes::from(vec![b'x'; 1024]);
-    while varz_slow_consumers(&server) == 0 {
-        for _ in 0..256 {
-            publisher
-                .publish("cut.test", payload.clone())
-                .await
-                .unwrap();
-        }
-        publisher.flush().await.unwrap();
-    }
+    publish_until_cut(&server, &publisher, "cut.test").await;
     drop(publisher);
     drop(stuck);
     // 120 more closed connections stop after the cut: the first request of a

@@ -60,3 +60,4 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+pub mod scenarios;

@@ -94,28 +94,7 @@ pub async fn sync_with_server(client: &async_nats::Client) {
 /// Encodes `registry` as classic Prometheus text and asserts that
 /// `promtool check metrics` accepts it without remarks.
 pub fn assert_promtool_clean(registry: &Registry) {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
     let mut text = String::new();
     prometheus_client::encoding::prometheus_text::encode(&mut text, registry).unwrap();
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool on PATH (scripts/install-deps.sh installs it)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && said.trim().is_empty(),
-        "promtool check metrics:\n{said}\non:\n{text}"
-    );
+    nats_test_server::promtool::assert_metrics_clean(&text);
 }

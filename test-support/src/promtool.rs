@@ -1,0 +1,30 @@
+//! Runs `promtool` (Debian's prometheus package; scripts/install-deps.sh installs it).
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+/// Asserts that `promtool check metrics` accepts `exposition` without a
+/// single remark. Panics with promtool's words and the text otherwise, and
+/// when promtool is missing: a check that cannot run must not pass.
+pub fn assert_metrics_clean(exposition: &str) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool on PATH (scripts/install-deps.sh installs it)");
+    child
+        .stdin
+        .take()
+        .expect("promtool stdin")
+        .write_all(exposition.as_bytes())
+        .expect("write to promtool");
+    let out = child.wait_with_output().expect("promtool output");
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool check metrics:\n{said}\non:\n{exposition}"
+    );
+}
