@@ -59,6 +59,11 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub timeout: Duration,
 
+    /// PEM file with the CA certificate(s) that signed https monitoring
+    /// endpoints, when the system's roots do not cover them.
+    #[arg(long, env = "NATS_DELIVERY_MONITOR_TLS_CA", value_name = "FILE")]
+    pub monitor_tls_ca: Option<std::path::PathBuf>,
+
     /// Sources to poll, comma-separated.
     #[arg(
         long,

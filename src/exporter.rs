@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use anyhow::Context;
 use futures::future::join_all;
 use prometheus_client::registry::Registry;
 use url::Url;
@@ -66,7 +67,24 @@ pub struct Exporter {
 impl Exporter {
     /// Builds the exporter; fails only if the HTTP client cannot be made.
     pub fn new(config: Config) -> anyhow::Result<Exporter> {
-        let http = reqwest::Client::builder()
+        // One TLS crypto backend for the process: ring, which the NATS client
+        // brings too (an earlier choice stays).
+        let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
+        let mut http = reqwest::Client::builder();
+        if let Some(path) = &config.monitor_tls_ca {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("cannot read --monitor-tls-ca {}", path.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default();
+            anyhow::ensure!(
+                !certs.is_empty(),
+                "--monitor-tls-ca {} holds no PEM certificate",
+                path.display()
+            );
+            for cert in certs {
+                http = http.add_root_certificate(cert);
+            }
+        }
+        let http = http
             .timeout(config.timeout)
             .user_agent(concat!(
                 "nats-delivery-exporter/",

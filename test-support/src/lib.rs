@@ -13,6 +13,7 @@
 pub mod promtool;
 pub mod reference;
 pub mod sample;
+pub mod tls;
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -81,6 +82,7 @@ pub struct Builder {
     name: Option<String>,
     max_pending: Option<u64>,
     write_deadline: Option<String>,
+    https: Option<(std::path::PathBuf, std::path::PathBuf)>,
     extra: String,
 }
 
@@ -110,6 +112,11 @@ impl Builder {
         self.write_deadline = Some(d.to_string());
         self
     }
+    /// Serve monitoring over HTTPS (instead of HTTP) with this certificate and key.
+    pub fn https(mut self, cert: &Path, key: &Path) -> Self {
+        self.https = Some((cert.to_path_buf(), key.to_path_buf()));
+        self
+    }
     /// Append raw configuration text (accounts, authorization, ...).
     pub fn config(mut self, text: &str) -> Self {
         self.extra.push_str(text);
@@ -133,6 +140,8 @@ pub struct NatsServer {
     pub monitor_port: u16,
     /// `server_name`.
     pub name: String,
+    /// `http` or `https`.
+    scheme: &'static str,
 }
 
 impl NatsServer {
@@ -146,9 +155,9 @@ impl NatsServer {
         format!("nats://127.0.0.1:{}", self.client_port)
     }
 
-    /// `http://127.0.0.1:<monitor_port>`.
+    /// `http://127.0.0.1:<monitor_port>` (`https://` with [`Builder::https`]).
     pub fn monitor_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.monitor_port)
+        format!("{}://127.0.0.1:{}", self.scheme, self.monitor_port)
     }
 
     /// The server's temporary directory (config, log, JetStream store).
@@ -172,9 +181,23 @@ impl NatsServer {
         });
         let log_path = dir.path().join("server.log");
         let mut conf = format!(
-            "server_name: \"{name}\"\nhost: 127.0.0.1\nport: -1\nhttp: \"127.0.0.1:-1\"\nlog_file: \"{}\"\n",
+            "server_name: \"{name}\"\nhost: 127.0.0.1\nport: -1\nlog_file: \"{}\"\n",
             log_path.display()
         );
+        let scheme = match &b.https {
+            None => {
+                conf.push_str("http: \"127.0.0.1:-1\"\n");
+                "http"
+            }
+            Some((cert, key)) => {
+                conf.push_str(&format!(
+                    "https: \"127.0.0.1:-1\"\ntls {{ cert_file: \"{}\", key_file: \"{}\" }}\n",
+                    cert.display(),
+                    key.display()
+                ));
+                "https"
+            }
+        };
         if b.jetstream {
             conf.push_str(&format!(
                 "jetstream {{ store_dir: \"{}\" }}\n",
@@ -206,6 +229,7 @@ impl NatsServer {
             client_port: 0,
             monitor_port: 0,
             name,
+            scheme,
         };
         server.wait_ready(&log_path);
         server
@@ -224,7 +248,7 @@ impl NatsServer {
             }
             let log = std::fs::read_to_string(log_path).unwrap_or_default();
             let client = port_after(&log, "Listening for client connections on ");
-            let http = port_after(&log, "Starting http monitor on ");
+            let http = port_after(&log, &format!("Starting {} monitor on ", self.scheme));
             if let (Some(c), Some(h)) = (client, http) {
                 if log.contains("Server is ready")
                     && TcpStream::connect(("127.0.0.1", c)).is_ok()

@@ -1,0 +1,84 @@
+//! Certificates for TLS tests, made with `openssl` (scripts/install-deps.sh installs it).
+
+use std::path::Path;
+use std::process::Command;
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl on PATH (scripts/install-deps.sh installs it)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate.
+pub fn make_certs(dir: &Path) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec![
+        "req",
+        "-x509",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test-ca",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ];
+    ca.extend(ec);
+    ca.extend([
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(dir, &ca);
+    for (name, ext) in [
+        (
+            "server",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+        ),
+        ("client", "extendedKeyUsage=clientAuth\n"),
+    ] {
+        let key = format!("{name}.key");
+        let csr = format!("{name}.csr");
+        let pem = format!("{name}.pem");
+        let extfile = format!("{name}.ext");
+        std::fs::write(dir.join(&extfile), ext).unwrap();
+        let mut req = vec!["req", "-subj", "/CN=test", "-keyout", &key, "-out", &csr];
+        req.extend(ec);
+        openssl(dir, &req);
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-out",
+                &pem,
+                "-extfile",
+                &extfile,
+            ],
+        );
+    }
+}

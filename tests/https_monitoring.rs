@@ -1,0 +1,73 @@
+//! Monitoring over HTTPS: trusted through --monitor-tls-ca, refused (and
+//! reported down, not silently) without it.
+mod common;
+
+use clap::Parser;
+use nats_delivery_exporter::config::Config;
+use nats_delivery_exporter::exporter::Exporter;
+use nats_test_server::sample::value;
+use nats_test_server::NatsServer;
+
+#[tokio::test]
+async fn https_endpoints_with_and_without_the_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    nats_test_server::tls::make_certs(dir.path());
+    let p = |f: &str| dir.path().join(f).display().to_string();
+    let server = NatsServer::builder()
+        .https(
+            &dir.path().join("server.pem"),
+            &dir.path().join("server.key"),
+        )
+        .start();
+    assert!(server.monitor_url().starts_with("https://"));
+    let url = [server.monitor_url()];
+
+    let trusted = common::exporter(&url, &["--monitor-tls-ca", &p("ca.pem")]);
+    let text = common::scrape(&trusted).await;
+    for source in ["varz", "connz", "jsz"] {
+        assert_eq!(
+            value(&text, "nats_delivery_up", &[("source", source)]),
+            Some(1.0),
+            "{source}"
+        );
+    }
+    assert_eq!(
+        value(&text, "nats_delivery_server_slow_consumers_total", &[]),
+        Some(0.0)
+    );
+
+    let untrusted = common::exporter(&url, &[]);
+    let text = common::scrape(&untrusted).await;
+    assert_eq!(
+        value(&text, "nats_delivery_up", &[("source", "varz")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "nats_delivery_scrape_errors_total",
+            &[("source", "varz"), ("kind", "connect")]
+        ),
+        Some(1.0)
+    );
+}
+
+#[test]
+fn an_unreadable_ca_file_is_a_clear_error() {
+    let config = Config::try_parse_from(["x", "--monitor-tls-ca", "/nonexistent/ca.pem"]).unwrap();
+    let err = Exporter::new(config).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("cannot read --monitor-tls-ca /nonexistent/ca.pem"),
+        "{err:#}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let not_pem = dir.path().join("ca.pem");
+    std::fs::write(&not_pem, "hello").unwrap();
+    let config =
+        Config::try_parse_from(["x", "--monitor-tls-ca", not_pem.to_str().unwrap()]).unwrap();
+    let err = Exporter::new(config).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("holds no PEM certificate"),
+        "{err:#}"
+    );
+}
