@@ -1,8 +1,8 @@
-//! Parses durations written the way operators write them: `500ms`, `5s`, `2m`.
+//! Parses durations written the way operators write them: `500ms`, `5s`, `2m`, `7d`.
 
 use std::time::Duration;
 
-/// Parses `<number><unit>` with unit `ms`, `s`, `m` or `h` (a bare number means seconds).
+/// Parses `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d` (a bare number means seconds).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let split = t
@@ -17,6 +17,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "" | "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
+        "d" => value * 86_400.0,
         _ => {
             return Err(format!(
                 "'{text}': unknown unit '{unit}' (use ms, s, m or h)"
@@ -39,6 +40,7 @@ mod tests {
         assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
         assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
         assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604_800)));
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("5 parsecs").is_err());

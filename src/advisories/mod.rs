@@ -29,6 +29,7 @@ pub use metrics::AdvisoryMetrics;
 use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 
+use crate::duration::parse_duration;
 use crate::nats_connection::{Auth, ConnectionError, NatsArgs};
 
 /// Advisory listener flags.
@@ -176,29 +177,6 @@ impl AdvisoryArgs {
             .chain(flags.into_iter().map(Into::into));
         <Only as clap::Parser>::try_parse_from(args).map(|o| o.advisories)
     }
-}
-
-/// Parses `250ms`, `90s`, `30m`, `12h`, `7d` or plain seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 90s, 30m, 12h, 7d"))?;
-    let secs = match unit {
-        "ms" => return Ok(Duration::from_millis(n)),
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86400,
-        _ => {
-            return Err(format!(
-                "invalid duration unit in {s:?}: use ms, s, m, h or d"
-            ))
-        }
-    };
-    Ok(Duration::from_secs(secs))
 }
 
 /// True when every subject matched by `subject` is matched by the stream
@@ -382,13 +360,5 @@ mod tests {
         ));
         assert!(subject_covers("a.*.c", "a.b.c"));
         assert!(!subject_covers("a.b", "a.b.c"));
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("7d").unwrap(), Duration::from_secs(604_800));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
-        assert!(parse_duration("3 weeks").is_err());
     }
 }
