@@ -67,8 +67,9 @@ pub struct Exporter {
 impl Exporter {
     /// Builds the exporter; fails only if the HTTP client cannot be made.
     pub fn new(config: Config) -> anyhow::Result<Exporter> {
-        // One TLS crypto backend for the process: ring, which the NATS client
-        // brings too (an earlier choice stays).
+        // The NATS client's TLS asks rustls for the process-wide crypto
+        // provider, which must be chosen when two are linked in (reqwest's
+        // aws-lc-rs and async-nats' ring); an earlier choice stays.
         let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
         let mut http = reqwest::Client::builder();
         if let Some(path) = &config.monitor_tls_ca {
