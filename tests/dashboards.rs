@@ -13,60 +13,10 @@ mod promql_check;
 use std::collections::{BTreeMap, BTreeSet};
 
 use promql_check::{
-    check_queries, documented, files, labels_of, metric_names, read, substitute, Documented, Query,
+    check_queries, dashboard_queries, documented, files, labels_of, metric_names, read, substitute,
+    Documented, Query,
 };
 use serde_json::Value;
-
-/// Every query of a dashboard: panel targets (rows included) and the
-/// selector inside each `label_values(selector, label)` variable.
-fn dashboard_queries(file: &str, dash: &Value) -> Vec<Query> {
-    fn walk(file: &str, panels: &[Value], out: &mut Vec<Query>) {
-        for p in panels {
-            let title = p["title"].as_str().unwrap_or("?");
-            for t in p["targets"].as_array().into_iter().flatten() {
-                let expr = t["expr"]
-                    .as_str()
-                    .unwrap_or_else(|| panic!("{file}: panel {title:?} has a target without expr"));
-                let place = format!("{file}: panel {title:?} query {}", t["refId"]);
-                out.push(Query {
-                    place,
-                    expr: expr.to_string(),
-                });
-            }
-            walk(file, p["panels"].as_array().map_or(&[], |v| v), out);
-        }
-    }
-    let mut out = Vec::new();
-    walk(file, dash["panels"].as_array().expect("panels"), &mut out);
-    for v in dash["templating"]["list"].as_array().into_iter().flatten() {
-        if v["type"] != "query" {
-            continue;
-        }
-        let q = v["query"]["query"]
-            .as_str()
-            .or(v["query"].as_str())
-            .expect("variable query");
-        let inner = q
-            .strip_prefix("label_values(")
-            .and_then(|s| s.strip_suffix(')'))
-            .unwrap_or_else(|| {
-                panic!(
-                    "{file}: variable {} is not label_values(...): {q}",
-                    v["name"]
-                )
-            });
-        if let Some((selector, label)) = inner.rsplit_once(',') {
-            // Checked as a grouping so that the label must be one of the
-            // selected metric's labels, too.
-            let place = format!("{file}: variable {}", v["name"]);
-            out.push(Query {
-                place,
-                expr: format!("count by ({}) ({})", label.trim(), selector.trim()),
-            });
-        }
-    }
-    out
-}
 
 fn dashboards() -> Vec<(String, Value)> {
     let found: Vec<(String, Value)> = files("dashboards", ".json")

@@ -259,6 +259,59 @@ pub fn check_queries(queries: &[Query], documented: &Documented) -> Vec<String> 
     problems
 }
 
+/// Every query of a dashboard: panel targets (rows included) and the
+/// selector inside each `label_values(selector, label)` variable (as
+/// `count by (label) (selector)`). Shared with the lab (`examples/lab`),
+/// which runs these queries against a real Prometheus.
+pub fn dashboard_queries(file: &str, dash: &serde_json::Value) -> Vec<Query> {
+    fn walk(file: &str, panels: &[serde_json::Value], out: &mut Vec<Query>) {
+        for p in panels {
+            let title = p["title"].as_str().unwrap_or("?");
+            for t in p["targets"].as_array().into_iter().flatten() {
+                let expr = t["expr"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{file}: panel {title:?} has a target without expr"));
+                let place = format!("{file}: panel {title:?} query {}", t["refId"]);
+                out.push(Query {
+                    place,
+                    expr: expr.to_string(),
+                });
+            }
+            walk(file, p["panels"].as_array().map_or(&[], |v| v), out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(file, dash["panels"].as_array().expect("panels"), &mut out);
+    for v in dash["templating"]["list"].as_array().into_iter().flatten() {
+        if v["type"] != "query" {
+            continue;
+        }
+        let q = v["query"]["query"]
+            .as_str()
+            .or(v["query"].as_str())
+            .expect("variable query");
+        let inner = q
+            .strip_prefix("label_values(")
+            .and_then(|s| s.strip_suffix(')'))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{file}: variable {} is not label_values(...): {q}",
+                    v["name"]
+                )
+            });
+        if let Some((selector, label)) = inner.rsplit_once(',') {
+            // Checked as a grouping so that the label must be one of the
+            // selected metric's labels, too.
+            let place = format!("{file}: variable {}", v["name"]);
+            out.push(Query {
+                place,
+                expr: format!("count by ({}) ({})", label.trim(), selector.trim()),
+            });
+        }
+    }
+    out
+}
+
 /// The metrics `METRICS.md` lists, with their labels.
 pub fn documented() -> Documented {
     nats_test_server::reference::documented()
