@@ -1,0 +1,127 @@
+//! What makes loss invisible: an advisory nobody can read, an account whose
+//! advisories nobody counts, and finally a server and an exporter that stop.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::pull, stream};
+
+use crate::Lab;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn err(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
+/// A broken max-deliveries advisory, published where the server would
+/// publish a real one.
+pub async fn malformed_advisory(lab: &mut Lab) -> anyhow::Result<()> {
+    let alert = "NatsDeliveryAdvisoriesMalformed";
+    lab.report
+        .scenario("a malformed advisory: its loss cannot be counted", &[alert]);
+    let q = "sum(nats_delivery_advisories_malformed_total{account=\"APP\"})";
+    lab.wait_series(q).await?;
+    lab.app
+        .publish(
+            "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.LAB_ORDERS.billing",
+            "{\"type\":\"io.nats.jetstream.advisory.v1.max_deliver\",\"stream\":".into(),
+        )
+        .await?;
+    lab.app.flush().await?;
+    lab.report
+        .note("published 1 truncated advisory on the max-deliveries subject");
+    let got = lab.prom.settle(q, 1.0, WAIT).await?;
+    lab.report.count("malformed advisories", 1.0, q, got);
+    let labels = [("account", "APP")];
+    let found = lab.prom.wait_firing(alert, &labels, WAIT).await?;
+    lab.report.alert(alert, &labels, found);
+    let firing = lab.prom.firing().await?;
+    lab.report.only_expected(&firing);
+    Ok(())
+}
+
+/// A consumer in account OTHER, whose advisories the exporter does not
+/// listen to.
+pub async fn unwatched_account(lab: &mut Lab) -> anyhow::Result<()> {
+    let alert = "NatsDeliveryAdvisoriesUnwatched";
+    lab.report.scenario(
+        "an account with consumers whose advisories nobody counts",
+        &[alert],
+    );
+    let other = async_nats::ConnectOptions::new()
+        .user_and_password("other".into(), "other-secret".into())
+        .name("lab-other")
+        .connect(lab.nats.client_url())
+        .await?;
+    let js = jetstream::new(other);
+    js.create_stream(stream::Config {
+        name: "LAB_AUDIT".into(),
+        subjects: vec!["lab.audit".into()],
+        ..Default::default()
+    })
+    .await
+    .map_err(err)?
+    .create_consumer(pull::Config {
+        durable_name: Some("auditor".into()),
+        ..Default::default()
+    })
+    .await
+    .map_err(err)?;
+    lab.report.note(
+        "account OTHER: stream LAB_AUDIT with consumer auditor; the exporter listens to APP only",
+    );
+    let q = "count(nats_delivery_consumer_pending_messages{account=\"OTHER\"})";
+    let got = lab.prom.settle(q, 1.0, WAIT).await?;
+    lab.report.count("consumers in account OTHER", 1.0, q, got);
+    let labels = [("account", "OTHER")];
+    let found = lab.prom.wait_firing(alert, &labels, WAIT).await?;
+    lab.report.alert(alert, &labels, found);
+    let firing = lab.prom.firing().await?;
+    lab.report.only_expected(&firing);
+    Ok(())
+}
+
+/// The server stops (the exporter cannot read it, its listeners are down),
+/// then the exporter stops (Prometheus cannot scrape it).
+pub async fn blindness(lab: &mut Lab) -> anyhow::Result<()> {
+    let alerts = [
+        "NatsDeliveryTargetDown",
+        "NatsDeliveryAdvisoryListenerDown",
+        "NatsDeliverySystemEventsListenerDown",
+        "NatsDeliveryExporterDown",
+    ];
+    lab.report
+        .scenario("blindness: the server stops, then the exporter", &alerts);
+    lab.stop_nats()?;
+    lab.report.note("killed nats-server");
+    let q = "count(nats_delivery_up == 0)";
+    let got = lab.prom.settle(q, 3.0, WAIT).await?;
+    lab.report.count(
+        "monitoring endpoints unreadable (varz, connz, jsz)",
+        3.0,
+        q,
+        got,
+    );
+    for (alert, labels) in [
+        (alerts[0], vec![("source", "varz")]),
+        (alerts[0], vec![("source", "connz")]),
+        (alerts[0], vec![("source", "jsz")]),
+        (alerts[1], vec![("account", "APP")]),
+        (alerts[2], vec![("job", "nats-delivery-exporter")]),
+    ] {
+        let found = lab.prom.wait_firing(alert, &labels, WAIT).await?;
+        lab.report.alert(alert, &labels, found);
+    }
+    lab.exporter.kill();
+    lab.report.note("killed the exporter");
+    let q = "count(up{job=\"nats-delivery-exporter\"} == 0)";
+    let got = lab.prom.settle(q, 1.0, WAIT).await?;
+    lab.report
+        .count("exporter targets Prometheus cannot scrape", 1.0, q, got);
+    let labels = [("job", "nats-delivery-exporter")];
+    let found = lab.prom.wait_firing(alerts[3], &labels, WAIT).await?;
+    lab.report.alert(alerts[3], &labels, found);
+    let firing = lab.prom.firing().await?;
+    lab.report.only_expected(&firing);
+    Ok(())
+}

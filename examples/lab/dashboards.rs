@@ -1,0 +1,49 @@
+//! Every query of the repository's dashboards, run against the lab's
+//! Prometheus after the scenarios: each must return data. Queries are read
+//! and their Grafana variables substituted by the same code as the
+//! dashboard tests (`tests/promql_check`): every variable matches all
+//! values, `$__rate_interval` is 5m and `$__range` 1h.
+
+use crate::promql_check::{dashboard_queries, files, read, substitute};
+use crate::Lab;
+
+/// Runs every dashboard query; a query without data fails the lab.
+pub async fn every_query_returns_data(lab: &mut Lab) -> anyhow::Result<()> {
+    lab.report.scenario(
+        "dashboards: every query of dashboards/*.json returns data",
+        &[],
+    );
+    let (mut total, mut with_data) = (0, 0);
+    for path in files("dashboards", ".json") {
+        let name = format!(
+            "dashboards/{}",
+            path.file_name().unwrap_or_default().to_string_lossy()
+        );
+        let dash: serde_json::Value = serde_json::from_str(&read(&path))?;
+        for q in dashboard_queries(&name, &dash) {
+            let expr = substitute(&q.expr);
+            let series = match lab.prom.query(&expr).await {
+                Ok(s) => s.len(),
+                Err(e) => {
+                    lab.report.check(false, &format!("{}: {e}", q.place));
+                    continue;
+                }
+            };
+            total += 1;
+            if series > 0 {
+                with_data += 1;
+            }
+            lab.report
+                .check(series > 0, &format!("{}: {series} series", q.place));
+        }
+    }
+    lab.report.note(&format!(
+        "{with_data} of {total} dashboard queries return data"
+    ));
+    lab.report.fact(
+        "dashboard queries returning data",
+        with_data as f64,
+        &format!("of {total} queries in dashboards/*.json"),
+    );
+    Ok(())
+}

@@ -1,0 +1,295 @@
+//! The lab: the whole product on loopback in one command.
+//!
+//! Starts a nats-server (JetStream, monitoring, accounts), the exporter, an
+//! application using the link-in crate, and a real Prometheus that scrapes
+//! both with the repository's alert rules loaded. After a quiet baseline in
+//! which no alert may fire, it drives each kind of loss in turn, compares the
+//! count Prometheus holds with the true count the lab itself knows (messages
+//! it published and received, the server's own records, never the
+//! exporter's), checks that each scenario's alert fires with the right
+//! labels and no other, runs every dashboard query, and finally makes the
+//! exporter blind. Then it prints a short report.
+//!
+//! ```text
+//! cargo build --bin nats-delivery-exporter && cargo run --example lab            # the report
+//! cargo build --bin nats-delivery-exporter && cargo run --example lab -- --check # test mode
+//! ```
+//!
+//! Both modes run the same lab and exit with status 1 if any check fails;
+//! `--check` also prints every check as it is made. Needs nats-server in
+//! `.tools/` and Debian's `prometheus` (`scripts/install-deps.sh`).
+
+mod blind;
+mod dashboards;
+mod jetstream;
+mod loss;
+mod processes;
+mod prom;
+#[path = "../../tests/promql_check/mod.rs"]
+mod promql_check;
+mod report;
+mod rules;
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures::StreamExt;
+use nats_delivery_metrics::{
+    ClientMetrics, PendingLimits, ReportOptions, ReportPublisher, SubscribeOptions, Subscription,
+};
+use nats_test_server::NatsServer;
+use processes::Guard;
+use prom::Prometheus;
+use prometheus_client::registry::Registry;
+use report::Report;
+
+/// Subject of the application's instrumented subscription.
+pub const APP_SUBJECT: &str = "lab.app.events";
+/// The application's `client` label.
+pub const APP_CLIENT: &str = "lab-app";
+
+/// Everything the scenarios work with.
+pub struct Lab {
+    /// The server.
+    pub nats: NatsServer,
+    /// The exporter process.
+    pub exporter: Guard,
+    /// Prometheus, over its API.
+    pub prom: Prometheus,
+    /// HTTP client for the server's monitoring endpoints.
+    pub http: reqwest::Client,
+    /// The application's connection (account APP).
+    pub app: async_nats::Client,
+    /// The application's link-in metrics.
+    pub metrics: ClientMetrics,
+    /// The application's instrumented subscription.
+    pub subscription: Subscription,
+    /// Messages the application published to [`APP_SUBJECT`] (truth).
+    pub app_published: u64,
+    /// Messages the application's handler received from it (truth).
+    pub app_handled: u64,
+    /// What the lab found.
+    pub report: Report,
+    nats_pid_file: std::path::PathBuf,
+    _prometheus: Guard,
+    _reports: ReportPublisher,
+    _dir: tempfile::TempDir,
+}
+
+impl Lab {
+    /// A monitoring endpoint of the server, as JSON.
+    pub async fn monitor(&self, path: &str) -> anyhow::Result<serde_json::Value> {
+        let url = format!("{}/{path}", self.nats.monitor_url());
+        Ok(self.http.get(&url).send().await?.json().await?)
+    }
+
+    /// Reads the instrumented subscription until it stays empty for 300 ms;
+    /// returns how many messages the handler got.
+    pub async fn handle_pending(&mut self) -> u64 {
+        let mut n = 0;
+        while let Ok(Some(_)) =
+            tokio::time::timeout(Duration::from_millis(300), self.subscription.next()).await
+        {
+            n += 1;
+        }
+        self.app_handled += n;
+        n
+    }
+
+    /// Kills the nats-server (the blindness scenario).
+    pub fn stop_nats(&self) -> anyhow::Result<()> {
+        processes::kill_nats(&self.nats_pid_file)
+    }
+
+    /// Waits until `expr` returns data (a series has been scraped).
+    pub async fn wait_series(&mut self, expr: &str) -> anyhow::Result<()> {
+        let start = Instant::now();
+        while self.prom.query(expr).await?.is_empty() {
+            if start.elapsed() > Duration::from_secs(30) {
+                self.report
+                    .check(false, &format!("{expr} has data within 30 s"));
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        Ok(())
+    }
+}
+
+async fn start(check_mode: bool) -> anyhow::Result<Lab> {
+    let dir = tempfile::Builder::new()
+        .prefix("nats-delivery-lab-")
+        .tempdir()?;
+    // One TLS crypto backend for the process (reqwest needs one chosen).
+    let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let pid_file = dir.path().join("nats.pid");
+    let nats = tokio::task::spawn_blocking({
+        let pid_file = pid_file.clone();
+        move || processes::start_nats(&pid_file)
+    })
+    .await?;
+
+    let mut registry = Registry::default();
+    let metrics = ClientMetrics::new(APP_CLIENT, &mut registry);
+    let app = metrics
+        .connect_options(async_nats::ConnectOptions::new())
+        .user_and_password("app".into(), "app-secret".into())
+        .name(APP_CLIENT)
+        .connect(nats.client_url())
+        .await
+        .context("the lab application cannot connect")?;
+    // 100 messages of room: a handler that pauses loses the rest, counted.
+    let limits = PendingLimits::new(100, 1024 * 1024);
+    let subscription = metrics
+        .subscribe_with(
+            &app,
+            APP_SUBJECT,
+            SubscribeOptions::new().pending_limits(limits),
+        )
+        .await?;
+    let reports = metrics.publish_reports(
+        app.clone(),
+        ReportOptions::new()
+            .interval(Duration::from_secs(1))
+            .instance("lab-app-1"),
+    );
+    let app_port = processes::serve_app_metrics(registry).await?;
+
+    let exporter_port = processes::free_port()?;
+    let exporter = processes::start_exporter(&nats, exporter_port, dir.path())?;
+    let exporter_url = format!("http://127.0.0.1:{exporter_port}/metrics");
+    processes::wait_http(&http, &exporter_url, &exporter).await?;
+
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rules_dir = dir.path().join("rules");
+    let shortened = rules::copy_rules(repo, &rules_dir)?;
+    let prom_port = processes::free_port()?;
+    let config = processes::prometheus_config(exporter_port, app_port, &rules_dir);
+    let prometheus = processes::start_prometheus(&config, prom_port, dir.path())?;
+    let prom = Prometheus::new(http.clone(), prom_port);
+    processes::wait_http(&http, &format!("{}/-/ready", prom.url()), &prometheus).await?;
+
+    let version = app.server_info().version;
+    println!("NATS delivery lab, everything on 127.0.0.1:");
+    println!(
+        "  nats-server {version}   {}  (monitoring {})",
+        nats.client_url(),
+        nats.monitor_url()
+    );
+    println!("  exporter               {exporter_url}");
+    println!("  application lab-app    http://127.0.0.1:{app_port}/metrics (link-in crate)");
+    println!(
+        "  Prometheus             {}  (scrapes and evaluates rules every 1 s)",
+        prom.url()
+    );
+    let list: Vec<String> = shortened
+        .iter()
+        .map(|s| format!("{} {}", s.alert, s.original))
+        .collect();
+    println!(
+        "  rules: alerts/*.rules.yml, expressions unchanged, every `for:` shortened to {} ({})",
+        rules::LAB_FOR,
+        list.join(", ")
+    );
+    Ok(Lab {
+        nats,
+        exporter,
+        prom,
+        http,
+        app,
+        metrics,
+        subscription,
+        app_published: 0,
+        app_handled: 0,
+        report: Report::new(check_mode),
+        nats_pid_file: pid_file,
+        _prometheus: prometheus,
+        _reports: reports,
+        _dir: dir,
+    })
+}
+
+/// The quiet baseline: normal traffic, every series scraped, no alert.
+async fn baseline(lab: &mut Lab) -> anyhow::Result<()> {
+    lab.report
+        .scenario("quiet baseline: normal traffic, nothing lost", &[]);
+    for i in 0..50u32 {
+        lab.app.publish(APP_SUBJECT, i.to_string().into()).await?;
+    }
+    lab.app.flush().await?;
+    lab.app_published += 50;
+    let handled = lab.handle_pending().await;
+    lab.report.check(
+        handled == 50,
+        &format!("the application handled {handled} of 50 messages"),
+    );
+    jetstream::setup(lab).await?;
+    for expr in [
+        "up{job=\"nats-delivery-exporter\"} == 1",
+        "up{job=\"lab-app\"} == 1",
+        "nats_delivery_advisory_listener_up{account=\"APP\"} == 1",
+        "nats_delivery_system_events_listener_up == 1",
+        "nats_delivery_client_delivered_messages_total{client=\"lab-app\"} == 50",
+        "nats_delivery_app_delivered_messages_total{client=\"lab-app\"} == 50",
+        "nats_delivery_consumer_ack_floor_stream_sequence{stream=\"LAB_ORDERS\",consumer=\"billing\"} == 3",
+    ] {
+        lab.wait_series(expr).await?;
+    }
+    // Long enough for any rule to pass its (lab) `for:` and be evaluated.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let firing = lab.prom.firing().await?;
+    lab.report.note(&format!(
+        "{} alerts firing after every series was scraped and rules ran for 6 s",
+        firing.len()
+    ));
+    lab.report.only_expected(&firing);
+    Ok(())
+}
+
+async fn run(check_mode: bool) -> anyhow::Result<bool> {
+    let started = Instant::now();
+    let mut lab = start(check_mode).await?;
+    baseline(&mut lab).await?;
+    loss::client_drops(&mut lab).await?;
+    loss::server_cut(&mut lab).await?;
+    jetstream::max_deliver(&mut lab).await?;
+    jetstream::stream_limits(&mut lab).await?;
+    jetstream::saturated(&mut lab).await?;
+    blind::malformed_advisory(&mut lab).await?;
+    blind::unwatched_account(&mut lab).await?;
+    dashboards::every_query_returns_data(&mut lab).await?;
+    blind::blindness(&mut lab).await?;
+    lab.report.print();
+    println!("lab finished in {:.0} s", started.elapsed().as_secs_f64());
+    Ok(lab.report.passed())
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let mut check_mode = false;
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--check" => check_mode = true,
+            other => {
+                eprintln!("lab: unknown argument {other:?} (only --check)");
+                return std::process::ExitCode::from(2);
+            }
+        }
+    }
+    // Ctrl-C drops the lab, and with it every process it started.
+    let outcome = tokio::select! {
+        r = run(check_mode) => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+    };
+    match outcome {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("lab: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
