@@ -9,7 +9,7 @@ use nats_delivery_exporter::exporter::Exporter;
 use nats_delivery_exporter::nats_connection;
 
 fn main() -> anyhow::Result<()> {
-    return_large_buffers_to_the_os();
+    reuse_scrape_buffers();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
@@ -46,16 +46,16 @@ async fn run() -> anyhow::Result<()> {
 }
 
 /// Each scrape of a large server allocates a few buffers of megabytes (the
-/// /jsz reply, the exposition text) and frees them. glibc raises its mmap
-/// threshold after such frees and then keeps later large buffers in its
-/// per-thread arenas, so resident memory grows to several scrapes' worth
-/// (measured at 100 x 100 consumers: 59 MB peak, against 26 MB with a fixed
-/// threshold). A fixed threshold of 1 MiB returns every large buffer at once.
-fn return_large_buffers_to_the_os() {
+/// /jsz reply, the exposition text) and frees them. With one glibc arena per
+/// thread, each worker keeps its own freed megabytes, so resident memory grows
+/// to several scrapes' worth (measured at 100 x 100 consumers: 59 MB peak).
+/// One arena reuses the same memory every scrape (27 MB peak) without the
+/// page-fault cost of returning it to the system each time.
+fn reuse_scrape_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator tuning; it runs before the runtime starts any thread.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
 }
 
