@@ -9,7 +9,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 use crate::processes::MAX_PENDING;
-use crate::{Lab, APP_CLIENT, APP_SUBJECT};
+use crate::{Lab, APP_CLIENT, APP_INSTANCE, APP_SUBJECT};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -57,17 +57,26 @@ pub async fn client_drops(lab: &mut Lab) -> anyhow::Result<()> {
         let got = lab.prom.settle(&q, truth, WAIT).await?;
         lab.report.count(what, truth, &q, got);
     }
-    let labels = [
+    // Once from the application's own /metrics, once from its reports
+    // re-exported by the exporter (`instance` kept by honor_labels).
+    let own = [
         ("client", APP_CLIENT),
         ("subscription", APP_SUBJECT),
         ("job", "lab-app"),
     ];
-    let found = lab
-        .prom
-        .wait_firing("NatsClientDroppedMessages", &labels, WAIT)
-        .await?;
-    lab.report
-        .alert("NatsClientDroppedMessages", &labels, found);
+    let reported = [
+        ("client", APP_CLIENT),
+        ("subscription", APP_SUBJECT),
+        ("job", "nats-delivery-exporter"),
+        ("instance", APP_INSTANCE),
+    ];
+    for labels in [&own[..], &reported[..]] {
+        let found = lab
+            .prom
+            .wait_firing("NatsClientDroppedMessages", labels, WAIT)
+            .await?;
+        lab.report.alert("NatsClientDroppedMessages", labels, found);
+    }
     let firing = lab.prom.firing().await?;
     lab.report.only_expected(&firing);
     Ok(())

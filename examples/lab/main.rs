@@ -47,6 +47,8 @@ use report::Report;
 pub const APP_SUBJECT: &str = "lab.app.events";
 /// The application's `client` label.
 pub const APP_CLIENT: &str = "lab-app";
+/// The `instance` the application gives its reports.
+pub const APP_INSTANCE: &str = "lab-app-1";
 
 /// Everything the scenarios work with.
 pub struct Lab {
@@ -160,7 +162,7 @@ async fn start(check_mode: bool) -> anyhow::Result<Lab> {
         app.clone(),
         ReportOptions::new()
             .interval(Duration::from_secs(1))
-            .instance("lab-app-1"),
+            .instance(APP_INSTANCE),
     );
     let app_port = processes::serve_app_metrics(registry).await?;
 
