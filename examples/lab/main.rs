@@ -277,6 +277,10 @@ async fn run(check_mode: bool) -> anyhow::Result<bool> {
     let alerts = lab.alerts.clone();
     lab.report.cover(&alerts, blind::NOT_IN_LAB);
     lab.report.print();
+    if !lab.report.passed() {
+        // The exporter's warnings often say why a count or an alert is off.
+        println!("\n{}", lab.exporter.log_tail());
+    }
     println!("lab finished in {:.0} s", started.elapsed().as_secs_f64());
     Ok(lab.report.passed())
 }
