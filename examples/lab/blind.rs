@@ -13,11 +13,6 @@ const WAIT: Duration = Duration::from_secs(30);
 /// neither driven nor listed here.
 pub const NOT_IN_LAB: &[(&str, &str)] = &[
     (
-        "NatsClientLibraryDroppedMessages",
-        "needs async-nats' own buffer (65,536 messages) to fill, i.e. every Tokio worker of the \
-         application blocked; covered by the promtool unit tests",
-    ),
-    (
         "NatsJetStreamConsumerStuck",
         "its expression needs 10 minutes of history (changes(...[10m]), offset 10m), which \
          shortening `for:` does not remove; covered by the promtool unit tests",

@@ -47,6 +47,9 @@ use report::Report;
 pub const APP_SUBJECT: &str = "lab.app.events";
 /// The application's `client` label.
 pub const APP_CLIENT: &str = "lab-app";
+/// The `client` label of the application's second connection, whose plain
+/// async-nats subscriber has a small `subscription_capacity`.
+pub const PLAIN_CLIENT: &str = "lab-app-plain";
 /// The `instance` the application gives its reports.
 pub const APP_INSTANCE: &str = "lab-app-1";
 
@@ -66,6 +69,10 @@ pub struct Lab {
     pub metrics: ClientMetrics,
     /// The application's instrumented subscription.
     pub subscription: Subscription,
+    /// The application's second connection (`subscription_capacity` 16).
+    pub plain: async_nats::Client,
+    /// Its link-in metrics (events only: its subscriber is plain async-nats).
+    pub plain_metrics: ClientMetrics,
     /// Messages the application published to [`APP_SUBJECT`] (truth).
     pub app_published: u64,
     /// Messages the application's handler received from it (truth).
@@ -164,6 +171,15 @@ async fn start(check_mode: bool) -> anyhow::Result<Lab> {
             .interval(Duration::from_secs(1))
             .instance(APP_INSTANCE),
     );
+    let plain_metrics = ClientMetrics::new(PLAIN_CLIENT, &mut registry);
+    let plain = plain_metrics
+        .connect_options(async_nats::ConnectOptions::new())
+        .user_and_password("app".into(), "app-secret".into())
+        .name(PLAIN_CLIENT)
+        .subscription_capacity(16)
+        .connect(nats.client_url())
+        .await
+        .context("the lab application's second connection cannot connect")?;
     let app_port = processes::serve_app_metrics(registry).await?;
 
     let exporter_port = processes::free_port()?;
@@ -211,6 +227,8 @@ async fn start(check_mode: bool) -> anyhow::Result<Lab> {
         app,
         metrics,
         subscription,
+        plain,
+        plain_metrics,
         app_published: 0,
         app_handled: 0,
         report: Report::new(check_mode),
@@ -266,6 +284,7 @@ async fn run(check_mode: bool) -> anyhow::Result<bool> {
     let mut lab = start(check_mode).await?;
     baseline(&mut lab).await?;
     loss::client_drops(&mut lab).await?;
+    loss::library_drops(&mut lab).await?;
     loss::server_cut(&mut lab).await?;
     jetstream::max_deliver(&mut lab).await?;
     jetstream::stream_limits(&mut lab).await?;
