@@ -19,8 +19,10 @@ pub const NOT_IN_LAB: &[(&str, &str)] = &[
     ),
     (
         "NatsDeliveryExporterDroppedMessages",
-        "needs the exporter's own client to drop advisories (an exporter starved of CPU under an \
-         advisory storm); covered by the exporter's drop-audit tests and the promtool unit tests",
+        "the lab runs the recommended durable advisory mode, where the exporter's own drops are \
+         always 0 (an advisory not yet read stays in the stream); in live mode it needs the \
+         exporter starved of CPU under an advisory storm. Covered by the exporter's drop-audit \
+         tests and the promtool unit tests",
     ),
 ];
 
