@@ -20,15 +20,16 @@
 //! `.tools/` and Debian's `prometheus` (`scripts/install-deps.sh`).
 
 mod blind;
+mod client;
 mod dashboards;
 mod jetstream;
-mod loss;
 mod processes;
 mod prom;
 #[path = "../../tests/promql_check/mod.rs"]
 mod promql_check;
 mod report;
 mod rules;
+mod server;
 
 use std::time::{Duration, Instant};
 
@@ -283,9 +284,9 @@ async fn run(check_mode: bool) -> anyhow::Result<bool> {
     let started = Instant::now();
     let mut lab = start(check_mode).await?;
     baseline(&mut lab).await?;
-    loss::client_drops(&mut lab).await?;
-    loss::library_drops(&mut lab).await?;
-    loss::server_cut(&mut lab).await?;
+    client::client_drops(&mut lab).await?;
+    client::library_drops(&mut lab).await?;
+    server::server_cut(&mut lab).await?;
     jetstream::max_deliver(&mut lab).await?;
     jetstream::stream_limits(&mut lab).await?;
     jetstream::saturated(&mut lab).await?;
