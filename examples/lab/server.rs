@@ -172,6 +172,7 @@ pub async fn server_cut(lab: &mut Lab) -> anyhow::Result<()> {
     let mut closed = None;
     while closed.is_none() && start.elapsed() < WAIT {
         closed = connection(lab, "lab-stuck-reader", true).await?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let reason = closed
         .as_ref()
