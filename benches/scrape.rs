@@ -140,28 +140,38 @@ async fn main() {
     let (mut raw, mut scrape, mut cpu, mut jsz_poll) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut raw_bytes, mut scrape_bytes) = (0, 0);
-    for _ in 0..rounds {
-        let (t, n) = timed_get(&http, &jsz_url).await;
-        raw.push(t);
-        raw_bytes = n.len();
-        let before = cpu_seconds(pid);
-        let (t, n) = timed_get(&http, &metrics_url).await;
-        cpu.push(cpu_seconds(pid) - before);
-        scrape.push(t);
-        scrape_bytes = n.len();
-        let text = String::from_utf8_lossy(&n);
-        let polled = nats_test_server::sample::value(
-            &text,
-            "nats_delivery_scrape_duration_seconds",
-            &[("source", "jsz")],
-        );
-        jsz_poll.push(polled.expect("the scrape reports its /jsz poll"));
+    // The order alternates and each request starts after a pause: the
+    // server's garbage collection after one 11 MB reply must not fall on
+    // whichever request happens to come next.
+    let settle = Duration::from_millis(300);
+    for round in 0..rounds {
+        for which in [round % 2, 1 - round % 2] {
+            tokio::time::sleep(settle).await;
+            if which == 0 {
+                let (t, n) = timed_get(&http, &jsz_url).await;
+                raw.push(t);
+                raw_bytes = n.len();
+                continue;
+            }
+            let before = cpu_seconds(pid);
+            let (t, n) = timed_get(&http, &metrics_url).await;
+            cpu.push(cpu_seconds(pid) - before);
+            scrape.push(t);
+            scrape_bytes = n.len();
+            let text = String::from_utf8_lossy(&n);
+            let polled = nats_test_server::sample::value(
+                &text,
+                "nats_delivery_scrape_duration_seconds",
+                &[("source", "jsz")],
+            );
+            jsz_poll.push(polled.expect("the scrape reports its /jsz poll"));
+        }
     }
     let peak_kib = status_kib(pid, "VmHWM:");
     let _ = exporter.kill();
     let _ = exporter.wait();
     println!("streams x consumers        {streams} x {consumers}");
-    println!("rounds                     {rounds}, interleaved (median / min)");
+    println!("rounds                     {rounds}, alternating, 300 ms apart (median / min)");
     let row = |what: &str, v: &[f64], note: String| {
         println!("{what:<26} {:.3} s / {:.3} s  {note}", median(v), min(v));
     };

@@ -57,11 +57,12 @@ pub struct Exporter {
     http: reqwest::Client,
     targets: Vec<Target>,
     registry: Registry,
-    progress_registry: Registry,
+    /// One registry per per-consumer family, encoded in parallel with `registry`.
+    family_registries: Vec<Registry>,
     snapshot: Arc<SnapshotCollector>,
     scrape_lock: tokio::sync::Mutex<()>,
-    last_size: AtomicUsize,
-    last_progress_size: AtomicUsize,
+    /// Size of each part of the last exposition, to size the next one's buffers.
+    part_sizes: Vec<AtomicUsize>,
 }
 
 impl Exporter {
@@ -101,22 +102,29 @@ impl Exporter {
                 state: Mutex::default(),
             })
             .collect();
-        let (main, progress) = SnapshotCollector::pair();
-        let snapshot = Arc::new(main);
+        let mut parts = SnapshotCollector::parts().into_iter();
+        let snapshot = Arc::new(parts.next().expect("the main part"));
         let mut registry = Registry::default();
         registry.register_collector(Box::new(snapshot.clone()));
-        let mut progress_registry = Registry::default();
-        progress_registry.register_collector(Box::new(progress));
+        let family_registries: Vec<Registry> = parts
+            .map(|part| {
+                let mut r = Registry::default();
+                r.register_collector(Box::new(part));
+                r
+            })
+            .collect();
+        let part_sizes = (0..=family_registries.len())
+            .map(|_| AtomicUsize::new(0))
+            .collect();
         Ok(Exporter {
             config,
             http,
             targets,
             registry,
-            progress_registry,
+            family_registries,
             snapshot,
             scrape_lock: tokio::sync::Mutex::new(()),
-            last_size: AtomicUsize::new(0),
-            last_progress_size: AtomicUsize::new(0),
+            part_sizes,
         })
     }
 
@@ -128,29 +136,57 @@ impl Exporter {
 
     /// Polls every server and source, then encodes everything registered.
     pub async fn scrape(&self, format: Format) -> String {
+        self.scrape_parts(format).await.concat()
+    }
+
+    /// [`Exporter::scrape`] as consecutive parts of the text, to be sent
+    /// one after the other without first joining megabytes into one buffer.
+    pub async fn scrape_parts(&self, format: Format) -> Vec<String> {
         // One scrape at a time: two scrapers must not double the load on the
         // servers, and the snapshot encoded is the one this scrape polled.
         let _guard = self.scrape_lock.lock().await;
         let targets = join_all(self.targets.iter().map(|t| self.poll_target(t))).await;
         self.snapshot.set(Snapshot { targets });
-        // Sized from the last scrape: a 7 MB exposition grown by doubling
-        // would be copied several times over.
-        let size_hint = self.last_size.load(Ordering::Relaxed) * 9 / 8;
-        let (mut out, tail) = std::thread::scope(|scope| {
-            let tail_hint = self.last_progress_size.load(Ordering::Relaxed) * 9 / 8;
-            let tail = scope.spawn(move || encode(&self.progress_registry, format, tail_hint));
-            let head = encode(&self.registry, format, size_hint);
-            (head, tail.join().expect("encoder thread"))
-        });
+        let mut parts = self.encode_parts(format);
         // The parsed replies are not needed past the encoding.
         self.snapshot.clear();
-        self.last_progress_size.store(tail.len(), Ordering::Relaxed);
-        out.push_str(&tail);
-        if format == Format::OpenMetrics {
-            out.push_str("# EOF\n");
+        for (part, size) in parts.iter().zip(&self.part_sizes) {
+            size.store(part.len(), Ordering::Relaxed);
         }
-        self.last_size.store(out.len(), Ordering::Relaxed);
-        out
+        if format == Format::OpenMetrics {
+            parts.push("# EOF\n".to_string());
+        }
+        parts
+    }
+
+    /// Encodes the main registry and each per-consumer family's registry,
+    /// spread over the machine's cores (at 10,000 consumers the families are
+    /// most of the encoding work); the parts come back in output order.
+    fn encode_parts(&self, format: Format) -> Vec<String> {
+        let registries: Vec<&Registry> = std::iter::once(&self.registry)
+            .chain(&self.family_registries)
+            .collect();
+        let done: Vec<Mutex<String>> = registries.iter().map(|_| Mutex::default()).collect();
+        let next = AtomicUsize::new(0);
+        let work = || loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(registry) = registries.get(i) else {
+                return;
+            };
+            // Sized from the last scrape: megabytes grown by doubling would be copied several times.
+            let hint = self.part_sizes[i].load(Ordering::Relaxed) * 9 / 8;
+            *done[i].lock().expect("part lock") = encode(registry, format, hint);
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        std::thread::scope(|scope| {
+            for _ in 1..threads {
+                scope.spawn(work);
+            }
+            work();
+        });
+        done.into_iter()
+            .map(|m| m.into_inner().expect("part lock"))
+            .collect()
     }
 
     async fn poll_target(&self, target: &Target) -> TargetSnapshot {

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{Html, IntoResponse};
@@ -38,12 +39,22 @@ pub fn negotiate(headers: &HeaderMap) -> Format {
 
 async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> impl IntoResponse {
     let format = negotiate(&headers);
-    let body = exporter.scrape(format).await;
+    let parts = exporter.scrape_parts(format).await;
+    let length = parts.iter().map(String::len).sum::<usize>();
     let content_type = match format {
         Format::Classic => prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
         Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
     };
-    ([(header::CONTENT_TYPE, content_type)], body)
+    let chunks = parts
+        .into_iter()
+        .map(|part| Ok::<_, std::convert::Infallible>(bytes::Bytes::from(part)));
+    (
+        [
+            (header::CONTENT_TYPE, content_type.to_string()),
+            (header::CONTENT_LENGTH, length.to_string()),
+        ],
+        Body::from_stream(futures::stream::iter(chunks)),
+    )
 }
 
 async fn landing() -> Html<&'static str> {

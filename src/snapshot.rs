@@ -11,7 +11,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use crate::config::Source;
 use crate::encode::{counter_family, gauge_family};
 use crate::sources::connz::{self, ClosedKey, TopPending};
-use crate::sources::jsz::{self, ConsumerHalf, JszPoll};
+use crate::sources::jsz::{self, JszPoll};
 use crate::sources::varz::{self, Varz};
 
 /// How one poll of one source of one server went.
@@ -58,14 +58,15 @@ pub struct Snapshot {
     pub targets: Vec<TargetSnapshot>,
 }
 
-/// The part of the snapshot a collector writes. The exporter encodes the two
-/// parts on two threads into two registries and joins the text.
+/// The part of the snapshot a collector writes. The exporter encodes the
+/// parts on several threads, each into its own registry, and joins the text
+/// in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
-    /// Health, /varz, /connz, streams and the first half of the consumer families.
+    /// Health, /varz, /connz and streams.
     Main,
-    /// The second half of the consumer families.
-    ConsumerProgress,
+    /// One per-consumer family.
+    ConsumerFamily(usize),
 }
 
 /// A collector registered once; the scrape hands it each new snapshot.
@@ -76,19 +77,16 @@ pub struct SnapshotCollector {
 }
 
 impl SnapshotCollector {
-    /// Two collectors, one per [`Part`], sharing one snapshot slot.
-    pub fn pair() -> (SnapshotCollector, SnapshotCollector) {
+    /// One collector per [`Part`], in output order, sharing one snapshot slot.
+    pub fn parts() -> Vec<SnapshotCollector> {
         let latest = Arc::new(Mutex::new(None));
-        (
-            SnapshotCollector {
+        std::iter::once(Part::Main)
+            .chain((0..jsz::CONSUMER_FAMILY_COUNT).map(Part::ConsumerFamily))
+            .map(|part| SnapshotCollector {
                 latest: latest.clone(),
-                part: Part::Main,
-            },
-            SnapshotCollector {
-                latest,
-                part: Part::ConsumerProgress,
-            },
-        )
+                part,
+            })
+            .collect()
     }
 
     /// Makes `snapshot` the one the next encode writes.
@@ -113,8 +111,8 @@ impl Collector for SnapshotCollector {
             .filter_map(|t| t.jsz.as_ref().map(|j| (leader_name(t), j)))
             .collect();
         let (streams, consumers) = jsz::select(&polls);
-        if self.part == Part::ConsumerProgress {
-            return jsz::encode_consumers(&mut enc, &consumers, ConsumerHalf::Progress);
+        if let Part::ConsumerFamily(index) = self.part {
+            return jsz::encode_consumer_family(&mut enc, &consumers, index);
         }
         encode_health(&mut enc, &snap)?;
         let varz: Vec<_> = snap
@@ -140,8 +138,7 @@ impl Collector for SnapshotCollector {
             }
         }
         connz::encode_closed(&mut enc, &closed)?;
-        jsz::encode_streams(&mut enc, &streams)?;
-        jsz::encode_consumers(&mut enc, &consumers, ConsumerHalf::Flow)
+        jsz::encode_streams(&mut enc, &streams)
     }
 }
 

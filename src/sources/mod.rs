@@ -80,6 +80,14 @@ pub async fn get_json_sized<T: DeserializeOwned>(
     }
 }
 
+/// Reads an optional RFC 3339 timestamp straight into Unix seconds, without
+/// keeping the text: a large /jsz reply holds two per consumer. A timestamp
+/// that does not parse is absent, like a missing one.
+pub fn timestamp<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let text: Option<std::borrow::Cow<'de, str>> = serde::Deserialize::deserialize(d)?;
+    Ok(text.as_deref().and_then(unix_seconds))
+}
+
 /// Parses an RFC 3339 timestamp as the server writes it, into Unix seconds.
 pub fn unix_seconds(text: &str) -> Option<f64> {
     let t =

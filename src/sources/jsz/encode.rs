@@ -4,11 +4,11 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
-use super::{unix_seconds, ConsumerConfig, ConsumerInfo, ConsumerRow, StreamDetail, StreamRow};
+use super::{ConsumerConfig, ConsumerInfo, ConsumerRow, StreamDetail, StreamRow};
 use crate::encode::{gauge_family, Num};
 
-pub(super) fn age(now: Option<f64>, then: &Option<String>) -> Option<f64> {
-    let then = unix_seconds(then.as_deref()?)?;
+pub(super) fn age(now: Option<f64>, then: Option<f64>) -> Option<f64> {
+    let then = then?;
     Some((now? - then).max(0.0))
 }
 
@@ -104,81 +104,83 @@ fn config_value(c: &ConsumerInfo, field: fn(&ConsumerConfig) -> Option<i64>) -> 
     c.config.as_ref().and_then(field).filter(|v| *v >= 0)
 }
 
-/// Which consumer families to write: the exporter writes the two halves on
-/// two threads, because at 10,000 consumers encoding is a large share of a scrape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConsumerHalf {
-    /// Backlog, ack pending and its limit, redelivered, waiting pulls, delivered sequence.
-    Flow,
-    /// Ack floor, max_deliver, ack_wait and the ages of the last delivery and ack.
-    Progress,
+/// One per-consumer family: its name, help and how to read its value.
+struct ConsumerFamily {
+    name: &'static str,
+    help: &'static str,
+    value: fn(&ConsumerInfo, Option<f64>) -> Option<Num>,
 }
 
-/// Writes one half of the per-consumer families.
-pub fn encode_consumers(
+/// The per-consumer families, in the order they are written.
+const CONSUMER_FAMILIES: [ConsumerFamily; 11] = [
+    ConsumerFamily {
+        name: "nats_delivery_consumer_pending_messages",
+        help: "Messages in the stream this consumer has not yet delivered (backlog).",
+        value: |c, _| Some(Num::U(c.num_pending)),
+    },
+    ConsumerFamily {
+        name: "nats_delivery_consumer_ack_pending_messages",
+        help: "Messages delivered and not yet acknowledged.",
+        value: |c, _| Some(Num::U(c.num_ack_pending)),
+    },
+    ConsumerFamily {
+        name: "nats_delivery_consumer_max_ack_pending",
+        help: "Unacknowledged messages at which the server stops delivering; absent when unlimited.",
+        value: |c, _| config_value(c, |k| k.max_ack_pending).map(Num::I),
+    },
+    ConsumerFamily {
+        name: "nats_delivery_consumer_redelivered_messages",
+        help: "Unacknowledged messages that were delivered more than once (a level, not a count).",
+        value: |c, _| Some(Num::U(c.num_redelivered)),
+    },
+    ConsumerFamily {
+        name: "nats_delivery_consumer_waiting_pulls",
+        help: "Pull requests waiting for messages.",
+        value: |c, _| Some(Num::U(c.num_waiting)),
+    },
+    ConsumerFamily {
+        name: "nats_delivery_consumer_delivered_stream_sequence",
+        help: "Stream sequence of the last message delivered.",
+        value: |c, _| Some(Num::U(c.delivered.stream_seq)),
+    },
+    ConsumerFamily {
+        name: "nats_delivery_consumer_ack_floor_stream_sequence",
+        help: "Stream sequence below which every message is acknowledged.",
+        value: |c, _| Some(Num::U(c.ack_floor.stream_seq)),
+    },
+    ConsumerFamily {
+        name: "nats_delivery_consumer_max_deliver",
+        help: "Deliveries after which a message is given up; absent when unlimited.",
+        value: |c, _| config_value(c, |k| k.max_deliver).map(Num::I),
+    },
+    ConsumerFamily {
+        name: "nats_delivery_consumer_ack_wait_seconds",
+        help: "Time before an unacknowledged message is delivered again.",
+        value: |c, _| config_value(c, |k| k.ack_wait).map(|ns| Num::F(ns as f64 / 1e9)),
+    },
+    ConsumerFamily {
+        name: "nats_delivery_consumer_last_delivery_age_seconds",
+        help: "Seconds since the consumer last delivered a message, by the server's clock; absent when never.",
+        value: |c, now| age(now, c.delivered.last_active).map(Num::F),
+    },
+    ConsumerFamily {
+        name: "nats_delivery_consumer_last_ack_age_seconds",
+        help: "Seconds since a message of this consumer was last acknowledged, by the server's clock; absent when never.",
+        value: |c, now| age(now, c.ack_floor.last_active).map(Num::F),
+    },
+];
+
+/// How many per-consumer families there are; the exporter writes them on
+/// several threads, one family at a time, because at 10,000 consumers they
+/// are most of a scrape's encoding work.
+pub const CONSUMER_FAMILY_COUNT: usize = CONSUMER_FAMILIES.len();
+
+/// Writes per-consumer family number `index` (below [`CONSUMER_FAMILY_COUNT`]).
+pub fn encode_consumer_family(
     enc: &mut DescriptorEncoder,
     consumers: &[ConsumerRow],
-    half: ConsumerHalf,
+    index: usize,
 ) -> fmt::Result {
-    let mut family =
-        |name: &str, help: &str, value: &dyn Fn(&ConsumerInfo, Option<f64>) -> Option<Num>| {
-            consumer_family(enc, consumers, name, help, value)
-        };
-    if half == ConsumerHalf::Flow {
-        family(
-            "nats_delivery_consumer_pending_messages",
-            "Messages in the stream this consumer has not yet delivered (backlog).",
-            &|c, _| Some(Num::U(c.num_pending)),
-        )?;
-        family(
-            "nats_delivery_consumer_ack_pending_messages",
-            "Messages delivered and not yet acknowledged.",
-            &|c, _| Some(Num::U(c.num_ack_pending)),
-        )?;
-        family(
-            "nats_delivery_consumer_max_ack_pending",
-            "Unacknowledged messages at which the server stops delivering; absent when unlimited.",
-            &|c, _| config_value(c, |k| k.max_ack_pending).map(Num::I),
-        )?;
-        family(
-            "nats_delivery_consumer_redelivered_messages",
-            "Unacknowledged messages that were delivered more than once (a level, not a count).",
-            &|c, _| Some(Num::U(c.num_redelivered)),
-        )?;
-        family(
-            "nats_delivery_consumer_waiting_pulls",
-            "Pull requests waiting for messages.",
-            &|c, _| Some(Num::U(c.num_waiting)),
-        )?;
-        return family(
-            "nats_delivery_consumer_delivered_stream_sequence",
-            "Stream sequence of the last message delivered.",
-            &|c, _| Some(Num::U(c.delivered.stream_seq)),
-        );
-    }
-    family(
-        "nats_delivery_consumer_ack_floor_stream_sequence",
-        "Stream sequence below which every message is acknowledged.",
-        &|c, _| Some(Num::U(c.ack_floor.stream_seq)),
-    )?;
-    family(
-        "nats_delivery_consumer_max_deliver",
-        "Deliveries after which a message is given up; absent when unlimited.",
-        &|c, _| config_value(c, |k| k.max_deliver).map(Num::I),
-    )?;
-    family(
-        "nats_delivery_consumer_ack_wait_seconds",
-        "Time before an unacknowledged message is delivered again.",
-        &|c, _| config_value(c, |k| k.ack_wait).map(|ns| Num::F(ns as f64 / 1e9)),
-    )?;
-    family(
-        "nats_delivery_consumer_last_delivery_age_seconds",
-        "Seconds since the consumer last delivered a message, by the server's clock; absent when never.",
-        &|c, now| age(now, &c.delivered.last_active).map(Num::F),
-    )?;
-    family(
-        "nats_delivery_consumer_last_ack_age_seconds",
-        "Seconds since a message of this consumer was last acknowledged, by the server's clock; absent when never.",
-        &|c, now| age(now, &c.ack_floor.last_active).map(Num::F),
-    )
+    let family = &CONSUMER_FAMILIES[index];
+    consumer_family(enc, consumers, family.name, family.help, &family.value)
 }

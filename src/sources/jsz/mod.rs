@@ -17,7 +17,7 @@ use super::{endpoint_url, get_json_sized, unix_seconds};
 use crate::error::PollError;
 
 mod encode;
-pub use encode::{encode_consumers, encode_streams, ConsumerHalf};
+pub use encode::{encode_consumer_family, encode_streams, CONSUMER_FAMILY_COUNT};
 
 /// The fields of a `/jsz` reply the exporter uses.
 #[derive(Debug, Default, Deserialize)]
@@ -137,8 +137,9 @@ pub struct ConsumerConfig {
 pub struct SequenceInfo {
     /// Stream sequence.
     pub stream_seq: u64,
-    /// When it was last reached; absent when never.
-    pub last_active: Option<String>,
+    /// When it was last reached, as Unix seconds; absent when never.
+    #[serde(deserialize_with = "super::timestamp")]
+    pub last_active: Option<f64>,
 }
 
 /// One server's JetStream state from one poll (all pages).
@@ -271,7 +272,7 @@ mod tests {
         assert_eq!(consumers.len(), 1);
         assert_eq!(consumers[0].2.num_ack_pending, 3);
         assert_eq!(
-            age(consumers[0].3, &consumers[0].2.delivered.last_active),
+            age(consumers[0].3, consumers[0].2.delivered.last_active),
             Some(6.0)
         );
         // A server whose name is unknown cannot be shown to lead anything.
