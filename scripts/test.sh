@@ -7,7 +7,10 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --all-targets --locked
-cargo test --workspace --locked
+# Every cargo test run's output is kept to add up the results at the end.
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+cargo test --workspace --locked 2>&1 | tee -a "$results"
 # The lab in test mode: nats-server, the exporter, an instrumented application
 # and Prometheus with the alert rules; every loss's count in Prometheus must
 # equal the truth, every alert fire in its scenario only, every dashboard
@@ -15,7 +18,7 @@ cargo test --workspace --locked
 "${CARGO_TARGET_DIR:-target}/debug/examples/lab" --check
 # The link-in crate's optional built-in /metrics server (feature off by default).
 cargo clippy -p nats-delivery-metrics --all-features --all-targets --locked -- -D warnings
-cargo test -p nats-delivery-metrics --all-features --locked --test http_server
+cargo test -p nats-delivery-metrics --all-features --locked --test http_server 2>&1 | tee -a "$results"
 # The crate's examples run as checks: the slow-subscriber experiment asserts
 # that the metric equals the ground truth; the benchmark asserts no drops.
 cargo run -q -p nats-delivery-metrics --locked --example slow_subscriber -- 100000 3
@@ -24,3 +27,6 @@ if [ -d alerts ] && ls alerts/*.yml >/dev/null 2>&1; then
   promtool check rules alerts/*.rules.yml
   promtool test rules alerts/tests/*.yml
 fi
+# One closing line for the whole run (cargo prints one per test binary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$results"
