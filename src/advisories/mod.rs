@@ -168,14 +168,7 @@ impl AdvisoryArgs {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        #[derive(clap::Parser)]
-        struct Only {
-            #[command(flatten)]
-            advisories: AdvisoryArgs,
-        }
-        let args = std::iter::once(std::ffi::OsString::from("advisories"))
-            .chain(flags.into_iter().map(Into::into));
-        <Only as clap::Parser>::try_parse_from(args).map(|o| o.advisories)
+        crate::config::parse_args(flags)
     }
 }
 

@@ -150,14 +150,7 @@ impl NatsArgs {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        #[derive(clap::Parser)]
-        struct Only {
-            #[command(flatten)]
-            nats: NatsArgs,
-        }
-        let args = std::iter::once(std::ffi::OsString::from("nats"))
-            .chain(flags.into_iter().map(Into::into));
-        <Only as clap::Parser>::try_parse_from(args).map(|o| o.nats)
+        crate::config::parse_args(flags)
     }
 
     /// The credentials given by the top-level flags; an error when more than
