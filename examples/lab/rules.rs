@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use anyhow::Context;
+
 /// The `for:` of every rule in the lab.
 pub const LAB_FOR: &str = "3s";
 
@@ -30,7 +32,9 @@ pub fn copy_rules(repo: &Path, dest: &Path) -> anyhow::Result<LabRules> {
     std::fs::create_dir_all(dest)?;
     let mut shortened = Vec::new();
     let mut alerts = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(repo.join("alerts"))?
+    let alerts_dir = repo.join("alerts");
+    let mut files: Vec<_> = std::fs::read_dir(&alerts_dir)
+        .with_context(|| format!("reading {}", alerts_dir.display()))?
         .map(|e| e.map(|e| e.path()))
         .collect::<Result<_, _>>()?;
     files.sort();

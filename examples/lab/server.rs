@@ -11,10 +11,21 @@ use crate::processes::MAX_PENDING;
 use crate::Lab;
 
 const WAIT: Duration = Duration::from_secs(30);
+/// Share of `max_pending` the stuck reader is held at: above the early
+/// warning's 0.5, below the 0.75 where the server starts stalling
+/// publishers (publishing on near that point can make 2.15 cut the reader
+/// for its write deadline before the warning had time to fire).
+const HOLD: f64 = 0.52;
 
 /// A raw NATS client that subscribes to `lab.flood` and then never reads.
 async fn stuck_reader(port: u16) -> anyhow::Result<BufReader<TcpStream>> {
-    let mut conn = BufReader::new(TcpStream::connect(("127.0.0.1", port)).await?);
+    // A fixed, small receive buffer: the kernel would otherwise grow it (up
+    // to tcp_rmem, tens of MiB) and absorb an unpredictable share of what
+    // the server sends before its pending bytes rise.
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_recv_buffer_size(64 * 1024)?;
+    let stream = socket.connect(([127, 0, 0, 1], port).into()).await?;
+    let mut conn = BufReader::new(stream);
     let mut line = String::new();
     conn.read_line(&mut line).await?; // INFO
     conn.get_mut()
@@ -71,7 +82,7 @@ async fn connection(
         .cloned())
 }
 
-/// A subscriber stops reading. First it holds 60 % of `max_pending` (early
+/// A subscriber stops reading. First it holds 52 % of `max_pending` (early
 /// warning), then publishing goes on until the server cuts it.
 pub async fn server_cut(lab: &mut Lab) -> anyhow::Result<()> {
     lab.report.scenario(
@@ -89,14 +100,16 @@ pub async fn server_cut(lab: &mut Lab) -> anyhow::Result<()> {
     let payload = bytes::Bytes::from(vec![b'x'; 8 * 1024]);
     let mut sent = 0u64;
     let pending = |c: &serde_json::Value| c["pending_bytes"].as_u64().unwrap_or(0);
-    // 1. Fill its buffer to 60 % of max_pending (the kernel's socket buffers
+    // 1. Fill its buffer to HOLD of max_pending (the kernel's socket buffers
     // fill first) and hold it there.
     let start = Instant::now();
     let held = loop {
-        let c = connection(lab, "lab-stuck-reader", false)
-            .await?
-            .context("stuck reader not in /connz")?;
-        if pending(&c) as f64 >= 0.6 * MAX_PENDING as f64 {
+        let Some(c) = connection(lab, "lab-stuck-reader", false).await? else {
+            let closed = connection(lab, "lab-stuck-reader", true).await?;
+            let closed = closed.as_ref().map(|c| (&c["reason"], &c["pending_bytes"]));
+            bail!("the stuck reader was closed before it held {HOLD} of max_pending: {closed:?}");
+        };
+        if pending(&c) as f64 >= HOLD * MAX_PENDING as f64 {
             break c;
         }
         if start.elapsed() > WAIT {
