@@ -80,7 +80,7 @@ pub async fn client_drops(lab: &mut Lab) -> anyhow::Result<()> {
 
 /// A plain async-nats subscriber on a connection with `subscription_capacity`
 /// 16, named through the crate so that async-nats' slow-consumer events are
-/// attributed to it: 100 messages arrive while nobody reads, async-nats
+/// attributed to it: 1,000 messages arrive while nobody reads, async-nats
 /// itself drops what does not fit, in waves until Prometheus has seen the
 /// events' series (born with the first event) before a wave that drops
 /// more. The truth: published minus received. The events are a
@@ -103,11 +103,11 @@ pub async fn library_drops(lab: &mut Lab) -> anyhow::Result<()> {
     // Waves until one drops while Prometheus already holds the series.
     let mut series_seen = false;
     for _wave in 0..6 {
-        for i in 0..100u32 {
+        for i in 0..1000u32 {
             lab.plain.publish(subject, i.to_string().into()).await?;
         }
         lab.plain.flush().await?;
-        published += 100;
+        published += 1000;
         let before = received;
         while let Ok(Some(_)) = tokio::time::timeout(
             Duration::from_secs(1),
@@ -117,7 +117,7 @@ pub async fn library_drops(lab: &mut Lab) -> anyhow::Result<()> {
         {
             received += 1;
         }
-        if received - before == 100 {
+        if received - before == 1000 {
             continue; // nothing dropped in this wave
         }
         // Settles on the truth if no event was lost; otherwise on less.
