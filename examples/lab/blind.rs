@@ -13,12 +13,6 @@ const WAIT: Duration = Duration::from_secs(30);
 /// neither driven nor listed here.
 pub const NOT_IN_LAB: &[(&str, &str)] = &[
     (
-        "NatsProducerStallsRising",
-        "fires only if the server stalled the publisher in the cut scenario (2.12+, above 75 % \
-         of max_pending); 2.15.1 sometimes cuts the reader for its write deadline first, and \
-         then reports no stalls at all",
-    ),
-    (
         "NatsJetStreamConsumerStuck",
         "its expression needs 10 minutes of history (changes(...[10m]), offset 10m), which \
          shortening `for:` does not remove; covered by the promtool unit tests",

@@ -12,9 +12,8 @@ use crate::Lab;
 
 const WAIT: Duration = Duration::from_secs(30);
 /// Share of `max_pending` the stuck reader is held at: above the early
-/// warning's 0.5, below the 0.75 where the server starts stalling
-/// publishers (publishing on near that point can make 2.15 cut the reader
-/// for its write deadline before the warning had time to fire).
+/// warning's 0.5, well below the 0.75 where the server starts stalling
+/// publishers.
 const HOLD: f64 = 0.52;
 
 /// A raw NATS client that subscribes to `lab.flood` and then never reads.
