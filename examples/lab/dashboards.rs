@@ -42,9 +42,11 @@ pub async fn every_query_returns_data(lab: &mut Lab) -> anyhow::Result<()> {
     ));
     // Every scrape of the exporter so far should have succeeded: a failed
     // one hides every series for a second and can reset an alert's `for:`.
-    let scrapes = "count_over_time(up{job=\"nats-delivery-exporter\"}[1h])";
-    let failed = format!("{scrapes} - sum_over_time(up{{job=\"nats-delivery-exporter\"}}[1h])");
-    let slowest = "max_over_time(scrape_duration_seconds{job=\"nats-delivery-exporter\"}[1h])";
+    // Summed over both exporters (the second one's series have ended).
+    let scrapes = "sum(count_over_time(up{job=\"nats-delivery-exporter\"}[1h]))";
+    let failed =
+        format!("{scrapes} - sum(sum_over_time(up{{job=\"nats-delivery-exporter\"}}[1h]))");
+    let slowest = "max(max_over_time(scrape_duration_seconds{job=\"nats-delivery-exporter\"}[1h]))";
     let (n, f, max) = (
         lab.prom.value(scrapes).await?.unwrap_or(0.0),
         lab.prom.value(&failed).await?.unwrap_or(f64::NAN),

@@ -7,8 +7,9 @@
 //! count Prometheus holds with the true count the lab itself knows (messages
 //! it published and received, the server's own records, never the
 //! exporter's), checks that each scenario's alert fires with the right
-//! labels and no other, runs every dashboard query, and finally makes the
-//! exporter blind. Then it prints a short report.
+//! labels and no other (and that the stuck and saturated consumer alerts
+//! stop once the consumer recovers), runs every dashboard query, and
+//! finally makes the exporter blind. Then it prints a short report.
 //!
 //! ```text
 //! cargo build --bin nats-delivery-exporter && cargo run --example lab            # the report
@@ -23,6 +24,7 @@ mod blind;
 mod client;
 mod dashboards;
 mod jetstream;
+mod own_drops;
 mod processes;
 mod prom;
 #[path = "../../tests/promql_check/mod.rs"]
@@ -30,6 +32,7 @@ mod promql_check;
 mod report;
 mod rules;
 mod server;
+mod stuck;
 
 use std::time::{Duration, Instant};
 
@@ -86,10 +89,15 @@ pub struct Lab {
     pub prometheus: processes::PrometheusProcess,
     /// Port of the application's `/metrics`.
     pub app_port: u16,
+    /// Port of the exporter's `/metrics`.
+    pub exporter_port: u16,
+    /// Messages of `LAB_JOBS` the application holds without acknowledging
+    /// (the saturated consumer), acknowledged when it recovers.
+    pub held_jobs: Vec<async_nats::jetstream::Message>,
     /// Directory of the lab copy of the rules.
     pub rules_dir: std::path::PathBuf,
     _reports: ReportPublisher,
-    _dir: tempfile::TempDir,
+    tmp: tempfile::TempDir,
 }
 
 impl Lab {
@@ -110,6 +118,11 @@ impl Lab {
         }
         self.app_handled += n;
         n
+    }
+
+    /// The lab's directory (logs, Prometheus' data).
+    pub fn dir(&self) -> &std::path::Path {
+        self.tmp.path()
     }
 
     /// Kills the nats-server (the blindness scenario).
@@ -192,7 +205,7 @@ async fn start(check_mode: bool) -> anyhow::Result<Lab> {
     let rules_dir = dir.path().join("rules");
     let lab_rules = rules::copy_rules(repo, &rules_dir)?;
     let prom_port = processes::free_port()?;
-    let config = processes::prometheus_config(Some(exporter_port), app_port, &rules_dir);
+    let config = processes::prometheus_config(&[exporter_port], app_port, &rules_dir);
     let prometheus = processes::start_prometheus(&config, prom_port, dir.path())?;
     let prom = Prometheus::new(http.clone(), prom_port);
     processes::wait_http(&http, &format!("{}/-/ready", prom.url()), &prometheus.guard).await?;
@@ -223,10 +236,13 @@ async fn start(check_mode: bool) -> anyhow::Result<Lab> {
         .map(|s| format!("{} {}", s.alert, s.original))
         .collect();
     println!(
-        "  rules: alerts/*.rules.yml, expressions unchanged, every `for:` shortened to {} ({})",
+        "  rules: alerts/*.rules.yml, thresholds unchanged, every `for:` shortened to {} ({})",
         rules::LAB_FOR,
         list.join(", ")
     );
+    for (alert, from, to) in &lab_rules.windows {
+        println!("         {alert}: its {from} look-back windows scaled to {to}");
+    }
     Ok(Lab {
         nats,
         exporter,
@@ -244,9 +260,11 @@ async fn start(check_mode: bool) -> anyhow::Result<Lab> {
         alerts: lab_rules.alerts,
         prometheus,
         app_port,
+        exporter_port,
+        held_jobs: Vec::new(),
         rules_dir,
         _reports: reports,
-        _dir: dir,
+        tmp: dir,
     })
 }
 
@@ -297,8 +315,10 @@ async fn run(check_mode: bool) -> anyhow::Result<bool> {
     jetstream::max_deliver(&mut lab).await?;
     jetstream::stream_limits(&mut lab).await?;
     jetstream::saturated(&mut lab).await?;
+    stuck::stuck(&mut lab).await?;
     blind::malformed_advisory(&mut lab).await?;
     blind::unwatched_account(&mut lab).await?;
+    own_drops::exporter_drops(&mut lab).await?;
     dashboards::every_query_returns_data(&mut lab).await?;
     blind::blindness(&mut lab).await?;
     let alerts = lab.alerts.clone();

@@ -15,11 +15,13 @@ use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 
 /// The server's accounts: the application's (`APP`, the exporter listens to
-/// its advisories), one nobody listens to (`OTHER`) and the system account.
+/// its advisories), one nobody listens to (`OTHER`), one whose advisories
+/// only a second, live-mode exporter counts (`BURST`) and the system account.
 pub const ACCOUNTS: &str = r#"
 accounts {
   APP { jetstream: enabled, users: [ { user: app, password: app-secret } ] }
   OTHER { jetstream: enabled, users: [ { user: other, password: other-secret } ] }
+  BURST { users: [ { user: burst, password: burst-secret } ] }
   SYS { users: [ { user: sys, password: sys-secret } ] }
 }
 system_account: SYS
@@ -134,26 +136,54 @@ pub fn exporter_binary() -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
-/// The exporter as an operator runs it, with every source of loss on:
-/// polling, durable advisories with dead-letter copies, system events and
-/// application reports. Secrets go through the environment.
-pub fn start_exporter(nats: &NatsServer, port: u16, dir: &Path) -> anyhow::Result<Guard> {
+/// The exporter binary polling `nats` and serving on `port`, connecting to
+/// NATS as `user` of `account` (password from the environment, as secrets
+/// should be given) under `client_name`.
+fn exporter_command(
+    nats: &NatsServer,
+    port: u16,
+    client_name: &str,
+    (user, account, password): (&str, &str, &str),
+) -> anyhow::Result<Command> {
     let mut cmd = Command::new(exporter_binary()?);
     cmd.args(["--monitor-url", &nats.monitor_url()])
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--timeout", "800ms"])
         .args(["--nats-servers", &nats.client_url()])
-        .args(["--nats-client-name", "lab-exporter"])
-        .args(["--nats-user", "app", "--nats-account-name", "APP"])
-        .args(["--advisories", "--advisories-stream", "LAB_ADVISORIES"])
+        .args(["--nats-client-name", client_name])
+        .args(["--nats-user", user, "--nats-account-name", account])
+        .env("NATS_DELIVERY_NATS_PASSWORD", password)
+        .env("NATS_DELIVERY_LOG", "warn");
+    Ok(cmd)
+}
+
+/// The exporter as an operator runs it, with every source of loss on:
+/// polling, durable advisories with dead-letter copies, system events and
+/// application reports.
+pub fn start_exporter(nats: &NatsServer, port: u16, dir: &Path) -> anyhow::Result<Guard> {
+    let mut cmd = exporter_command(nats, port, "lab-exporter", ("app", "APP", "app-secret"))?;
+    cmd.args(["--advisories", "--advisories-stream", "LAB_ADVISORIES"])
         .args(["--dead-letter-stream", DEAD_LETTER_STREAM])
         .arg("--dead-letter-terminated")
         .args(["--client-reports", "--client-reports-expiry", "5m"])
-        .env("NATS_DELIVERY_NATS_PASSWORD", "app-secret")
-        .env("NATS_DELIVERY_SYSTEM_ACCOUNT", "user:sys:sys-secret")
-        .env("NATS_DELIVERY_LOG", "warn");
+        .env("NATS_DELIVERY_SYSTEM_ACCOUNT", "user:sys:sys-secret");
     spawn(cmd, "exporter", dir.join("exporter.log"))
 }
+
+/// A second exporter, as a team might run one for account `BURST`: live
+/// advisory mode (no stream keeps what it has not read yet) with a
+/// subscription buffer of only 8 advisories, so that a burst overflows its
+/// own client. It polls the server like any exporter.
+pub fn start_live_exporter(nats: &NatsServer, port: u16, dir: &Path) -> anyhow::Result<Guard> {
+    let account = ("burst", "BURST", "burst-secret");
+    let mut cmd = exporter_command(nats, port, LIVE_EXPORTER_NAME, account)?;
+    cmd.args(["--advisories", "--advisories-buffer", "8"]);
+    spawn(cmd, "live exporter", dir.join("live-exporter.log"))
+}
+
+/// Client name of the live-mode exporter (its advisory connection is
+/// "<name> advisories" in /connz).
+pub const LIVE_EXPORTER_NAME: &str = "lab-live-exporter";
 
 /// The Prometheus configuration: 1 s scrapes and rule evaluations,
 /// `honor_labels` on the exporter job (re-exported application reports keep
@@ -161,8 +191,12 @@ pub fn start_exporter(nats: &NatsServer, port: u16, dir: &Path) -> anyhow::Resul
 /// port the exporter's job has no target, as when service discovery finds
 /// nothing (a job removed from the configuration would keep its last series
 /// for 5 minutes: Prometheus writes no staleness markers for it).
-pub fn prometheus_config(exporter_port: Option<u16>, app_port: u16, rules_dir: &Path) -> String {
-    let exporter = exporter_port.map_or(String::new(), |p| format!("\"127.0.0.1:{p}\""));
+pub fn prometheus_config(exporter_ports: &[u16], app_port: u16, rules_dir: &Path) -> String {
+    let exporter: Vec<String> = exporter_ports
+        .iter()
+        .map(|p| format!("\"127.0.0.1:{p}\""))
+        .collect();
+    let exporter = exporter.join(", ");
     format!(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
          rule_files:\n  - {rules}/*.rules.yml\n\

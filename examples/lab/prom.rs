@@ -152,6 +152,32 @@ impl Prometheus {
         }
     }
 
+    /// Waits up to `timeout` until no alert `name` with the labels `want`
+    /// is pending or firing; returns whether it stopped.
+    pub async fn wait_resolved(
+        &self,
+        name: &str,
+        want: &[(&str, &str)],
+        timeout: Duration,
+    ) -> anyhow::Result<bool> {
+        let start = Instant::now();
+        loop {
+            let active = self.alerts().await?.into_iter().any(|a| {
+                a.name == name
+                    && want
+                        .iter()
+                        .all(|(k, v)| a.labels.get(*k).map(String::as_str) == Some(*v))
+            });
+            if !active {
+                return Ok(true);
+            }
+            if start.elapsed() > timeout {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
     /// Names of the alerts firing now.
     pub async fn firing(&self) -> anyhow::Result<Vec<Alert>> {
         Ok(self

@@ -127,6 +127,22 @@ impl Report {
         self.check(found.is_some(), &line);
     }
 
+    /// An alert that must stop once its cause is gone.
+    pub fn resolved(&mut self, name: &str, labels: &[(&str, &str)], stopped: bool) {
+        let want: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+        let line = format!(
+            "{name} {} {{{}}}",
+            if stopped {
+                "stopped firing"
+            } else {
+                "did NOT stop firing"
+            },
+            want.join(",")
+        );
+        self.alerts.push((self.scenario.clone(), line.clone()));
+        self.check(stopped, &line);
+    }
+
     /// Checks that nothing fires beyond the alerts of the scenarios so far.
     pub fn only_expected(&mut self, firing: &[Alert]) {
         let extra: BTreeSet<String> = firing

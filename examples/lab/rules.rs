@@ -1,7 +1,9 @@
-//! The lab copy of the repository's alert rules. Expressions and thresholds
-//! are the repository's, unchanged; only each `for:` is shortened to
-//! [`LAB_FOR`], so that an alert that must hold for minutes in production
-//! fires within seconds here. The report lists every shortened duration.
+//! The lab copy of the repository's alert rules. Thresholds are the
+//! repository's, unchanged; each `for:` is shortened to [`LAB_FOR`], so that
+//! an alert that must hold for minutes in production fires within seconds
+//! here, and the few alerts whose expressions themselves look minutes back
+//! get those windows scaled down ([`LAB_WINDOWS`]). The report lists every
+//! shortened duration and window.
 
 use std::path::Path;
 
@@ -9,6 +11,19 @@ use anyhow::Context;
 
 /// The `for:` of every rule in the lab.
 pub const LAB_FOR: &str = "3s";
+
+/// Range windows and offsets scaled down in the lab, for alerts whose
+/// expressions need more history than a lab run has: (alert, production
+/// window, lab window). Every `[<production>]` and `offset <production>` in
+/// the alert's expression becomes the lab window; the lab stops with an
+/// error if the alert no longer has such a window.
+pub const LAB_WINDOWS: &[(&str, &str, &str)] = &[("NatsJetStreamConsumerStuck", "10m", "20s")];
+
+/// The lab window of `alert` in seconds, if [`LAB_WINDOWS`] scales it.
+pub fn lab_window_secs(alert: &str) -> Option<f64> {
+    let (_, _, to) = LAB_WINDOWS.iter().find(|(a, _, _)| *a == alert)?;
+    to.strip_suffix('s')?.parse().ok()
+}
 
 /// One shortened duration: the alert and its `for:` in the repository.
 pub struct Shortened {
@@ -24,13 +39,16 @@ pub struct LabRules {
     pub alerts: Vec<String>,
     /// The `for:` durations that were shortened.
     pub shortened: Vec<Shortened>,
+    /// The [`LAB_WINDOWS`] applied: (alert, production window, lab window).
+    pub windows: Vec<(String, String, String)>,
 }
 
 /// Copies `alerts/*.rules.yml` from `repo` into `dest` with every `for:`
-/// replaced by [`LAB_FOR`].
+/// replaced by [`LAB_FOR`] and the [`LAB_WINDOWS`] scaled down.
 pub fn copy_rules(repo: &Path, dest: &Path) -> anyhow::Result<LabRules> {
     std::fs::create_dir_all(dest)?;
     let mut shortened = Vec::new();
+    let mut windows = Vec::new();
     let mut alerts = Vec::new();
     let alerts_dir = repo.join("alerts");
     let mut files: Vec<_> = std::fs::read_dir(&alerts_dir)
@@ -49,22 +67,35 @@ pub fn copy_rules(repo: &Path, dest: &Path) -> anyhow::Result<LabRules> {
                 .filter_map(|l| l.trim_start().strip_prefix("- alert:"))
                 .map(|a| a.trim().to_string()),
         );
-        let (copy, found) = shorten(&text);
+        let (copy, found, scaled) = shorten(&text);
         shortened.extend(found);
+        windows.extend(scaled);
         std::fs::write(dest.join(name.as_ref()), copy)?;
     }
     anyhow::ensure!(
         !shortened.is_empty(),
         "no `for:` found in alerts/*.rules.yml"
     );
-    Ok(LabRules { alerts, shortened })
+    for (alert, from, _) in LAB_WINDOWS {
+        anyhow::ensure!(
+            windows.iter().any(|(a, _, _)| a == alert),
+            "alert {alert} has no [{from}] window or offset {from} any more: update LAB_WINDOWS in examples/lab/rules.rs"
+        );
+    }
+    Ok(LabRules {
+        alerts,
+        shortened,
+        windows,
+    })
 }
 
-/// The rule text with each `for: <d>` line set to [`LAB_FOR`], and what was
-/// shortened.
-fn shorten(text: &str) -> (String, Vec<Shortened>) {
+/// The rule text with each `for: <d>` line set to [`LAB_FOR`] and the
+/// [`LAB_WINDOWS`] of its alerts scaled; what was shortened, and the windows
+/// that were scaled.
+fn shorten(text: &str) -> (String, Vec<Shortened>, Vec<(String, String, String)>) {
     let mut alert = String::new();
     let mut found = Vec::new();
+    let mut scaled: Vec<(String, String, String)> = Vec::new();
     let mut out = String::with_capacity(text.len());
     for line in text.lines() {
         let trimmed = line.trim_start();
@@ -78,10 +109,85 @@ fn shorten(text: &str) -> (String, Vec<Shortened>) {
                 original: d.trim().to_string(),
             });
             out.push_str(&format!("{indent}for: {LAB_FOR}\n"));
-        } else {
-            out.push_str(line);
-            out.push('\n');
+            continue;
         }
+        let mut line = line.to_string();
+        // Comments keep the production numbers; only the expression changes.
+        if !trimmed.starts_with('#') {
+            for (_, from, to) in LAB_WINDOWS.iter().filter(|(a, _, _)| *a == alert) {
+                let scaled_line = line
+                    .replace(&format!("[{from}]"), &format!("[{to}]"))
+                    .replace(&format!("offset {from}"), &format!("offset {to}"));
+                if scaled_line != line && !scaled.iter().any(|(a, _, _)| *a == alert) {
+                    scaled.push((alert.clone(), from.to_string(), to.to_string()));
+                }
+                line = scaled_line;
+            }
+        }
+        out.push_str(&line);
+        out.push('\n');
     }
-    (out, found)
+    (out, found, scaled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lab copy differs from the repository's rules only in the `for:`
+    /// lines and the listed windows: put those back and the texts are equal.
+    #[test]
+    fn the_lab_copy_differs_only_in_durations_and_listed_windows() {
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dest = tempfile::tempdir().unwrap();
+        let rules = copy_rules(repo, dest.path()).unwrap();
+        assert_eq!(rules.windows.len(), LAB_WINDOWS.len());
+        for entry in std::fs::read_dir(repo.join("alerts")).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            if !name.ends_with(".rules.yml") {
+                continue;
+            }
+            let original = std::fs::read_to_string(&path).unwrap();
+            let copy = std::fs::read_to_string(dest.path().join(&name)).unwrap();
+            let mut alert = String::new();
+            let mut restored = String::new();
+            for line in copy.lines() {
+                let trimmed = line.trim_start();
+                if let Some(a) = trimmed.strip_prefix("- alert:") {
+                    alert = a.trim().to_string();
+                }
+                let mut line = line.to_string();
+                if trimmed.starts_with("for:") {
+                    let s = rules.shortened.iter().find(|s| s.alert == alert).unwrap();
+                    line = line.replace(LAB_FOR, &s.original);
+                }
+                for (_, from, to) in LAB_WINDOWS.iter().filter(|(a, _, _)| *a == alert) {
+                    line = line
+                        .replace(&format!("[{to}]"), &format!("[{from}]"))
+                        .replace(&format!("offset {to}"), &format!("offset {from}"));
+                }
+                restored.push_str(&line);
+                restored.push('\n');
+            }
+            assert_eq!(restored, original, "{name}");
+        }
+        let stuck = std::fs::read_to_string(dest.path().join("pressure.rules.yml")).unwrap();
+        assert!(
+            stuck.contains("[20s]") && stuck.contains("offset 20s"),
+            "{stuck}"
+        );
+        assert_eq!(lab_window_secs("NatsJetStreamConsumerStuck"), Some(20.0));
+    }
+
+    #[test]
+    fn a_listed_window_that_is_gone_stops_the_lab() {
+        let repo = tempfile::tempdir().unwrap();
+        std::fs::create_dir(repo.path().join("alerts")).unwrap();
+        let rule = "groups:\n  - name: g\n    rules:\n      - alert: NatsJetStreamConsumerStuck\n        expr: changes(x[15m]) == 0\n        for: 5m\n";
+        std::fs::write(repo.path().join("alerts/p.rules.yml"), rule).unwrap();
+        let dest = tempfile::tempdir().unwrap();
+        let err = copy_rules(repo.path(), dest.path()).err().unwrap();
+        assert!(err.to_string().contains("update LAB_WINDOWS"), "{err}");
+    }
 }

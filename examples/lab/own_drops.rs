@@ -1,0 +1,146 @@
+//! The exporter's own client drops. The lab's main exporter runs in durable
+//! mode, where it cannot drop (an advisory not yet read stays in the
+//! stream). A second exporter, as a team might run one for account BURST,
+//! listens live with a subscription buffer of 8 advisories; a burst of NAK
+//! advisories overflows it. The truth: what the lab published and what the
+//! server says it delivered to that exporter's connection. Every advisory
+//! must be either counted or counted as dropped, and the drop alert must
+//! fire. The second exporter then leaves Prometheus' configuration and
+//! stops, so that later scenarios see one exporter again.
+
+use std::time::{Duration, Instant};
+
+use crate::processes::{self, LIVE_EXPORTER_NAME};
+use crate::Lab;
+
+const WAIT: Duration = Duration::from_secs(30);
+/// Advisories in the burst.
+const BURST: u64 = 20_000;
+/// Advisories published between round trips: at most this many wait in the
+/// server for the exporter (about 250 KB, a quarter of the lab's
+/// `max_pending`), so the server never cuts it; its 8-message buffer still
+/// overflows.
+const BATCH: u64 = 1_000;
+
+/// What the server delivered to the live exporter's advisory connection.
+async fn delivered_by_server(lab: &Lab) -> anyhow::Result<Option<u64>> {
+    let connz = lab.monitor("connz?auth=true&limit=1024").await?;
+    let name = format!("{LIVE_EXPORTER_NAME} advisories");
+    Ok(connz["connections"].as_array().and_then(|list| {
+        list.iter()
+            .find(|c| c["name"] == name.as_str())
+            .and_then(|c| c["out_msgs"].as_u64())
+    }))
+}
+
+/// A live-mode exporter with an 8-advisory buffer under a burst of 20,000
+/// NAK advisories.
+pub async fn exporter_drops(lab: &mut Lab) -> anyhow::Result<()> {
+    let alert = "NatsDeliveryExporterDroppedMessages";
+    lab.report.scenario(
+        "the exporter's own drops: a live-mode exporter with an 8-advisory buffer under a burst",
+        &[alert],
+    );
+    let port = processes::free_port()?;
+    let mut live = processes::start_live_exporter(&lab.nats, port, lab.dir())?;
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    processes::wait_http(&lab.http, &url, &live).await?;
+    let both =
+        processes::prometheus_config(&[lab.exporter_port, port], lab.app_port, &lab.rules_dir);
+    lab.prometheus.reload(&both)?;
+    let instance = format!("127.0.0.1:{port}");
+    let sel = format!("{{instance=\"{instance}\",account=\"BURST\"}}");
+    lab.wait_series(&format!("nats_delivery_advisory_listener_up{sel} == 1"))
+        .await?;
+    // The drop counter is scraped at 0 before the burst, so that increase()
+    // sees it rise.
+    lab.wait_series(&format!(
+        "nats_delivery_exporter_dropped_messages_total{sel} == 0"
+    ))
+    .await?;
+    lab.report.note(&format!(
+        "second exporter {instance}: live advisories of account BURST, --advisories-buffer 8"
+    ));
+
+    let burst = async_nats::ConnectOptions::new()
+        .user_and_password("burst".into(), "burst-secret".into())
+        .name("lab-burst")
+        .connect(lab.nats.client_url())
+        .await?;
+    let started = Instant::now();
+    for seq in 1..=BURST {
+        let payload = format!(
+            r#"{{"type":"io.nats.jetstream.advisory.v1.nak","id":"lab-{seq}","timestamp":"2026-01-01T00:00:00Z","stream":"LAB_BURST","consumer":"worker","consumer_seq":{seq},"stream_seq":{seq},"deliveries":1}}"#
+        );
+        burst
+            .publish(
+                "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.LAB_BURST.worker",
+                payload.into(),
+            )
+            .await?;
+        if seq % BATCH == 0 {
+            // A request nobody answers is a round trip: the server has
+            // routed everything published before it.
+            let _ = burst.request("lab.burst.sync", "".into()).await;
+        }
+    }
+    lab.report.note(&format!(
+        "published {BURST} NAK advisories in account BURST in {:.2} s",
+        started.elapsed().as_secs_f64()
+    ));
+
+    let counted_q = format!(
+        "sum(nats_delivery_jetstream_naks_total{{instance=\"{instance}\",account=\"BURST\"}})"
+    );
+    let dropped_q = format!("sum(nats_delivery_exporter_dropped_messages_total{sel})");
+    let both_q = format!("{counted_q} + {dropped_q}");
+    let got = lab.prom.settle(&both_q, BURST as f64, WAIT).await?;
+    let server = delivered_by_server(lab).await?;
+    lab.report.check(
+        server == Some(BURST),
+        &format!("the server delivered {server:?} advisories to the live exporter's connection"),
+    );
+    lab.report.count(
+        "advisories counted + dropped by the exporter",
+        BURST as f64,
+        &both_q,
+        got,
+    );
+    let dropped = lab.prom.value(&dropped_q).await?.unwrap_or(0.0);
+    let counted = lab.prom.value(&counted_q).await?.unwrap_or(0.0);
+    lab.report.check(
+        dropped > 0.0,
+        &format!(
+            "the burst overflowed the 8-advisory buffer: {counted} counted, {dropped} dropped"
+        ),
+    );
+    lab.report.fact(
+        "advisories the live exporter dropped itself",
+        dropped,
+        "its JetStream counts are short by exactly this much",
+    );
+    let labels = [("instance", instance.as_str()), ("account", "BURST")];
+    let found = lab.prom.wait_firing(alert, &labels, WAIT).await?;
+    lab.report.alert(alert, &labels, found);
+    let firing = lab.prom.firing().await?;
+    lab.report.only_expected(&firing);
+
+    // Out of Prometheus' configuration first (its series end), then stopped:
+    // stopping it first would be an exporter down.
+    let one = processes::prometheus_config(&[lab.exporter_port], lab.app_port, &lab.rules_dir);
+    lab.prometheus.reload(&one)?;
+    let up = format!("up{{instance=\"{instance}\"}}");
+    let start = Instant::now();
+    while !lab.prom.query(&up).await?.is_empty() {
+        if start.elapsed() > WAIT {
+            lab.report
+                .check(false, "the second exporter left Prometheus within 30 s");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    live.kill();
+    lab.report
+        .note("the second exporter left Prometheus' configuration and was stopped");
+    Ok(())
+}
