@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use super::counting::{AdvisoryCounter, Outcome};
 use super::dead_letter::{is_stream_not_found, DeadLetter, CAPTURE_ATTEMPTS};
 use super::parse::SUBJECTS;
-use super::{or_stop, sleep_or_stop, stopped, subject_covers, AccountListener};
+use super::{or_stop, retry_after, stopped, subject_covers, AccountListener};
 use crate::nats_connection;
 
 /// Advisories asked for per pull request.
@@ -28,8 +28,6 @@ pub const BATCH: usize = 1000;
 /// Subscription buffer of the pull consumer's connection (>= 1.5 x batch: a
 /// pull consumer whose client drops messages stalls until redelivery).
 pub const SUBSCRIPTION_CAPACITY: usize = 4 * BATCH;
-
-const RETRY_DELAY: Duration = Duration::from_secs(5);
 
 /// Why durable mode cannot run (retried after a delay).
 #[derive(Debug, thiserror::Error)]
@@ -99,16 +97,9 @@ pub async fn ensure_stream(
 /// Runs the durable listener of one account until shutdown.
 pub async fn run(l: AccountListener, mut shutdown: watch::Receiver<bool>) {
     let mut counter = AdvisoryCounter::new(&l.account, l.metrics.clone(), l.args.dedup_window);
-    loop {
-        match session(&l, &mut counter, &mut shutdown).await {
-            Ok(()) => break,
-            Err(e) => {
-                l.metrics.set_up(&l.account, false);
-                tracing::error!(account = %l.account, "durable advisory listener: {e}; retrying");
-                if sleep_or_stop(RETRY_DELAY, &mut shutdown).await {
-                    break;
-                }
-            }
+    while let Err(e) = session(&l, &mut counter, &mut shutdown).await {
+        if retry_after(&l, "durable advisory listener", e, &mut shutdown).await {
+            break;
         }
     }
     l.metrics.set_up(&l.account, false);

@@ -27,7 +27,7 @@ use super::counting::{AdvisoryCounter, Outcome};
 use super::dead_letter::DeadLetter;
 use super::metrics::AccountLabels;
 use super::parse::SUBJECTS;
-use super::{or_stop, sleep_or_stop, stopped, AccountListener};
+use super::{or_stop, retry_after, stopped, AccountListener};
 use crate::nats_connection;
 
 /// Default of the messages the advisory subscription may buffer before the client drops:
@@ -38,7 +38,6 @@ pub const SUBSCRIPTION_CAPACITY: usize = 1 << 20;
 /// How often the listener updates `listener_up` and audits its own drops.
 pub const AUDIT_INTERVAL: Duration = Duration::from_secs(1);
 
-const RETRY_DELAY: Duration = Duration::from_secs(5);
 /// Copy attempts per dead message in live mode, which cannot ask for a
 /// redelivery and must not fall behind while it retries.
 const LIVE_CAPTURE_ATTEMPTS: u32 = 3;
@@ -46,16 +45,9 @@ const LIVE_CAPTURE_ATTEMPTS: u32 = 3;
 /// Runs the live listener of one account until shutdown.
 pub async fn run(l: AccountListener, mut shutdown: watch::Receiver<bool>) {
     let mut counter = AdvisoryCounter::new(&l.account, l.metrics.clone(), l.args.dedup_window);
-    loop {
-        match session(&l, &mut counter, &mut shutdown).await {
-            Ok(()) => break,
-            Err(e) => {
-                l.metrics.set_up(&l.account, false);
-                tracing::error!(account = %l.account, "advisory listener: {e}; retrying");
-                if sleep_or_stop(RETRY_DELAY, &mut shutdown).await {
-                    break;
-                }
-            }
+    while let Err(e) = session(&l, &mut counter, &mut shutdown).await {
+        if retry_after(&l, "advisory listener", e, &mut shutdown).await {
+            break;
         }
     }
     l.metrics.set_up(&l.account, false);

@@ -304,6 +304,24 @@ impl Listeners {
     }
 }
 
+/// Pause before a listener that failed connects again.
+const RETRY_DELAY: Duration = Duration::from_secs(5);
+
+/// After a failed session: the listener reports itself down
+/// (`listener_up` 0) until a session is back, says why, and waits
+/// [`RETRY_DELAY`] before the next try. Returns true when shutting down
+/// instead: a listener never gives up otherwise.
+pub(crate) async fn retry_after(
+    l: &AccountListener,
+    what: &str,
+    error: impl std::fmt::Display,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    l.metrics.set_up(&l.account, false);
+    tracing::error!(account = %l.account, "{what}: {error}; retrying");
+    sleep_or_stop(RETRY_DELAY, shutdown).await
+}
+
 /// Resolves when `shutdown` is true or its sender is gone.
 pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     while !*shutdown.borrow_and_update() {
