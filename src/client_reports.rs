@@ -18,10 +18,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
+
+use crate::encode::{counter_family, gauge_family};
 
 /// Connection event names re-exported; anything else in a report is ignored
 /// so that a report cannot create unbounded label values.
@@ -210,22 +210,6 @@ pub async fn run_client_reports(
     tracing::warn!(%subject, "application report subscription ended");
 }
 
-fn family<L: EncodeLabelSet, M: EncodeMetric>(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    rows: Vec<(L, M)>,
-) -> fmt::Result {
-    let Some((_, first)) = rows.first() else {
-        return Ok(());
-    };
-    let mut metric = encoder.encode_descriptor(name, help, None, first.metric_type())?;
-    for (labels, value) in &rows {
-        value.encode(metric.encode_family(labels)?)?;
-    }
-    Ok(())
-}
-
 type Labels<'a> = Vec<(&'static str, &'a str)>;
 
 fn identity(s: &Stored) -> Labels<'_> {
@@ -257,75 +241,61 @@ impl Collector for ClientReports {
             }
             rows
         };
-        let counters = |f| {
-            per_sub(f)
-                .into_iter()
-                .map(|(l, v)| (l, ConstCounter::new(v)))
-                .collect::<Vec<_>>()
-        };
-        let gauges = |f| {
-            per_sub(f)
-                .into_iter()
-                .map(|(l, v)| (l, ConstGauge::new(v)))
-                .collect::<Vec<_>>()
-        };
         let e = &mut encoder;
-        family(e, "nats_delivery_app_dropped_messages",
+        counter_family(e, "nats_delivery_app_dropped_messages",
             "Messages an application's instrumented subscription dropped, as last reported (exact).",
-            counters(|s| s.dropped_messages))?;
-        family(e, "nats_delivery_app_dropped_bytes",
+            per_sub(|s| s.dropped_messages))?;
+        counter_family(e, "nats_delivery_app_dropped_bytes",
             "Payload bytes of the messages an application's instrumented subscription dropped, as last reported.",
-            counters(|s| s.dropped_bytes))?;
-        family(e, "nats_delivery_app_delivered_messages",
+            per_sub(|s| s.dropped_bytes))?;
+        counter_family(e, "nats_delivery_app_delivered_messages",
             "Messages an application's instrumented subscription handed to the application, as last reported.",
-            counters(|s| s.delivered_messages))?;
-        family(
+            per_sub(|s| s.delivered_messages))?;
+        gauge_family(
             e,
             "nats_delivery_app_pending_messages",
             "Messages pending in an application's instrumented subscription, as last reported.",
-            gauges(|s| s.pending_messages),
+            per_sub(|s| s.pending_messages),
         )?;
-        family(e, "nats_delivery_app_pending_bytes",
+        gauge_family(e, "nats_delivery_app_pending_bytes",
             "Payload bytes pending in an application's instrumented subscription, as last reported.",
-            gauges(|s| s.pending_bytes))?;
-        family(e, "nats_delivery_app_pending_messages_high_water",
+            per_sub(|s| s.pending_bytes))?;
+        gauge_family(e, "nats_delivery_app_pending_messages_high_water",
             "Highest number of pending messages an application's instrumented subscription has held, as last reported.",
-            gauges(|s| s.pending_messages_high_water))?;
-        family(e, "nats_delivery_app_slow_consumer_events",
+            per_sub(|s| s.pending_messages_high_water))?;
+        counter_family(e, "nats_delivery_app_slow_consumer_events",
             "Slow-consumer events an application's client library reported, as last reported; a lower bound.",
-            counters(|s| s.slow_consumer_events))?;
+            per_sub(|s| s.slow_consumer_events))?;
         let mut events = Vec::new();
         for s in &live {
             for (event, n) in &s.report.connection_events {
                 if let Some(known) = EVENTS.iter().find(|k| **k == event.as_str()) {
                     let mut l = identity(s);
                     l.push(("event", known));
-                    events.push((l, ConstCounter::new(*n)));
+                    events.push((l, *n));
                 }
             }
         }
-        family(e, "nats_delivery_app_connection_events",
+        counter_family(e, "nats_delivery_app_connection_events",
             "Connection events an application's client library reported, by event, as last reported; a lower bound.",
             events)?;
         encode_consumers(e, &live)?;
-        family(
+        gauge_family(
             e,
             "nats_delivery_app_last_report_timestamp_seconds",
             "Unix time the exporter received the latest report of this application instance.",
-            live.iter()
-                .map(|s| (identity(s), ConstGauge::new(s.received_unix_seconds)))
-                .collect(),
+            live.iter().map(|s| (identity(s), s.received_unix_seconds)),
         )?;
         let none: Vec<(&'static str, &'static str)> = Vec::new();
-        family(
+        counter_family(
             e,
             "nats_delivery_app_reports_received",
             "Application reports the exporter received, valid or not.",
-            vec![(none.clone(), ConstCounter::new(state.received))],
+            [(none.clone(), state.received)],
         )?;
-        family(e, "nats_delivery_app_reports_malformed",
+        counter_family(e, "nats_delivery_app_reports_malformed",
             "Application reports the exporter ignored because they were not valid version 1 reports.",
-            vec![(none, ConstCounter::new(state.malformed))])
+            [(none, state.malformed)])
     }
 }
 
@@ -339,30 +309,30 @@ fn encode_consumers(e: &mut DescriptorEncoder, live: &[&Stored]) -> fmt::Result 
             l.push(("stream", c.stream.as_str()));
             l.push(("consumer", c.consumer.as_str()));
             if let Some(v) = c.received_messages {
-                received.push((l.clone(), ConstCounter::new(v)));
+                received.push((l.clone(), v));
             }
             if let Some(v) = c.redelivered_messages {
-                redelivered.push((l.clone(), ConstCounter::new(v)));
+                redelivered.push((l.clone(), v));
             }
             for (kind, n) in &c.acknowledgements {
                 if let Some(known) = ACK_KINDS.iter().find(|k| **k == kind.as_str()) {
                     let mut l = l.clone();
                     l.push(("kind", known));
-                    acks.push((l, ConstCounter::new(*n)));
+                    acks.push((l, *n));
                 }
             }
         }
     }
-    family(
+    counter_family(
         e,
         "nats_delivery_app_jetstream_received_messages",
         "JetStream messages an application received from a consumer, as last reported.",
         received,
     )?;
-    family(e, "nats_delivery_app_jetstream_redelivered_messages",
+    counter_family(e, "nats_delivery_app_jetstream_redelivered_messages",
         "JetStream messages an application received that the server had delivered before, as last reported.",
         redelivered)?;
-    family(
+    counter_family(
         e,
         "nats_delivery_app_jetstream_acknowledgements",
         "Acknowledgements an application sent for JetStream messages, by kind, as last reported.",
