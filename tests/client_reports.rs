@@ -15,68 +15,13 @@ use nats_delivery_metrics::{
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 
-const PAYLOAD_LEN: u64 = 1036;
+// The link-in crate's test helpers: payloads, samples, promtool, waiting.
+#[path = "../nats-delivery-metrics/tests/common/mod.rs"]
+mod common;
 
-fn exposition(registry: &Registry) -> String {
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
-    text
-}
-
-fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-    let prefix = if labels.is_empty() {
-        format!("{name} ")
-    } else {
-        format!("{name}{{{}}} ", labels.join(","))
-    };
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map(|v| v.trim().parse().unwrap())
-}
-
-/// Classic Prometheus text of `registry` passes `promtool check metrics`
-/// without remarks.
-fn assert_promtool_clean(registry: &Registry) {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut text = String::new();
-    prometheus_client::encoding::prometheus_text::encode(&mut text, registry).unwrap();
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool on PATH (scripts/install-deps.sh installs it)");
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(text.as_bytes()).unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    let said =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && said.trim().is_empty(),
-        "promtool check metrics:\n{said}\non:\n{text}"
-    );
-}
-
-async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// A round trip: once it returns, the server has processed everything the
-/// client sent before (its subscriptions in particular).
-async fn sync_with_server(client: &async_nats::Client) {
-    let reply = client
-        .request("nats_delivery_test.sync", Bytes::new())
-        .await;
-    assert!(reply.is_err(), "nobody should answer the sync request");
-}
+use common::{
+    assert_promtool_clean, exposition, publish_n, sample, sync_with_server, wait_for, PAYLOAD_LEN,
+};
 
 /// Exporter side: a registry holding a `ClientReports` fed from `subject`.
 async fn exporter(
@@ -130,12 +75,7 @@ async fn reports_are_re_exported_exactly_and_expire() {
         .unwrap();
     sync_with_server(&app).await;
     let publisher = async_nats::connect(server.client_url()).await.unwrap();
-    for i in 0..50u64 {
-        let mut p = format!("{i:012}").into_bytes();
-        p.resize(PAYLOAD_LEN as usize, b'.');
-        publisher.publish("orders.new", p.into()).await.unwrap();
-    }
-    publisher.flush().await.unwrap();
+    publish_n(&publisher, "orders.new", 50).await;
     wait_for("50 messages accounted", || {
         orders.dropped_messages() + orders.pending_messages() == 50
     })
