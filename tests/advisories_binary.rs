@@ -9,14 +9,6 @@ use advisories_support::*;
 use async_nats::jetstream;
 use nats_test_server::NatsServer;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 struct Exporter {
     child: Child,
     port: u16,
@@ -24,7 +16,7 @@ struct Exporter {
 
 impl Exporter {
     fn start(s: &NatsServer) -> Exporter {
-        let port = free_port();
+        let port = nats_test_server::free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--monitor-url", &s.monitor_url()])

@@ -74,18 +74,10 @@ async fn own_client_drops_are_counted_exactly() {
     running.stop().await;
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_listener_reconnects_by_itself() {
     // Both servers listen on the same port, as a restarted server would.
-    let port = free_port();
+    let port = nats_test_server::free_port();
     let cfg = format!("port: {port}\n{ACCOUNTS}");
     let first = nats_test_server::NatsServer::builder().config(&cfg).start();
     assert_eq!(first.client_port, port);

@@ -78,17 +78,9 @@ async fn accounts_beyond_one_page_are_all_read() {
     );
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test]
 async fn a_replicated_consumer_is_reported_once_from_its_leader() {
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let ports: Vec<u16> = (0..3).map(|_| nats_test_server::free_port()).collect();
     let routes = ports
         .iter()
         .map(|p| format!("nats-route://127.0.0.1:{p}"))

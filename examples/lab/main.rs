@@ -196,7 +196,7 @@ async fn start(check_mode: bool) -> anyhow::Result<Lab> {
         .context("the lab application's second connection cannot connect")?;
     let app_port = processes::serve_app_metrics(registry).await?;
 
-    let exporter_port = processes::free_port()?;
+    let exporter_port = nats_test_server::free_port();
     let exporter = processes::start_exporter(&nats, exporter_port, dir.path())?;
     let exporter_url = format!("http://127.0.0.1:{exporter_port}/metrics");
     processes::wait_http(&http, &exporter_url, &exporter).await?;
@@ -204,7 +204,7 @@ async fn start(check_mode: bool) -> anyhow::Result<Lab> {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let rules_dir = dir.path().join("rules");
     let lab_rules = rules::copy_rules(repo, &rules_dir)?;
-    let prom_port = processes::free_port()?;
+    let prom_port = nats_test_server::free_port();
     let config = processes::prometheus_config(&[exporter_port], app_port, &rules_dir);
     let prometheus = processes::start_prometheus(&config, prom_port, dir.path())?;
     let prom = Prometheus::new(http.clone(), prom_port);

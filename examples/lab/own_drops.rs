@@ -41,7 +41,7 @@ pub async fn exporter_drops(lab: &mut Lab) -> anyhow::Result<()> {
         "the exporter's own drops: a live-mode exporter with an 8-advisory buffer under a burst",
         &[alert],
     );
-    let port = processes::free_port()?;
+    let port = nats_test_server::free_port();
     let mut live = processes::start_live_exporter(&lab.nats, port, lab.dir())?;
     let url = format!("http://127.0.0.1:{port}/metrics");
     processes::wait_http(&lab.http, &url, &live).await?;

@@ -62,13 +62,6 @@ impl Drop for Guard {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (the OS picks it; never a well-known one).
-pub fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 /// Starts `cmd` with its output in `log`, dying with the lab process.
 fn spawn(mut cmd: Command, name: &'static str, log: PathBuf) -> anyhow::Result<Guard> {
     let out = std::fs::File::create(&log)?;

@@ -281,6 +281,17 @@ impl Drop for NatsServer {
     }
 }
 
+/// A TCP port free on 127.0.0.1 at this moment, chosen by the OS (never a
+/// well-known one), for a process that must be given its port in advance,
+/// such as a server restarted on the same port or an exporter's listener.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind 127.0.0.1:0")
+        .local_addr()
+        .expect("local address")
+        .port()
+}
+
 /// A plain blocking HTTP/1.0 GET against a loopback monitoring endpoint,
 /// returning the body; panics on a non-200 answer.
 pub fn http_get(url: &str) -> String {
