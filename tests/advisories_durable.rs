@@ -19,13 +19,7 @@ async fn kill_messages(
     n: usize,
     expected_advisories: u64,
 ) {
-    for i in first..first + n {
-        js.publish(format!("work.{i}"), format!("msg-{i}").into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-    }
+    publish_range(js, "work", first..first + n).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while advisory_count(js).await < expected_advisories {
         assert!(std::time::Instant::now() < deadline, "messages did not die");
@@ -128,13 +122,7 @@ async fn two_replicas_sharing_the_consumer_sum_to_the_exact_count() {
         sample(&a.text(), name, &labels).unwrap_or(0.0)
             + sample(&b.text(), name, &labels).unwrap_or(0.0)
     };
-    for i in 0..N as usize {
-        js.publish(format!("work.{i}"), "x".into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-    }
+    publish(&js, "work", N as usize).await;
     pull_without_ack(&consumer, 60, || sum(&a, &b) >= N).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(sum(&a, &b), N, "a:\n{}\nb:\n{}", a.text(), b.text());

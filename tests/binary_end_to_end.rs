@@ -90,13 +90,7 @@ async fn the_binary_counts_every_kind_of_loss_it_listens_for() {
         })
         .await
         .unwrap();
-    for i in 0..5 {
-        js.publish(format!("e2e.{i}"), "m".into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-    }
+    common::publish_acked(&js, (0..5).map(|i| format!("e2e.{i}")), "m").await;
     let mut batch = consumer.fetch().max_messages(5).messages().await.unwrap();
     let mut n = 0;
     while let Some(m) = batch.next().await {

@@ -13,13 +13,7 @@ async fn scenario(version: &str) {
     let js = jetstream::new(client);
     common::scenarios::orders_with_redeliveries(&js).await;
     // Five more arrive and wait in the backlog.
-    for i in 10..15 {
-        js.publish(format!("orders.{i}"), "x".into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-    }
+    common::publish_acked(&js, (10..15).map(|i| format!("orders.{i}")), "x").await;
 
     let exporter = common::exporter(&[server.monitor_url()], &["--sources", "varz,jsz"]);
     let text = common::scrape(&exporter).await;

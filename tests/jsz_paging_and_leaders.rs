@@ -42,13 +42,7 @@ async fn accounts_beyond_one_page_are_all_read() {
         })
         .await
         .unwrap();
-        for _ in 0..=i {
-            js.publish(format!("{a}.x"), "m".into())
-                .await
-                .unwrap()
-                .await
-                .unwrap();
-        }
+        common::publish_acked(&js, (0..=i).map(|_| format!("{a}.x")), "m").await;
     }
     // Pages of two accounts: three requests for five.
     let exporter = common::exporter(
@@ -124,13 +118,7 @@ async fn a_replicated_consumer_is_reported_once_from_its_leader() {
         })
         .await
         .unwrap();
-    for i in 0..5 {
-        js.publish(format!("r3.{i}"), "m".into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-    }
+    common::publish_acked(&js, (0..5).map(|i| format!("r3.{i}")), "m").await;
     let mut batch = consumer.fetch().max_messages(5).messages().await.unwrap();
     let mut n = 0;
     while let Some(m) = batch.next().await {

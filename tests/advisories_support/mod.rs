@@ -241,7 +241,17 @@ pub async fn pull_consumer(
 
 /// Publishes `n` messages `<subject>.<i>` with payload `msg-<i>` and waits for every PubAck.
 pub async fn publish(js: &async_nats::jetstream::Context, subject: &str, n: usize) {
-    for i in 0..n {
+    publish_range(js, subject, 0..n).await;
+}
+
+/// Publishes messages `<subject>.<i>` with payload `msg-<i>` for each `i` in
+/// `range` and waits for every PubAck.
+pub async fn publish_range(
+    js: &async_nats::jetstream::Context,
+    subject: &str,
+    range: std::ops::Range<usize>,
+) {
+    for i in range {
         js.publish(format!("{subject}.{i}"), format!("msg-{i}").into())
             .await
             .expect("publish")

@@ -36,6 +36,22 @@ pub async fn wait_for<T>(secs: u64, what: &str, mut check: impl FnMut() -> Optio
     }
 }
 
+/// Publishes `payload` to each of `subjects` through JetStream and waits
+/// for every PubAck.
+pub async fn publish_acked(
+    js: &async_nats::jetstream::Context,
+    subjects: impl IntoIterator<Item = String>,
+    payload: &'static str,
+) {
+    for subject in subjects {
+        js.publish(subject, payload.into())
+            .await
+            .expect("publish")
+            .await
+            .expect("puback");
+    }
+}
+
 /// A monitoring endpoint's JSON, read directly.
 pub fn monitor_json(base: &str, path: &str) -> serde_json::Value {
     let body = nats_test_server::http_get(&format!("{base}/{path}"));

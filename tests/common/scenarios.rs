@@ -102,13 +102,7 @@ pub async fn orders_with_redeliveries(js: &jetstream::Context) {
         })
         .await
         .unwrap();
-    for i in 0..10 {
-        js.publish(format!("orders.{i}"), "x".into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-    }
+    super::publish_acked(js, (0..10).map(|i| format!("orders.{i}")), "x").await;
     let mut batch = consumer
         .fetch()
         .max_messages(10)
