@@ -106,12 +106,7 @@ async fn nothing_is_registered_when_everything_is_off() {
 async fn the_server_names_the_account_of_a_connection() {
     let s = server();
     let app = client(&s, "app").await;
-    let version: Vec<u64> = app
-        .server_info()
-        .version
-        .split('.')
-        .map(|p| p.parse().unwrap_or(0))
-        .collect();
+    let version = nats_test_server::version_numbers(&app.server_info().version);
     let got = nats_delivery_exporter::nats_connection::server_account_name(&app).await;
     // $SYS.REQ.USER.INFO answers every user from 2.10 on.
     let want = (version >= vec![2, 10, 0]).then(|| "APP".to_string());

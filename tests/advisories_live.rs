@@ -197,12 +197,7 @@ async fn stream_limits_removing_unacked_messages_are_terminations() {
     assert_eq!(total(&text), 5.0, "{text}");
     // Servers before 2.10.4 send no reason text: there it reads as "client".
     let app = client(&s, "app").await;
-    let version: Vec<u64> = app
-        .server_info()
-        .version
-        .split('.')
-        .map(|p| p.parse().unwrap_or(0))
-        .collect();
+    let version = nats_test_server::version_numbers(&app.server_info().version);
     let reason = if version < vec![2, 10, 4] {
         "client"
     } else {

@@ -213,9 +213,8 @@ async fn start(check_mode: bool) -> anyhow::Result<Lab> {
     let version = app.server_info().version;
     // Stalls (2.12+) and termination reasons (2.10.4+) are part of the
     // scenarios: an older server would fail them for want of the fields.
-    let numbers: Vec<u64> = version.split('.').map(|p| p.parse().unwrap_or(0)).collect();
     anyhow::ensure!(
-        numbers >= vec![2, 12],
+        nats_test_server::version_numbers(&version) >= vec![2, 12],
         "the lab needs nats-server 2.12 or newer, found {version} (scripts/install-deps.sh installs 2.15.1)"
     );
     println!("NATS delivery lab, everything on 127.0.0.1:");

@@ -281,6 +281,12 @@ impl Drop for NatsServer {
     }
 }
 
+/// A server version ("2.10.4", "2.12.0-RC.1") as numbers, for comparing
+/// with `>=`: `[2, 10, 4]`; a part that is not a number counts as 0.
+pub fn version_numbers(version: &str) -> Vec<u64> {
+    version.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+}
+
 /// A TCP port free on 127.0.0.1 at this moment, chosen by the OS (never a
 /// well-known one), for a process that must be given its port in advance,
 /// such as a server restarted on the same port or an exporter's listener.
