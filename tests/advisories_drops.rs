@@ -34,17 +34,21 @@ async fn own_client_drops_are_counted_exactly() {
     }
     app.flush().await.unwrap();
     let labels = [("account", "APP"), ("stream", "B"), ("consumer", "C")];
-    // Every advisory is either counted or counted as dropped, exactly.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let text = running.text();
+    let counted_and_dropped = |text: &str| {
         let counted = sample(
-            &text,
+            text,
             "nats_delivery_jetstream_max_deliveries_total",
             &labels,
         )
         .unwrap_or(0.0);
-        let dropped = sample(&text, "nats_delivery_exporter_dropped_messages_total", APP).unwrap();
+        let dropped = sample(text, "nats_delivery_exporter_dropped_messages_total", APP).unwrap();
+        (counted, dropped)
+    };
+    // Every advisory is either counted or counted as dropped, exactly.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = running.text();
+        let (counted, dropped) = counted_and_dropped(&text);
         let received = sample(&text, "nats_delivery_advisories_received_total", APP).unwrap();
         if counted + dropped == N as f64 {
             assert_eq!(received, counted, "{text}");
@@ -63,13 +67,7 @@ async fn own_client_drops_are_counted_exactly() {
     // And it stays exact: no late over-count.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let text = running.text();
-    let counted = sample(
-        &text,
-        "nats_delivery_jetstream_max_deliveries_total",
-        &labels,
-    )
-    .unwrap_or(0.0);
-    let dropped = sample(&text, "nats_delivery_exporter_dropped_messages_total", APP).unwrap();
+    let (counted, dropped) = counted_and_dropped(&text);
     assert_eq!(counted + dropped, N as f64, "{text}");
     running.stop().await;
 }
