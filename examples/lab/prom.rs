@@ -21,6 +21,16 @@ pub struct Alert {
     pub labels: Labels,
 }
 
+impl Alert {
+    /// Whether this is alert `name` with at least the labels `want`.
+    pub fn is(&self, name: &str, want: &[(&str, &str)]) -> bool {
+        self.name == name
+            && want
+                .iter()
+                .all(|(k, v)| self.labels.get(*k).map(String::as_str) == Some(*v))
+    }
+}
+
 /// The lab's Prometheus.
 pub struct Prometheus {
     http: reqwest::Client,
@@ -138,13 +148,11 @@ impl Prometheus {
     ) -> anyhow::Result<Option<Alert>> {
         let start = Instant::now();
         loop {
-            let found = self.alerts().await?.into_iter().find(|a| {
-                a.name == name
-                    && a.state == "firing"
-                    && want
-                        .iter()
-                        .all(|(k, v)| a.labels.get(*k).map(String::as_str) == Some(*v))
-            });
+            let found = self
+                .alerts()
+                .await?
+                .into_iter()
+                .find(|a| a.state == "firing" && a.is(name, want));
             if found.is_some() || start.elapsed() > timeout {
                 return Ok(found);
             }
@@ -162,12 +170,7 @@ impl Prometheus {
     ) -> anyhow::Result<bool> {
         let start = Instant::now();
         loop {
-            let active = self.alerts().await?.into_iter().any(|a| {
-                a.name == name
-                    && want
-                        .iter()
-                        .all(|(k, v)| a.labels.get(*k).map(String::as_str) == Some(*v))
-            });
+            let active = self.alerts().await?.iter().any(|a| a.is(name, want));
             if !active {
                 return Ok(true);
             }
