@@ -1,82 +1,13 @@
 //! The real binary in durable mode: stop the exporter (SIGTERM), let N
-//! messages die, start it again: its counter shows exactly N.
+//! messages die, start it again: its counter goes on from the stored total
+//! and adds exactly N.
 mod advisories_support;
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use advisories_support::binary::Exporter;
 use advisories_support::*;
 use async_nats::jetstream;
-use nats_test_server::NatsServer;
-
-struct Exporter {
-    child: Child,
-    port: u16,
-}
-
-impl Exporter {
-    fn start(s: &NatsServer) -> Exporter {
-        let port = nats_test_server::free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--monitor-url", &s.monitor_url()])
-            .args(["--nats-servers", &s.client_url()])
-            .args(["--nats-account", "APP=user:app:app-secret"])
-            .args(["--advisories", "--advisories-stream", "ADV"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the exporter binary");
-        let e = Exporter { child, port };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while e.value("nats_delivery_advisory_listener_up", &[("account", "APP")]) != Some(1.0) {
-            assert!(Instant::now() < deadline, "exporter listener not up");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        e
-    }
-
-    fn scrape(&self) -> Option<String> {
-        std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        Some(nats_test_server::http_get(&format!(
-            "http://127.0.0.1:{}/metrics",
-            self.port
-        )))
-    }
-
-    fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        sample(&self.scrape()?, name, labels)
-    }
-
-    /// SIGTERM, as a service manager stops it; waits for a clean exit.
-    fn stop(mut self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(status.success(), "exporter exited with {status}");
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "exporter did not stop on SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Exporter {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 async fn advisories_in_stream(js: &jetstream::Context) -> u64 {
     let mut s = js.get_stream("ADV").await.unwrap();
@@ -114,7 +45,7 @@ async fn counts_survive_an_exporter_restart_exactly() {
     ];
     let name = "nats_delivery_jetstream_max_deliveries_total";
 
-    let exporter = tokio::task::block_in_place(|| Exporter::start(&s));
+    let exporter = tokio::task::block_in_place(|| Exporter::start(&s, &[]));
     let js = jetstream::new(client(&s, "app").await);
     let st = stream(&js, "WORK", "work", -1).await;
     let c = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
@@ -129,25 +60,26 @@ async fn counts_survive_an_exporter_restart_exactly() {
     // Down: 25 messages die.
     kill(&js, &c, 25, 29).await;
 
-    let exporter = tokio::task::block_in_place(|| Exporter::start(&s));
+    let exporter = tokio::task::block_in_place(|| Exporter::start(&s, &[]));
     let deadline = Instant::now() + Duration::from_secs(30);
-    while tokio::task::block_in_place(|| exporter.value(name, &labels)) != Some(25.0) {
+    // It starts from the stored 4 and adds the 25.
+    while tokio::task::block_in_place(|| exporter.value(name, &labels)) != Some(29.0) {
         assert!(
             Instant::now() < deadline,
-            "restarted exporter did not count 25"
+            "restarted exporter did not count 4 + 25"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let text = tokio::task::block_in_place(|| exporter.scrape()).unwrap();
-    assert_eq!(sample(&text, name, &labels), Some(25.0));
+    assert_eq!(sample(&text, name, &labels), Some(29.0));
     assert_eq!(
         sample(
             &text,
             "nats_delivery_advisories_received_total",
             &[("account", "APP")]
         ),
-        Some(25.0)
+        Some(29.0)
     );
     nats_test_server::reference::assert_documented(&text);
     tokio::task::block_in_place(|| exporter.stop());

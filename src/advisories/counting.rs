@@ -93,19 +93,63 @@ pub enum Outcome {
     Unknown,
 }
 
-/// Counts one account's advisories into the shared metrics.
+/// Stream and consumer label value of the series that collects advisories
+/// beyond an account's cap of distinct series.
+pub const OVERFLOW: &str = "__overflow__";
+
+/// Caps the distinct (stream, consumer) series of one account: advisories
+/// can be published by anyone allowed to, and every new name would
+/// otherwise be a series kept forever.
+#[derive(Debug)]
+pub struct SeriesCap {
+    max: usize,
+    known: HashSet<(String, String)>,
+}
+
+impl SeriesCap {
+    /// At most `max` distinct series (at least 1).
+    pub fn new(max: usize) -> Self {
+        SeriesCap {
+            max: max.max(1),
+            known: HashSet::new(),
+        }
+    }
+
+    /// True if the series is (or may now become) one of the kept ones;
+    /// false if it must be folded into [`OVERFLOW`].
+    pub fn admit(&mut self, stream: &str, consumer: &str) -> bool {
+        let key = (stream.to_string(), consumer.to_string());
+        if self.known.contains(&key) {
+            return true;
+        }
+        if self.known.len() >= self.max {
+            return false;
+        }
+        self.known.insert(key);
+        true
+    }
+}
+
+/// Counts one account's advisories into the shared metrics (live mode).
 #[derive(Debug)]
 pub struct AdvisoryCounter {
     account: String,
     account_labels: AccountLabels,
     metrics: AdvisoryMetrics,
     dedup: Deduplicator,
+    cap: SeriesCap,
 }
 
 impl AdvisoryCounter {
-    /// A counter for `account`, remembering `dedup_window` events.
-    pub fn new(account: &str, metrics: AdvisoryMetrics, dedup_window: usize) -> Self {
-        metrics.init_account(account);
+    /// A counter for `account`, remembering `dedup_window` events and
+    /// keeping at most `max_series` distinct (stream, consumer) series.
+    pub fn new(
+        account: &str,
+        metrics: AdvisoryMetrics,
+        dedup_window: usize,
+        max_series: usize,
+    ) -> Self {
+        metrics.init_account(account, false);
         AdvisoryCounter {
             account: account.to_string(),
             account_labels: AccountLabels {
@@ -113,6 +157,7 @@ impl AdvisoryCounter {
             },
             metrics,
             dedup: Deduplicator::new(dedup_window),
+            cap: SeriesCap::new(max_series),
         }
     }
 
@@ -132,7 +177,7 @@ impl AdvisoryCounter {
             .received
             .get_or_create(&self.account_labels)
             .inc();
-        let advisory = match parse::parse(payload) {
+        let mut advisory = match parse::parse_on(subject, payload) {
             Ok(a) => a,
             Err(ParseError::Malformed(why)) => {
                 self.metrics
@@ -151,7 +196,16 @@ impl AdvisoryCounter {
                 return Outcome::Unknown;
             }
         };
-        if !self.dedup.first_time(&advisory) {
+        if !self.cap.admit(&advisory.stream, &advisory.consumer) {
+            // Folded series are not de-duplicated: their names would have
+            // to be remembered, which is what the cap prevents.
+            self.metrics
+                .folded
+                .get_or_create(&self.account_labels)
+                .inc();
+            advisory.stream = OVERFLOW.to_string();
+            advisory.consumer = OVERFLOW.to_string();
+        } else if !self.dedup.first_time(&advisory) {
             self.metrics
                 .duplicates
                 .get_or_create(&self.account_labels)
@@ -188,6 +242,8 @@ impl AdvisoryCounter {
 mod tests {
     use super::*;
 
+    const SUBJECT: &str = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C";
+
     fn md(seq: u64) -> Vec<u8> {
         format!(r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"S","consumer":"C","stream_seq":{seq},"deliveries":4}}"#).into_bytes()
     }
@@ -195,9 +251,9 @@ mod tests {
     #[test]
     fn counts_each_message_once_within_the_window() {
         let metrics = AdvisoryMetrics::default();
-        let mut c = AdvisoryCounter::new("A", metrics.clone(), 3);
+        let mut c = AdvisoryCounter::new("A", metrics.clone(), 3, 10);
         for seq in [1, 2, 1, 3, 2] {
-            c.record("s", &md(seq));
+            c.record(SUBJECT, &md(seq));
         }
         let l = ConsumerLabels {
             account: "A".into(),
@@ -206,13 +262,42 @@ mod tests {
         };
         assert_eq!(metrics.max_deliveries.get_or_create(&l).get(), 3);
         // seq 1 left the 3-entry window after 2, 3, 4 arrived: counted again.
-        c.record("s", &md(4));
-        c.record("s", &md(1));
+        c.record(SUBJECT, &md(4));
+        c.record(SUBJECT, &md(1));
         assert_eq!(metrics.max_deliveries.get_or_create(&l).get(), 5);
         let a = AccountLabels {
             account: "A".into(),
         };
         assert_eq!(metrics.duplicates.get_or_create(&a).get(), 2);
         assert_eq!(metrics.received.get_or_create(&a).get(), 7);
+    }
+
+    #[test]
+    fn series_beyond_the_cap_are_folded() {
+        let metrics = AdvisoryMetrics::default();
+        let mut c = AdvisoryCounter::new("A", metrics.clone(), 100, 2);
+        for (i, name) in ["C1", "C2", "C3", "C4", "C1"].iter().enumerate() {
+            let p = format!(
+                r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"S","consumer":"{name}","stream_seq":{i},"deliveries":4}}"#
+            );
+            let s = format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.{name}");
+            c.record(&s, p.as_bytes());
+        }
+        let count = |stream: &str, consumer: &str| {
+            metrics
+                .max_deliveries
+                .get_or_create(&ConsumerLabels {
+                    account: "A".into(),
+                    stream: stream.into(),
+                    consumer: consumer.into(),
+                })
+                .get()
+        };
+        assert_eq!((count("S", "C1"), count("S", "C2")), (2, 1));
+        assert_eq!(count(OVERFLOW, OVERFLOW), 2);
+        let a = AccountLabels {
+            account: "A".into(),
+        };
+        assert_eq!(metrics.folded.get_or_create(&a).get(), 2);
     }
 }

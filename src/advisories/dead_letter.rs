@@ -31,6 +31,9 @@ pub const HEADER_DELIVERIES: &str = "Dead-Letter-Deliveries";
 pub const HEADER_REASON: &str = "Dead-Letter-Reason";
 /// Header: the advisory's timestamp.
 pub const HEADER_TIME: &str = "Dead-Letter-Time";
+/// Header (durable mode): the original stream's creation time (Unix ns), which
+/// tells one incarnation of a stream name from the next.
+pub const HEADER_STREAM_CREATED: &str = "Dead-Letter-Stream-Created";
 /// Header: the account label.
 pub const HEADER_ACCOUNT: &str = "Dead-Letter-Account";
 /// The original's own `Nats-<name>` headers are kept as
@@ -156,7 +159,7 @@ impl DeadLetter {
         if !self.wants(a.kind) {
             return Ok(Capture::NotWanted);
         }
-        let result = self.try_capture(a, first_time).await;
+        let result = self.try_capture(a, None, first_time).await;
         if result.is_err() {
             self.metrics
                 .dead_letter_errors
@@ -166,6 +169,35 @@ impl DeadLetter {
                 .inc();
         }
         result
+    }
+
+    /// Durable mode: copies the message of the stream incarnation
+    /// `incarnation` (see [`super::incarnation`]) without counting anything;
+    /// the caller stores the outcome with the advisory's totals. A message of
+    /// an earlier incarnation, or of a stream that is gone, is [`Capture::Missing`].
+    pub async fn capture_in(
+        &self,
+        a: &Advisory,
+        incarnation: i64,
+    ) -> Result<Capture, DeadLetterError> {
+        if !self.wants(a.kind) {
+            return Ok(Capture::NotWanted);
+        }
+        if incarnation <= 0 {
+            return Ok(Capture::Missing);
+        }
+        self.try_capture(a, Some(incarnation), false).await
+    }
+
+    /// Logs that the copy of `a` is given up after repeated failures (durable
+    /// mode counts it with the totals).
+    pub fn log_give_up(&self, a: &Advisory) {
+        tracing::error!(
+            account = %self.account,
+            stream = %a.stream,
+            seq = a.stream_seq,
+            "dead-letter copy given up after repeated failures"
+        );
     }
 
     /// Records that the copy of `a` is given up after repeated failures.
@@ -186,10 +218,13 @@ impl DeadLetter {
             .inc();
     }
 
+    /// One copy attempt. `count` is false in durable mode, whose totals
+    /// count the outcome; `incarnation` is known there too.
     async fn try_capture(
         &self,
         a: &Advisory,
-        first_time: bool,
+        incarnation: Option<i64>,
+        count: bool,
     ) -> Result<Capture, DeadLetterError> {
         let source = self
             .js
@@ -199,7 +234,7 @@ impl DeadLetter {
         let original = match source.get_raw_message(a.stream_seq).await {
             Ok(m) => m,
             Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => {
-                if first_time {
+                if count {
                     self.metrics
                         .dead_letter_missing
                         .get_or_create(&ReasonLabels {
@@ -243,14 +278,16 @@ impl DeadLetter {
             headers.insert(HEADER_TIME, t.as_str());
         }
         headers.insert(HEADER_ACCOUNT, self.account.as_str());
-        headers.insert(
-            async_nats::header::NATS_MESSAGE_ID,
-            format!(
-                "{}.{}.{}.{}",
-                self.account, a.stream, a.consumer, a.stream_seq
-            )
-            .as_str(),
+        let mut id = format!(
+            "{}.{}.{}.{}",
+            self.account, a.stream, a.consumer, a.stream_seq
         );
+        if let Some(created) = incarnation {
+            headers.insert(HEADER_STREAM_CREATED, created.to_string().as_str());
+            id.push_str(&format!(".{created}"));
+        }
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
+        let wanted = headers.clone();
         let subject = format!("{}.{}.{}", self.prefix, a.stream, a.consumer);
         let ack = self
             .js
@@ -260,7 +297,13 @@ impl DeadLetter {
             .await
             .map_err(|e| DeadLetterError::JetStream(format!("publish ack: {e}")))?;
         if ack.duplicate {
+            // A refusal is only as good as what it refers to: check that the
+            // copy stored under that id is this message's.
+            self.check_copy(&ack.stream, ack.sequence, &wanted).await?;
             return Ok(Capture::AlreadyStored);
+        }
+        if !count {
+            return Ok(Capture::Stored);
         }
         self.metrics
             .dead_letter_stored
@@ -271,6 +314,42 @@ impl DeadLetter {
             })
             .inc();
         Ok(Capture::Stored)
+    }
+}
+
+impl DeadLetter {
+    /// Reads the copy the dead-letter stream holds at `seq` and compares its
+    /// identifying headers with the copy that was refused as a duplicate.
+    async fn check_copy(
+        &self,
+        stream: &str,
+        seq: u64,
+        wanted: &HeaderMap,
+    ) -> Result<(), DeadLetterError> {
+        let dl = self
+            .js
+            .get_stream_no_info(stream)
+            .await
+            .map_err(|e| DeadLetterError::JetStream(format!("stream {stream}: {e}")))?;
+        let stored = dl.get_raw_message(seq).await.map_err(|e| {
+            DeadLetterError::JetStream(format!("read the stored copy {stream} seq {seq}: {e}"))
+        })?;
+        for h in [
+            HEADER_ACCOUNT,
+            HEADER_STREAM,
+            HEADER_SEQUENCE,
+            HEADER_CONSUMER,
+            HEADER_STREAM_CREATED,
+        ] {
+            let want = wanted.get(h).map(|v| v.as_str());
+            let have = stored.headers.get(h).map(|v| v.as_str());
+            if want != have {
+                return Err(DeadLetterError::JetStream(format!(
+                    "refused as a duplicate, but the copy at {stream} seq {seq} is of another message ({h}: {have:?}, expected {want:?})"
+                )));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -1,15 +1,21 @@
-//! Durable mode: a stream keeps the advisories while the exporter is away, and
-//! a durable pull consumer hands them out.
+//! Durable mode: a stream keeps the advisories while the exporter is away,
+//! a durable pull consumer hands them out, and the totals live in a
+//! key-value bucket of the account ([`super::store`]).
 //!
-//! An advisory is acknowledged only after it has been counted (and, with
-//! dead-letter capture, after the copy's PubAck), so advisories produced while
-//! the exporter is stopped are counted when it comes back, and replicas
-//! sharing the consumer each count a disjoint share. On shutdown the client is
-//! flushed so every acknowledgement sent reaches the server; an advisory that
-//! was counted but whose acknowledgement was lost in a crash is redelivered to
-//! a process that starts from zero anyway (the crashed process's counts are gone
-//! with it, unless a scrape caught them in between: the one window where a
-//! count can repeat, documented in the README).
+//! Commit first, acknowledge last: a batch of advisories is applied to the
+//! stored totals, the changed keys are written (compare-and-set), the
+//! counters shown are raised to what was written, and only then are the
+//! advisories acknowledged. A crash at any point loses nothing and counts
+//! nothing twice: an advisory whose acknowledgement was lost is redelivered
+//! and recognised by its advisory-stream sequence, stored with the totals.
+//! A new process, or a replica, starts from the stored totals, so the
+//! counters never go backwards; replicas sharing the consumer each commit
+//! their share and all show the same totals (they watch the bucket).
+//!
+//! Every [`PROBE_INTERVAL`] the consumer is asked for its state: a stream or
+//! consumer that is gone (deleted, or a server restarted with an empty
+//! store), JetStream switched off or a refused subject ends the session with
+//! its reason counted, and setup starts again.
 
 use std::time::Duration;
 
@@ -17,10 +23,16 @@ use async_nats::jetstream::{self, consumer, stream};
 use futures::StreamExt;
 use tokio::sync::watch;
 
-use super::counting::{AdvisoryCounter, Outcome};
-use super::dead_letter::{is_stream_not_found, DeadLetter, CAPTURE_ATTEMPTS};
+use super::batch::Applier;
+use super::dead_letter::{is_stream_not_found, DeadLetter};
+use super::incarnation::Incarnations;
+use super::metrics::AdvisoryMetrics;
 use super::parse::SUBJECTS;
-use super::{or_stop, retry_after, stopped, subject_covers, AccountListener};
+use super::store::TotalsStore;
+use super::totals::{Totals, ACCOUNT_KEY};
+use super::{
+    or_stop, retry_after, stopped, subject_covers, AccountListener, ErrorKind, ListenerError,
+};
 use crate::nats_connection;
 
 /// Advisories asked for per pull request.
@@ -52,15 +64,19 @@ fn other(e: impl std::fmt::Display) -> DurableError {
 }
 
 /// Finds or creates the advisory stream; returns whether its subjects are
-/// exactly the advisory subjects (then the consumer needs no filter).
+/// exactly the advisory subjects (then the consumer needs no filter) and
+/// its creation time in Unix ns (what its sequences belong to).
 pub async fn ensure_stream(
     js: &jetstream::Context,
     name: &str,
     max_age: Duration,
-) -> Result<bool, DurableError> {
+    replicas: usize,
+) -> Result<(bool, i64), DurableError> {
     match js.get_stream(name).await {
         Ok(mut s) => {
-            let subjects = s.info().await.map_err(other)?.config.subjects.clone();
+            let info = s.info().await.map_err(other)?;
+            let created = unix_nanos(info.created);
+            let subjects = info.config.subjects.clone();
             let missing: Vec<String> = SUBJECTS
                 .iter()
                 .filter(|needed| !subjects.iter().any(|f| subject_covers(f, needed)))
@@ -75,29 +91,39 @@ pub async fn ensure_stream(
             }
             let exact = subjects.len() == SUBJECTS.len()
                 && SUBJECTS.iter().all(|s| subjects.iter().any(|f| f == s));
-            Ok(exact)
+            Ok((exact, created))
         }
         Err(e) if is_stream_not_found(&e) => {
-            js.create_stream(stream::Config {
-                name: name.to_string(),
-                subjects: SUBJECTS.iter().map(|s| s.to_string()).collect(),
-                max_age,
-                storage: stream::StorageType::File,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| other(format!("create advisory stream {name:?}: {e}")))?;
-            tracing::info!(stream = name, "created advisory stream");
-            Ok(true)
+            let mut created = js
+                .create_stream(stream::Config {
+                    name: name.to_string(),
+                    subjects: SUBJECTS.iter().map(|s| s.to_string()).collect(),
+                    max_age,
+                    storage: stream::StorageType::File,
+                    num_replicas: replicas,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| other(format!("create advisory stream {name:?}: {e}")))?;
+            tracing::info!(stream = name, replicas, "created advisory stream");
+            let info = created.info().await.map_err(other)?;
+            Ok((true, unix_nanos(info.created)))
         }
         Err(e) => Err(other(format!("advisory stream {name:?}: {e}"))),
     }
 }
 
+/// How often the listener checks that its consumer still exists.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
+
+fn unix_nanos(t: time::OffsetDateTime) -> i64 {
+    i64::try_from(t.unix_timestamp_nanos()).unwrap_or(0)
+}
+
 /// Runs the durable listener of one account until shutdown.
 pub async fn run(l: AccountListener, mut shutdown: watch::Receiver<bool>) {
-    let mut counter = AdvisoryCounter::new(&l.account, l.metrics.clone(), l.args.dedup_window);
-    while let Err(e) = session(&l, &mut counter, &mut shutdown).await {
+    let mut shown: Option<Shown> = None;
+    while let Err(e) = session(&l, &mut shown, &mut shutdown).await {
         if retry_after(&l, "durable advisory listener", e, &mut shutdown).await {
             break;
         }
@@ -105,12 +131,17 @@ pub async fn run(l: AccountListener, mut shutdown: watch::Receiver<bool>) {
     l.metrics.set_up(&l.account, false);
 }
 
+/// What the counters of this account show: the totals of one bucket.
+struct Shown {
+    bucket_created: i64,
+    series: Vec<(String, String)>,
+}
+
 async fn session(
     l: &AccountListener,
-    counter: &mut AdvisoryCounter,
+    shown: &mut Option<Shown>,
     shutdown: &mut watch::Receiver<bool>,
-) -> Result<(), DurableError> {
-    let stream_name = l.args.stream.as_deref().unwrap_or_default();
+) -> Result<(), ListenerError> {
     let client = nats_connection::connect(
         &l.nats,
         &l.auth,
@@ -118,37 +149,59 @@ async fn session(
         SUBSCRIPTION_CAPACITY,
     )
     .await
-    .map_err(other)?;
+    .map_err(|e| ListenerError::new(ErrorKind::Connect, e.to_string()))?;
     let js = jetstream::new(client.clone());
     // Setup makes JetStream requests that wait while the server refuses us;
     // shutdown may cut in (nothing is acknowledged yet).
-    let setup = setup(l, &js, stream_name);
-    let (dead_letter, mut messages) = match or_stop(shutdown, setup).await {
-        None => return Ok(()),
-        Some(r) => r?,
-    };
+    let (mut store, watch, mut applier, consumer, messages) =
+        match or_stop(shutdown, setup(l, &js)).await {
+            None => return Ok(()),
+            Some(r) => r?,
+        };
+    show_store(l, &store, shown);
+    let watcher = tokio::spawn(mirror(l.clone(), watch));
     l.metrics.set_up(&l.account, true);
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut messages = messages.ready_chunks(BATCH);
+    let mut probe = tokio::time::interval(PROBE_INTERVAL);
+    probe.tick().await;
+    let mut ack_floor = 0;
     let result = loop {
         tokio::select! {
             _ = stopped(shutdown) => break Ok(()),
-            _ = tick.tick() => {
-                l.metrics.set_up(&l.account, nats_connection::is_connected(&client));
-            }
-            next = messages.next() => match next {
-                Some(Ok(msg)) => handle(counter, dead_letter.as_ref(), msg).await,
-                Some(Err(e)) => {
-                    // Missed heartbeats and similar are transient; the
-                    // stream keeps pulling. A deleted consumer is not.
-                    tracing::warn!(account = %l.account, "advisory consumer: {e}");
-                    if matches!(e.kind(), consumer::pull::MessagesErrorKind::ConsumerDeleted) {
-                        break Err(other("advisory consumer was deleted; re-creating"));
+            _ = probe.tick() => match check(&consumer).await {
+                Ok(floor) => {
+                    ack_floor = floor;
+                    l.metrics.set_up(&l.account, nats_connection::is_connected(&client));
+                }
+                Err(e) => break Err(e),
+            },
+            next = messages.next() => {
+                let Some(chunk) = next else {
+                    break Err(ListenerError::new(ErrorKind::Other, "advisory consumer stream ended"));
+                };
+                let mut batch = Vec::with_capacity(chunk.len());
+                let mut failed = None;
+                for item in chunk {
+                    match item {
+                        Ok(m) => batch.push(m),
+                        Err(e) => failed = Some(e),
                     }
                 }
-                None => break Err(other("advisory consumer stream ended")),
-            },
+                if let Err(e) = commit_then_ack(&mut store, &mut applier, &l.metrics, batch, ack_floor).await {
+                    break Err(e);
+                }
+                if let Some(e) = failed {
+                    // Missed heartbeats and the like: the stream keeps
+                    // pulling, but ask at once whether the consumer is gone.
+                    tracing::warn!(account = %l.account, "advisory consumer: {e}");
+                    if let Err(e) = check(&consumer).await {
+                        break Err(e);
+                    }
+                }
+            }
         }
     };
+    watcher.abort();
     // Stop asking for more, then make sure every acknowledgement sent so far
     // reaches the server before this process lets go.
     drop(messages);
@@ -156,13 +209,148 @@ async fn session(
     result
 }
 
-/// Finds or creates the streams and the durable consumer and starts pulling.
+/// Asks for the consumer's state; returns its ack floor (advisory stream
+/// sequence) or why the listener cannot go on.
+async fn check(consumer: &consumer::PullConsumer) -> Result<u64, ListenerError> {
+    match tokio::time::timeout(PROBE_INTERVAL, consumer.get_info()).await {
+        Ok(Ok(info)) => Ok(info.ack_floor.stream_sequence),
+        Ok(Err(e)) => Err(ListenerError::request("advisory consumer", e)),
+        Err(_) => Err(ListenerError::new(
+            ErrorKind::Timeout,
+            "advisory consumer: no answer to a state request",
+        )),
+    }
+}
+
+/// Most attempts at one batch when other replicas keep writing the same keys.
+const COMMIT_ATTEMPTS: usize = 20;
+
+/// Applies a batch, stores it, shows it, then acknowledges it.
+async fn commit_then_ack(
+    store: &mut TotalsStore,
+    applier: &mut Applier,
+    metrics: &AdvisoryMetrics,
+    batch: Vec<jetstream::Message>,
+    ack_floor: u64,
+) -> Result<(), ListenerError> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    applier.captures.clear();
+    for _ in 0..COMMIT_ATTEMPTS {
+        let mut work = applier.apply(store, &batch).await;
+        for (key, t) in work.changed.iter_mut() {
+            t.prune(applier.source, ack_floor);
+            if key == ACCOUNT_KEY && applier.source == t.source {
+                t.ack_floor = t.ack_floor.max(ack_floor);
+            }
+        }
+        let keys: Vec<String> = work.changed.keys().cloned().collect();
+        let conflicts = store.commit(work.changed).await?;
+        if !conflicts.is_empty() {
+            // Another replica wrote these keys: read them and apply again
+            // (what was stored, this batch's part included, is recognised).
+            for key in &conflicts {
+                store.reload(key).await?;
+            }
+            continue;
+        }
+        for key in &keys {
+            if let Some(s) = store.entries.get(key) {
+                show(&applier.account, key, &s.totals, metrics);
+            }
+        }
+        for i in work.ack {
+            if let Err(e) = batch[i].ack().await {
+                tracing::warn!(account = %applier.account, "acknowledging an advisory: {e}");
+            }
+        }
+        return Ok(());
+    }
+    Err(ListenerError::store(format!(
+        "the totals kept changing under {COMMIT_ATTEMPTS} attempts to store one batch"
+    )))
+}
+
+/// Shows one stored key in the counters.
+fn show(account: &str, key: &str, t: &Totals, metrics: &AdvisoryMetrics) {
+    if key == ACCOUNT_KEY {
+        metrics.show_account(account, t);
+    } else if !t.stream.is_empty() {
+        metrics.show_series(account, t);
+    }
+}
+
+/// Shows every stored key. A bucket other than the one shown before was
+/// emptied and made again (a server restarted without its store): its totals
+/// start again, so the counters are removed first and restart from what the
+/// new bucket holds.
+fn show_store(l: &AccountListener, store: &TotalsStore, shown: &mut Option<Shown>) {
+    if let Some(before) = shown.as_ref() {
+        if before.bucket_created != store.created {
+            tracing::error!(
+                account = %l.account,
+                "the totals bucket was created again (emptied store?): the stored totals are gone and the counters start again from zero"
+            );
+            l.metrics.forget_account(&l.account, &before.series);
+        }
+    }
+    l.metrics.show_account(
+        &l.account,
+        store
+            .entries
+            .get(ACCOUNT_KEY)
+            .map(|s| &s.totals)
+            .unwrap_or(&Totals::default()),
+    );
+    for (key, s) in &store.entries {
+        show(&l.account, key, &s.totals, &l.metrics);
+    }
+    *shown = Some(Shown {
+        bucket_created: store.created,
+        series: store.series(),
+    });
+}
+
+/// Follows the bucket for the totals other replicas store, so every replica
+/// shows the same totals.
+async fn mirror(l: AccountListener, mut watch: async_nats::jetstream::kv::Watch) {
+    while let Some(Ok(entry)) = watch.next().await {
+        if entry.operation != async_nats::jetstream::kv::Operation::Put {
+            continue;
+        }
+        if let Ok(t) = serde_json::from_slice::<Totals>(&entry.value) {
+            show(&l.account, &entry.key, &t, &l.metrics);
+        }
+    }
+}
+
+/// Finds or creates the advisory stream, the totals bucket, the dead-letter
+/// stream and the durable consumer, and starts pulling.
 async fn setup(
     l: &AccountListener,
     js: &jetstream::Context,
-    stream_name: &str,
-) -> Result<(Option<DeadLetter>, consumer::pull::Stream), DurableError> {
-    let exact = ensure_stream(js, stream_name, l.args.stream_max_age).await?;
+) -> Result<
+    (
+        TotalsStore,
+        async_nats::jetstream::kv::Watch,
+        Applier,
+        consumer::PullConsumer,
+        consumer::pull::Stream,
+    ),
+    ListenerError,
+> {
+    let stream_name = l.args.stream.as_deref().unwrap_or_default();
+    let replicas = usize::from(l.args.replicas);
+    let (exact, source) = ensure_stream(js, stream_name, l.args.stream_max_age, replicas)
+        .await
+        .map_err(|e| match e {
+            DurableError::StreamMismatch { .. } => {
+                ListenerError::new(ErrorKind::StreamMismatch, e.to_string())
+            }
+            DurableError::Other(text) => ListenerError::request("advisory stream", text),
+        })?;
+    let (store, watch) = TotalsStore::open(js, &l.args.totals_bucket(), replicas).await?;
     let dead_letter = match &l.args.dead_letter_stream {
         Some(dl) => Some(
             DeadLetter::setup(
@@ -174,11 +362,24 @@ async fn setup(
                 l.metrics.clone(),
             )
             .await
-            .map_err(other)?,
+            .map_err(|e| ListenerError::request("dead-letter stream", e))?,
         ),
         None => None,
     };
-    let advisory_stream = js.get_stream_no_info(stream_name).await.map_err(other)?;
+    // A consumer created again (deleted, or lost) starts after the ack floor
+    // stored with the totals: what was counted is not handed out again.
+    let deliver_policy = match store.entries.get(ACCOUNT_KEY) {
+        Some(s) if s.totals.source == source && s.totals.ack_floor > 0 => {
+            consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: s.totals.ack_floor + 1,
+            }
+        }
+        _ => consumer::DeliverPolicy::All,
+    };
+    let advisory_stream = js
+        .get_stream_no_info(stream_name)
+        .await
+        .map_err(|e| ListenerError::request("advisory stream", e))?;
     let consumer: consumer::PullConsumer = advisory_stream
         .get_or_create_consumer(
             &l.args.consumer,
@@ -187,10 +388,12 @@ async fn setup(
                 description: Some("nats-delivery-exporter: counts delivery advisories".into()),
                 ack_policy: consumer::AckPolicy::Explicit,
                 ack_wait: l.args.ack_wait,
+                deliver_policy,
                 // Never give up on an advisory: a limit would drop counts and
                 // make advisories about the exporter's own consumer.
                 max_deliver: -1,
                 max_ack_pending: (BATCH * 10) as i64,
+                num_replicas: replicas,
                 filter_subjects: if exact {
                     Vec::new()
                 } else {
@@ -200,7 +403,9 @@ async fn setup(
             },
         )
         .await
-        .map_err(|e| other(format!("durable consumer {:?}: {e}", l.args.consumer)))?;
+        .map_err(|e| {
+            ListenerError::request(&format!("durable consumer {:?}", l.args.consumer), e)
+        })?;
     let messages = consumer
         .stream()
         .max_messages_per_batch(BATCH)
@@ -208,46 +413,15 @@ async fn setup(
         .expires(Duration::from_secs(30))
         .messages()
         .await
-        .map_err(other)?;
-    Ok((dead_letter, messages))
-}
-
-async fn handle(
-    counter: &mut AdvisoryCounter,
-    dead_letter: Option<&DeadLetter>,
-    msg: jetstream::Message,
-) {
-    // A wider stream holds other advisories too; the consumer filters them
-    // out on 2.10+, older servers ignore the filter and deliver them.
-    if !SUBJECTS.iter().any(|p| subject_covers(p, &msg.subject)) {
-        if let Err(e) = msg.ack().await {
-            tracing::warn!(account = %counter.account(), "acknowledging a skipped advisory: {e}");
-        }
-        return;
-    }
-    let outcome = counter.record(&msg.subject, &msg.payload);
-    if let (Some(dl), Outcome::Counted(a) | Outcome::Duplicate(a)) = (dead_letter, &outcome) {
-        let first_time = matches!(outcome, Outcome::Counted(_));
-        if let Err(e) = dl.capture(a, first_time).await {
-            let attempts = msg.info().map(|i| i.delivered).unwrap_or(0);
-            if attempts < i64::from(CAPTURE_ATTEMPTS) {
-                // Not acknowledged: the server redelivers after ack_wait; the
-                // count is not repeated (dedup), the copy is retried.
-                tracing::warn!(
-                    account = %counter.account(),
-                    stream = %a.stream,
-                    seq = a.stream_seq,
-                    attempts,
-                    "dead-letter capture failed, will retry: {e}"
-                );
-                return;
-            }
-            // Unacknowledged advisories would pile up to max_ack_pending and
-            // stop all counting: give this copy up, loudly.
-            dl.give_up(a);
-        }
-    }
-    if let Err(e) = msg.ack().await {
-        tracing::warn!(account = %counter.account(), "acknowledging an advisory: {e}");
-    }
+        .map_err(|e| ListenerError::request("advisory consumer", e))?;
+    let applier = Applier {
+        account: l.account.clone(),
+        source,
+        max_series: l.args.max_series,
+        js: js.clone(),
+        incarnations: Incarnations::default(),
+        dead_letter,
+        captures: Default::default(),
+    };
+    Ok((store, watch, applier, consumer, messages))
 }

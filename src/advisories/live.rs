@@ -27,7 +27,7 @@ use super::counting::{AdvisoryCounter, Outcome};
 use super::dead_letter::DeadLetter;
 use super::metrics::AccountLabels;
 use super::parse::SUBJECTS;
-use super::{or_stop, retry_after, stopped, AccountListener};
+use super::{or_stop, retry_after, stopped, AccountListener, ErrorKind, ListenerError};
 use crate::nats_connection;
 
 /// Default of the messages the advisory subscription may buffer before the client drops:
@@ -44,7 +44,12 @@ const LIVE_CAPTURE_ATTEMPTS: u32 = 3;
 
 /// Runs the live listener of one account until shutdown.
 pub async fn run(l: AccountListener, mut shutdown: watch::Receiver<bool>) {
-    let mut counter = AdvisoryCounter::new(&l.account, l.metrics.clone(), l.args.dedup_window);
+    let mut counter = AdvisoryCounter::new(
+        &l.account,
+        l.metrics.clone(),
+        l.args.dedup_window,
+        l.args.max_series,
+    );
     while let Err(e) = session(&l, &mut counter, &mut shutdown).await {
         if retry_after(&l, "advisory listener", e, &mut shutdown).await {
             break;
@@ -53,14 +58,14 @@ pub async fn run(l: AccountListener, mut shutdown: watch::Receiver<bool>) {
     l.metrics.set_up(&l.account, false);
 }
 
-async fn subscribe_all(client: &Client) -> Result<SelectAll<Subscriber>, String> {
+async fn subscribe_all(client: &Client) -> Result<SelectAll<Subscriber>, ListenerError> {
     let mut subs = Vec::new();
     for s in SUBJECTS {
         subs.push(
             client
                 .subscribe(s)
                 .await
-                .map_err(|e| format!("subscribe {s}: {e}"))?,
+                .map_err(|e| ListenerError::request(&format!("subscribe {s}"), e))?,
         );
     }
     Ok(futures::stream::select_all(subs))
@@ -77,15 +82,17 @@ async fn session(
     l: &AccountListener,
     counter: &mut AdvisoryCounter,
     shutdown: &mut watch::Receiver<bool>,
-) -> Result<(), String> {
+) -> Result<(), ListenerError> {
+    let connect_error =
+        |e: nats_connection::ConnectionError| ListenerError::new(ErrorKind::Connect, e.to_string());
     let client = nats_connection::connect(&l.nats, &l.auth, "advisories", l.args.buffer.max(1))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(connect_error)?;
     let dead_letter = match &l.args.dead_letter_stream {
         Some(stream) => {
             let dl_client = nats_connection::connect(&l.nats, &l.auth, "dead-letter", 1024)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(connect_error)?;
             let setup = DeadLetter::setup(
                 async_nats::jetstream::new(dl_client),
                 stream,
@@ -96,7 +103,7 @@ async fn session(
             );
             match or_stop(shutdown, setup).await {
                 None => return Ok(()),
-                Some(r) => Some(r.map_err(|e| e.to_string())?),
+                Some(r) => Some(r.map_err(|e| ListenerError::request("dead-letter stream", e))?),
             }
         }
         None => None,
@@ -112,7 +119,7 @@ async fn session(
     // the server refuses us this waits, so shutdown must be able to cut in.
     match or_stop(shutdown, client.flush()).await {
         None => return Ok(()),
-        Some(r) => r.map_err(|e| e.to_string())?,
+        Some(r) => r.map_err(|e| ListenerError::request("subscribe", e))?,
     }
     l.metrics.set_up(&l.account, true);
     let dropped = l.metrics.dropped.get_or_create_owned(&AccountLabels {
@@ -127,7 +134,7 @@ async fn session(
                     audit.received += 1;
                     handle(counter, dead_letter.as_ref(), msg).await;
                 }
-                None => return Err("advisory subscriptions closed".into()),
+                None => return Err(ListenerError::new(ErrorKind::Other, "advisory subscriptions closed")),
             },
             _ = tick.tick() => {
                 let connected = nats_connection::is_connected(&client);

@@ -6,6 +6,13 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use super::totals::Totals;
+
+/// Raises a counter to `v` (never lowers it).
+fn raise(c: &Counter, v: u64) {
+    c.inner().fetch_max(v, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// `{account}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AccountLabels {
@@ -37,6 +44,15 @@ pub struct ReasonLabels {
     pub reason: String,
 }
 
+/// `{account,kind}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// Account name as configured.
+    pub account: String,
+    /// What failed: a value from a small fixed set.
+    pub kind: String,
+}
+
 /// Every advisory metric; cheap to clone (shared handles).
 #[derive(Clone, Debug, Default)]
 pub struct AdvisoryMetrics {
@@ -63,6 +79,11 @@ pub struct AdvisoryMetrics {
     pub dead_letter_stored: Family<ConsumerLabels, Counter>,
     /// Dead messages whose original was gone before it could be copied.
     pub dead_letter_missing: Family<ReasonLabels, Counter>,
+    /// Advisories counted in the `__overflow__` series because the account
+    /// reached its cap of distinct (stream, consumer) series.
+    pub folded: Family<AccountLabels, Counter>,
+    /// Listener failures (each ends a session, which is set up again), by kind.
+    pub listener_errors: Family<ErrorLabels, Counter>,
     /// Failed attempts to copy a dead message.
     pub dead_letter_errors: Family<AccountLabels, Counter>,
     /// Dead messages whose copy was given up after every attempt failed.
@@ -114,6 +135,16 @@ impl AdvisoryMetrics {
             m.duplicates.clone(),
         );
         registry.register(
+            "nats_delivery_advisories_folded",
+            "Advisories counted in the __overflow__ stream and consumer because the account reached --advisories-max-series distinct series",
+            m.folded.clone(),
+        );
+        registry.register(
+            "nats_delivery_advisory_listener_errors",
+            "Failures that stopped the advisory listener of the account until it set up again, by kind",
+            m.listener_errors.clone(),
+        );
+        registry.register(
             "nats_delivery_exporter_dropped_messages",
             "Advisory messages dropped by the exporter's own NATS client because its subscription buffer was full",
             m.dropped.clone(),
@@ -142,17 +173,123 @@ impl AdvisoryMetrics {
     }
 
     /// The per-account series that exist from the start (zeros, so alerts
-    /// and `increase()` see a series before the first event).
-    pub fn init_account(&self, account: &str) {
+    /// and `increase()` see a series before the first event). In durable
+    /// mode the account's counters appear only once the stored totals are
+    /// loaded ([`Self::show_account`]): a zero followed by the stored value
+    /// would look like an increase to Prometheus.
+    pub fn init_account(&self, account: &str, durable: bool) {
         let l = AccountLabels {
             account: account.to_string(),
         };
         let _ = self.listener_up.get_or_create(&l);
-        let _ = self.received.get_or_create(&l);
-        let _ = self.malformed.get_or_create(&l);
-        let _ = self.unknown.get_or_create(&l);
-        let _ = self.duplicates.get_or_create(&l);
         let _ = self.dropped.get_or_create(&l);
+        if !durable {
+            self.show_account(account, &Totals::default());
+        }
+    }
+
+    /// Shows the stored account totals: each counter rises to the stored
+    /// value and never falls (replicas' totals arrive in any order).
+    pub fn show_account(&self, account: &str, t: &Totals) {
+        let l = AccountLabels {
+            account: account.to_string(),
+        };
+        for (family, v) in [
+            (&self.received, t.received),
+            (&self.malformed, t.malformed),
+            (&self.unknown, t.unknown),
+            (&self.duplicates, t.duplicates),
+            (&self.folded, t.folded),
+            (&self.dead_letter_errors, t.dead_letter_errors),
+        ] {
+            raise(&family.get_or_create(&l), v);
+        }
+    }
+
+    /// Shows the stored totals of one (stream, consumer) series.
+    pub fn show_series(&self, account: &str, t: &Totals) {
+        let l = ConsumerLabels {
+            account: account.to_string(),
+            stream: t.stream.clone(),
+            consumer: t.consumer.clone(),
+        };
+        let reason = |reason: &str| ReasonLabels {
+            account: l.account.clone(),
+            stream: l.stream.clone(),
+            consumer: l.consumer.clone(),
+            reason: reason.to_string(),
+        };
+        for (family, v) in [
+            (&self.max_deliveries, t.max_deliveries),
+            (&self.naks, t.naks),
+            (&self.dead_letter_stored, t.dead_letter_stored),
+            (&self.dead_letter_failed, t.dead_letter_failed),
+        ] {
+            if v > 0 {
+                raise(&family.get_or_create(&l), v);
+            }
+        }
+        for (r, v) in &t.terminated {
+            raise(&self.terminated.get_or_create(&reason(r)), *v);
+        }
+        for (r, v) in &t.dead_letter_missing {
+            raise(&self.dead_letter_missing.get_or_create(&reason(r)), *v);
+        }
+    }
+
+    /// Removes every counter of `account` that mirrors stored totals: the
+    /// store was emptied (a server restarted without its data), so the
+    /// counters start again from what the new store holds, a reset
+    /// Prometheus understands.
+    pub fn forget_account(&self, account: &str, series: &[(String, String)]) {
+        let l = AccountLabels {
+            account: account.to_string(),
+        };
+        for family in [
+            &self.received,
+            &self.malformed,
+            &self.unknown,
+            &self.duplicates,
+            &self.folded,
+            &self.dead_letter_errors,
+        ] {
+            family.remove(&l);
+        }
+        for (stream, consumer) in series {
+            let c = ConsumerLabels {
+                account: account.to_string(),
+                stream: stream.clone(),
+                consumer: consumer.clone(),
+            };
+            for family in [
+                &self.max_deliveries,
+                &self.naks,
+                &self.dead_letter_stored,
+                &self.dead_letter_failed,
+            ] {
+                family.remove(&c);
+            }
+            for r in super::parse::REASON_LABELS {
+                let rl = ReasonLabels {
+                    account: c.account.clone(),
+                    stream: c.stream.clone(),
+                    consumer: c.consumer.clone(),
+                    reason: r.to_string(),
+                };
+                self.terminated.remove(&rl);
+                self.dead_letter_missing.remove(&rl);
+            }
+        }
+    }
+
+    /// Counts one listener failure of `kind`.
+    pub fn listener_error(&self, account: &str, kind: &str) {
+        self.listener_errors
+            .get_or_create(&ErrorLabels {
+                account: account.to_string(),
+                kind: kind.to_string(),
+            })
+            .inc();
     }
 
     /// Sets the account's `listener_up` gauge.

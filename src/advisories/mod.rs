@@ -12,12 +12,16 @@
 //! Optionally ([`dead_letter`]) each dead message is copied into a
 //! dead-letter stream.
 
+pub mod batch;
 pub mod counting;
 pub mod dead_letter;
 pub mod durable;
+pub mod incarnation;
 pub mod live;
 pub mod metrics;
 pub mod parse;
+pub mod store;
+pub mod totals;
 
 use std::time::Duration;
 
@@ -88,7 +92,42 @@ pub struct AdvisoryArgs {
     )]
     pub ack_wait: Duration,
 
-    /// How many recent advisories are remembered to ignore re-sent ones.
+    /// Durable mode: the key-value bucket that stores the totals; an advisory is acknowledged
+    /// only after its count is stored there. Replicas sharing the consumer share the bucket.
+    /// Default: the consumer name followed by "-totals".
+    #[arg(
+        id = "advisories_totals_bucket",
+        value_name = "BUCKET",
+        long = "advisories-totals-bucket",
+        env = "NATS_DELIVERY_ADVISORIES_TOTALS_BUCKET"
+    )]
+    pub totals_bucket: Option<String>,
+
+    /// Durable mode: replicas of the advisory stream, consumer and totals bucket the exporter
+    /// creates (3 in a cluster, so a server can fail without stopping the count).
+    #[arg(
+        id = "advisories_replicas",
+        value_name = "N",
+        long = "advisories-replicas",
+        env = "NATS_DELIVERY_ADVISORIES_REPLICAS",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u8).range(1..=5)
+    )]
+    pub replicas: u8,
+
+    /// Cap on distinct (stream, consumer) series per account; advisories of further series are
+    /// counted under stream and consumer "__overflow__".
+    #[arg(
+        id = "advisories_max_series",
+        value_name = "N",
+        long = "advisories-max-series",
+        env = "NATS_DELIVERY_ADVISORIES_MAX_SERIES",
+        default_value_t = 10_000
+    )]
+    pub max_series: usize,
+
+    /// Live mode: how many recent advisories are remembered to ignore re-sent ones (durable
+    /// mode remembers the last 16 events of each series in its totals bucket).
     #[arg(
         id = "advisories_dedup_window",
         value_name = "EVENTS",
@@ -161,6 +200,13 @@ pub struct AdvisoryArgs {
 }
 
 impl AdvisoryArgs {
+    /// The totals bucket of durable mode.
+    pub fn totals_bucket(&self) -> String {
+        self.totals_bucket
+            .clone()
+            .unwrap_or_else(|| format!("{}-totals", self.consumer))
+    }
+
     /// Builds the flags from flag-style arguments (no program name); for
     /// tests and embedding. Environment variables apply.
     pub fn from_flags<I, T>(flags: I) -> Result<AdvisoryArgs, clap::Error>
@@ -246,7 +292,7 @@ pub fn spawn_listeners(
         let accounts = nats.resolved_accounts()?;
         let metrics = AdvisoryMetrics::register(registry);
         for (account, auth) in accounts {
-            metrics.init_account(&account);
+            metrics.init_account(&account, args.stream.is_some());
             let listener = AccountListener {
                 nats: nats.clone(),
                 account,
@@ -304,6 +350,97 @@ impl Listeners {
     }
 }
 
+/// What stopped a listener's session: the `kind` label of
+/// `nats_delivery_advisory_listener_errors_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Connecting or authenticating failed.
+    Connect,
+    /// The advisory stream exists but does not capture the advisory subjects.
+    StreamMismatch,
+    /// The advisory stream is gone (deleted, or the server lost its store).
+    StreamMissing,
+    /// The advisory consumer is gone.
+    ConsumerMissing,
+    /// JetStream is disabled for the account or not answering at all.
+    JetStreamUnavailable,
+    /// The server refused a subject to the exporter's user.
+    Permission,
+    /// A request got no answer in time.
+    Timeout,
+    /// The totals bucket could not be read or written.
+    Store,
+    /// Anything else (subscription ended, unexpected reply).
+    Other,
+}
+
+impl ErrorKind {
+    /// The label value.
+    pub fn as_label(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "connect",
+            ErrorKind::StreamMismatch => "stream_mismatch",
+            ErrorKind::StreamMissing => "stream_missing",
+            ErrorKind::ConsumerMissing => "consumer_missing",
+            ErrorKind::JetStreamUnavailable => "jetstream_unavailable",
+            ErrorKind::Permission => "permission",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Store => "store",
+            ErrorKind::Other => "other",
+        }
+    }
+
+    /// Sorts a failed JetStream request by the server's error code or the
+    /// client's error text (async-nats gives most of them only as text).
+    pub fn of_request(text: &str) -> ErrorKind {
+        let t = text.to_ascii_lowercase();
+        if t.contains("10014") || t.contains("consumer not found") {
+            ErrorKind::ConsumerMissing
+        } else if t.contains("10059") || t.contains("stream not found") {
+            ErrorKind::StreamMissing
+        } else if t.contains("10039") || t.contains("not enabled") || t.contains("no responders") {
+            ErrorKind::JetStreamUnavailable
+        } else if t.contains("permission") || t.contains("authorization") {
+            ErrorKind::Permission
+        } else if t.contains("timed out") || t.contains("timeout") {
+            ErrorKind::Timeout
+        } else {
+            ErrorKind::Other
+        }
+    }
+}
+
+/// Why a listener's session ended.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ListenerError {
+    /// What kind of failure.
+    pub kind: ErrorKind,
+    /// What failed, for the log.
+    pub message: String,
+}
+
+impl ListenerError {
+    /// A failure of `kind`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ListenerError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// A failed JetStream request, sorted by [`ErrorKind::of_request`].
+    pub fn request(what: &str, e: impl std::fmt::Display) -> Self {
+        let text = format!("{what}: {e}");
+        ListenerError::new(ErrorKind::of_request(&text), text)
+    }
+
+    /// A failure of the totals bucket.
+    pub fn store(message: impl Into<String>) -> Self {
+        ListenerError::new(ErrorKind::Store, message)
+    }
+}
+
 /// Pause before a listener that failed connects again.
 const RETRY_DELAY: Duration = Duration::from_secs(5);
 
@@ -314,11 +451,17 @@ const RETRY_DELAY: Duration = Duration::from_secs(5);
 pub(crate) async fn retry_after(
     l: &AccountListener,
     what: &str,
-    error: impl std::fmt::Display,
+    error: ListenerError,
     shutdown: &mut watch::Receiver<bool>,
 ) -> bool {
     l.metrics.set_up(&l.account, false);
-    tracing::error!(account = %l.account, "{what}: {error}; retrying");
+    l.metrics.listener_error(&l.account, error.kind.as_label());
+    tracing::error!(
+        account = %l.account,
+        kind = error.kind.as_label(),
+        "{what}: {error}; retrying in {} s",
+        RETRY_DELAY.as_secs()
+    );
     sleep_or_stop(RETRY_DELAY, shutdown).await
 }
 

@@ -65,6 +65,15 @@ impl TerminationReason {
     }
 }
 
+/// Every `reason` label value an advisory counter can carry.
+pub const REASON_LABELS: [&str; 5] = [
+    "max_deliveries",
+    "client",
+    "stream_limits",
+    "unacked_deleted",
+    "other",
+];
+
 /// What happened to a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AdvisoryKind {
@@ -133,6 +142,44 @@ struct Wire<'a> {
     timestamp: Option<String>,
 }
 
+/// Longest stream or consumer name a server accepts; a longer one in an
+/// advisory is forged.
+pub const MAX_NAME_LEN: usize = 255;
+
+/// Parses one advisory received on `subject` and checks that the subject
+/// is the one the server would have used for it: its kind token matches the
+/// payload's type and its last two tokens are the payload's stream and
+/// consumer. The server always publishes on that subject, so anything else
+/// was published by a client and is counted as malformed, never as a loss.
+pub fn parse_on(subject: &str, payload: &[u8]) -> Result<Advisory, ParseError> {
+    let a = parse(payload)?;
+    let kind_token = match a.kind {
+        AdvisoryKind::MaxDeliveries => "MAX_DELIVERIES",
+        AdvisoryKind::Terminated(_) => "MSG_TERMINATED",
+        AdvisoryKind::Nak => "MSG_NAKED",
+    };
+    if a.stream.len() > MAX_NAME_LEN || a.consumer.len() > MAX_NAME_LEN {
+        return Err(ParseError::Malformed(format!(
+            "stream or consumer name longer than {MAX_NAME_LEN} bytes"
+        )));
+    }
+    let mut tokens = subject.split('.');
+    let expected = ["$JS", "EVENT", "ADVISORY", "CONSUMER", kind_token];
+    let matches = expected.iter().all(|e| tokens.next() == Some(*e))
+        && tokens.next() == Some(a.stream.as_str())
+        && tokens.next() == Some(a.consumer.as_str())
+        && tokens.next().is_none();
+    if !matches {
+        return Err(ParseError::Malformed(format!(
+            "subject does not match the payload ({} {}/{}): not sent by the server",
+            a.kind.reason_label(),
+            a.stream,
+            a.consumer
+        )));
+    }
+    Ok(a)
+}
+
 /// Parses one advisory payload.
 pub fn parse(payload: &[u8]) -> Result<Advisory, ParseError> {
     let wire: Wire<'_> =
@@ -189,6 +236,33 @@ mod tests {
             parse(t2).unwrap().kind,
             AdvisoryKind::Terminated(TerminationReason::Client)
         );
+    }
+
+    #[test]
+    fn subject_must_match_the_payload() {
+        let nak = br#"{"type":"io.nats.jetstream.advisory.v1.nak","stream":"PAYMENTS","consumer":"billing","stream_seq":2,"deliveries":1}"#;
+        let ok = "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.PAYMENTS.billing";
+        assert_eq!(parse_on(ok, nak).unwrap().stream, "PAYMENTS");
+        for forged in [
+            "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.X.Y",
+            "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.PAYMENTS.billing",
+            "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.PAYMENTS.billing.extra",
+            "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.PAYMENTS",
+        ] {
+            assert!(
+                matches!(parse_on(forged, nak), Err(ParseError::Malformed(_))),
+                "{forged}"
+            );
+        }
+        let long = "x".repeat(MAX_NAME_LEN + 1);
+        let payload = format!(
+            r#"{{"type":"io.nats.jetstream.advisory.v1.nak","stream":"{long}","consumer":"c","stream_seq":2}}"#
+        );
+        let subject = format!("$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.{long}.c");
+        assert!(matches!(
+            parse_on(&subject, payload.as_bytes()),
+            Err(ParseError::Malformed(_))
+        ));
     }
 
     #[test]

@@ -142,6 +142,8 @@ pub struct NatsServer {
     pub name: String,
     /// `http` or `https`.
     scheme: &'static str,
+    /// The version asked for (None: the default binary).
+    version: Option<String>,
 }
 
 impl NatsServer {
@@ -168,6 +170,50 @@ impl NatsServer {
     /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    /// Kills the server with SIGKILL and starts it again on the same ports,
+    /// with its JetStream store kept or, with `empty_store`, deleted first
+    /// (what a rescheduled pod with ephemeral storage does).
+    pub fn kill_and_restart(&mut self, empty_store: bool) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let dir = self.dir.path().to_path_buf();
+        if empty_store {
+            let _ = std::fs::remove_dir_all(dir.join("js"));
+        }
+        let conf_path = dir.join("server.conf");
+        let conf = std::fs::read_to_string(&conf_path).expect("server config");
+        let conf = conf
+            .replacen("port: -1", &format!("port: {}", self.client_port), 1)
+            .replacen(
+                "\"127.0.0.1:-1\"",
+                &format!("\"127.0.0.1:{}\"", self.monitor_port),
+                1,
+            );
+        std::fs::write(&conf_path, conf).expect("write server config");
+        let log_path = dir.join("server.log");
+        let _ = std::fs::rename(&log_path, dir.join("server.log.before-restart"));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            self.child = Command::new(binary(self.version.as_deref()))
+                .arg("-c")
+                .arg(&conf_path)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.join("stderr.log")).expect("stderr log"))
+                .spawn()
+                .expect("restart nats-server");
+            std::thread::sleep(Duration::from_millis(200));
+            // The old ports may still be held for a moment.
+            match self.child.try_wait() {
+                Ok(Some(_)) if Instant::now() < deadline => continue,
+                _ => break,
+            }
+        }
+        let (c, h) = (self.client_port, self.monitor_port);
+        self.wait_ready(&log_path);
+        assert_eq!((self.client_port, self.monitor_port), (c, h));
     }
 
     fn start(b: Builder) -> NatsServer {
@@ -230,6 +276,7 @@ impl NatsServer {
             monitor_port: 0,
             name,
             scheme,
+            version: b.version.clone(),
         };
         server.wait_ready(&log_path);
         server

@@ -2,6 +2,8 @@
 //! listener task with its own registry, reading exact samples back.
 #![allow(dead_code)]
 
+pub mod binary;
+
 use std::time::{Duration, Instant};
 
 use nats_delivery_exporter::advisories::{AccountListener, AdvisoryArgs, AdvisoryMetrics};

@@ -1,0 +1,243 @@
+//! Durable mode's unit of work: a batch of advisories read from the
+//! advisory stream becomes one set of changed keys of the totals bucket.
+//!
+//! Nothing here acknowledges anything: the caller commits the changed keys
+//! and only then acknowledges the messages listed in [`Work::ack`]. Every
+//! decision is taken against the stored totals, so a batch applied again
+//! after a conflict or a crash adds nothing twice (see [`super::totals`]).
+
+use std::collections::HashMap;
+
+use async_nats::jetstream::{self, Message};
+
+use super::counting::OVERFLOW;
+use super::dead_letter::{Capture, DeadLetter, CAPTURE_ATTEMPTS};
+use super::incarnation::{parse_timestamp, Incarnations};
+use super::parse::{self, Advisory, AdvisoryKind, ParseError, SUBJECTS};
+use super::store::TotalsStore;
+use super::subject_covers;
+use super::totals::{series_key, EventId, Totals, ACCOUNT_KEY};
+
+/// What applying a batch produced.
+#[derive(Debug, Default)]
+pub struct Work {
+    /// The new totals of every key the batch changed.
+    pub changed: HashMap<String, Totals>,
+    /// Indices of the messages to acknowledge once `changed` is stored;
+    /// the others wait for redelivery (a dead-letter copy to retry).
+    pub ack: Vec<usize>,
+}
+
+impl Work {
+    fn entry<'a>(&'a mut self, store: &TotalsStore, key: &str) -> &'a mut Totals {
+        self.changed.entry(key.to_string()).or_insert_with(|| {
+            store
+                .entries
+                .get(key)
+                .map(|s| s.totals.clone())
+                .unwrap_or_default()
+        })
+    }
+}
+
+/// Applies batches of one account's advisories.
+#[derive(Debug)]
+pub struct Applier {
+    /// Account label.
+    pub account: String,
+    /// Creation time of the advisory stream (the sequences' incarnation).
+    pub source: i64,
+    /// Cap of distinct series.
+    pub max_series: usize,
+    /// JetStream of the account (stream creation times).
+    pub js: jetstream::Context,
+    /// Creation times looked up.
+    pub incarnations: Incarnations,
+    /// Dead-letter capture, if on.
+    pub dead_letter: Option<DeadLetter>,
+    /// Copy outcomes by advisory sequence, kept while a batch is applied
+    /// again after a conflict, so a copy is made and counted once.
+    pub captures: HashMap<u64, Result<Capture, String>>,
+}
+
+impl Applier {
+    /// Works out what `messages` change, against `store`.
+    pub async fn apply(&mut self, store: &TotalsStore, messages: &[Message]) -> Work {
+        let mut work = Work::default();
+        let mut series = store.entries.len() - usize::from(store.entries.contains_key(ACCOUNT_KEY));
+        for (i, msg) in messages.iter().enumerate() {
+            let (aseq, delivered) = match msg.info() {
+                Ok(info) => (info.stream_sequence, info.delivered),
+                Err(_) => {
+                    work.ack.push(i);
+                    continue;
+                }
+            };
+            // A wider stream holds other advisories too; the consumer filters
+            // them out on 2.10+, older servers ignore the filter.
+            if !SUBJECTS.iter().any(|p| subject_covers(p, &msg.subject)) {
+                work.ack.push(i);
+                continue;
+            }
+            let account_new = !work.entry(store, ACCOUNT_KEY).applied(self.source, aseq);
+            let advisory = match parse::parse_on(&msg.subject, &msg.payload) {
+                Ok(a) => a,
+                Err(e) => {
+                    if account_new {
+                        let acc = work.entry(store, ACCOUNT_KEY);
+                        acc.received += 1;
+                        match e {
+                            ParseError::Malformed(why) => {
+                                acc.malformed += 1;
+                                tracing::warn!(account = %self.account, subject = %msg.subject, "{why}");
+                            }
+                            ParseError::UnknownType(_) => acc.unknown += 1,
+                        }
+                        acc.mark_applied(self.source, aseq);
+                    }
+                    work.ack.push(i);
+                    continue;
+                }
+            };
+            let mut key = series_key(&advisory.stream, &advisory.consumer);
+            let folded = !store.entries.contains_key(&key)
+                && !work.changed.contains_key(&key)
+                && series >= self.max_series;
+            let mut advisory = advisory;
+            if folded {
+                advisory.stream = OVERFLOW.to_string();
+                advisory.consumer = OVERFLOW.to_string();
+                key = series_key(OVERFLOW, OVERFLOW);
+            }
+            if !store.entries.contains_key(&key) && !work.changed.contains_key(&key) {
+                series += 1;
+            }
+            let counted = self
+                .count(store, &mut work, &key, &advisory, folded, aseq, delivered)
+                .await;
+            let Some(counted) = counted else { continue };
+            if account_new {
+                let acc = work.entry(store, ACCOUNT_KEY);
+                acc.received += 1;
+                acc.folded += u64::from(folded && counted == Counted::New);
+                acc.duplicates += u64::from(counted == Counted::Duplicate);
+                acc.mark_applied(self.source, aseq);
+            }
+            work.ack.push(i);
+        }
+        work
+    }
+
+    /// Adds one advisory to its series. `None`: leave it unacknowledged.
+    #[allow(clippy::too_many_arguments)]
+    async fn count(
+        &mut self,
+        store: &TotalsStore,
+        work: &mut Work,
+        key: &str,
+        a: &Advisory,
+        folded: bool,
+        aseq: u64,
+        delivered: i64,
+    ) -> Option<Counted> {
+        let s = work.entry(store, key);
+        if s.stream.is_empty() {
+            s.stream = a.stream.clone();
+            s.consumer = a.consumer.clone();
+        }
+        if s.applied(self.source, aseq) {
+            return Some(Counted::Before);
+        }
+        let (kind, deliveries) = match a.kind {
+            AdvisoryKind::MaxDeliveries => (0, 0),
+            AdvisoryKind::Terminated(_) => (1, 0),
+            AdvisoryKind::Nak => (2, a.deliveries.unwrap_or(0)),
+        };
+        // Without the delivery count two NAKs of one message look alike:
+        // count them all rather than drop a real one. Folded series keep no
+        // names to look streams up by.
+        let comparable = !(folded || kind == 2 && a.deliveries.is_none());
+        let at = a.timestamp.as_deref().and_then(parse_timestamp);
+        let mut event = EventId {
+            kind,
+            seq: a.stream_seq,
+            deliveries,
+            incarnation: 0,
+        };
+        if !folded {
+            event.incarnation = self.incarnations.tag(&self.js, &a.stream, at, false).await;
+        }
+        if comparable && work.entry(store, key).seen(&event) {
+            // Looks counted already: make sure the stream was not created
+            // again since (its sequences start at 1 again).
+            event.incarnation = self.incarnations.tag(&self.js, &a.stream, at, true).await;
+            if work.entry(store, key).seen(&event) {
+                work.entry(store, key).mark_applied(self.source, aseq);
+                return Some(Counted::Duplicate);
+            }
+        }
+        let mut copied = None;
+        if let Some(dl) = self
+            .dead_letter
+            .as_ref()
+            .filter(|dl| dl.wants(a.kind) && !folded)
+        {
+            let outcome = match self.captures.get(&aseq) {
+                Some(o) => o.clone(),
+                None => {
+                    let o = dl
+                        .capture_in(a, event.incarnation)
+                        .await
+                        .map_err(|e| e.to_string());
+                    self.captures.insert(aseq, o.clone());
+                    o
+                }
+            };
+            match outcome {
+                Ok(c) => copied = Some(c),
+                Err(e) => {
+                    work.entry(store, ACCOUNT_KEY).dead_letter_errors += 1;
+                    if delivered < i64::from(CAPTURE_ATTEMPTS) {
+                        // Not acknowledged: redelivered after ack_wait, and
+                        // counted then, with its copy.
+                        tracing::warn!(account = %self.account, stream = %a.stream, seq = a.stream_seq, delivered, "dead-letter capture failed, will retry: {e}");
+                        return None;
+                    }
+                    dl.log_give_up(a);
+                    work.entry(store, key).dead_letter_failed += 1;
+                }
+            }
+        }
+        let s = work.entry(store, key);
+        match a.kind {
+            AdvisoryKind::MaxDeliveries => s.max_deliveries += 1,
+            AdvisoryKind::Nak => s.naks += 1,
+            AdvisoryKind::Terminated(r) => {
+                *s.terminated.entry(r.as_label().into()).or_default() += 1
+            }
+        }
+        match copied {
+            Some(Capture::Stored) => s.dead_letter_stored += 1,
+            Some(Capture::Missing) => {
+                *s.dead_letter_missing
+                    .entry(a.kind.reason_label().into())
+                    .or_default() += 1
+            }
+            _ => {}
+        }
+        s.remember(event);
+        s.mark_applied(self.source, aseq);
+        Some(Counted::New)
+    }
+}
+
+/// How one advisory was taken into its series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Counted {
+    /// Counted now.
+    New,
+    /// The same event was counted before (a re-sent advisory).
+    Duplicate,
+    /// This very advisory was stored before (redelivered after a crash).
+    Before,
+}

@@ -1,0 +1,233 @@
+//! The totals bucket of durable mode: a JetStream key-value bucket in the
+//! account, created by the exporter and replicated like its advisory stream.
+//!
+//! Writes are compare-and-set on each key's revision, so replicas sharing
+//! the advisory consumer never overwrite each other: a write that lost the
+//! race is reported as a conflict, the key is read again and the batch is
+//! applied anew. All writes of a batch are sent at once and their
+//! acknowledgements awaited together, so a batch costs one round trip.
+
+use std::collections::HashMap;
+
+use async_nats::jetstream::{self, kv};
+use bytes::Bytes;
+use futures::StreamExt;
+
+use super::totals::Totals;
+use super::ListenerError;
+
+/// JetStream error code of a compare-and-set write that lost the race.
+const WRONG_LAST_SEQUENCE: u64 = 10071;
+
+/// One key's stored totals and the revision they were read or written at
+/// (0: not in the bucket yet).
+#[derive(Clone, Debug, Default)]
+pub struct Stored {
+    /// The totals.
+    pub totals: Totals,
+    /// The key's revision.
+    pub revision: u64,
+}
+
+/// The bucket and what this process knows of it.
+#[derive(Debug)]
+pub struct TotalsStore {
+    js: jetstream::Context,
+    kv: kv::Store,
+    subject_prefix: String,
+    /// Creation time of the bucket's stream (Unix ns): a different value
+    /// later means the bucket was emptied and made again.
+    pub created: i64,
+    /// Every key read or written, by key.
+    pub entries: HashMap<String, Stored>,
+}
+
+impl TotalsStore {
+    /// Opens the bucket, creating it if missing, and reads every key.
+    /// Returns the store and a watch of every change stored after the load
+    /// (other replicas' writes, and this process's own).
+    pub async fn open(
+        js: &jetstream::Context,
+        bucket: &str,
+        replicas: usize,
+    ) -> Result<(TotalsStore, kv::Watch), ListenerError> {
+        let exists = match js.get_stream(format!("KV_{bucket}")).await {
+            Ok(_) => true,
+            Err(e) if super::dead_letter::is_stream_not_found(&e) => false,
+            Err(e) => return Err(ListenerError::request(&format!("bucket {bucket:?}"), e)),
+        };
+        let kv = match js.get_key_value(bucket).await {
+            Ok(kv) => kv,
+            Err(_) if !exists => {
+                let created = js
+                    .create_key_value(kv::Config {
+                        bucket: bucket.to_string(),
+                        description: "nats-delivery-exporter: advisory totals (commit before ack)"
+                            .into(),
+                        history: 1,
+                        storage: jetstream::stream::StorageType::File,
+                        num_replicas: replicas,
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|e| ListenerError::store(format!("create bucket {bucket:?}: {e}")))?;
+                tracing::info!(bucket, "created the advisory totals bucket");
+                created
+            }
+            Err(e) => return Err(ListenerError::request(&format!("bucket {bucket:?}"), e)),
+        };
+        let mut stream = js
+            .get_stream(format!("KV_{bucket}"))
+            .await
+            .map_err(|e| ListenerError::store(format!("bucket {bucket:?}: {e}")))?;
+        let info = stream
+            .info()
+            .await
+            .map_err(|e| ListenerError::store(format!("bucket {bucket:?}: {e}")))?;
+        let created = i64::try_from(info.created.unix_timestamp_nanos()).unwrap_or(0);
+        // The newest value of every key, then every later change: the first
+        // part loads this process, the rest is what other replicas store.
+        let mut watch = kv
+            .watch_with_history(">")
+            .await
+            .map_err(|e| ListenerError::store(format!("read totals: {e}")))?;
+        let keys = stream
+            .info()
+            .await
+            .map_err(|e| ListenerError::store(format!("bucket {bucket:?}: {e}")))?
+            .state
+            .messages;
+        let mut store = TotalsStore {
+            js: js.clone(),
+            kv,
+            subject_prefix: format!("$KV.{bucket}."),
+            created,
+            entries: HashMap::new(),
+        };
+        if keys > 0 {
+            while let Some(entry) = watch.next().await {
+                let entry = entry.map_err(|e| ListenerError::store(format!("read totals: {e}")))?;
+                let caught_up = entry.delta == 0;
+                store.absorb(&entry);
+                if caught_up {
+                    break;
+                }
+            }
+        }
+        Ok((store, watch))
+    }
+
+    /// Takes one entry read from the bucket into memory; returns its totals.
+    pub fn absorb(&mut self, entry: &kv::Entry) -> Option<&Totals> {
+        if entry.operation != kv::Operation::Put {
+            return None;
+        }
+        let known = self.entries.get(&entry.key).map_or(0, |s| s.revision);
+        if entry.revision <= known {
+            return None;
+        }
+        let totals = decode(&entry.key, &entry.value);
+        let stored = Stored {
+            totals,
+            revision: entry.revision,
+        };
+        self.entries.insert(entry.key.clone(), stored);
+        self.entries.get(&entry.key).map(|s| &s.totals)
+    }
+
+    /// Reads one key again (after a conflict).
+    pub async fn reload(&mut self, key: &str) -> Result<(), ListenerError> {
+        match self.kv.entry(key).await {
+            Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
+                let totals = decode(key, &entry.value);
+                self.entries.insert(
+                    key.to_string(),
+                    Stored {
+                        totals,
+                        revision: entry.revision,
+                    },
+                );
+                Ok(())
+            }
+            Ok(_) => {
+                self.entries.remove(key);
+                Ok(())
+            }
+            Err(e) => Err(ListenerError::store(format!("read {key:?}: {e}"))),
+        }
+    }
+
+    /// Writes every changed key, each only if nobody wrote it since it was
+    /// read. Returns the keys that lost that race (read them again and
+    /// retry); the others are stored and their revisions updated.
+    pub async fn commit(
+        &mut self,
+        changed: HashMap<String, Totals>,
+    ) -> Result<Vec<String>, ListenerError> {
+        let mut pending = Vec::with_capacity(changed.len());
+        for (key, totals) in changed {
+            let revision = self.entries.get(&key).map_or(0, |s| s.revision);
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert(
+                async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+                revision.to_string().as_str(),
+            );
+            let body = Bytes::from(serde_json::to_vec(&totals).expect("totals serialise"));
+            let ack = self
+                .js
+                .publish_with_headers(format!("{}{key}", self.subject_prefix), headers, body)
+                .await
+                .map_err(|e| ListenerError::store(format!("write {key:?}: {e}")))?;
+            pending.push((key, totals, ack));
+        }
+        let mut conflicts = Vec::new();
+        let mut failure = None;
+        for (key, totals, ack) in pending {
+            match ack.await {
+                Ok(ack) => {
+                    self.entries.insert(
+                        key,
+                        Stored {
+                            totals,
+                            revision: ack.sequence,
+                        },
+                    );
+                }
+                Err(e) if is_wrong_last_sequence(&e) => conflicts.push(key),
+                Err(e) => failure = Some(ListenerError::store(format!("write {key:?}: {e}"))),
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(conflicts),
+        }
+    }
+
+    /// The (stream, consumer) of every series key known.
+    pub fn series(&self) -> Vec<(String, String)> {
+        self.entries
+            .values()
+            .filter(|s| !s.totals.stream.is_empty())
+            .map(|s| (s.totals.stream.clone(), s.totals.consumer.clone()))
+            .collect()
+    }
+}
+
+fn is_wrong_last_sequence(e: &jetstream::context::PublishError) -> bool {
+    // The kind is only "other"; the server's error code is in the text.
+    e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence
+        || e.to_string().contains(&WRONG_LAST_SEQUENCE.to_string())
+}
+
+/// A stored value that is not valid totals (written by someone else) is
+/// logged and counted from zero: its revision is still taken so the next
+/// write replaces it instead of failing forever.
+fn decode(key: &str, value: &[u8]) -> Totals {
+    serde_json::from_slice(value).unwrap_or_else(|e| {
+        tracing::error!(
+            key,
+            "stored totals are not valid, counting this key from zero: {e}"
+        );
+        Totals::default()
+    })
+}

@@ -1,0 +1,269 @@
+//! The stored totals of durable mode: what one key of the totals bucket
+//! holds, and how a batch of advisories changes it.
+//!
+//! One key per (stream, consumer) series and one for the account. Each value
+//! carries, besides the totals, what makes a redelivered or re-sent advisory
+//! recognisable after a restart:
+//! - `applied`: the advisory stream's sequences already added to this key and
+//!   perhaps not yet acknowledged (pruned below the consumer's ack floor, which
+//!   the server never redelivers), with the advisory stream's creation time
+//!   they belong to (`source`);
+//! - `recent`: the identities of the key's last [`RECENT_EVENTS`] events, so a
+//!   server that re-sends an advisory after a leader change is caught across
+//!   restarts too.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Events remembered per series for re-sent advisories.
+pub const RECENT_EVENTS: usize = 16;
+
+/// One event's identity: kind, message sequence, delivery count (NAKs) and
+/// the incarnation of the stream it happened in (see [`super::incarnation`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct EventId {
+    /// 0 max deliveries, 1 terminated, 2 NAK.
+    pub kind: u8,
+    /// The message's stream sequence.
+    pub seq: u64,
+    /// Delivery count (NAKs only; 0 otherwise).
+    pub deliveries: u64,
+    /// Which incarnation of the stream (creation time tag).
+    pub incarnation: i64,
+}
+
+/// Sequences of the advisory stream, as sorted, disjoint inclusive ranges.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SeqRanges(Vec<(u64, u64)>);
+
+impl SeqRanges {
+    /// True if `seq` is in a range.
+    pub fn contains(&self, seq: u64) -> bool {
+        let i = self.0.partition_point(|&(_, end)| end < seq);
+        self.0.get(i).is_some_and(|&(start, _)| start <= seq)
+    }
+
+    /// Adds `seq`, merging neighbouring ranges.
+    pub fn insert(&mut self, seq: u64) {
+        if self.contains(seq) {
+            return;
+        }
+        let i = self.0.partition_point(|&(_, end)| end < seq);
+        let joins_left = i > 0 && self.0[i - 1].1 + 1 == seq;
+        let joins_right = i < self.0.len() && self.0[i].0 == seq + 1;
+        match (joins_left, joins_right) {
+            (true, true) => {
+                self.0[i - 1].1 = self.0[i].1;
+                self.0.remove(i);
+            }
+            (true, false) => self.0[i - 1].1 = seq,
+            (false, true) => self.0[i].0 = seq,
+            (false, false) => self.0.insert(i, (seq, seq)),
+        }
+    }
+
+    /// Forgets every sequence at or below `floor`.
+    pub fn prune(&mut self, floor: u64) {
+        self.0.retain(|&(_, end)| end > floor);
+        if let Some(first) = self.0.first_mut() {
+            first.0 = first.0.max(floor + 1);
+        }
+    }
+
+    /// Number of ranges (the stored size).
+    pub fn ranges(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// What one key of the totals bucket holds. Series keys use the series
+/// fields, the account key the account fields; the rest stay zero and are
+/// left out of the stored JSON.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Stream name (series keys).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stream: String,
+    /// Consumer name (series keys).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub consumer: String,
+    /// Messages that exhausted max_deliver.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_deliveries: u64,
+    /// NAKs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub naks: u64,
+    /// Terminations by reason label.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub terminated: BTreeMap<String, u64>,
+    /// Dead-letter copies stored.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dead_letter_stored: u64,
+    /// Dead messages whose original was gone, by reason label.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dead_letter_missing: BTreeMap<String, u64>,
+    /// Dead-letter copies given up.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dead_letter_failed: u64,
+    /// Account key: advisory messages received.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub received: u64,
+    /// Account key: malformed advisories (forged ones included).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub malformed: u64,
+    /// Account key: advisories of a type not counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unknown: u64,
+    /// Account key: re-sent advisories not counted again.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub duplicates: u64,
+    /// Account key: advisories counted in the `__overflow__` series.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub folded: u64,
+    /// Account key: failed dead-letter copy attempts.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dead_letter_errors: u64,
+    /// Account key: the consumer's ack floor when last seen (a re-created
+    /// consumer starts after it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ack_floor: u64,
+    /// Creation time (Unix ns) of the advisory stream `applied` refers to.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub source: i64,
+    /// Advisory stream sequences already added here.
+    #[serde(default, skip_serializing_if = "is_empty_ranges")]
+    pub applied: SeqRanges,
+    /// The last events added here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent: Vec<EventId>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+fn is_zero_i64(v: &i64) -> bool {
+    *v == 0
+}
+fn is_empty_ranges(r: &SeqRanges) -> bool {
+    r.0.is_empty()
+}
+
+impl Totals {
+    /// True if the advisory at `aseq` of the advisory stream created at
+    /// `source` was already added to this key.
+    pub fn applied(&self, source: i64, aseq: u64) -> bool {
+        self.source == source && self.applied.contains(aseq)
+    }
+
+    /// Marks `aseq` as added. A new advisory stream (another `source`)
+    /// makes the old sequences meaningless.
+    pub fn mark_applied(&mut self, source: i64, aseq: u64) {
+        if self.source != source {
+            self.source = source;
+            self.applied = SeqRanges::default();
+        }
+        self.applied.insert(aseq);
+    }
+
+    /// True if `event` is among the recent events of this series.
+    pub fn seen(&self, event: &EventId) -> bool {
+        self.recent.contains(event)
+    }
+
+    /// Remembers `event`, forgetting the oldest beyond [`RECENT_EVENTS`].
+    pub fn remember(&mut self, event: EventId) {
+        if self.recent.len() >= RECENT_EVENTS {
+            self.recent.remove(0);
+        }
+        self.recent.push(event);
+    }
+
+    /// Forgets applied sequences the server will never redeliver.
+    pub fn prune(&mut self, source: i64, ack_floor: u64) {
+        if self.source == source {
+            self.applied.prune(ack_floor);
+        }
+    }
+}
+
+/// A bucket key for the series (stream, consumer): `s.<stream>.<consumer>`
+/// with every byte outside `[A-Za-z0-9_-]` written as `=XX`, so any name
+/// the server allows maps to a valid key, and distinct names to distinct keys.
+pub fn series_key(stream: &str, consumer: &str) -> String {
+    let mut key = String::with_capacity(stream.len() + consumer.len() + 3);
+    key.push_str("s.");
+    escape_into(&mut key, stream);
+    key.push('.');
+    escape_into(&mut key, consumer);
+    key
+}
+
+/// The bucket key of the account's own totals.
+pub const ACCOUNT_KEY: &str = "account";
+
+fn escape_into(out: &mut String, name: &str) {
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("={b:02X}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_merge_and_prune() {
+        let mut r = SeqRanges::default();
+        for s in [5, 7, 6, 1, 3, 2, 10] {
+            r.insert(s);
+        }
+        assert_eq!(r.0, vec![(1, 3), (5, 7), (10, 10)]);
+        assert!(r.contains(6) && r.contains(10) && !r.contains(4) && !r.contains(11));
+        r.prune(5);
+        assert_eq!(r.0, vec![(6, 7), (10, 10)]);
+        r.prune(10);
+        assert_eq!(r.ranges(), 0);
+    }
+
+    #[test]
+    fn applied_belongs_to_one_advisory_stream() {
+        let mut t = Totals::default();
+        t.mark_applied(100, 4);
+        assert!(t.applied(100, 4));
+        // The advisory stream was re-created: its sequences start again.
+        assert!(!t.applied(200, 4));
+        t.mark_applied(200, 9);
+        assert!(!t.applied(100, 4) && t.applied(200, 9));
+    }
+
+    #[test]
+    fn keys_are_valid_and_distinct() {
+        assert_eq!(series_key("ORDERS", "billing-1"), "s.ORDERS.billing-1");
+        assert_eq!(series_key("a.b", "c"), "s.a=2Eb.c");
+        assert_ne!(series_key("a=2E", "b"), series_key("a.", "b"));
+        assert_eq!(series_key("ü", "x"), "s.=C3=BC.x");
+    }
+
+    #[test]
+    fn stored_json_leaves_zeros_out() {
+        let mut t = Totals {
+            stream: "S".into(),
+            consumer: "C".into(),
+            max_deliveries: 3,
+            ..Default::default()
+        };
+        t.mark_applied(1, 2);
+        let json = serde_json::to_string(&t).unwrap();
+        assert_eq!(
+            json,
+            r#"{"stream":"S","consumer":"C","max_deliveries":3,"source":1,"applied":[[2,2]]}"#
+        );
+        assert_eq!(serde_json::from_str::<Totals>(&json).unwrap(), t);
+    }
+}

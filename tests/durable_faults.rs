@@ -1,0 +1,247 @@
+//! Durable counting under the faults that break it: the exporter killed
+//! (SIGKILL) and stopped (SIGTERM) while messages die, and a server that
+//! comes back with an empty store. The truth is the number of advisories
+//! the server wrote into the advisory stream.
+mod advisories_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use advisories_support::binary::{scrape_port, Exporter};
+use advisories_support::*;
+use async_nats::jetstream;
+
+const NAME: &str = "nats_delivery_jetstream_max_deliveries_total";
+const LABELS: &[(&str, &str)] = &[
+    ("account", "APP"),
+    ("stream", "WORK"),
+    ("consumer", "worker"),
+];
+
+async fn advisories_in_stream(js: &jetstream::Context) -> u64 {
+    let mut s = js.get_stream("ADV").await.unwrap();
+    s.info().await.unwrap().state.messages
+}
+
+/// Makes `n` more messages die (max_deliver 2, never acknowledged) and
+/// waits until the advisory stream holds `expected` advisories.
+async fn wave(
+    js: jetstream::Context,
+    c: jetstream::consumer::PullConsumer,
+    first: usize,
+    n: usize,
+    expected: u64,
+) {
+    publish_range(&js, "work", first..first + n).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while advisories_in_stream(&js).await < expected {
+        assert!(Instant::now() < deadline, "messages did not die");
+        pull_without_ack(&c, 5, {
+            let mut once = false;
+            move || std::mem::replace(&mut once, true)
+        })
+        .await;
+    }
+    assert_eq!(advisories_in_stream(&js).await, expected);
+}
+
+/// Scrapes `port` every `every` like Prometheus, keeping each value read.
+fn scraper(port: u16, every: Duration) -> (Arc<Mutex<Vec<f64>>>, Arc<Mutex<bool>>) {
+    let values = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(Mutex::new(false));
+    let (v, s) = (values.clone(), stop.clone());
+    std::thread::spawn(move || {
+        while !*s.lock().unwrap() {
+            if let Some(x) = scrape_port(port).and_then(|t| sample(&t, NAME, LABELS)) {
+                v.lock().unwrap().push(x);
+            }
+            std::thread::sleep(every);
+        }
+    });
+    (values, stop)
+}
+
+/// What `increase()` adds up over a series: every rise, and after a fall
+/// (a counter reset) the new value.
+fn reset_aware_sum(values: &[f64]) -> f64 {
+    let mut sum = values.first().copied().unwrap_or(0.0);
+    for w in values.windows(2) {
+        sum += if w[1] >= w[0] { w[1] - w[0] } else { w[1] };
+    }
+    sum
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_and_sigterm_while_messages_die_lose_and_repeat_nothing() {
+    let s = server();
+    let port = nats_test_server::free_port();
+    let mut exporter = Some(tokio::task::block_in_place(|| {
+        Exporter::start_on(&s, port, &[])
+    }));
+    let js = jetstream::new(client(&s, "app").await);
+    let st = stream(&js, "WORK", "work", -1).await;
+    let c = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
+    // The first value a scrape reads is 0, once a message died.
+    wave(js.clone(), c.clone(), 0, 1, 1).await;
+    let (values, stop) = scraper(port, Duration::from_secs(2));
+
+    // Six waves of 40; the exporter is killed twice and stopped once while
+    // a wave is under way, and started again at once on the same address.
+    let faults = ["kill", "none", "term", "none", "kill", "none"];
+    let mut total = 1;
+    for (i, fault) in faults.iter().enumerate() {
+        let w = tokio::spawn(wave(js.clone(), c.clone(), 1 + i * 40, 40, total + 40));
+        tokio::time::sleep(Duration::from_millis(400 + 150 * i as u64)).await;
+        if *fault != "none" {
+            let e = exporter.take().unwrap();
+            tokio::task::block_in_place(|| match *fault {
+                "kill" => e.kill_9(),
+                _ => e.stop(),
+            });
+            exporter = Some(tokio::task::block_in_place(|| {
+                Exporter::start_on(&s, port, &[])
+            }));
+        }
+        w.await.unwrap();
+        total += 40;
+        // Let a scrape or two read the value between waves.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+    }
+    assert_eq!(total, 241);
+    let e = exporter.take().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while tokio::task::block_in_place(|| e.value(NAME, LABELS)) != Some(241.0) {
+        assert!(
+            Instant::now() < deadline,
+            "exporter did not reach 241: {:?}",
+            e.value(NAME, LABELS)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    *stop.lock().unwrap() = true;
+    let values = values.lock().unwrap().clone();
+    assert!(values.len() >= 8, "too few scrapes: {values:?}");
+    // Never a step back, so Prometheus sees no reset, and what it adds up
+    // from the first scrape is exactly the 240 that died since.
+    assert!(
+        values.windows(2).all(|w| w[1] >= w[0]),
+        "the counter went backwards: {values:?}"
+    );
+    assert_eq!(
+        reset_aware_sum(&values) - values[0],
+        241.0 - values[0],
+        "{values:?}"
+    );
+    assert_eq!(*values.last().unwrap(), 241.0);
+    let text = tokio::task::block_in_place(|| e.scrape()).unwrap();
+    assert_eq!(
+        sample(
+            &text,
+            "nats_delivery_advisories_received_total",
+            &[("account", "APP")]
+        ),
+        Some(241.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "nats_delivery_advisories_duplicate_total",
+            &[("account", "APP")]
+        ),
+        Some(0.0)
+    );
+    tokio::task::block_in_place(|| e.stop());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restarted_with_an_empty_store_is_noticed_and_counting_resumes() {
+    let mut s = server();
+    let naks = "nats_delivery_jetstream_naks_total";
+    let up = "nats_delivery_advisory_listener_up";
+    let app = [("account", "APP")];
+    let e = tokio::task::block_in_place(|| Exporter::start(&s, &[]));
+    let nak_labels = [
+        ("account", "APP"),
+        ("stream", "WORK"),
+        ("consumer", "worker"),
+    ];
+    nak(&s, 5).await;
+    wait_scraped(&e, naks, &nak_labels, 5.0, 20).await;
+
+    tokio::task::block_in_place(|| s.kill_and_restart(true));
+    let lost = Instant::now();
+    // Within 30 s the exporter says it is not counting, and why.
+    wait_scraped(&e, up, &app, 0.0, 30).await;
+    assert!(lost.elapsed() < Duration::from_secs(30));
+    let text = tokio::task::block_in_place(|| e.scrape()).unwrap();
+    let errors = |kind: &str| {
+        sample(
+            &text,
+            "nats_delivery_advisory_listener_errors_total",
+            &[("account", "APP"), ("kind", kind)],
+        )
+        .unwrap_or(0.0)
+    };
+    let counted: f64 = ["consumer_missing", "stream_missing", "timeout", "connect"]
+        .iter()
+        .map(|k| errors(k))
+        .sum();
+    assert!(counted >= 1.0, "no failure counted:\n{text}");
+    // It sets everything up again; the stored totals went with the store,
+    // so the counter starts again, and exactly the 20 new NAKs are counted.
+    wait_scraped(&e, up, &app, 1.0, 30).await;
+    nak(&s, 20).await;
+    wait_scraped(&e, naks, &nak_labels, 20.0, 30).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let text = tokio::task::block_in_place(|| e.scrape()).unwrap();
+    assert_eq!(sample(&text, naks, &nak_labels), Some(20.0));
+    nats_test_server::reference::assert_documented(&text);
+    tokio::task::block_in_place(|| e.stop());
+}
+
+/// Creates WORK/worker if missing and NAKs `n` new messages once each.
+async fn nak(s: &nats_test_server::NatsServer, n: usize) {
+    use futures::StreamExt;
+    let js = jetstream::new(client(s, "app").await);
+    let st = stream(&js, "WORK", "work", -1).await;
+    let c = pull_consumer(&st, "worker", 100, Duration::from_secs(30)).await;
+    publish(&js, "work", n).await;
+    let mut done = 0;
+    while done < n {
+        let mut batch = c.fetch().max_messages(n - done).messages().await.unwrap();
+        while let Some(m) = batch.next().await {
+            let m = m.unwrap();
+            if m.info().unwrap().delivered == 1 {
+                m.ack_with(jetstream::AckKind::Nak(None)).await.unwrap();
+                done += 1;
+            } else {
+                m.ack().await.unwrap();
+            }
+        }
+    }
+    // The NAKed messages come back once more: acknowledge them.
+    let mut acked = 0;
+    while acked < n {
+        let mut batch = c.fetch().max_messages(n - acked).messages().await.unwrap();
+        while let Some(m) = batch.next().await {
+            m.unwrap().double_ack().await.unwrap();
+            acked += 1;
+        }
+    }
+}
+
+async fn wait_scraped(e: &Exporter, name: &str, labels: &[(&str, &str)], want: f64, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let v = tokio::task::block_in_place(|| e.value(name, labels));
+        if v == Some(want) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}{labels:?} is {v:?}, not {want}, after {secs} s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
