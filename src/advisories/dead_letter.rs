@@ -159,7 +159,27 @@ impl DeadLetter {
         if !self.wants(a.kind) {
             return Ok(Capture::NotWanted);
         }
-        let result = self.try_capture(a, None, first_time).await;
+        // The same message id as durable mode: the stream's incarnation is
+        // part of it (a stream created again restarts its sequences).
+        let created = match self.js.get_stream(&a.stream).await {
+            Ok(mut st) => st
+                .info()
+                .await
+                .ok()
+                .and_then(|i| i64::try_from(i.created.unix_timestamp_nanos()).ok()),
+            Err(_) => None,
+        };
+        let at = a
+            .timestamp
+            .as_deref()
+            .and_then(super::incarnation::parse_timestamp);
+        let incarnation = super::incarnation::tag(created, at);
+        let result = if incarnation > 0 {
+            self.try_capture(a, Some(incarnation), first_time).await
+        } else {
+            self.missing(a, first_time);
+            Ok(Capture::Missing)
+        };
         if result.is_err() {
             self.metrics
                 .dead_letter_errors
@@ -200,6 +220,21 @@ impl DeadLetter {
         );
     }
 
+    /// Counts (when `count`) that the original of `a` is gone.
+    fn missing(&self, a: &Advisory, count: bool) {
+        if count {
+            self.metrics
+                .dead_letter_missing
+                .get_or_create(&ReasonLabels {
+                    account: self.account.clone(),
+                    stream: a.stream.clone(),
+                    consumer: a.consumer.clone(),
+                    reason: a.kind.reason_label().to_string(),
+                })
+                .inc();
+        }
+    }
+
     /// Records that the copy of `a` is given up after repeated failures.
     pub fn give_up(&self, a: &Advisory) {
         tracing::error!(
@@ -234,17 +269,7 @@ impl DeadLetter {
         let original = match source.get_raw_message(a.stream_seq).await {
             Ok(m) => m,
             Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => {
-                if count {
-                    self.metrics
-                        .dead_letter_missing
-                        .get_or_create(&ReasonLabels {
-                            account: self.account.clone(),
-                            stream: a.stream.clone(),
-                            consumer: a.consumer.clone(),
-                            reason: a.kind.reason_label().to_string(),
-                        })
-                        .inc();
-                }
+                self.missing(a, count);
                 return Ok(Capture::Missing);
             }
             Err(e) => {
