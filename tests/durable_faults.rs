@@ -245,3 +245,60 @@ async fn wait_scraped(e: &Exporter, name: &str, labels: &[(&str, &str)], want: f
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_one_killed_mid_burst_keep_the_max_exact() {
+    let s = server();
+    let (pa, pb) = (nats_test_server::free_port(), nats_test_server::free_port());
+    let a = tokio::task::block_in_place(|| Exporter::start_on(&s, pa, &[]));
+    let b = tokio::task::block_in_place(|| Exporter::start_on(&s, pb, &[]));
+    let js = jetstream::new(client(&s, "app").await);
+    let st = stream(&js, "WORK", "work", -1).await;
+    let c = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
+    let (va, stop_a) = scraper(pa, Duration::from_millis(500));
+    let (vb, stop_b) = scraper(pb, Duration::from_millis(500));
+
+    let burst = tokio::spawn(wave(js.clone(), c.clone(), 0, 120, 120));
+    // Kill one replica once the count has begun and before it is done.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let x = tokio::task::block_in_place(|| a.value(NAME, LABELS)).unwrap_or(0.0);
+        if x > 0.0 {
+            assert!(x < 120.0, "the burst was over before the kill");
+            break;
+        }
+        assert!(Instant::now() < deadline, "nothing counted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::task::block_in_place(|| a.kill_9());
+    let a = tokio::task::block_in_place(|| Exporter::start_on(&s, pa, &[]));
+    burst.await.unwrap();
+
+    // The documented aggregate: max over replicas.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (x, y) = tokio::task::block_in_place(|| (a.value(NAME, LABELS), b.value(NAME, LABELS)));
+        if (x, y) == (Some(120.0), Some(120.0)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replicas at {x:?} and {y:?}, not 120"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    *stop_a.lock().unwrap() = true;
+    *stop_b.lock().unwrap() = true;
+    // Neither replica's counter ever went back, and none ever showed more
+    // than died.
+    for v in [va.lock().unwrap().clone(), vb.lock().unwrap().clone()] {
+        assert!(v.windows(2).all(|w| w[1] >= w[0]), "{v:?}");
+        assert!(v.iter().all(|x| *x <= 120.0), "{v:?}");
+        assert_eq!(v.last(), Some(&120.0), "{v:?}");
+    }
+    tokio::task::block_in_place(|| {
+        a.stop();
+        b.stop();
+    });
+}

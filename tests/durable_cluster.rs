@@ -1,0 +1,209 @@
+//! Durable counting in a real 3-node cluster on loopback: the advisory
+//! stream, the exporter's consumer and its totals bucket are R3, leaders
+//! step down while messages die, and a server is killed; the count of dead
+//! messages stays exact (a server that re-sends advisories after a leader
+//! change is caught as a duplicate).
+mod advisories_support;
+
+use std::time::{Duration, Instant};
+
+use advisories_support::*;
+use async_nats::jetstream;
+use nats_delivery_exporter::advisories::{AccountListener, AdvisoryMetrics};
+use nats_delivery_exporter::nats_connection::NatsArgs;
+use nats_test_server::NatsServer;
+use prometheus_client::registry::Registry;
+
+fn cluster() -> Vec<NatsServer> {
+    let ports: Vec<u16> = (0..3).map(|_| nats_test_server::free_port()).collect();
+    let routes = ports
+        .iter()
+        .map(|p| format!("nats-route://127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (0..3)
+        .map(|i| {
+            NatsServer::builder()
+                .name(&format!("n{i}"))
+                .jetstream()
+                .config(ACCOUNTS)
+                .config(&format!(
+                    "cluster {{ name: C, listen: \"127.0.0.1:{}\", routes: [{routes}] }}",
+                    ports[i]
+                ))
+                .start()
+        })
+        .collect()
+}
+
+/// Asks the leader of a stream (or of a consumer) to step down.
+async fn step_down(app: &async_nats::Client, what: &str) {
+    let subject = format!("$JS.API.{what}");
+    let r = tokio::time::timeout(
+        Duration::from_secs(5),
+        app.request(subject.clone(), "".into()),
+    )
+    .await;
+    assert!(matches!(r, Ok(Ok(_))), "{subject}: {r:?}");
+}
+
+/// Pulls without acknowledging until `done`, stepping leaders down now and
+/// then (`faults` is called every round).
+async fn let_die<F, Fut>(
+    c: &jetstream::consumer::PullConsumer,
+    secs: u64,
+    done: impl Fn() -> bool,
+    mut faults: F,
+) where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut round = 0;
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "messages did not all die in {secs} s"
+        );
+        // A pull can fail while a leader changes (503): pull again.
+        if let Ok(mut batch) = c
+            .fetch()
+            .max_messages(500)
+            .expires(Duration::from_millis(300))
+            .messages()
+            .await
+        {
+            use futures::StreamExt;
+            while let Some(Ok(_)) = batch.next().await {}
+        }
+        faults(round).await;
+        round += 1;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_changes_and_a_lost_server_leave_the_count_exact() {
+    let mut servers = cluster();
+    let urls: Vec<String> = servers.iter().map(|s| s.client_url()).collect();
+    let app = client(&servers[0], "app").await;
+    let js = jetstream::new(app.clone());
+    // The meta group needs a leader before streams can be created.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let st = loop {
+        match js
+            .get_or_create_stream(jetstream::stream::Config {
+                name: "WORK".into(),
+                subjects: vec!["work.>".into()],
+                num_replicas: 3,
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(st) => break st,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "no JetStream cluster: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let consumer = st
+        .create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some("worker".into()),
+            max_deliver: 2,
+            ack_wait: Duration::from_millis(300),
+            num_replicas: 3,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+
+    let mut registry = Registry::default();
+    let metrics = AdvisoryMetrics::register(&mut registry);
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let listener = AccountListener {
+        nats: NatsArgs::from_flags(["--nats-servers", &urls.join(",")]).unwrap(),
+        account: "APP".into(),
+        auth: "user:app:app-secret".parse().unwrap(),
+        args: advisory_args(&["--advisories-stream", "ADV", "--advisories-replicas", "3"]),
+        metrics,
+    };
+    let task = tokio::spawn(listener.run(rx));
+    wait_value(
+        &registry,
+        "nats_delivery_advisory_listener_up",
+        &[("account", "APP")],
+        1.0,
+        30,
+    )
+    .await;
+    let mut adv = js.get_stream("ADV").await.unwrap();
+    assert_eq!(adv.info().await.unwrap().config.num_replicas, 3);
+    let mut bucket = js
+        .get_stream("KV_nats-delivery-exporter-totals")
+        .await
+        .unwrap();
+    assert_eq!(bucket.info().await.unwrap().config.num_replicas, 3);
+
+    let worker = [
+        ("account", "APP"),
+        ("stream", "WORK"),
+        ("consumer", "worker"),
+    ];
+    let name = "nats_delivery_jetstream_max_deliveries_total";
+    let count = || sample(&encode(&registry), name, &worker).unwrap_or(0.0);
+
+    // 60 messages die while every leader involved steps down in turn.
+    publish(&js, "work", 60).await;
+    let downs = [
+        "CONSUMER.LEADER.STEPDOWN.WORK.worker",
+        "STREAM.LEADER.STEPDOWN.ADV",
+        "CONSUMER.LEADER.STEPDOWN.ADV.nats-delivery-exporter",
+        "STREAM.LEADER.STEPDOWN.KV_nats-delivery-exporter-totals",
+        "STREAM.LEADER.STEPDOWN.WORK",
+    ];
+    let_die(
+        &consumer,
+        120,
+        || count() >= 60.0,
+        |round| {
+            let app = app.clone();
+            async move {
+                if round < downs.len() {
+                    step_down(&app, downs[round]).await;
+                }
+            }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(count(), 60.0, "{}", encode(&registry));
+
+    // A server dies; 30 more messages die; counting goes on, exactly.
+    let lost = servers.remove(2);
+    drop(lost);
+    publish(&js, "work", 30).await;
+    let_die(&consumer, 120, || count() >= 90.0, |_| async {}).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let text = encode(&registry);
+    assert_eq!(count(), 90.0, "{text}");
+    let received = sample(
+        &text,
+        "nats_delivery_advisories_received_total",
+        &[("account", "APP")],
+    )
+    .unwrap();
+    let duplicates = sample(
+        &text,
+        "nats_delivery_advisories_duplicate_total",
+        &[("account", "APP")],
+    )
+    .unwrap();
+    // Every advisory received was either counted or a re-sent duplicate.
+    assert_eq!(received, 90.0 + duplicates, "{text}");
+    nats_test_server::reference::assert_documented(&text);
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(15), task)
+        .await
+        .unwrap()
+        .unwrap();
+}
