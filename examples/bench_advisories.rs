@@ -8,8 +8,14 @@
 //! exporter. The listener runs in a child process (this program, re-run) so
 //! its peak resident memory is its own.
 //!
+//! Durable mode commits the totals to the account's key-value bucket before
+//! it acknowledges; the run without that commit (a plain pull, parse and
+//! acknowledge of the same stream) shows the commit's share of the cost.
+//!
 //! `cargo run --release --example bench_advisories` (env BENCH_ADVISORIES=N;
-//! BENCH_REAL=1 adds a run where N messages really die on the server).
+//! BENCH_CONSUMERS=C spreads them over C consumers, default 100, each a
+//! series with its own stored totals; BENCH_REAL=1 adds a run where N
+//! messages really die on the server).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -22,10 +28,15 @@ use prometheus_client::registry::Registry;
 
 const ACCOUNTS: &str =
     "accounts { APP { jetstream: enabled, users: [ { user: app, password: app } ] } }";
-const CONSUMERS: u64 = 100;
+fn consumers() -> u64 {
+    std::env::var("BENCH_CONSUMERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100)
+}
 
 fn advisory(seq: u64) -> (String, Vec<u8>) {
-    let consumer = format!("C{}", seq % CONSUMERS);
+    let consumer = format!("C{}", seq % consumers());
     let subject = format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ORDERS.{consumer}");
     let payload = format!(
         r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","id":"bench{seq}","timestamp":"2026-11-29T21:00:00.000000000Z","stream":"ORDERS","consumer":"{consumer}","stream_seq":{seq},"deliveries":5}}"#
@@ -50,7 +61,7 @@ fn sum_samples(text: &str, name: &str) -> f64 {
 async fn child(url: String, n: u64, durable: bool) {
     let mut registry = Registry::default();
     let metrics = AdvisoryMetrics::register(&mut registry);
-    let mut flags = vec!["--advisories"];
+    let mut flags = vec!["--advisories", "--advisories-max-series", "10000000"];
     if durable {
         flags.extend(["--advisories-stream", "ADV"]);
     }
@@ -111,13 +122,52 @@ fn read_line(r: &mut impl BufRead) -> String {
     line.trim().to_string()
 }
 
+fn field(line: &str, k: &str) -> String {
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix(&format!("{k}=")))
+        .unwrap()
+        .to_string()
+}
+
+/// The same stream read the way durable mode reads it, minus the totals
+/// bucket: batches of 1,000 pulled, each advisory parsed and acknowledged.
+async fn pull_parse_ack(js: &async_nats::jetstream::Context, n: u64) -> f64 {
+    use async_nats::jetstream::consumer;
+    use futures::StreamExt;
+    let stream = js.get_stream("ADV").await.unwrap();
+    let c: consumer::PullConsumer = stream
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("plain".into()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            max_ack_pending: 10_000,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut messages = c
+        .stream()
+        .max_messages_per_batch(1000)
+        .messages()
+        .await
+        .unwrap()
+        .ready_chunks(1000);
+    let t = Instant::now();
+    let mut done = 0;
+    while done < n {
+        let chunk = messages.next().await.unwrap();
+        for m in chunk {
+            let m = m.unwrap();
+            let a = nats_delivery_exporter::advisories::parse::parse_on(&m.subject, &m.payload);
+            assert!(a.is_ok());
+            m.ack().await.unwrap();
+            done += 1;
+        }
+    }
+    t.elapsed().as_secs_f64()
+}
+
 fn report(mode: &str, n: u64, line: &str, publish_secs: Option<f64>) {
-    let field = |k: &str| {
-        line.split_whitespace()
-            .find_map(|f| f.strip_prefix(&format!("{k}=")))
-            .unwrap()
-            .to_string()
-    };
+    let field = |k: &str| field(line, k);
     let secs: f64 = field("seconds").parse().unwrap();
     let counted: f64 = field("counted").parse().unwrap();
     assert_eq!(
@@ -197,6 +247,13 @@ async fn main() {
     let line = read_line(&mut out);
     durable.wait().unwrap();
     report("durable", n, &line, None);
+    let durable_secs = field(&line, "seconds").parse::<f64>().unwrap();
+    let plain = pull_parse_ack(&js, n).await;
+    println!(
+        "plain    {n} advisories pulled, parsed and acknowledged without the commit in {plain:.3} s = {:.0} advisories/s; the commit's share of durable counting: {:.0} %",
+        n as f64 / plain,
+        100.0 * (1.0 - plain / durable_secs).max(0.0)
+    );
     js.delete_stream("ADV").await.unwrap();
 
     // Real: N messages really die (max_deliver 1); the server emits the

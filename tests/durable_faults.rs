@@ -258,7 +258,15 @@ async fn two_replicas_one_killed_mid_burst_keep_the_max_exact() {
     let (va, stop_a) = scraper(pa, Duration::from_millis(500));
     let (vb, stop_b) = scraper(pb, Duration::from_millis(500));
 
-    let burst = tokio::spawn(wave(js.clone(), c.clone(), 0, 120, 120));
+    // 120 deaths spread over six steps, so the kill lands inside the burst.
+    let burst = tokio::spawn({
+        let (js, c) = (js.clone(), c.clone());
+        async move {
+            for step in 0..6 {
+                wave(js.clone(), c.clone(), step * 20, 20, (step as u64 + 1) * 20).await;
+            }
+        }
+    });
     // Kill one replica once the count has begun and before it is done.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

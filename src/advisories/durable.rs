@@ -113,6 +113,9 @@ pub async fn ensure_stream(
     }
 }
 
+/// How long a batch may wait for more advisories once one has arrived.
+const GATHER: Duration = Duration::from_millis(20);
+
 /// How often the listener checks that its consumer still exists.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -176,15 +179,33 @@ async fn session(
                 Err(e) => break Err(e),
             },
             next = messages.next() => {
-                let Some(chunk) = next else {
+                let Some(mut chunk) = next else {
                     break Err(ListenerError::new(ErrorKind::Other, "advisory consumer stream ended"));
                 };
+                // Under load, gather up to a full batch for a moment: one
+                // commit per key per batch is the cost, so larger batches
+                // cost less per advisory.
+                let gather = tokio::time::Instant::now() + GATHER;
+                while chunk.len() < BATCH {
+                    match tokio::time::timeout_at(gather, messages.next()).await {
+                        Ok(Some(more)) => chunk.extend(more),
+                        _ => break,
+                    }
+                }
                 let mut batch = Vec::with_capacity(chunk.len());
                 let mut failed = None;
                 for item in chunk {
                     match item {
                         Ok(m) => batch.push(m),
                         Err(e) => failed = Some(e),
+                    }
+                }
+                // The ack floor bounds what the bucket must remember; asking
+                // for it per batch keeps each stored value small.
+                if !batch.is_empty() {
+                    match check(&consumer).await {
+                        Ok(floor) => ack_floor = floor,
+                        Err(e) => break Err(e),
                     }
                 }
                 if let Err(e) = commit_then_ack(&mut store, &mut applier, &l.metrics, batch, ack_floor).await {
@@ -245,7 +266,10 @@ async fn commit_then_ack(
                 t.ack_floor = t.ack_floor.max(ack_floor);
             }
         }
-        let keys: Vec<String> = work.changed.keys().cloned().collect();
+        // Series first, the account last: a scrape in between never sees
+        // an advisory received whose count is not shown yet.
+        let mut keys: Vec<String> = work.changed.keys().cloned().collect();
+        keys.sort_by_key(|k| k == ACCOUNT_KEY);
         let conflicts = store.commit(work.changed).await?;
         if !conflicts.is_empty() {
             // Another replica wrote these keys: read them and apply again

@@ -149,7 +149,10 @@ async fn session(
                 if !matches!(flushed, Ok(Ok(()))) {
                     continue;
                 }
-                while let Some(Some(msg)) = subs.next().now_or_never() {
+                // Unconstrained: under Tokio's cooperative budget a channel
+                // that still holds messages can answer "not ready", and
+                // every message left behind here would be taken for a drop.
+                while let Some(Some(msg)) = tokio::task::unconstrained(subs.next()).now_or_never() {
                     audit.received += 1;
                     handle(counter, dead_letter.as_ref(), msg).await;
                 }

@@ -165,6 +165,10 @@ impl TotalsStore {
         changed: HashMap<String, Totals>,
     ) -> Result<Vec<String>, ListenerError> {
         let mut pending = Vec::with_capacity(changed.len());
+        // The account key last: replicas following the bucket then never see
+        // an advisory received before its series' count.
+        let mut changed: Vec<(String, Totals)> = changed.into_iter().collect();
+        changed.sort_by_key(|(k, _)| k == super::totals::ACCOUNT_KEY);
         for (key, totals) in changed {
             let revision = self.entries.get(&key).map_or(0, |s| s.revision);
             let mut headers = async_nats::HeaderMap::new();

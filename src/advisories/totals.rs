@@ -21,7 +21,9 @@ pub const RECENT_EVENTS: usize = 16;
 
 /// One event's identity: kind, message sequence, delivery count (NAKs) and
 /// the incarnation of the stream it happened in (see [`super::incarnation`]).
+/// Stored as a 4-element array: every series keeps 16 of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "(u8, u64, u64, i64)", into = "(u8, u64, u64, i64)")]
 pub struct EventId {
     /// 0 max deliveries, 1 terminated, 2 NAK.
     pub kind: u8,
@@ -31,6 +33,23 @@ pub struct EventId {
     pub deliveries: u64,
     /// Which incarnation of the stream (creation time tag).
     pub incarnation: i64,
+}
+
+impl From<(u8, u64, u64, i64)> for EventId {
+    fn from((kind, seq, deliveries, incarnation): (u8, u64, u64, i64)) -> Self {
+        EventId {
+            kind,
+            seq,
+            deliveries,
+            incarnation,
+        }
+    }
+}
+
+impl From<EventId> for (u8, u64, u64, i64) {
+    fn from(e: EventId) -> Self {
+        (e.kind, e.seq, e.deliveries, e.incarnation)
+    }
 }
 
 /// Sequences of the advisory stream, as sorted, disjoint inclusive ranges.
@@ -259,10 +278,16 @@ mod tests {
             ..Default::default()
         };
         t.mark_applied(1, 2);
+        t.remember(EventId {
+            kind: 0,
+            seq: 9,
+            deliveries: 0,
+            incarnation: -5,
+        });
         let json = serde_json::to_string(&t).unwrap();
         assert_eq!(
             json,
-            r#"{"stream":"S","consumer":"C","max_deliveries":3,"source":1,"applied":[[2,2]]}"#
+            r#"{"stream":"S","consumer":"C","max_deliveries":3,"source":1,"applied":[[2,2]],"recent":[[0,9,0,-5]]}"#
         );
         assert_eq!(serde_json::from_str::<Totals>(&json).unwrap(), t);
     }
