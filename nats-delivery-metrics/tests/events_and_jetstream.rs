@@ -137,7 +137,7 @@ async fn unsubscribe_keeps_what_was_received_and_counts_the_rest() {
         sub.dropped_messages() + sub.pending_messages() == 100
     })
     .await;
-    sub.unsubscribe();
+    sub.unsubscribe().await.unwrap();
     let mut got = Vec::new();
     while let Some(m) = sub.next().await {
         got.push(seq_of(&m.payload));
@@ -189,7 +189,7 @@ async fn drain_delivers_what_fits_and_counts_the_rest() {
         sub.dropped_messages() + sub.pending_messages() == 20
     })
     .await;
-    sub.drain();
+    sub.drain().await.unwrap();
     let mut got = Vec::new();
     while let Some(m) = sub.next().await {
         got.push(seq_of(&m.payload));
