@@ -47,7 +47,7 @@ fn server_sub_msgs(server: &NatsServer, name: &str, sid: u64) -> u64 {
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["sid"] == sid.to_string())
+        .find(|s| s["sid"].as_str().and_then(|v| v.parse().ok()) == Some(sid))
         .unwrap_or_else(|| panic!("no subscription {sid} on {name}"))["msgs"]
         .as_u64()
         .unwrap()
