@@ -63,8 +63,9 @@
 //!
 //! The application serves its own `Registry`. With the `http-server` feature,
 //! [`serve`] is a minimal `/metrics` endpoint. With
-//! [`ClientMetrics::publish_reports`] the totals travel over NATS to the
-//! nats-delivery-exporter instead (wire format in the README).
+//! [`ClientMetrics::publish_reports`] (feature `reports`) the totals travel
+//! over NATS to the nats-delivery-exporter instead (wire format in the
+//! README).
 #![deny(missing_docs)]
 
 mod client;
@@ -74,6 +75,7 @@ mod events;
 mod http;
 mod jetstream;
 mod limits;
+#[cfg(feature = "reports")]
 mod report;
 mod state;
 mod subscription;
@@ -87,9 +89,10 @@ use prometheus_client::registry::Registry;
 
 pub use client::InstrumentedClient;
 #[cfg(feature = "http-server")]
-pub use http::serve;
+pub use http::{serve, READ_TIMEOUT};
 pub use jetstream::{Acknowledgement, ConsumerMetrics};
 pub use limits::{PendingLimits, SubscribeOptions};
+#[cfg(feature = "reports")]
 pub use report::{ReportOptions, ReportPublisher, DEFAULT_REPORT_SUBJECT};
 pub use subscription::Subscription;
 pub use totals::{ConnectionEventTotals, SubscriptionTotals};
@@ -104,7 +107,7 @@ pub const ASYNC_NATS_SUBSCRIPTION_CAPACITY: usize = 1 << 28;
 use state::{Shared, SubscriptionStats};
 
 /// The README's examples, compiled as doc tests.
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "reports"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
 
@@ -295,9 +298,10 @@ impl ClientMetrics {
         ConsumerMetrics::new(&self.shared, stream, consumer)
     }
 
-    /// Publishes this connection's totals on `options.subject` every
+    /// Publishes this connection's totals (feature `reports`) on `options.subject` every
     /// `options.interval`, for the nats-delivery-exporter to re-export.
     /// Publishing stops when the returned [`ReportPublisher`] is dropped.
+    #[cfg(feature = "reports")]
     pub fn publish_reports(
         &self,
         client: async_nats::Client,
@@ -306,7 +310,9 @@ impl ClientMetrics {
         ReportPublisher::start(self.shared.clone(), client, options)
     }
 
-    /// The JSON body of one report, as [`Self::publish_reports`] sends it.
+    /// The JSON body of one report, as [`Self::publish_reports`] sends it
+    /// (feature `reports`).
+    #[cfg(feature = "reports")]
     pub fn report(&self, instance: &str, sequence: u64) -> Vec<u8> {
         report::encode_report(&self.shared, instance, sequence)
     }
