@@ -16,10 +16,9 @@
 //! let mut registry = Registry::default();
 //! let metrics = ClientMetrics::new("billing", &mut registry);
 //! let client = metrics
-//!     .connect_options(async_nats::ConnectOptions::new())
-//!     .connect("nats://127.0.0.1:4222")
+//!     .connect(async_nats::ConnectOptions::new(), "nats://127.0.0.1:4222")
 //!     .await?;
-//! let mut orders = metrics.subscribe(&client, "orders.>").await?;
+//! let mut orders = client.subscribe("orders.>").await?;
 //! while let Some(message) = orders.next().await {
 //!     // handle message
 //! #   let _ = message;
@@ -38,17 +37,19 @@
 //! every message the forwarding task received,
 //! `received = delivered + dropped + pending` holds exactly.
 //!
-//! The async-nats channel in front of the forwarding task keeps its size
-//! (`subscription_capacity`, 65,536 messages by default) but becomes pure
-//! headroom: the task does constant work per message and never waits for the
-//! application, so that channel only fills if the task itself is not
-//! scheduled while 65,536 messages arrive: when blocking code holds the Tokio
-//! worker it is queued on, or all workers. That is the honest limit of the
-//! guarantee. Should it happen,
-//! async-nats reports `SlowConsumer(sid)`, and this crate counts those events
-//! for the subscription in `nats_delivery_client_slow_consumer_events_total`,
-//! so a drop by the library shows up there (as a lower bound) instead of
-//! nowhere. Keep `subscription_capacity` at its default or larger.
+//! In front of the forwarding task is async-nats' own channel. A storm of
+//! small messages can fill it even though the forwarding task never waits
+//! for the application (async-nats' connection task reads the socket in long
+//! bursts while the forwarding task waits in the same worker's next-to-run
+//! slot), so [`ClientMetrics::connect_options`] gives it a capacity of
+//! [`ASYNC_NATS_SUBSCRIPTION_CAPACITY`] (2^28) messages: what waits there is
+//! memory, not loss. Against the server's own per-subscription count,
+//! `delivered + dropped + pending` is then exact at rest, on any runtime.
+//! The connection audit, `nats_delivery_client_unforwarded_messages{client}`
+//! ([`ClientMetrics::unforwarded_messages`]), shows what the connection read
+//! and no instrumented subscription took: it returns to 0 at rest, and a
+//! value that stays is the exact number async-nats dropped (if the channel
+//! was made smaller again) or took for consumers the crate does not see.
 //!
 //! # Events
 //!
@@ -63,7 +64,7 @@
 //!
 //! The application serves its own `Registry`. With the `http-server` feature,
 //! [`serve`] is a minimal `/metrics` endpoint. With
-//! [`ClientMetrics::publish_reports`] (feature `reports`) the totals travel
+//! `ClientMetrics::publish_reports` (feature `reports`) the totals travel
 //! over NATS to the nats-delivery-exporter instead (wire format in the
 //! README).
 #![deny(missing_docs)]
