@@ -295,6 +295,9 @@ pub async fn run_client_reports(
     loop {
         match client.subscribe(subject.clone()).await {
             Ok(mut subscriber) => {
+                // A connection still being established (retry on initial
+                // connect) answers the flush once it is up.
+                let _ = client.flush().await;
                 reports.set_listener_up(connected(&client));
                 loop {
                     tokio::select! {
