@@ -10,25 +10,6 @@ use nats_delivery_metrics::{ClientMetrics, InstrumentedClient, PendingLimits, Su
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 
-fn server_msgs(server: &NatsServer, connection: &str, sid: u64) -> u64 {
-    let body = nats_test_server::http_get(&format!("{}/connz?subs=detail", server.monitor_url()));
-    let connz: serde_json::Value = serde_json::from_str(&body).unwrap();
-    let c = connz["connections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == connection)
-        .unwrap();
-    c["subscriptions_list_detail"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["sid"].as_str().and_then(|v| v.parse().ok()) == Some(sid))
-        .unwrap()["msgs"]
-        .as_u64()
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_group_over_two_connections_adds_up() {
     const N: u64 = 5_000;
@@ -72,7 +53,10 @@ async fn a_queue_group_over_two_connections_adds_up() {
     let mut total = 0.0;
     for (i, (name, _)) in members.iter().enumerate() {
         let sid = subs[i].sid().unwrap();
-        assert_eq!(accounted(i), server_msgs(&server, name, sid));
+        assert_eq!(
+            accounted(i),
+            common::server_subscription_msgs(&server, name, sid)
+        );
         assert_eq!(subs[i].pending_messages(), 100);
         let l = [("client", name.as_str()), ("subscription", "jobs")];
         let dropped = sample(&text, "nats_delivery_client_dropped_messages_total", &l).unwrap();

@@ -2,23 +2,15 @@
 //! the `Debug` output. These tests fail loudly the day async-nats changes that
 //! output: the sids read must be the ones the server lists for the subjects.
 
+mod common;
+
 use nats_delivery_metrics::ClientMetrics;
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 
 /// sid -> subject as the server lists them for connection `name`.
 fn server_sids(server: &NatsServer, name: &str) -> Vec<(u64, String)> {
-    let body = nats_test_server::http_get(&format!("{}/connz?subs=detail", server.monitor_url()));
-    let connz: serde_json::Value = serde_json::from_str(&body).unwrap();
-    let connection = connz["connections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap();
-    let mut sids: Vec<(u64, String)> = connection["subscriptions_list_detail"]
-        .as_array()
-        .unwrap()
+    let mut sids: Vec<(u64, String)> = common::server_subscriptions(server, name)
         .iter()
         .map(|s| {
             (

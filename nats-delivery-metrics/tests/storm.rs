@@ -9,12 +9,15 @@
 //! reads the socket as fast as it can: the storm that overflowed async-nats'
 //! 65,536-message channel before the crate sized it.
 
+mod common;
+
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::server_subscription_msgs;
 use futures::StreamExt;
 use nats_delivery_metrics::{ClientMetrics, SubscribeOptions, Subscription};
 use nats_test_server::NatsServer;
@@ -31,26 +34,6 @@ const CHILD_LEN: &str = "STORM_PUBLISHER_PAYLOAD_LEN";
 enum Publisher {
     SameProcess,
     OtherProcess,
-}
-
-/// `msgs` the server reports for subscription `sid` of connection `name`.
-fn server_sub_msgs(server: &NatsServer, name: &str, sid: u64) -> u64 {
-    let body = nats_test_server::http_get(&format!("{}/connz?subs=detail", server.monitor_url()));
-    let connz: serde_json::Value = serde_json::from_str(&body).unwrap();
-    let connection = connz["connections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no connection named {name} in /connz (cut by the server?)"));
-    connection["subscriptions_list_detail"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["sid"].as_str().and_then(|v| v.parse().ok()) == Some(sid))
-        .unwrap_or_else(|| panic!("no subscription {sid} on {name}"))["msgs"]
-        .as_u64()
-        .unwrap()
 }
 
 async fn publish(url: &str, n: u64, len: usize) {
@@ -124,7 +107,7 @@ fn storm(workers: usize, len: usize, n: u64, publisher: Publisher) {
 
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            let sent = server_sub_msgs(&server, CONNECTION, sid);
+            let sent = server_subscription_msgs(&server, CONNECTION, sid);
             let t = totals();
             let accounted = t.delivered_messages + t.dropped_messages + t.pending_messages;
             if sent == n && accounted == n && t.pending_messages == 0 {
@@ -229,7 +212,7 @@ fn drops_in_a_smaller_async_nats_channel_are_counted_by_the_audit() {
             let t = metrics.subscription_totals(SUBJECT).unwrap();
             t.delivered_messages + t.dropped_messages + t.pending_messages
         };
-        wait_until(|| server_sub_msgs(&server, CONNECTION, sid) == n).await;
+        wait_until(|| server_subscription_msgs(&server, CONNECTION, sid) == n).await;
         // At rest: the reader has emptied the subscription and the accounted
         // total has not moved for half a second.
         let mut last = (u64::MAX, 0);
