@@ -212,7 +212,10 @@ fn drops_in_a_smaller_async_nats_channel_are_counted_by_the_audit() {
             let t = metrics.subscription_totals(SUBJECT).unwrap();
             t.delivered_messages + t.dropped_messages + t.pending_messages
         };
-        wait_until(|| server_subscription_msgs(&server, CONNECTION, sid) == n).await;
+        common::wait_for("the server to send the storm", || {
+            server_subscription_msgs(&server, CONNECTION, sid) == n
+        })
+        .await;
         // At rest: the reader has emptied the subscription and the accounted
         // total has not moved for half a second.
         let mut last = (u64::MAX, 0);
@@ -239,23 +242,11 @@ fn drops_in_a_smaller_async_nats_channel_are_counted_by_the_audit() {
             metrics.unforwarded_messages(),
             Some(dropped_by_async_nats + 1)
         );
-        let text = {
-            let mut t = String::new();
-            prometheus_client::encoding::text::encode(&mut t, &registry).unwrap();
-            t
-        };
+        let text = common::exposition(&registry);
         let line = format!(
             "nats_delivery_client_unforwarded_messages{{client=\"storm\"}} {}\n",
             dropped_by_async_nats + 1
         );
         assert!(text.contains(&line), "{line} missing from\n{text}");
     });
-}
-
-async fn wait_until(mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
