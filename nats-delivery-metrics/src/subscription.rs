@@ -286,15 +286,32 @@ fn admit(queue: &Queue, stats: &SubscriptionStats, batch: &mut Vec<Message>) {
         let mut dropped = 0;
         let mut dropped_bytes = 0;
         let mut high_water = stats.high_water.load(Ordering::Relaxed);
+        // What the application has taken, read once per batch: it only
+        // grows, so a stale value can only overstate pending. Before a
+        // message would be dropped or raise the high-water mark, it is read
+        // again, so both decisions use a fresh value; the common case (the
+        // application keeps up) reads no cache line the application writes.
+        let taken_by_application = || {
+            (
+                stats.delivered.load(Ordering::Acquire),
+                stats.delivered_bytes.load(Ordering::Acquire),
+            )
+        };
+        let (mut delivered, mut delivered_bytes) = taken_by_application();
         for m in batch.drain(..) {
             let len = m.payload.len() as u64;
-            // The application only lowers pending between these reads and
-            // the check, which can only make the check stricter.
-            let delivered = stats.delivered.load(Ordering::Acquire);
-            let delivered_bytes = stats.delivered_bytes.load(Ordering::Acquire);
-            let pending = admitted - delivered;
-            let pending_bytes = admitted_bytes - delivered_bytes;
-            if pending + 1 > limits.messages || pending_bytes + len > limits.bytes {
+            let over = |delivered: u64, delivered_bytes: u64| {
+                let pending = admitted - delivered;
+                let over_limit = pending + 1 > limits.messages
+                    || admitted_bytes - delivered_bytes + len > limits.bytes;
+                (over_limit, pending)
+            };
+            let (mut over_limit, mut pending) = over(delivered, delivered_bytes);
+            if over_limit || pending + 1 > high_water {
+                (delivered, delivered_bytes) = taken_by_application();
+                (over_limit, pending) = over(delivered, delivered_bytes);
+            }
+            if over_limit {
                 dropped += 1;
                 dropped_bytes += len;
             } else {
