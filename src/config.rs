@@ -103,6 +103,20 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_CLIENT_REPORTS_EXPIRY", default_value = "60s", value_parser = parse_duration)]
     pub client_reports_expiry: Duration,
 
+    /// Most application instances whose reports are kept; reports of further
+    /// instances are rejected (and counted) until one expires.
+    #[arg(long, env = "NATS_DELIVERY_CLIENT_REPORTS_MAX_INSTANCES", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub client_reports_max_instances: u32,
+
+    /// Subscription names, and (stream, consumer) pairs, kept per instance;
+    /// more are summed under "__overflow__".
+    #[arg(long, env = "NATS_DELIVERY_CLIENT_REPORTS_MAX_ENTRIES", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub client_reports_max_entries: u32,
+
+    /// Largest report body in bytes; larger ones are rejected unread.
+    #[arg(long, env = "NATS_DELIVERY_CLIENT_REPORTS_MAX_BYTES", default_value_t = 65_536, value_parser = clap::value_parser!(u32).range(1024..=67_108_864))]
+    pub client_reports_max_bytes: u32,
+
     /// NATS connection of the advisory and system-event listeners.
     #[command(flatten)]
     pub nats: crate::nats_connection::NatsArgs,

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Parser;
 use nats_delivery_exporter::advisories::Listeners;
-use nats_delivery_exporter::client_reports::{run_client_reports, ClientReports};
+use nats_delivery_exporter::client_reports::{run_client_reports, ClientReports, ReportLimits};
 use nats_delivery_exporter::config::Config;
 use nats_delivery_exporter::exporter::Exporter;
 use nats_delivery_exporter::nats_connection;
@@ -61,7 +61,16 @@ fn reuse_scrape_buffers() {
 
 /// Subscribes to the applications' reports and registers their re-export.
 async fn start_client_reports(config: &Config, exporter: &mut Exporter) -> anyhow::Result<()> {
-    let reports = Arc::new(ClientReports::new(config.client_reports_expiry));
+    let limits = ReportLimits {
+        max_instances: config.client_reports_max_instances as usize,
+        max_entries: config.client_reports_max_entries as usize,
+        max_report_bytes: config.client_reports_max_bytes as usize,
+        ..ReportLimits::default()
+    };
+    let reports = Arc::new(ClientReports::with_limits(
+        config.client_reports_expiry,
+        limits,
+    ));
     exporter
         .registry_mut()
         .register_collector(Box::new(reports.clone()));

@@ -42,6 +42,8 @@ fn start_exporter(server: &NatsServer) -> Exporter {
             &server.client_url(),
             "--advisories",
             "--client-reports",
+            "--client-reports-max-instances",
+            "3",
         ])
         .env("NATS_DELIVERY_LOG", "warn")
         .spawn()
@@ -178,6 +180,14 @@ async fn the_binary_counts_every_kind_of_loss_it_listens_for() {
     );
     assert_eq!(
         value(&text, "nats_delivery_up", &[("source", "jsz")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_app_report_instances_limit", &[]),
+        Some(3.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_app_reports_listener_up", &[]),
         Some(1.0)
     );
     nats_test_server::reference::assert_documented(&text);

@@ -3,12 +3,10 @@
 //! `ClientReports` re-exports them with exact values, counts garbage and
 //! expires silent instances.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::StreamExt;
-use nats_delivery_exporter::client_reports::{run_client_reports, ClientReports};
 use nats_delivery_metrics::{
     Acknowledgement, ClientMetrics, PendingLimits, ReportOptions, SubscribeOptions,
 };
@@ -23,34 +21,8 @@ use common::{
     assert_promtool_clean, exposition, publish_n, sample, sync_with_server, wait_for, PAYLOAD_LEN,
 };
 
-/// Exporter side: a registry holding a `ClientReports` fed from `subject`.
-async fn exporter(
-    server: &NatsServer,
-    subject: &str,
-    expiry: Duration,
-) -> (Registry, Arc<ClientReports>) {
-    let client = async_nats::connect(server.client_url()).await.unwrap();
-    let reports = Arc::new(ClientReports::new(expiry));
-    let mut registry = Registry::default();
-    registry.register_collector(Box::new(reports.clone()));
-    tokio::spawn(run_client_reports(
-        client.clone(),
-        subject.to_string(),
-        reports.clone(),
-    ));
-    // Let the subscription reach the server before anyone publishes.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        sync_with_server(&client).await;
-        let subsz = nats_test_server::http_get(&format!("{}/subsz", server.monitor_url()));
-        let subsz: serde_json::Value = serde_json::from_str(&subsz).unwrap();
-        if subsz["num_subscriptions"].as_u64().unwrap_or(0) >= 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "exporter never subscribed");
-    }
-    (registry, reports)
-}
+mod client_reports_support;
+use client_reports_support::exporter;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_are_re_exported_exactly_and_expire() {

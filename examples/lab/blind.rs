@@ -95,6 +95,7 @@ pub async fn blindness(lab: &mut Lab) -> anyhow::Result<()> {
         "NatsDeliverySystemEventsListenerDown",
         "NatsDeliveryExporterDown",
         "NatsDeliveryExporterAbsent",
+        "NatsDeliveryAppReportsListenerDown",
     ];
     lab.report.scenario(
         "blindness: the server stops, then the exporter, then its scrape target",
@@ -116,6 +117,7 @@ pub async fn blindness(lab: &mut Lab) -> anyhow::Result<()> {
         (alerts[0], vec![("source", "jsz")]),
         (alerts[1], vec![("account", "APP")]),
         (alerts[2], vec![("job", "nats-delivery-exporter")]),
+        (alerts[5], vec![("job", "nats-delivery-exporter")]),
     ] {
         let found = lab.prom.wait_firing(alert, &labels, WAIT).await?;
         lab.report.alert(alert, &labels, found);

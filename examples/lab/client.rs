@@ -94,7 +94,9 @@ pub async fn library_drops(lab: &mut Lab) -> anyhow::Result<()> {
     );
     let subject = "lab.plain.events";
     let mut subscriber = lab.plain.subscribe(subject).await?;
-    lab.plain_metrics.name_subscriber(&subscriber, subject);
+    lab.plain_metrics
+        .name_subscriber(&subscriber, subject)
+        .expect("async-nats shows the sid in its Debug output");
     let q = format!(
         "sum(nats_delivery_client_slow_consumer_events_total{{client=\"{PLAIN_CLIENT}\",subscription=\"{subject}\"}})"
     );

@@ -1,9 +1,10 @@
 //! Overhead benchmark: messages per second through a plain async-nats
 //! subscriber and through an instrumented `Subscription`, same process, same
-//! server, 1 KiB payloads, rounds alternating between the two.
+//! server, 1 KiB payloads (or the size given), rounds alternating between
+//! the two.
 //!
 //! ```text
-//! cargo run --release -p nats-delivery-metrics --example overhead -- [messages] [rounds]
+//! cargo run --release -p nats-delivery-metrics --example overhead -- [messages] [rounds] [payload bytes]
 //! ```
 //!
 //! Starts its own nats-server (see `scripts/install-deps.sh`). Each round
@@ -44,8 +45,9 @@ async fn round(
     subscriber: &async_nats::Client,
     publisher: &async_nats::Client,
     metrics: &ClientMetrics,
+    len: usize,
 ) -> (f64, f64) {
-    let payload = bytes::Bytes::from(vec![b'x'; 1024]);
+    let payload = bytes::Bytes::from(vec![b'x'; len]);
     let consumer = match mode {
         Mode::Plain => {
             let mut sub = subscriber.subscribe(subject.to_string()).await.unwrap();
@@ -95,7 +97,7 @@ async fn round(
         .await
         .expect("round timed out: messages were lost")
         .unwrap();
-    assert_eq!(bytes as u64, n * 1024);
+    assert_eq!(bytes as u64, n * len as u64);
     let elapsed = start.elapsed().as_secs_f64();
     let cpu_ns = (cpu_time() - cpu).as_nanos() as f64 / n as f64;
     (n as f64 / elapsed, cpu_ns)
@@ -118,12 +120,16 @@ async fn main() {
         .next()
         .map_or(200_000, |a| a.parse().expect("messages"));
     let rounds: usize = args.next().map_or(7, |a| a.parse().expect("rounds"));
+    let len: usize = args
+        .next()
+        .map_or(1024, |a| a.parse().expect("payload bytes"));
     let server = NatsServer::builder().start();
     let mut registry = Registry::default();
     let metrics = ClientMetrics::new("bench", &mut registry);
-    // Large enough that the plain subscriber never drops either.
+    // connect_options sizes async-nats' channel (2^28 messages) for both
+    // kinds of subscription: the plain subscriber never drops either.
     let subscriber = metrics
-        .connect_options(async_nats::ConnectOptions::new().subscription_capacity(n as usize))
+        .connect_options(async_nats::ConnectOptions::new())
         .connect(server.client_url())
         .await
         .unwrap();
@@ -138,6 +144,7 @@ async fn main() {
             &subscriber,
             &publisher,
             &metrics,
+            len,
         )
         .await;
     }
@@ -151,7 +158,8 @@ async fn main() {
         };
         for mode in order {
             let subject = format!("bench.{r}.{mode:?}");
-            let (rate, cpu) = round(mode, n, &subject, &subscriber, &publisher, &metrics).await;
+            let (rate, cpu) =
+                round(mode, n, &subject, &subscriber, &publisher, &metrics, len).await;
             println!("round {r} {mode:?}: {rate:.0} msgs/s, {cpu:.0} ns CPU per message");
             match mode {
                 Mode::Plain => {
@@ -168,7 +176,7 @@ async fn main() {
     }
     let (p, i) = (median(plain), median(instrumented));
     println!(
-        "median over {rounds} rounds of {n} messages (1 KiB): plain {p:.0} msgs/s, instrumented {i:.0} msgs/s, ratio {:.3}",
+        "median over {rounds} rounds of {n} messages ({len} bytes): plain {p:.0} msgs/s, instrumented {i:.0} msgs/s, ratio {:.3}",
         i / p
     );
     println!(

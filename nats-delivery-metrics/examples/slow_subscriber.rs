@@ -84,11 +84,14 @@ async fn main() {
     // buffer, drops visible only as SlowConsumer events.
     let plain_client = plain_metrics
         .connect_options(async_nats::ConnectOptions::new())
+        .subscription_capacity(65_536)
         .connect(server.client_url())
         .await
         .unwrap();
     let mut plain = plain_client.subscribe("test").await.unwrap();
-    plain_metrics.name_subscriber(&plain, "test");
+    plain_metrics
+        .name_subscriber(&plain, "test")
+        .expect("async-nats shows the sid in its Debug output");
     for c in [&client, &plain_client] {
         // A round trip, so the server has the subscription before publishing.
         let _ = c.request("sync", bytes::Bytes::new()).await;

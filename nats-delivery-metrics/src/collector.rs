@@ -89,15 +89,29 @@ impl Collector for ClientCollector {
             "Highest number of pending messages an instrumented subscription has held.",
             gauge(|l| l.high_water),
         )?;
+        // An unlimited side (u64::MAX, also when summed) has no limit gauge.
+        let limit = |f: fn(&crate::state::LiveSnapshot) -> u64| {
+            per_subscription(client, &subs, move |s| {
+                s.live
+                    .map(|l| f(&l))
+                    .filter(|v| *v != crate::PendingLimits::UNLIMITED)
+                    .map(ConstGauge::new)
+            })
+        };
         family(&mut encoder, "nats_delivery_client_pending_messages_limit",
-            "Pending message limit of an instrumented subscription; further messages are dropped and counted.",
-            gauge(|l| l.limit_messages))?;
+            "Pending message limit of an instrumented subscription; further messages are dropped and counted. Absent when unlimited.",
+            limit(|l| l.limit_messages))?;
         family(&mut encoder, "nats_delivery_client_pending_bytes_limit",
-            "Pending payload byte limit of an instrumented subscription; further messages are dropped and counted.",
-            gauge(|l| l.limit_bytes))?;
+            "Pending payload byte limit of an instrumented subscription; further messages are dropped and counted. Absent when unlimited.",
+            limit(|l| l.limit_bytes))?;
         family(&mut encoder, "nats_delivery_client_slow_consumer_events",
             "Slow-consumer events async-nats reported per subscription; a lower bound, async-nats loses events when its event queue of 128 is full.",
             per_subscription(client, &subs, |s| Some(ConstCounter::new(s.slow_consumer_events))))?;
+        if let Some(n) = shared.unforwarded() {
+            family(&mut encoder, "nats_delivery_client_unforwarded_messages",
+                "Messages the connection read that no instrumented subscription has taken yet: waiting in async-nats' buffers, dropped by async-nats, or for subscribers the crate does not instrument. Returns to 0 when only instrumented subscriptions exist and nothing was dropped; a value that stays is the exact count of async-nats' drops.",
+                vec![([("client", client)], ConstGauge::new(n))])?;
+        }
         let events = shared.events.values();
         family(&mut encoder, "nats_delivery_client_connection_events",
             "Connection events async-nats reported, by event; a lower bound, async-nats loses events when its event queue of 128 is full.",

@@ -3,13 +3,24 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+/// How long a client may take to send its request head.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest pause after failed accepts (it doubles from 10 ms).
+const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
 /// Serves `registry` as OpenMetrics text on `GET /metrics` at `addr` until
 /// the returned future is dropped. Returns only if binding fails.
+///
+/// A client that has not sent its request head within [`READ_TIMEOUT`] is
+/// disconnected. When accepting fails (for example when the process is out
+/// of file descriptors) it pauses before the next attempt, 10 ms doubling up
+/// to 1 s, instead of spinning on the error.
 ///
 /// ```no_run
 /// # async fn run() -> std::io::Result<()> {
@@ -22,23 +33,38 @@ use tokio::net::TcpListener;
 /// ```
 pub async fn serve(registry: Arc<Registry>, addr: SocketAddr) -> std::io::Result<()> {
     let listener = TcpListener::bind(addr).await?;
+    let mut backoff = Duration::ZERO;
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            continue;
+        let mut stream = match listener.accept().await {
+            Ok((stream, _)) => {
+                backoff = Duration::ZERO;
+                stream
+            }
+            Err(_) => {
+                backoff = (backoff * 2).clamp(Duration::from_millis(10), MAX_ACCEPT_BACKOFF);
+                tokio::time::sleep(backoff).await;
+                continue;
+            }
         };
         let registry = registry.clone();
         tokio::spawn(async move {
             let mut request = vec![0u8; 4096];
             let mut read = 0;
-            // Read until the end of the request head (or the buffer is full).
-            while read < request.len() {
-                match stream.read(&mut request[read..]).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => read += n,
+            // Read until the end of the request head (or the buffer is full),
+            // for at most READ_TIMEOUT: a silent client does not hold a task.
+            let head = async {
+                while read < request.len() {
+                    match stream.read(&mut request[read..]).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => read += n,
+                    }
+                    if request[..read].windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
                 }
-                if request[..read].windows(4).any(|w| w == b"\r\n\r\n") {
-                    break;
-                }
+            };
+            if tokio::time::timeout(READ_TIMEOUT, head).await.is_err() {
+                return;
             }
             let head = String::from_utf8_lossy(&request[..read]);
             let path = head.split_whitespace().nth(1).unwrap_or("");

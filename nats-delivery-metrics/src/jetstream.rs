@@ -132,14 +132,38 @@ impl ConsumerMetrics {
 
     /// Counts an acknowledgement the application sent by other means.
     pub fn record(&self, ack: Acknowledgement) {
+        self.counter(ack).fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn counter(&self, ack: Acknowledgement) -> &AtomicU64 {
         let s = &self.stats;
-        let counter = match ack {
+        match ack {
             Acknowledgement::Ack => &s.acks,
             Acknowledgement::Nak(_) => &s.naks,
             Acknowledgement::Term => &s.terms,
             Acknowledgement::InProgress => &s.in_progress,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Messages counted by [`Self::received`].
+    pub fn received_messages(&self) -> u64 {
+        self.stats.received.load(Ordering::Relaxed)
+    }
+
+    /// Redeliveries among [`Self::received_messages`].
+    pub fn redelivered_messages(&self) -> u64 {
+        self.stats.redelivered.load(Ordering::Relaxed)
+    }
+
+    /// Acknowledgements of the kind of `ack` counted so far (the delay of a
+    /// `Nak` does not matter).
+    pub fn acknowledgements(&self, ack: Acknowledgement) -> u64 {
+        self.counter(ack).load(Ordering::Relaxed)
+    }
+
+    /// Acknowledgements the client failed to send.
+    pub fn acknowledgement_errors(&self) -> u64 {
+        self.stats.ack_errors.load(Ordering::Relaxed)
     }
 
     /// Checks a pull consumer's batch size against what the connection can

@@ -16,10 +16,9 @@
 //! let mut registry = Registry::default();
 //! let metrics = ClientMetrics::new("billing", &mut registry);
 //! let client = metrics
-//!     .connect_options(async_nats::ConnectOptions::new())
-//!     .connect("nats://127.0.0.1:4222")
+//!     .connect(async_nats::ConnectOptions::new(), "nats://127.0.0.1:4222")
 //!     .await?;
-//! let mut orders = metrics.subscribe(&client, "orders.>").await?;
+//! let mut orders = client.subscribe("orders.>").await?;
 //! while let Some(message) = orders.next().await {
 //!     // handle message
 //! #   let _ = message;
@@ -38,17 +37,19 @@
 //! every message the forwarding task received,
 //! `received = delivered + dropped + pending` holds exactly.
 //!
-//! The async-nats channel in front of the forwarding task keeps its size
-//! (`subscription_capacity`, 65,536 messages by default) but becomes pure
-//! headroom: the task does constant work per message and never waits for the
-//! application, so that channel only fills if the task itself is not
-//! scheduled while 65,536 messages arrive: when blocking code holds the Tokio
-//! worker it is queued on, or all workers. That is the honest limit of the
-//! guarantee. Should it happen,
-//! async-nats reports `SlowConsumer(sid)`, and this crate counts those events
-//! for the subscription in `nats_delivery_client_slow_consumer_events_total`,
-//! so a drop by the library shows up there (as a lower bound) instead of
-//! nowhere. Keep `subscription_capacity` at its default or larger.
+//! In front of the forwarding task is async-nats' own channel. A storm of
+//! small messages can fill it even though the forwarding task never waits
+//! for the application (async-nats' connection task reads the socket in long
+//! bursts while the forwarding task waits in the same worker's next-to-run
+//! slot), so [`ClientMetrics::connect_options`] gives it a capacity of
+//! [`ASYNC_NATS_SUBSCRIPTION_CAPACITY`] (2^28) messages: what waits there is
+//! memory, not loss. Against the server's own per-subscription count,
+//! `delivered + dropped + pending` is then exact at rest, on any runtime.
+//! The connection audit, `nats_delivery_client_unforwarded_messages{client}`
+//! ([`ClientMetrics::unforwarded_messages`]), shows what the connection read
+//! and no instrumented subscription took: it returns to 0 at rest, and a
+//! value that stays is the exact number async-nats dropped (if the channel
+//! was made smaller again) or took for consumers the crate does not see.
 //!
 //! # Events
 //!
@@ -63,19 +64,23 @@
 //!
 //! The application serves its own `Registry`. With the `http-server` feature,
 //! [`serve`] is a minimal `/metrics` endpoint. With
-//! [`ClientMetrics::publish_reports`] the totals travel over NATS to the
-//! nats-delivery-exporter instead (wire format in the README).
+//! `ClientMetrics::publish_reports` (feature `reports`) the totals travel
+//! over NATS to the nats-delivery-exporter instead (wire format in the
+//! README).
 #![deny(missing_docs)]
 
+mod client;
 mod collector;
 mod events;
 #[cfg(feature = "http-server")]
 mod http;
 mod jetstream;
 mod limits;
+#[cfg(feature = "reports")]
 mod report;
 mod state;
 mod subscription;
+mod totals;
 
 use std::fmt;
 use std::future::Future;
@@ -83,17 +88,27 @@ use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 
+pub use client::InstrumentedClient;
 #[cfg(feature = "http-server")]
-pub use http::serve;
+pub use http::{serve, READ_TIMEOUT};
 pub use jetstream::{Acknowledgement, ConsumerMetrics};
 pub use limits::{PendingLimits, SubscribeOptions};
+#[cfg(feature = "reports")]
 pub use report::{ReportOptions, ReportPublisher, DEFAULT_REPORT_SUBJECT};
 pub use subscription::Subscription;
+pub use totals::{ConnectionEventTotals, SubscriptionTotals};
+
+/// The `subscription_capacity` [`ClientMetrics::connect_options`] gives
+/// async-nats: 2^28 messages. async-nats allocates its channels as they fill,
+/// so this costs nothing until messages wait; it means async-nats would only
+/// drop after 268,435,456 messages of one subscription wait for the
+/// forwarding task, i.e. never before memory runs out.
+pub const ASYNC_NATS_SUBSCRIPTION_CAPACITY: usize = 1 << 28;
 
 use state::{Shared, SubscriptionStats};
 
 /// The README's examples, compiled as doc tests.
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "reports"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
 
@@ -134,18 +149,25 @@ impl ClientMetrics {
     }
 
     /// `options` with an event callback that counts connection and
-    /// slow-consumer events. Replaces a callback set earlier on `options`
-    /// (async-nats cannot read it back); see
-    /// [`Self::connect_options_with_callback`] to keep your own.
+    /// slow-consumer events, and async-nats' per-subscription channel sized to
+    /// [`ASYNC_NATS_SUBSCRIPTION_CAPACITY`] so that async-nats itself never
+    /// drops a message for an instrumented subscription (the crate's own
+    /// [`PendingLimits`] decide, and count, what is dropped). Replaces a
+    /// callback set earlier on `options` (async-nats cannot read it back);
+    /// see [`Self::connect_options_with_callback`] to keep your own. Setting
+    /// `subscription_capacity` again afterwards brings async-nats' drops
+    /// back; they then show in `nats_delivery_client_unforwarded_messages`.
     pub fn connect_options(
         &self,
         options: async_nats::ConnectOptions,
     ) -> async_nats::ConnectOptions {
         let shared = self.shared.clone();
-        options.event_callback(move |event| {
-            shared.record_event(&event);
-            std::future::ready(())
-        })
+        options
+            .subscription_capacity(ASYNC_NATS_SUBSCRIPTION_CAPACITY)
+            .event_callback(move |event| {
+                shared.record_event(&event);
+                std::future::ready(())
+            })
     }
 
     /// Like [`Self::connect_options`], and then calls `callback` with every
@@ -160,14 +182,32 @@ impl ClientMetrics {
         Fut: Future<Output = ()> + Send + Sync + 'static,
     {
         let shared = self.shared.clone();
-        options.event_callback(move |event| {
-            shared.record_event(&event);
-            callback(event)
-        })
+        options
+            .subscription_capacity(ASYNC_NATS_SUBSCRIPTION_CAPACITY)
+            .event_callback(move |event| {
+                shared.record_event(&event);
+                callback(event)
+            })
+    }
+
+    /// Connects to `addrs` with [`Self::connect_options`] applied to
+    /// `options`, and returns the client these metrics belong to.
+    pub async fn connect(
+        &self,
+        options: async_nats::ConnectOptions,
+        addrs: impl async_nats::ToServerAddrs,
+    ) -> Result<InstrumentedClient, Error> {
+        let client = self
+            .connect_options(options)
+            .connect(addrs)
+            .await
+            .map_err(|e| Error::new(ErrorKind::Connect, e))?;
+        InstrumentedClient::new(self.clone(), client)
     }
 
     /// Subscribes to `subject` with default [`SubscribeOptions`]: named after
-    /// the subject pattern, default [`PendingLimits`].
+    /// the subject pattern, default [`PendingLimits`]. `client` must be the
+    /// connection these metrics belong to (see [`Self::subscribe_with`]).
     pub async fn subscribe(
         &self,
         client: &async_nats::Client,
@@ -178,12 +218,24 @@ impl ClientMetrics {
     }
 
     /// Subscribes to `subject` with a name, queue group or limits of your choice.
+    ///
+    /// The first subscription ties these metrics to `client`'s connection; a
+    /// subscription on another connection fails with
+    /// [`ErrorKind::OtherConnection`], because sids restart at 1 on every
+    /// connection and its slow-consumer events would be counted for the wrong
+    /// subscription. [`InstrumentedClient`] makes that mistake impossible.
     pub async fn subscribe_with(
         &self,
         client: &async_nats::Client,
         subject: impl Into<String>,
         options: SubscribeOptions,
     ) -> Result<Subscription, Error> {
+        if !self.shared.bind(client) {
+            return Err(Error::new(
+                ErrorKind::OtherConnection,
+                "these metrics belong to another connection; use one ClientMetrics per connection",
+            ));
+        }
         let subject = subject.into();
         let subscriber = match &options.queue_group {
             Some(group) => client.queue_subscribe(subject.clone(), group.clone()).await,
@@ -197,11 +249,49 @@ impl ClientMetrics {
 
     /// Attributes slow-consumer events of a plain async-nats subscriber to
     /// `name`. Its drops are then counted by events only (a lower bound);
-    /// subscribe through [`Self::subscribe`] for exact counts.
-    pub fn name_subscriber(&self, subscriber: &async_nats::Subscriber, name: impl Into<String>) {
-        if let Some(sid) = subscription::sid_of(subscriber) {
-            self.shared.name_sid(sid, Arc::from(name.into()));
-        }
+    /// subscribe through [`Self::subscribe`] for exact counts. Fails with
+    /// [`ErrorKind::SidUnreadable`] if this async-nats version no longer
+    /// shows the sid in the subscriber's `Debug` output.
+    pub fn name_subscriber(
+        &self,
+        subscriber: &async_nats::Subscriber,
+        name: impl Into<String>,
+    ) -> Result<(), Error> {
+        let sid = subscription::sid_of(subscriber).ok_or_else(|| {
+            Error::new(
+                ErrorKind::SidUnreadable,
+                "async-nats' Subscriber Debug output no longer shows its sid",
+            )
+        })?;
+        self.shared.name_sid(sid, Arc::from(name.into()));
+        Ok(())
+    }
+
+    /// Messages the connection read (async-nats' `in_messages`) that no
+    /// instrumented subscription or [`InstrumentedClient::request`] has taken:
+    /// still waiting in async-nats' channels, dropped by async-nats, or for
+    /// subscribers and requests this crate does not see. With
+    /// [`Self::connect_options`] and only instrumented subscriptions it
+    /// returns to exactly 0 once the forwarding tasks have caught up; a value
+    /// that stays is the exact number of messages async-nats dropped.
+    /// `None` before the first subscription.
+    pub fn unforwarded_messages(&self) -> Option<u64> {
+        self.shared.unforwarded()
+    }
+
+    /// The totals of the subscriptions named `name` (instrumented, or plain
+    /// ones named with [`Self::name_subscriber`]), `None` for an unknown name.
+    pub fn subscription_totals(&self, name: &str) -> Option<SubscriptionTotals> {
+        self.shared
+            .snapshot()
+            .into_iter()
+            .find(|s| &*s.name == name)
+            .map(|s| SubscriptionTotals::from(&s))
+    }
+
+    /// Connection events counted so far.
+    pub fn connection_events(&self) -> ConnectionEventTotals {
+        ConnectionEventTotals::from(&self.shared.events)
     }
 
     /// Counters for the JetStream consumer `consumer` of `stream`.
@@ -209,9 +299,10 @@ impl ClientMetrics {
         ConsumerMetrics::new(&self.shared, stream, consumer)
     }
 
-    /// Publishes this connection's totals on `options.subject` every
+    /// Publishes this connection's totals (feature `reports`) on `options.subject` every
     /// `options.interval`, for the nats-delivery-exporter to re-export.
     /// Publishing stops when the returned [`ReportPublisher`] is dropped.
+    #[cfg(feature = "reports")]
     pub fn publish_reports(
         &self,
         client: async_nats::Client,
@@ -220,7 +311,9 @@ impl ClientMetrics {
         ReportPublisher::start(self.shared.clone(), client, options)
     }
 
-    /// The JSON body of one report, as [`Self::publish_reports`] sends it.
+    /// The JSON body of one report, as [`Self::publish_reports`] sends it
+    /// (feature `reports`).
+    #[cfg(feature = "reports")]
     pub fn report(&self, instance: &str, sequence: u64) -> Vec<u8> {
         report::encode_report(&self.shared, instance, sequence)
     }
@@ -234,6 +327,17 @@ pub enum ErrorKind {
     Subscribe,
     /// A JetStream acknowledgement could not be sent.
     Acknowledge,
+    /// The connection could not be established.
+    Connect,
+    /// The metrics already belong to another connection.
+    OtherConnection,
+    /// The sid of an async-nats `Subscriber` could not be read.
+    SidUnreadable,
+    /// Unsubscribing or draining failed, or the subscription had already
+    /// been stopped.
+    Unsubscribe,
+    /// A request failed.
+    Request,
 }
 
 /// An error from this crate; the async-nats error is its `source()`.
@@ -244,7 +348,10 @@ pub struct Error {
 }
 
 impl Error {
-    fn new(kind: ErrorKind, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+    pub(crate) fn new(
+        kind: ErrorKind,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
         Error {
             kind,
             source: source.into(),
@@ -266,6 +373,11 @@ impl fmt::Display for Error {
         match self.kind {
             ErrorKind::Subscribe => write!(f, "cannot subscribe: {}", self.source),
             ErrorKind::Acknowledge => write!(f, "cannot acknowledge: {}", self.source),
+            ErrorKind::Connect => write!(f, "cannot connect: {}", self.source),
+            ErrorKind::OtherConnection => write!(f, "wrong connection: {}", self.source),
+            ErrorKind::SidUnreadable => write!(f, "cannot read the sid: {}", self.source),
+            ErrorKind::Unsubscribe => write!(f, "cannot unsubscribe: {}", self.source),
+            ErrorKind::Request => write!(f, "request failed: {}", self.source),
         }
     }
 }

@@ -26,9 +26,54 @@ impl PendingLimits {
     /// Default byte limit: 64 MiB.
     pub const DEFAULT_BYTES: u64 = 64 * 1024 * 1024;
 
-    /// Limits of `messages` messages and `bytes` payload bytes.
+    /// No limit: the value [`Self::messages`] and [`Self::bytes`] take for
+    /// "unlimited". An unlimited side exports no limit gauge.
+    pub const UNLIMITED: u64 = u64::MAX;
+
+    /// Limits of `messages` messages and `bytes` payload bytes, in that
+    /// order; [`Self::UNLIMITED`] for no limit. The named setters say the
+    /// same more readably:
+    /// `PendingLimits::default().messages(10_000).unlimited_bytes()`.
     pub fn new(messages: u64, bytes: u64) -> Self {
         PendingLimits { messages, bytes }
+    }
+
+    /// No limit on either side: the subscription never drops; its memory
+    /// grows while the application is behind.
+    pub fn unlimited() -> Self {
+        PendingLimits::new(Self::UNLIMITED, Self::UNLIMITED)
+    }
+
+    /// At most `messages` messages pending.
+    pub fn messages(mut self, messages: u64) -> Self {
+        self.messages = messages;
+        self
+    }
+
+    /// At most `bytes` payload bytes pending.
+    pub fn bytes(mut self, bytes: u64) -> Self {
+        self.bytes = bytes;
+        self
+    }
+
+    /// No limit on the number of pending messages.
+    pub fn unlimited_messages(self) -> Self {
+        self.messages(Self::UNLIMITED)
+    }
+
+    /// No limit on pending payload bytes.
+    pub fn unlimited_bytes(self) -> Self {
+        self.bytes(Self::UNLIMITED)
+    }
+
+    /// The message limit, `None` when unlimited.
+    pub fn message_limit(&self) -> Option<u64> {
+        (self.messages != Self::UNLIMITED).then_some(self.messages)
+    }
+
+    /// The byte limit, `None` when unlimited.
+    pub fn byte_limit(&self) -> Option<u64> {
+        (self.bytes != Self::UNLIMITED).then_some(self.bytes)
     }
 }
 
@@ -45,8 +90,11 @@ impl Default for PendingLimits {
 /// let options = SubscribeOptions::new()
 ///     .name("orders")
 ///     .queue_group("workers")
-///     .pending_limits(PendingLimits::new(10_000, 16 * 1024 * 1024));
+///     .pending_limits(PendingLimits::default().messages(10_000).bytes(16 << 20));
 /// # let _ = options;
+/// let bytes_only = PendingLimits::default().unlimited_messages().bytes(1 << 20);
+/// assert_eq!(bytes_only.message_limit(), None);
+/// assert_eq!(bytes_only.byte_limit(), Some(1 << 20));
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct SubscribeOptions {

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::jetstream::ConsumerStats;
 use crate::limits::PendingLimits;
@@ -64,6 +64,12 @@ impl SubscriptionStats {
 
     /// Pending messages and bytes: admitted but not yet handed out. Reading
     /// `delivered` before `admitted` keeps the difference from going negative.
+    /// Messages the forwarding task took out of the async-nats subscriber
+    /// (admitted or dropped). Both counters only grow.
+    pub fn taken(&self) -> u64 {
+        self.admitted.load(Ordering::Acquire) + self.dropped.load(Ordering::Acquire)
+    }
+
     pub fn pending(&self) -> (u64, u64) {
         let delivered = self.delivered.load(Ordering::Acquire);
         let delivered_bytes = self.delivered_bytes.load(Ordering::Acquire);
@@ -79,6 +85,7 @@ impl SubscriptionStats {
 /// Counters of subscriptions that have ended, kept so counters never go back.
 #[derive(Debug, Default, Clone, Copy)]
 struct RetiredTotals {
+    taken: u64,
     delivered: u64,
     dropped: u64,
     dropped_bytes: u64,
@@ -133,6 +140,7 @@ impl Table {
                 return true;
             }
             let t = retired.entry(s.name.clone()).or_default();
+            t.taken += s.taken();
             t.delivered += s.delivered.load(Ordering::Acquire);
             t.dropped += s.dropped.load(Ordering::Acquire);
             t.dropped_bytes += s.dropped_bytes.load(Ordering::Acquire);
@@ -148,6 +156,12 @@ pub(crate) struct Shared {
     pub events: ConnectionEvents,
     table: Mutex<Table>,
     pub consumers: Mutex<Vec<Arc<ConsumerStats>>>,
+    /// The statistics of the one connection these metrics belong to, set by
+    /// the first subscription: sids are only unique per connection.
+    connection: OnceLock<Arc<async_nats::Statistics>>,
+    /// Messages of that connection handed to the application outside
+    /// instrumented subscriptions (replies to `InstrumentedClient::request`).
+    pub taken_elsewhere: AtomicU64,
 }
 
 /// Aggregated numbers of all subscriptions sharing one name.
@@ -181,6 +195,8 @@ impl Shared {
             events: ConnectionEvents::default(),
             table: Mutex::new(Table::default()),
             consumers: Mutex::new(Vec::new()),
+            connection: OnceLock::new(),
+            taken_elsewhere: AtomicU64::new(0),
         }
     }
 
@@ -188,6 +204,35 @@ impl Shared {
         // A panic while holding this lock cannot leave the table inconsistent
         // (every change is a single insert or remove), so poisoning is ignored.
         self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ties these metrics to `client`'s connection; false if they already
+    /// belong to another connection.
+    pub fn bind(&self, client: &async_nats::Client) -> bool {
+        let statistics = client.statistics();
+        Arc::ptr_eq(
+            self.connection.get_or_init(|| statistics.clone()),
+            &statistics,
+        )
+    }
+
+    /// Messages the connection read that no instrumented subscription (and
+    /// no instrumented request) has taken: waiting in async-nats' channels,
+    /// dropped by async-nats, or for consumers this crate does not see.
+    /// `None` before the first subscription ties the metrics to a connection.
+    pub fn unforwarded(&self) -> Option<u64> {
+        let connection = self.connection.get()?;
+        // Taken first, read second: both only grow and a message is counted
+        // as read before it can be taken, so the difference never underflows.
+        let taken = {
+            let mut table = self.table();
+            table.compact();
+            let live: u64 = table.live.iter().map(|s| s.taken()).sum();
+            let retired: u64 = table.retired.values().map(|t| t.taken).sum();
+            live + retired + self.taken_elsewhere.load(Ordering::Acquire)
+        };
+        let read = connection.in_messages.load(Ordering::Acquire);
+        Some(read.saturating_sub(taken))
     }
 
     pub fn add_subscription(&self, stats: Arc<SubscriptionStats>, sid: Option<u64>) {

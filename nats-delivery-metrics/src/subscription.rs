@@ -2,12 +2,15 @@
 //! subscriber into the crate's own bounded queue, which enforces the pending
 //! limits and counts every message it refuses.
 //!
-//! Why the async-nats queue does not drop: the forwarding task does constant
-//! work per message and never waits for the application, so the async-nats
-//! channel (`subscription_capacity`, 65,536 messages by default) only fills if
-//! the forwarding task itself is not scheduled while that many messages
-//! arrive, i.e. when blocking code holds the worker it is queued on. Even then the library
-//! emits `SlowConsumer(sid)`, which is counted for this subscription.
+//! Why the async-nats queue does not drop: `ClientMetrics::connect_options`
+//! sizes it (`subscription_capacity`) to 2^28 messages. A smaller channel is
+//! not safe even though the forwarding task never waits for the application:
+//! async-nats' connection task reads the socket in long bursts while the
+//! forwarding task waits in the same worker's next-to-run slot, which other
+//! workers cannot steal, so 65,536 small messages can arrive before it runs.
+//! What async-nats' channel holds is memory, not loss; the connection audit
+//! (`Shared::unforwarded`) shows it, and shows any drop should the channel
+//! have been made smaller again.
 
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
@@ -21,6 +24,9 @@ use futures::{Stream, StreamExt};
 use tokio::sync::oneshot;
 
 use crate::state::{bump, Shared, SubscriptionStats};
+use crate::{Error, ErrorKind};
+
+type StopReply = oneshot::Sender<Result<(), async_nats::UnsubscribeError>>;
 
 /// Messages taken from the async-nats channel per queue lock.
 const BATCH: usize = 256;
@@ -62,7 +68,7 @@ pub struct Subscription {
     /// Messages taken from `queue` in one swap, handed out one by one.
     local: VecDeque<Message>,
     stats: Arc<SubscriptionStats>,
-    stop: Option<oneshot::Sender<Stop>>,
+    stop: Option<oneshot::Sender<(Stop, StopReply)>>,
     shared: Arc<Shared>,
     sid: Option<u64>,
 }
@@ -108,25 +114,55 @@ impl Subscription {
         self.stats.dropped.load(Ordering::Acquire)
     }
 
+    /// Payload bytes of [`Self::dropped_messages`].
+    pub fn dropped_bytes(&self) -> u64 {
+        self.stats.dropped_bytes.load(Ordering::Acquire)
+    }
+
     /// Messages handed to the application so far.
     pub fn delivered_messages(&self) -> u64 {
         self.stats.delivered.load(Ordering::Acquire)
     }
 
+    /// Highest number of messages pending at once so far.
+    pub fn pending_messages_high_water(&self) -> u64 {
+        self.stats.high_water.load(Ordering::Acquire)
+    }
+
+    /// The sid async-nats gave this subscription, if its `Debug` output
+    /// still shows it.
+    pub fn sid(&self) -> Option<u64> {
+        self.sid
+    }
+
     /// Unsubscribes now; messages already received are still delivered (or
-    /// counted as dropped), then the stream ends.
-    pub fn unsubscribe(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(Stop::Unsubscribe);
-        }
+    /// counted as dropped), then the stream ends. Fails if the subscription
+    /// was already stopped or async-nats could not send the unsubscribe.
+    pub async fn unsubscribe(&mut self) -> Result<(), Error> {
+        self.stop_with(Stop::Unsubscribe).await
     }
 
     /// Asks the server to flush what is in flight and then end the
-    /// subscription; the stream ends after the last message.
-    pub fn drain(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(Stop::Drain);
-        }
+    /// subscription; the stream ends after the last message. Fails like
+    /// [`Self::unsubscribe`].
+    pub async fn drain(&mut self) -> Result<(), Error> {
+        self.stop_with(Stop::Drain).await
+    }
+
+    async fn stop_with(&mut self, how: Stop) -> Result<(), Error> {
+        let stopped = || {
+            Error::new(
+                ErrorKind::Unsubscribe,
+                "the subscription was already stopped",
+            )
+        };
+        let stop = self.stop.take().ok_or_else(stopped)?;
+        let (reply, result) = oneshot::channel();
+        stop.send((how, reply)).map_err(|_| stopped())?;
+        result
+            .await
+            .map_err(|_| stopped())?
+            .map_err(|e| Error::new(ErrorKind::Unsubscribe, e))
     }
 }
 
@@ -170,14 +206,14 @@ impl Drop for Subscription {
 enum Step {
     Batch,
     End,
-    Stop(Option<Stop>),
+    Stop(Option<(Stop, StopReply)>),
 }
 
 async fn forward(
     mut subscriber: Subscriber,
     queue: Arc<Queue>,
     stats: Arc<SubscriptionStats>,
-    mut stop: oneshot::Receiver<Stop>,
+    mut stop: oneshot::Receiver<(Stop, StopReply)>,
 ) {
     let mut batch = Vec::with_capacity(BATCH);
     let mut stopping = false;
@@ -212,13 +248,15 @@ async fn forward(
                 // what is pending; dropping `subscriber` unsubscribes.
                 break;
             }
-            Step::Stop(Some(how)) => {
+            Step::Stop(Some((how, reply))) => {
                 stopping = true;
                 let done = match how {
                     Stop::Unsubscribe => subscriber.unsubscribe().await,
                     Stop::Drain => subscriber.drain().await,
                 };
-                if done.is_err() {
+                let failed = done.is_err();
+                let _ = reply.send(done);
+                if failed {
                     break;
                 }
                 // Keep reading: async-nats still yields what it had buffered.
@@ -248,15 +286,32 @@ fn admit(queue: &Queue, stats: &SubscriptionStats, batch: &mut Vec<Message>) {
         let mut dropped = 0;
         let mut dropped_bytes = 0;
         let mut high_water = stats.high_water.load(Ordering::Relaxed);
+        // What the application has taken, read once per batch: it only
+        // grows, so a stale value can only overstate pending. Before a
+        // message would be dropped or raise the high-water mark, it is read
+        // again, so both decisions use a fresh value; the common case (the
+        // application keeps up) reads no cache line the application writes.
+        let taken_by_application = || {
+            (
+                stats.delivered.load(Ordering::Acquire),
+                stats.delivered_bytes.load(Ordering::Acquire),
+            )
+        };
+        let (mut delivered, mut delivered_bytes) = taken_by_application();
         for m in batch.drain(..) {
             let len = m.payload.len() as u64;
-            // The application only lowers pending between these reads and
-            // the check, which can only make the check stricter.
-            let delivered = stats.delivered.load(Ordering::Acquire);
-            let delivered_bytes = stats.delivered_bytes.load(Ordering::Acquire);
-            let pending = admitted - delivered;
-            let pending_bytes = admitted_bytes - delivered_bytes;
-            if pending + 1 > limits.messages || pending_bytes + len > limits.bytes {
+            let over = |delivered: u64, delivered_bytes: u64| {
+                let pending = admitted - delivered;
+                let over_limit = pending + 1 > limits.messages
+                    || admitted_bytes - delivered_bytes + len > limits.bytes;
+                (over_limit, pending)
+            };
+            let (mut over_limit, mut pending) = over(delivered, delivered_bytes);
+            if over_limit || pending + 1 > high_water {
+                (delivered, delivered_bytes) = taken_by_application();
+                (over_limit, pending) = over(delivered, delivered_bytes);
+            }
+            if over_limit {
                 dropped += 1;
                 dropped_bytes += len;
             } else {
@@ -282,7 +337,8 @@ fn admit(queue: &Queue, stats: &SubscriptionStats, batch: &mut Vec<Message>) {
 
 /// The sid async-nats gave the subscriber. It is private; its `Debug`
 /// output is the only place that shows it. `None` if that output changes, in
-/// which case slow-consumer events for it count as unattributed.
+/// which case slow-consumer events for it count as unattributed (a test
+/// against a real `Subscriber`, `tests/sid.rs`, fails on that day).
 pub(crate) fn sid_of(subscriber: &Subscriber) -> Option<u64> {
     parse_sid(&format!("{subscriber:?}"))
 }

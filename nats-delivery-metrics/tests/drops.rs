@@ -109,7 +109,11 @@ async fn paused_application(limits: PendingLimits, expected_admitted: u64) {
     );
     assert_eq!(
         value("nats_delivery_client_pending_messages_limit"),
-        Some(limits.messages as f64)
+        limits.message_limit().map(|v| v as f64)
+    );
+    assert_eq!(
+        value("nats_delivery_client_pending_bytes_limit"),
+        limits.byte_limit().map(|v| v as f64)
     );
     assert_eq!(
         value("nats_delivery_client_slow_consumer_events_total"),
@@ -149,11 +153,9 @@ async fn slow_subscriber_counts_match_ground_truth_and_events_do_not() {
     let plain_metrics = ClientMetrics::new("plain", &mut registry);
     let subscriber = connect(&server, &metrics, "instrumented").await;
     let plain_client = plain_metrics
-        .connect_options(
-            async_nats::ConnectOptions::new()
-                .name("plain")
-                .subscription_capacity(LIMIT as usize),
-        )
+        .connect_options(async_nats::ConnectOptions::new().name("plain"))
+        // Set after connect_options, which would otherwise size it.
+        .subscription_capacity(LIMIT as usize)
         .connect(server.client_url())
         .await
         .unwrap();
@@ -169,7 +171,9 @@ async fn slow_subscriber_counts_match_ground_truth_and_events_do_not() {
         .await
         .unwrap();
     let mut plain = plain_client.subscribe("work.>").await.unwrap();
-    plain_metrics.name_subscriber(&plain, "work");
+    plain_metrics
+        .name_subscriber(&plain, "work")
+        .expect("the sid of a real Subscriber is readable");
     sync_with_server(&subscriber).await;
     sync_with_server(&plain_client).await;
     // The sync reply is a message too; count only what follows it.
@@ -271,7 +275,8 @@ async fn events_of_unknown_subscribers_are_unattributed() {
     let mut registry = Registry::default();
     let metrics = ClientMetrics::new("other", &mut registry);
     let client = metrics
-        .connect_options(async_nats::ConnectOptions::new().subscription_capacity(10))
+        .connect_options(async_nats::ConnectOptions::new())
+        .subscription_capacity(10)
         .connect(server.client_url())
         .await
         .unwrap();

@@ -137,7 +137,7 @@ async fn unsubscribe_keeps_what_was_received_and_counts_the_rest() {
         sub.dropped_messages() + sub.pending_messages() == 100
     })
     .await;
-    sub.unsubscribe();
+    sub.unsubscribe().await.unwrap();
     let mut got = Vec::new();
     while let Some(m) = sub.next().await {
         got.push(seq_of(&m.payload));
@@ -189,7 +189,7 @@ async fn drain_delivers_what_fits_and_counts_the_rest() {
         sub.dropped_messages() + sub.pending_messages() == 20
     })
     .await;
-    sub.drain();
+    sub.drain().await.unwrap();
     let mut got = Vec::new();
     while let Some(m) = sub.next().await {
         got.push(seq_of(&m.payload));
@@ -315,6 +315,18 @@ async fn jetstream_redeliveries_and_acknowledgements_are_counted() {
             "{kind}"
         );
     }
+    // The same numbers without parsing the exposition.
+    use Acknowledgement::*;
+    let by_kind = [Ack, Nak(None), Term, InProgress].map(|k| counters.acknowledgements(k));
+    assert_eq!(by_kind, [4, 2, 1, 1]);
+    assert_eq!(
+        (
+            counters.received_messages(),
+            counters.redelivered_messages()
+        ),
+        (7, 2)
+    );
+    assert_eq!(counters.acknowledgement_errors(), 0);
     nats_test_server::reference::assert_documented(&text);
     assert_promtool_clean(&registry);
     // The server agrees: nothing is left pending or unacknowledged.

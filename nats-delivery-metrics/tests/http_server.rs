@@ -37,6 +37,25 @@ async fn serves_the_registry_on_metrics() {
     }
     let body = body.expect("the /metrics endpoint never answered");
     assert_eq!(body, expected);
+
+    // A client that connects and sends nothing is cut after READ_TIMEOUT
+    // instead of holding its task forever; the endpoint keeps serving.
+    use tokio::io::AsyncReadExt;
+    let started = std::time::Instant::now();
+    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(
+        nats_delivery_metrics::READ_TIMEOUT * 3,
+        silent.read(&mut buf),
+    )
+    .await
+    .expect("a silent client must be disconnected");
+    assert_eq!(read.unwrap(), 0, "closed without an answer");
+    assert!(started.elapsed() >= nats_delivery_metrics::READ_TIMEOUT);
+    let again = tokio::task::spawn_blocking(move || nats_test_server::http_get(&url))
+        .await
+        .unwrap();
+    assert_eq!(again, expected);
     assert!(body.contains(
         "nats_delivery_client_connection_events_total{client=\"served\",event=\"connected\"} 0\n"
     ));

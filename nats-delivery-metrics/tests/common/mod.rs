@@ -98,3 +98,38 @@ pub fn assert_promtool_clean(registry: &Registry) {
     prometheus_client::encoding::prometheus_text::encode(&mut text, registry).unwrap();
     nats_test_server::promtool::assert_metrics_clean(&text);
 }
+
+/// The subscriptions the server lists for the connection named `name`
+/// (`/connz?subs=detail`, `subscriptions_list_detail`).
+pub fn server_subscriptions(
+    server: &nats_test_server::NatsServer,
+    name: &str,
+) -> Vec<serde_json::Value> {
+    let body = nats_test_server::http_get(&format!("{}/connz?subs=detail", server.monitor_url()));
+    let connz: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let connection = connz["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no connection named {name} in /connz (cut by the server?)"));
+    connection["subscriptions_list_detail"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// `msgs` the server reports for subscription `sid` of connection `name`:
+/// how many messages it sent that subscription (ground truth).
+pub fn server_subscription_msgs(
+    server: &nats_test_server::NatsServer,
+    name: &str,
+    sid: u64,
+) -> u64 {
+    server_subscriptions(server, name)
+        .iter()
+        .find(|s| s["sid"].as_str().and_then(|v| v.parse().ok()) == Some(sid))
+        .unwrap_or_else(|| panic!("no subscription {sid} on {name}"))["msgs"]
+        .as_u64()
+        .unwrap()
+}

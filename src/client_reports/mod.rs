@@ -1,0 +1,336 @@
+//! Application reports: totals that applications using the
+//! `nats-delivery-metrics` crate publish over NATS, re-exported with `client`
+//! and `instance` labels so that applications without an HTTP server appear
+//! next to the server's own numbers.
+//!
+//! Reports carry absolute values, so a lost report is harmless: the next one
+//! carries the totals. Anyone allowed to publish on the report subject can
+//! send one, so everything a report can make the exporter hold is bounded
+//! ([`ReportLimits`]): its size, its label values, its subscriptions and
+//! consumers per instance (more fold into `__overflow__`, counted), and the
+//! number of instances. Re-exported counters never go backwards: a lower
+//! total is a restart of that instance and adds the new total, so
+//! `increase()` equals the true count. An instance that has not reported for
+//! the expiry time is removed by a timer of its own, freeing its memory.
+//! The wire format is described in the crate's README; names in METRICS.md
+//! under "Application reports re-exported by the exporter". They use the
+//! prefix `nats_delivery_app_` so that they never collide with the crate's
+//! own `nats_delivery_client_` series when Prometheus scrapes both.
+
+mod collector;
+mod instance;
+mod wire;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+
+use instance::Instance;
+use wire::Folded;
+pub use wire::OVERFLOW;
+
+/// Bounds on what reports can make the exporter hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReportLimits {
+    /// Larger report bodies are rejected unread (default 64 KiB).
+    pub max_report_bytes: usize,
+    /// Subscription names, and (stream, consumer) pairs, kept per instance;
+    /// more are summed under `__overflow__` (default 32).
+    pub max_entries: usize,
+    /// Longest label value in bytes; a longer subscription, stream or
+    /// consumer name counts as `__overflow__`, a longer client or instance
+    /// rejects the report (default 128).
+    pub max_label_bytes: usize,
+    /// Instances (client, instance) kept; reports of further instances are
+    /// rejected until one expires (default 256).
+    pub max_instances: usize,
+}
+
+impl Default for ReportLimits {
+    fn default() -> Self {
+        ReportLimits {
+            max_report_bytes: 64 * 1024,
+            max_entries: 32,
+            max_label_bytes: 128,
+            max_instances: 256,
+        }
+    }
+}
+
+/// Why a report was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReportError {
+    /// Not JSON of the expected shape.
+    Parse(String),
+    /// A `version` this exporter does not understand (it reads version 1).
+    Version(Option<u32>),
+    /// `client` or `instance` missing or empty.
+    Identity,
+    /// `client` or `instance` longer than [`ReportLimits::max_label_bytes`].
+    IdentityTooLong,
+    /// The body is larger than [`ReportLimits::max_report_bytes`].
+    TooLarge(usize),
+    /// [`ReportLimits::max_instances`] instances are already kept.
+    TooManyInstances,
+}
+
+impl ReportError {
+    /// The `reason` label of `nats_delivery_app_reports_rejected_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ReportError::Parse(_) => "malformed",
+            ReportError::Version(_) => "version",
+            ReportError::Identity => "identity",
+            ReportError::IdentityTooLong => "label_too_long",
+            ReportError::TooLarge(_) => "too_large",
+            ReportError::TooManyInstances => "too_many_instances",
+        }
+    }
+
+    /// Whether the report itself is broken (as opposed to over a limit).
+    fn malformed(&self) -> bool {
+        matches!(
+            self,
+            ReportError::Parse(_) | ReportError::Version(_) | ReportError::Identity
+        )
+    }
+}
+
+/// Reasons in a fixed order, for the rejected counter.
+const REASONS: [&str; 6] = [
+    "malformed",
+    "version",
+    "identity",
+    "label_too_long",
+    "too_large",
+    "too_many_instances",
+];
+
+impl fmt::Display for ReportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReportError::Parse(e) => write!(f, "malformed application report: {e}"),
+            ReportError::Version(v) => write!(f, "unsupported application report version {v:?}"),
+            ReportError::Identity => write!(f, "application report without client or instance"),
+            ReportError::IdentityTooLong => {
+                write!(f, "application report with an over-long client or instance")
+            }
+            ReportError::TooLarge(n) => write!(f, "application report of {n} bytes is too large"),
+            ReportError::TooManyInstances => {
+                write!(
+                    f,
+                    "application report of a new instance past the instance limit"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReportError {}
+
+#[derive(Debug, Default)]
+struct State {
+    instances: BTreeMap<(String, String), Instance>,
+    received: u64,
+    malformed: u64,
+    rejected: BTreeMap<&'static str, u64>,
+    folded: Folded,
+    listener_up: bool,
+}
+
+/// The latest state of every application instance, with expiry; a
+/// `Collector` that re-exports them.
+#[derive(Debug)]
+pub struct ClientReports {
+    expiry: Duration,
+    limits: ReportLimits,
+    state: Mutex<State>,
+}
+
+impl ClientReports {
+    /// Keeps an instance's series until no report has arrived for `expiry`,
+    /// with the default [`ReportLimits`].
+    pub fn new(expiry: Duration) -> Self {
+        Self::with_limits(expiry, ReportLimits::default())
+    }
+
+    /// Like [`Self::new`] with limits of your choice.
+    pub fn with_limits(expiry: Duration, limits: ReportLimits) -> Self {
+        ClientReports {
+            expiry,
+            limits,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every update leaves the state consistent between statements: a
+        // panic elsewhere cannot leave it half-written.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records one report body. A body that is not a valid report, or over
+    /// a limit, is counted and returned as an error; the stored state is
+    /// untouched.
+    pub fn record(&self, payload: &[u8]) -> Result<(), ReportError> {
+        let parsed = wire::parse(payload, &self.limits);
+        let now = Instant::now();
+        let mut state = self.state();
+        state.received += 1;
+        let result = parsed.and_then(|report| {
+            let key = (report.client.clone(), report.instance.clone());
+            let expiry = self.expiry;
+            state
+                .instances
+                .retain(|_, i| now.duration_since(i.received_at) < expiry);
+            let known = state.instances.contains_key(&key);
+            if !known && state.instances.len() >= self.limits.max_instances {
+                return Err(ReportError::TooManyInstances);
+            }
+            let unix_seconds = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0);
+            let labels = report.folded;
+            let instance = state
+                .instances
+                .entry(key)
+                .or_insert_with(|| Instance::new(now, unix_seconds));
+            instance.received_at = now;
+            instance.received_unix_seconds = unix_seconds;
+            let folded = instance.absorb(report, self.limits.max_entries);
+            let total = &mut state.folded;
+            total.subscriptions += folded.subscriptions;
+            total.consumers += folded.consumers;
+            total.labels += labels.labels;
+            total.duplicates += labels.duplicates;
+            Ok(())
+        });
+        if let Err(e) = &result {
+            state.malformed += u64::from(e.malformed());
+            *state.rejected.entry(e.reason()).or_insert(0) += 1;
+        }
+        result
+    }
+
+    /// Removes the instances that have not reported for the expiry time;
+    /// [`run_client_reports`] calls it on a timer of its own.
+    pub fn expire(&self) {
+        let now = Instant::now();
+        let expiry = self.expiry;
+        self.state()
+            .instances
+            .retain(|_, i| now.duration_since(i.received_at) < expiry);
+    }
+
+    /// Number of (client, instance) pairs held in memory (expired ones
+    /// until the next [`Self::expire`]).
+    pub fn instances(&self) -> usize {
+        self.state().instances.len()
+    }
+
+    fn set_listener_up(&self, up: bool) {
+        self.state().listener_up = up;
+    }
+}
+
+/// Logs a rejected report at most once per interval, with how many were
+/// rejected since the last line: a flood of garbage is counted in full but
+/// does not become a flood of log lines.
+#[derive(Debug)]
+struct RateLimitedLog {
+    interval: Duration,
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl RateLimitedLog {
+    fn warn(&mut self, subject: &str, error: &ReportError) {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|l| now.duration_since(l) < self.interval)
+        {
+            self.suppressed += 1;
+            return;
+        }
+        let suppressed = std::mem::take(&mut self.suppressed);
+        self.last = Some(now);
+        tracing::warn!(%subject, error = %error, not_logged_since_last_line = suppressed,
+            "ignored an application report");
+    }
+}
+
+fn connected(client: &async_nats::Client) -> bool {
+    client.connection_state() == async_nats::connection::State::Connected
+}
+
+/// How often expired instances are removed and the connection is checked.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// Pause before subscribing again after the subscription failed or ended.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(5);
+
+/// Subscribes to `subject` on `client` and records every report into
+/// `reports`, forever: when subscribing fails or the subscription ends,
+/// `nats_delivery_app_reports_listener_up` goes to 0 and it subscribes again
+/// after 5 seconds; while the connection is down it is 0 as well (checked on
+/// every expiry sweep). Expired instances are removed every second. Rejected reports are counted, and logged at most once
+/// per 10 seconds.
+pub async fn run_client_reports(
+    client: async_nats::Client,
+    subject: String,
+    reports: Arc<ClientReports>,
+) {
+    let mut log = RateLimitedLog {
+        interval: Duration::from_secs(10),
+        last: None,
+        suppressed: 0,
+    };
+    let mut sweep = tokio::time::interval(SWEEP_EVERY);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        match client.subscribe(subject.clone()).await {
+            Ok(mut subscriber) => {
+                // A connection still being established (retry on initial
+                // connect) answers the flush once it is up.
+                let _ = client.flush().await;
+                reports.set_listener_up(connected(&client));
+                loop {
+                    tokio::select! {
+                        message = subscriber.next() => match message {
+                            Some(m) => {
+                                if let Err(e) = reports.record(&m.payload) {
+                                    log.warn(&subject, &e);
+                                }
+                            }
+                            None => break,
+                        },
+                        _ = sweep.tick() => {
+                            reports.expire();
+                            // Subscribed but disconnected hears nothing either.
+                            reports.set_listener_up(connected(&client));
+                        }
+                    }
+                }
+                reports.set_listener_up(false);
+                tracing::warn!(%subject, "application report subscription ended");
+            }
+            Err(e) => {
+                reports.set_listener_up(false);
+                tracing::error!(%subject, error = %e, "cannot subscribe to application reports");
+            }
+        }
+        let pause = tokio::time::sleep(RESUBSCRIBE_AFTER);
+        tokio::pin!(pause);
+        loop {
+            tokio::select! {
+                _ = &mut pause => break,
+                _ = sweep.tick() => reports.expire(),
+            }
+        }
+    }
+}
