@@ -56,26 +56,33 @@ impl TotalsStore {
             Err(e) if super::dead_letter::is_stream_not_found(&e) => false,
             Err(e) => return Err(ListenerError::request(&format!("bucket {bucket:?}"), e)),
         };
-        let kv = match js.get_key_value(bucket).await {
-            Ok(kv) => kv,
-            Err(_) if !exists => {
-                let created = js
-                    .create_key_value(kv::Config {
-                        bucket: bucket.to_string(),
-                        description: "nats-delivery-exporter: advisory totals (commit before ack)"
-                            .into(),
-                        history: 1,
-                        storage: jetstream::stream::StorageType::File,
-                        num_replicas: replicas,
-                        ..Default::default()
-                    })
-                    .await
-                    .map_err(|e| ListenerError::store(format!("create bucket {bucket:?}: {e}")))?;
-                tracing::info!(bucket, "created the advisory totals bucket");
-                created
-            }
-            Err(e) => return Err(ListenerError::request(&format!("bucket {bucket:?}"), e)),
-        };
+        if !exists {
+            // The bucket's stream made directly, as a key-value bucket with
+            // history 1: async-nats' own bucket creation cannot read the
+            // answer of servers before 2.10.
+            js.create_stream(jetstream::stream::Config {
+                name: format!("KV_{bucket}"),
+                description: Some(
+                    "nats-delivery-exporter: advisory totals (commit before ack)".into(),
+                ),
+                subjects: vec![format!("$KV.{bucket}.>")],
+                max_messages_per_subject: 1,
+                discard: jetstream::stream::DiscardPolicy::New,
+                allow_rollup: true,
+                deny_delete: true,
+                allow_direct: true,
+                storage: jetstream::stream::StorageType::File,
+                num_replicas: replicas,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| ListenerError::request(&format!("create bucket {bucket:?}"), e))?;
+            tracing::info!(bucket, replicas, "created the advisory totals bucket");
+        }
+        let kv = js
+            .get_key_value(bucket)
+            .await
+            .map_err(|e| ListenerError::request(&format!("bucket {bucket:?}"), e))?;
         let mut stream = js
             .get_stream(format!("KV_{bucket}"))
             .await
