@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use url::Url;
 
+use crate::byte_size::parse_byte_size;
 use crate::duration::parse_duration;
 
 /// A monitoring endpoint family the exporter polls.
@@ -58,6 +59,11 @@ pub struct Config {
     /// Time allowed for each monitoring request, reply included (e.g. 500ms, 5s).
     #[arg(long, env = "NATS_DELIVERY_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub timeout: Duration,
+
+    /// Largest monitoring reply accepted (e.g. 256MiB, 100MB); a larger one,
+    /// announced or counted, leaves its source down with kind="too_large".
+    #[arg(long, env = "NATS_DELIVERY_MAX_REPLY_SIZE", default_value = "256MiB", value_parser = parse_byte_size)]
+    pub max_reply_size: usize,
 
     /// PEM file with the CA certificate(s) that signed https monitoring
     /// endpoints, when the system's roots do not cover them.
@@ -113,6 +119,26 @@ pub struct Config {
 }
 
 impl Config {
+    /// Checks what single flags cannot: the same monitoring URL twice (its
+    /// series would be emitted twice). Returns the flag and the reason.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let mut seen = std::collections::HashSet::new();
+        for url in &self.monitor_urls {
+            let key = (
+                url.host_str().map(str::to_string),
+                url.port_or_known_default(),
+                url.path().trim_end_matches('/').to_string(),
+            );
+            if !seen.insert(key) {
+                return Err((
+                    "--monitor-url",
+                    format!("'{}' is given twice", crate::redact::redacted(url)),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether `source` is to be polled.
     pub fn polls(&self, source: Source) -> bool {
         self.sources.contains(&source)

@@ -18,14 +18,19 @@ use url::Url;
 
 use crate::config::{Config, Source};
 use crate::error::PollError;
+use crate::redact::redacted;
 use crate::snapshot::{Snapshot, SnapshotCollector, SourceHealth, TargetSnapshot};
 use crate::sources::connz::{self, ClosedTracker};
-use crate::sources::{endpoint_url, get_json, jsz};
+use crate::sources::{endpoint_url, jsz, Fetcher};
 
 /// One monitoring URL and what the exporter remembers about it between scrapes.
 #[derive(Debug)]
 struct Target {
     url: Url,
+    /// The `server` label until the server's name is known, and whenever two
+    /// targets would otherwise share one: `host:port`, plus the base path when
+    /// another target has the same `host:port`.
+    identity: String,
     /// Size of the last /jsz page, to size the next one's buffer.
     jsz_size: AtomicUsize,
     state: Mutex<TargetState>,
@@ -54,7 +59,7 @@ pub enum Format {
 #[derive(Debug)]
 pub struct Exporter {
     config: Config,
-    http: reqwest::Client,
+    fetch: Fetcher,
     targets: Vec<Target>,
     registry: Registry,
     /// One registry per per-consumer family, encoded in parallel with `registry`.
@@ -86,17 +91,12 @@ impl Exporter {
                 http = http.add_root_certificate(cert);
             }
         }
-        let http = http
-            .timeout(config.timeout)
-            .user_agent(concat!(
-                "nats-delivery-exporter/",
-                env!("CARGO_PKG_VERSION")
-            ))
-            .build()?;
+        let fetch = Fetcher::new(http, config.timeout, config.max_reply_size)?;
         let targets = config
             .monitor_urls
             .iter()
             .map(|url| Target {
+                identity: identity(url, &config.monitor_urls),
                 url: url.clone(),
                 jsz_size: AtomicUsize::new(0),
                 state: Mutex::default(),
@@ -118,7 +118,7 @@ impl Exporter {
             .collect();
         Ok(Exporter {
             config,
-            http,
+            fetch,
             targets,
             registry,
             family_registries,
@@ -145,7 +145,8 @@ impl Exporter {
         // One scrape at a time: two scrapers must not double the load on the
         // servers, and the snapshot encoded is the one this scrape polled.
         let _guard = self.scrape_lock.lock().await;
-        let targets = join_all(self.targets.iter().map(|t| self.poll_target(t))).await;
+        let mut targets = join_all(self.targets.iter().map(|t| self.poll_target(t))).await;
+        distinct_server_labels(&mut targets, &self.targets);
         self.snapshot.set(Snapshot { targets });
         let mut parts = self.encode_parts(format);
         // The parsed replies are not needed past the encoding.
@@ -193,26 +194,20 @@ impl Exporter {
         let cfg = &self.config;
         let known_closed = target.state.lock().expect("target lock").closed.known();
         let varz = timed(cfg.polls(Source::Varz), cfg.timeout, async {
-            get_json::<crate::sources::varz::Varz>(
-                &self.http,
-                endpoint_url(&target.url, "varz", &[]),
-                cfg.timeout,
-            )
-            .await
+            self.fetch
+                .get_json::<crate::sources::varz::Varz>(endpoint_url(&target.url, "varz", &[]))
+                .await
         });
         let connz = timed(cfg.polls(Source::Connz), cfg.timeout, async {
-            let top = connz::poll_top_pending(&self.http, &target.url, cfg.connz_top, cfg.timeout)
-                .await?;
-            let closed =
-                connz::poll_closed(&self.http, &target.url, known_closed, cfg.timeout).await?;
+            let top = connz::poll_top_pending(&self.fetch, &target.url, cfg.connz_top).await?;
+            let closed = connz::poll_closed(&self.fetch, &target.url, known_closed).await?;
             Ok((top, closed))
         });
         let jsz = timed(cfg.polls(Source::Jsz), cfg.timeout, async {
             jsz::poll(
-                &self.http,
+                &self.fetch,
                 &target.url,
                 cfg.jsz_page_size,
-                cfg.timeout,
                 &target.jsz_size,
             )
             .await
@@ -236,12 +231,12 @@ impl Exporter {
         snap.server = state
             .server_name
             .clone()
-            .unwrap_or_else(|| authority(&target.url));
+            .unwrap_or_else(|| target.identity.clone());
         snap.server_name = state.server_name.clone();
         snap.max_pending = state.max_pending;
         let mut record = |source: Source, ok: Result<(), &PollError>, took: Duration| {
             if let Err(e) = ok {
-                tracing::warn!(target = %target.url, source = source.as_str(), error = %e, "poll failed");
+                tracing::warn!(target = %redacted(&target.url), source = source.as_str(), error = %e, "poll failed");
                 *state
                     .errors
                     .entry(source)
@@ -317,7 +312,48 @@ async fn timed<T>(
     Some((result, start.elapsed()))
 }
 
-/// `host:port` of a URL, the `server` label until the server's name is known.
+/// A target's own label: `host:port`, with the base path when another
+/// monitoring URL shares that `host:port` (never credentials).
+fn identity(url: &Url, all: &[Url]) -> String {
+    let shared = all
+        .iter()
+        .filter(|u| authority(u) == authority(url))
+        .count()
+        > 1;
+    let path = url.path().trim_end_matches('/');
+    if shared && !path.is_empty() {
+        format!("{}{path}", authority(url))
+    } else {
+        authority(url)
+    }
+}
+
+/// Two URLs that reach the same server (through two proxies, say) would
+/// report the same `server` name and so emit the same series twice: such
+/// targets are labelled by their own identity instead.
+fn distinct_server_labels(snaps: &mut [TargetSnapshot], targets: &[Target]) {
+    let mut uses: BTreeMap<String, usize> = BTreeMap::new();
+    for s in snaps.iter() {
+        *uses.entry(s.server.clone()).or_default() += 1;
+    }
+    for (snap, target) in snaps.iter_mut().zip(targets) {
+        if uses[&snap.server] > 1 && snap.server != target.identity {
+            let label = target.identity.clone();
+            snap.closed = std::mem::take(&mut snap.closed)
+                .into_iter()
+                .map(|(mut k, n)| {
+                    if k.server == snap.server {
+                        k.server = label.clone();
+                    }
+                    (k, n)
+                })
+                .collect();
+            snap.server = label;
+        }
+    }
+}
+
+/// `host:port` of a URL.
 fn authority(url: &Url) -> String {
     match (url.host_str(), url.port_or_known_default()) {
         (Some(h), Some(p)) => format!("{h}:{p}"),

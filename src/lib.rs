@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod advisories;
+pub mod byte_size;
 pub mod client_reports;
 pub mod config;
 pub mod duration;
@@ -14,6 +15,7 @@ pub mod error;
 pub mod exporter;
 pub mod http;
 pub mod nats_connection;
+pub mod redact;
 pub mod snapshot;
 pub mod sources;
 pub mod system_events;

@@ -7,6 +7,7 @@ use nats_delivery_exporter::client_reports::{run_client_reports, ClientReports};
 use nats_delivery_exporter::config::Config;
 use nats_delivery_exporter::exporter::Exporter;
 use nats_delivery_exporter::nats_connection;
+use nats_delivery_exporter::redact::redacted;
 
 fn main() -> anyhow::Result<()> {
     reuse_scrape_buffers();
@@ -36,7 +37,7 @@ async fn run() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    tracing::info!(listen = %listener.local_addr()?, servers = ?config.monitor_urls.iter().map(|u| u.as_str()).collect::<Vec<_>>(), "serving /metrics");
+    tracing::info!(listen = %listener.local_addr()?, servers = ?config.monitor_urls.iter().map(redacted).collect::<Vec<_>>(), "serving /metrics");
     axum::serve(listener, nats_delivery_exporter::http::router(exporter))
         .with_graceful_shutdown(shutdown_signal())
         .await?;
@@ -81,7 +82,13 @@ async fn start_client_reports(config: &Config, exporter: &mut Exporter) -> anyho
 fn parse_flags() -> Config {
     use clap::error::ErrorKind;
     match Config::try_parse() {
-        Ok(config) => config,
+        Ok(config) => match config.validate() {
+            Ok(()) => config,
+            Err((flag, why)) => {
+                eprintln!("error: {flag}: {why} (see --help)");
+                std::process::exit(2);
+            }
+        },
         Err(e)
             if matches!(
                 e.kind(),

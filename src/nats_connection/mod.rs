@@ -11,8 +11,10 @@ use std::path::PathBuf;
 use async_nats::{Client, ConnectOptions, Event};
 
 mod credentials;
+mod server_urls;
 
 pub use credentials::{AccountSpec, Auth, NoEchoParser, Secret};
+pub use server_urls::parse_server;
 
 /// NATS connection flags shared by the advisory and system-event listeners.
 #[derive(clap::Args, Clone, Debug)]
@@ -25,7 +27,8 @@ pub struct NatsArgs {
         long = "nats-servers",
         env = "NATS_DELIVERY_NATS_SERVERS",
         value_delimiter = ',',
-        default_value = "nats://127.0.0.1:4222"
+        default_value = "nats://127.0.0.1:4222",
+        value_parser = parse_server
     )]
     pub servers: Vec<String>,
 
@@ -297,8 +300,15 @@ pub async fn connect(
     purpose: &str,
     subscription_capacity: usize,
 ) -> Result<Client, ConnectionError> {
+    // Credentials written into a server URL are handed over as options, so
+    // that the client library's log lines show the address only.
+    let (servers, url_auth) = server_urls::without_credentials(&args.servers)?;
+    let auth = match auth {
+        Auth::None => &url_auth,
+        given => given,
+    };
     let opts = connect_options(args, auth, purpose, subscription_capacity).await?;
-    Ok(opts.connect(args.servers.clone()).await?)
+    Ok(opts.connect(servers).await?)
 }
 
 /// The account the server put this connection in, from `$SYS.REQ.USER.INFO`

@@ -8,12 +8,11 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::AtomicUsize;
-use std::time::Duration;
 
 use serde::Deserialize;
 use url::Url;
 
-use super::{endpoint_url, get_json_sized, unix_seconds};
+use super::{endpoint_url, unix_seconds, Fetcher};
 use crate::error::PollError;
 
 mod encode;
@@ -153,10 +152,9 @@ pub struct JszPoll {
 
 /// Reads every page of accounts with streams, consumers and configuration.
 pub async fn poll(
-    http: &reqwest::Client,
+    fetch: &Fetcher,
     base: &Url,
     page_size: u32,
-    timeout: Duration,
     size_hint: &AtomicUsize,
 ) -> Result<JszPoll, PollError> {
     let mut out = JszPoll::default();
@@ -175,7 +173,7 @@ pub async fn poll(
                 ("limit", page_size.to_string()),
             ],
         );
-        let page: Jsz = get_json_sized(http, url, timeout, size_hint).await?;
+        let page: Jsz = fetch.get_json_sized(url, size_hint).await?;
         if out.now.is_none() {
             out.now = unix_seconds(&page.now);
         }
