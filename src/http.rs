@@ -40,14 +40,17 @@ pub fn negotiate(headers: &HeaderMap) -> Format {
 async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> impl IntoResponse {
     let format = negotiate(&headers);
     let parts = exporter.scrape_parts(format).await;
-    let length = parts.iter().map(String::len).sum::<usize>();
+    let length = parts.iter().map(bytes::Bytes::len).sum::<usize>();
     let content_type = match format {
         Format::Classic => prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
         Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
     };
-    let chunks = parts
-        .into_iter()
-        .map(|part| Ok::<_, std::convert::Infallible>(bytes::Bytes::from(part)));
+    // The parts are shared with every scraper of the same round: cloning a
+    // Bytes copies no text.
+    let chunks: Vec<_> = parts
+        .iter()
+        .map(|part| Ok::<_, std::convert::Infallible>(part.clone()))
+        .collect();
     (
         [
             (header::CONTENT_TYPE, content_type.to_string()),

@@ -15,6 +15,7 @@ pub mod error;
 pub mod exporter;
 pub mod http;
 pub mod nats_connection;
+pub mod poller;
 pub mod redact;
 pub mod snapshot;
 pub mod sources;
