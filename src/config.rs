@@ -65,6 +65,15 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_MAX_REPLY_SIZE", default_value = "256MiB", value_parser = parse_byte_size)]
     pub max_reply_size: usize,
 
+    /// A /metrics answer whose reader takes nothing for this long is cut off.
+    #[arg(long, env = "NATS_DELIVERY_WRITE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub write_timeout: Duration,
+
+    /// After SIGTERM or Ctrl-C, time given to answers in flight (and to the
+    /// listeners' last acknowledgements) before the exporter exits anyway.
+    #[arg(long, env = "NATS_DELIVERY_SHUTDOWN_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+
     /// PEM file with the CA certificate(s) that signed https monitoring
     /// endpoints, when the system's roots do not cover them.
     #[arg(long, env = "NATS_DELIVERY_MONITOR_TLS_CA", value_name = "FILE")]

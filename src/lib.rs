@@ -17,6 +17,7 @@ pub mod http;
 pub mod nats_connection;
 pub mod poller;
 pub mod redact;
+pub mod serve;
 pub mod snapshot;
 pub mod sources;
 pub mod system_events;

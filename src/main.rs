@@ -8,13 +8,17 @@ use nats_delivery_exporter::config::Config;
 use nats_delivery_exporter::exporter::Exporter;
 use nats_delivery_exporter::nats_connection;
 use nats_delivery_exporter::redact::redacted;
+use nats_delivery_exporter::serve::{serve, Stopped};
 
 fn main() -> anyhow::Result<()> {
     reuse_scrape_buffers();
-    tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()?
-        .block_on(run())
+        .build()?;
+    let result = runtime.block_on(run());
+    // Tasks still running (a poll of a hanging server) must not delay the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    result
 }
 
 async fn run() -> anyhow::Result<()> {
@@ -38,11 +42,24 @@ async fn run() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     tracing::info!(listen = %listener.local_addr()?, servers = ?config.monitor_urls.iter().map(redacted).collect::<Vec<_>>(), "serving /metrics");
-    axum::serve(listener, nats_delivery_exporter::http::router(exporter))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    let stopped = serve(
+        listener,
+        nats_delivery_exporter::http::router(exporter),
+        config.write_timeout,
+        config.shutdown_timeout,
+        shutdown_signal(),
+    )
+    .await?;
+    if stopped == Stopped::TimedOut {
+        tracing::warn!(timeout = ?config.shutdown_timeout, "answers still in flight at the shutdown timeout were cut off");
+    }
     // Durable listeners acknowledge what they counted before they end.
-    listeners.stop().await;
+    if tokio::time::timeout(config.shutdown_timeout, listeners.stop())
+        .await
+        .is_err()
+    {
+        tracing::warn!(timeout = ?config.shutdown_timeout, "the NATS listeners did not stop within the shutdown timeout");
+    }
     Ok(())
 }
 
