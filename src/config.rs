@@ -56,7 +56,8 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_LISTEN", default_value = "0.0.0.0:7778")]
     pub listen: SocketAddr,
 
-    /// Time allowed for each monitoring request, reply included (e.g. 500ms, 5s).
+    /// Time allowed for each monitoring request, reply included (e.g. 500ms,
+    /// 5s; a bare number means seconds).
     #[arg(long, env = "NATS_DELIVERY_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub timeout: Duration,
 
@@ -76,7 +77,7 @@ pub struct Config {
 
     /// PEM file with the CA certificate(s) that signed https monitoring
     /// endpoints, when the system's roots do not cover them.
-    #[arg(long, env = "NATS_DELIVERY_MONITOR_TLS_CA", value_name = "FILE")]
+    #[arg(long, env = "NATS_DELIVERY_MONITOR_TLS_CA", value_name = "FILE", value_parser = crate::flag_values::pem_file)]
     pub monitor_tls_ca: Option<std::path::PathBuf>,
 
     /// Sources to poll, comma-separated.

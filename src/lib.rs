@@ -13,6 +13,7 @@ pub mod duration;
 pub mod encode;
 pub mod error;
 pub mod exporter;
+pub mod flag_values;
 pub mod http;
 pub mod nats_connection;
 pub mod poller;

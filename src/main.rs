@@ -1,3 +1,4 @@
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -10,18 +11,43 @@ use nats_delivery_exporter::nats_connection;
 use nats_delivery_exporter::redact::redacted;
 use nats_delivery_exporter::serve::{serve, Stopped};
 
-fn main() -> anyhow::Result<()> {
+/// Why the exporter stopped with an error: at start (a setting that cannot
+/// work, exit status 2) or while serving (status 1).
+enum Failure {
+    Start(anyhow::Error),
+    Serve(anyhow::Error),
+}
+
+fn main() -> ExitCode {
     reuse_scrape_buffers();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()?;
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let result = runtime.block_on(run());
     // Tasks still running (a poll of a hanging server) must not delay the exit.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-    result
+    // One line per failure, its causes joined: logs are read line by line.
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Start(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Serve(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
-async fn run() -> anyhow::Result<()> {
+async fn run() -> Result<(), Failure> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("NATS_DELIVERY_LOG")
@@ -31,17 +57,26 @@ async fn run() -> anyhow::Result<()> {
         .init();
     let config = parse_flags();
     let listen = config.listen;
-    let mut exporter = Exporter::new(config.clone())?;
-    let listeners = Listeners::start(&config.nats, &config.advisories, exporter.registry_mut())
-        .context("cannot start the NATS listeners")?;
-    if config.client_reports {
-        start_client_reports(&config, &mut exporter).await?;
-    }
-    let exporter = Arc::new(exporter);
+    // Bound first: a taken address stops the exporter before anything connects.
     let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    tracing::info!(listen = %listener.local_addr()?, servers = ?config.monitor_urls.iter().map(redacted).collect::<Vec<_>>(), "serving /metrics");
+        .with_context(|| format!("--listen: cannot listen on {listen}"))
+        .map_err(Failure::Start)?;
+    let mut exporter = Exporter::new(config.clone()).map_err(Failure::Start)?;
+    let listeners = Listeners::start(&config.nats, &config.advisories, exporter.registry_mut())
+        .context("cannot start the NATS listeners")
+        .map_err(Failure::Start)?;
+    if config.client_reports {
+        start_client_reports(&config, &mut exporter)
+            .await
+            .map_err(Failure::Start)?;
+    }
+    let exporter = Arc::new(exporter);
+    let local = listener
+        .local_addr()
+        .context("the listening socket")
+        .map_err(Failure::Serve)?;
+    tracing::info!(listen = %local, servers = ?config.monitor_urls.iter().map(redacted).collect::<Vec<_>>(), "serving /metrics");
     let stopped = serve(
         listener,
         nats_delivery_exporter::http::router(exporter),
@@ -49,7 +84,9 @@ async fn run() -> anyhow::Result<()> {
         config.shutdown_timeout,
         shutdown_signal(),
     )
-    .await?;
+    .await
+    .context("serving /metrics")
+    .map_err(Failure::Serve)?;
     if stopped == Stopped::TimedOut {
         tracing::warn!(timeout = ?config.shutdown_timeout, "answers still in flight at the shutdown timeout were cut off");
     }
@@ -117,11 +154,17 @@ fn parse_flags() -> Config {
             e.exit()
         }
         Err(e) => {
+            // clap spreads some errors over several lines (the missing
+            // argument's name on the second): keep every line but usage.
             let text = e.to_string();
-            eprintln!(
-                "{} (see --help)",
-                text.lines().next().unwrap_or("invalid arguments").trim()
-            );
+            let line = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:"))
+                .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            eprintln!("{line} (see --help)");
             std::process::exit(2);
         }
     }

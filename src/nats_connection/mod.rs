@@ -76,7 +76,8 @@ pub struct NatsArgs {
         id = "nats_nkey_seed_file",
         value_name = "FILE",
         long = "nats-nkey-seed-file",
-        env = "NATS_DELIVERY_NATS_NKEY_SEED_FILE"
+        env = "NATS_DELIVERY_NATS_NKEY_SEED_FILE",
+        value_parser = crate::flag_values::nkey_seed_file
     )]
     pub nkey_seed_file: Option<PathBuf>,
 
@@ -85,7 +86,8 @@ pub struct NatsArgs {
         id = "nats_creds_file",
         value_name = "FILE",
         long = "nats-creds-file",
-        env = "NATS_DELIVERY_NATS_CREDS_FILE"
+        env = "NATS_DELIVERY_NATS_CREDS_FILE",
+        value_parser = crate::flag_values::creds_file
     )]
     pub creds_file: Option<PathBuf>,
 
@@ -94,7 +96,8 @@ pub struct NatsArgs {
         id = "nats_tls_ca",
         value_name = "FILE",
         long = "nats-tls-ca",
-        env = "NATS_DELIVERY_NATS_TLS_CA"
+        env = "NATS_DELIVERY_NATS_TLS_CA",
+        value_parser = crate::flag_values::pem_file
     )]
     pub tls_ca: Option<PathBuf>,
 
@@ -104,7 +107,8 @@ pub struct NatsArgs {
         value_name = "FILE",
         long = "nats-tls-cert",
         env = "NATS_DELIVERY_NATS_TLS_CERT",
-        requires = "nats_tls_key"
+        requires = "nats_tls_key",
+        value_parser = crate::flag_values::pem_file
     )]
     pub tls_cert: Option<PathBuf>,
 
@@ -114,7 +118,8 @@ pub struct NatsArgs {
         value_name = "FILE",
         long = "nats-tls-key",
         env = "NATS_DELIVERY_NATS_TLS_KEY",
-        requires = "nats_tls_cert"
+        requires = "nats_tls_cert",
+        value_parser = crate::flag_values::pem_file
     )]
     pub tls_key: Option<PathBuf>,
 
