@@ -4,36 +4,13 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use url::Url;
 
 use crate::byte_size::parse_byte_size;
 use crate::duration::parse_duration;
 
-/// A monitoring endpoint family the exporter polls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum)]
-pub enum Source {
-    /// `/varz`: server totals, slow consumers by kind, stalls, limits.
-    Varz,
-    /// `/connz`: connections closest to `max_pending`, connections cut as slow consumers.
-    Connz,
-    /// `/jsz`: JetStream streams and consumers (leader's view).
-    Jsz,
-}
-
-impl Source {
-    /// Every source, in the order they are reported.
-    pub const ALL: [Source; 3] = [Source::Varz, Source::Connz, Source::Jsz];
-
-    /// The `source` label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Varz => "varz",
-            Source::Connz => "connz",
-            Source::Jsz => "jsz",
-        }
-    }
-}
+pub use crate::sources::Source;
 
 /// Prometheus exporter that counts where NATS loses messages.
 ///
@@ -155,20 +132,7 @@ impl Config {
     }
 }
 
-/// Parses one group of flags (such as [`crate::nats_connection::NatsArgs`])
-/// from flag-style arguments without the program name; for tests and
-/// embedding. Environment variables apply.
-pub fn parse_args<A, I, T>(flags: I) -> Result<A, clap::Error>
-where
-    A: clap::Args + clap::FromArgMatches,
-    I: IntoIterator<Item = T>,
-    T: Into<std::ffi::OsString> + Clone,
-{
-    let command = A::augment_args(clap::Command::new("nats-delivery-exporter"));
-    let args = std::iter::once(std::ffi::OsString::from("nats-delivery-exporter"))
-        .chain(flags.into_iter().map(Into::into));
-    A::from_arg_matches(&command.try_get_matches_from(args)?)
-}
+pub use crate::args::parse_args;
 
 /// Accepts `http(s)://host[:port][/base]`, the base of the monitoring endpoints.
 pub fn parse_monitor_url(text: &str) -> Result<Url, String> {

@@ -6,7 +6,6 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use anyhow::Context;
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use prometheus_client::registry::Registry;
@@ -23,6 +22,25 @@ pub enum Format {
     Classic,
     /// OpenMetrics 1.0 text.
     OpenMetrics,
+}
+
+/// Why the exporter could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The `--monitor-tls-ca` file could not be read.
+    #[error("--monitor-tls-ca: cannot read {}: {source}", path.display())]
+    MonitorTlsCa {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The `--monitor-tls-ca` file holds no certificate.
+    #[error("--monitor-tls-ca: {} holds no PEM certificate", .0.display())]
+    NoCertificate(std::path::PathBuf),
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    HttpClient(#[source] reqwest::Error),
 }
 
 /// One poll and the text encoded from it, shared by every scrape that joined it.
@@ -46,26 +64,27 @@ pub struct Exporter {
 
 impl Exporter {
     /// Builds the exporter; fails only if the HTTP client cannot be made.
-    pub fn new(config: Config) -> anyhow::Result<Exporter> {
+    pub fn new(config: Config) -> Result<Exporter, SetupError> {
         // The NATS client's TLS asks rustls for the process-wide crypto
         // provider, which must be chosen when two are linked in (reqwest's
         // aws-lc-rs and async-nats' ring); an earlier choice stays.
         let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
         let mut http = reqwest::Client::builder();
         if let Some(path) = &config.monitor_tls_ca {
-            let pem = std::fs::read(path)
-                .with_context(|| format!("cannot read --monitor-tls-ca {}", path.display()))?;
+            let pem = std::fs::read(path).map_err(|source| SetupError::MonitorTlsCa {
+                path: path.clone(),
+                source,
+            })?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default();
-            anyhow::ensure!(
-                !certs.is_empty(),
-                "--monitor-tls-ca {} holds no PEM certificate",
-                path.display()
-            );
+            if certs.is_empty() {
+                return Err(SetupError::NoCertificate(path.clone()));
+            }
             for cert in certs {
                 http = http.add_root_certificate(cert);
             }
         }
-        let fetch = Fetcher::new(http, config.timeout, config.max_reply_size)?;
+        let fetch = Fetcher::new(http, config.timeout, config.max_reply_size)
+            .map_err(SetupError::HttpClient)?;
         Ok(Exporter {
             poller: Arc::new(Poller::new(config, fetch)),
             exposition: Arc::new(Exposition::new()),

@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod advisories;
+pub mod args;
 pub mod byte_size;
 pub mod client_reports;
 pub mod config;

@@ -62,7 +62,7 @@ async fn run() -> Result<(), Failure> {
         .await
         .with_context(|| format!("--listen: cannot listen on {listen}"))
         .map_err(Failure::Start)?;
-    let mut exporter = Exporter::new(config.clone()).map_err(Failure::Start)?;
+    let mut exporter = Exporter::new(config.clone()).map_err(|e| Failure::Start(e.into()))?;
     let listeners = Listeners::start(&config.nats, &config.advisories, exporter.registry_mut())
         .context("cannot start the NATS listeners")
         .map_err(Failure::Start)?;

@@ -15,12 +15,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::future::join_all;
 use url::Url;
 
-use crate::config::{Config, Source};
+use crate::config::Config;
 use crate::error::PollError;
 use crate::redact::redacted;
 use crate::snapshot::{Snapshot, SourceHealth, TargetSnapshot};
 use crate::sources::connz::{self, ClosedTracker};
-use crate::sources::{endpoint_url, jsz, Fetcher};
+use crate::sources::{jsz, varz, Fetcher, Source};
 
 /// One monitoring URL and what the exporter remembers about it between scrapes.
 #[derive(Debug)]
@@ -83,9 +83,7 @@ impl Poller {
         let cfg = &self.config;
         let known_closed = target.state.lock().expect("target lock").closed.known();
         let varz = timed(cfg.polls(Source::Varz), cfg.timeout, async {
-            self.fetch
-                .get_json::<crate::sources::varz::Varz>(endpoint_url(&target.url, "varz", &[]))
-                .await
+            varz::poll(&self.fetch, &target.url).await
         });
         let connz = timed(cfg.polls(Source::Connz), cfg.timeout, async {
             let top = connz::poll_top_pending(&self.fetch, &target.url, cfg.connz_top).await?;

@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::config::Source;
 use crate::encode::{counter_family, gauge_family};
 use crate::sources::connz::{self, ClosedKey, TopPending};
 use crate::sources::jsz::{self, JszPoll};
 use crate::sources::varz::{self, Varz};
+use crate::sources::Source;
 
 /// How one poll of one source of one server went.
 #[derive(Debug, Clone)]

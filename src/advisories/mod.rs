@@ -172,7 +172,7 @@ impl AdvisoryArgs {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        crate::config::parse_args(flags)
+        crate::args::parse_args(flags)
     }
 }
 

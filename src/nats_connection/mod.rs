@@ -158,7 +158,7 @@ impl NatsArgs {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        crate::config::parse_args(flags)
+        crate::args::parse_args(flags)
     }
 
     /// The credentials given by the top-level flags; an error when more than

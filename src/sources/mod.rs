@@ -11,6 +11,31 @@ pub mod varz;
 pub use fetch::Fetcher;
 use url::Url;
 
+/// A monitoring endpoint family the exporter polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Source {
+    /// `/varz`: server totals, slow consumers by kind, stalls, limits.
+    Varz,
+    /// `/connz`: connections closest to `max_pending`, connections cut as slow consumers.
+    Connz,
+    /// `/jsz`: JetStream streams and consumers (leader's view).
+    Jsz,
+}
+
+impl Source {
+    /// Every source, in the order they are reported.
+    pub const ALL: [Source; 3] = [Source::Varz, Source::Connz, Source::Jsz];
+
+    /// The `source` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Varz => "varz",
+            Source::Connz => "connz",
+            Source::Jsz => "jsz",
+        }
+    }
+}
+
 /// Builds `<base>/<endpoint>?<query>` keeping any base path the operator gave.
 pub fn endpoint_url(base: &Url, endpoint: &str, query: &[(&str, String)]) -> Url {
     let mut url = base.clone();
