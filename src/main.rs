@@ -48,13 +48,7 @@ fn main() -> ExitCode {
 }
 
 async fn run() -> Result<(), Failure> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("NATS_DELIVERY_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging();
     let config = parse_flags();
     let listen = config.listen;
     // Bound first: a taken address stops the exporter before anything connects.
@@ -98,6 +92,28 @@ async fn run() -> Result<(), Failure> {
         tracing::warn!(timeout = ?config.shutdown_timeout, "the NATS listeners did not stop within the shutdown timeout");
     }
     Ok(())
+}
+
+/// Logs to stderr, filtered by `NATS_DELIVERY_LOG`. By default the NATS
+/// client's own connection lines are left out: the exporter says the same in
+/// one line naming the account, the servers and the cause, rate-limited; a
+/// second layer keeps the client's debug-level cause for that line.
+fn init_logging() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NATS_DELIVERY_LOG")
+        .unwrap_or_else(|_| "info,async_nats=warn,async_nats::connector=off".into());
+    let causes = tracing_subscriber::filter::Targets::new()
+        .with_target("async_nats::connector", tracing::Level::DEBUG);
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(filter),
+        )
+        .with(nats_connection::cause_layer().with_filter(causes))
+        .init();
 }
 
 /// Each scrape of a large server allocates a few buffers of megabytes (the

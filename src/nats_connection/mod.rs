@@ -11,9 +11,11 @@ use std::path::PathBuf;
 use async_nats::{Client, ConnectOptions, Event};
 
 mod credentials;
+mod failures;
 mod server_urls;
 
 pub use credentials::{AccountSpec, Auth, NoEchoParser, Secret};
+pub use failures::cause_layer;
 pub use server_urls::parse_server;
 
 /// NATS connection flags shared by the advisory and system-event listeners.
@@ -193,6 +195,24 @@ impl NatsArgs {
         }
     }
 
+    /// The `account` label of the connection made with `auth`: the account
+    /// (or accounts) configured with those credentials, else "system" for
+    /// credentials no account uses (the system account's).
+    pub fn account_of(&self, auth: &Auth) -> String {
+        let names: Vec<String> = self
+            .resolved_accounts()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(_, a)| a == auth)
+            .map(|(name, _)| name)
+            .collect();
+        if names.is_empty() {
+            "system".to_string()
+        } else {
+            names.join("|")
+        }
+    }
+
     /// Every account to listen in, with the credentials to use for it.
     pub fn resolved_accounts(&self) -> Result<Vec<(String, Auth)>, ConnectionError> {
         let top = self.top_level_auth()?;
@@ -248,21 +268,25 @@ pub async fn connect_options(
     // HTTP client's); rustls then refuses to guess and panics on the first
     // handshake. Pick one for the process; an earlier choice stays.
     let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
+    let servers: Vec<String> = args
+        .servers
+        .iter()
+        .map(|s| crate::redact::redacted_text(s))
+        .collect();
+    let log = std::sync::Arc::new(failures::FailureLog::new(
+        &args.account_of(auth),
+        purpose,
+        &servers,
+    ));
     let mut opts = ConnectOptions::new()
         .name(format!("{} {purpose}", args.client_name))
         .subscription_capacity(subscription_capacity)
         // The listeners come up before the servers do in many deployments:
         // keep trying instead of exiting, and report up=0 meanwhile.
         .retry_on_initial_connect()
-        .event_callback(move |event| async move {
-            match event {
-                Event::Connected => tracing::info!("NATS connected"),
-                Event::Disconnected => tracing::warn!("NATS disconnected, reconnecting"),
-                Event::SlowConsumer(sid) => {
-                    tracing::warn!(sid, "NATS client dropped a message: subscription full")
-                }
-                other => tracing::warn!("NATS: {other}"),
-            }
+        .event_callback(move |event| {
+            let log = log.clone();
+            async move { log_event(&log, event) }
         });
     opts = match auth {
         Auth::None => opts,
@@ -295,6 +319,24 @@ pub async fn connect_options(
             .add_client_certificate(cert.clone(), key.clone());
     }
     Ok(opts)
+}
+
+/// Logs one connection event, naming the connection; failures go through
+/// the connection's rate-limited [`failures::FailureLog`].
+fn log_event(log: &failures::FailureLog, event: Event) {
+    match event {
+        Event::Connected => {
+            log.recovered();
+            tracing::info!(connection = %log, "NATS connected");
+        }
+        Event::Disconnected => tracing::warn!(connection = %log, "NATS disconnected, reconnecting"),
+        Event::SlowConsumer(sid) => {
+            tracing::warn!(connection = %log, sid, "NATS client dropped a message: subscription full")
+        }
+        Event::ClientError(async_nats::ClientError::Other(kind)) => log.failed(&kind),
+        Event::ServerError(e) => log.failed(e.to_string().trim_start_matches("nats: ")),
+        other => tracing::warn!(connection = %log, "NATS: {other}"),
+    }
 }
 
 /// Connects one client. Returns once the options are accepted; the client
