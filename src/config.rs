@@ -52,6 +52,12 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_SHUTDOWN_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
 
+    /// Web configuration file (node_exporter's format): TLS
+    /// (`tls_server_config`) and basic authentication (`basic_auth_users`,
+    /// bcrypt hashes) for /metrics and the other pages.
+    #[arg(long = "web.config.file", env = "NATS_DELIVERY_WEB_CONFIG_FILE", value_name = "FILE", value_parser = crate::web_config::parse_web_config)]
+    pub web_config: Option<crate::web_config::WebConfig>,
+
     /// PEM file with the CA certificate(s) that signed https monitoring
     /// endpoints, when the system's roots do not cover them.
     #[arg(long, env = "NATS_DELIVERY_MONITOR_TLS_CA", value_name = "FILE", value_parser = crate::flag_values::pem_file)]

@@ -23,3 +23,4 @@ pub mod serve;
 pub mod snapshot;
 pub mod sources;
 pub mod system_events;
+pub mod web_config;

@@ -71,9 +71,15 @@ async fn run() -> Result<(), Failure> {
         .context("the listening socket")
         .map_err(Failure::Serve)?;
     tracing::info!(listen = %local, servers = ?config.monitor_urls.iter().map(redacted).collect::<Vec<_>>(), "serving /metrics");
+    let web = config.web_config.clone().unwrap_or_default();
+    let router = nats_delivery_exporter::http::with_basic_auth(
+        nats_delivery_exporter::http::router(exporter),
+        web.users.clone(),
+    );
     let stopped = serve(
         listener,
-        nats_delivery_exporter::http::router(exporter),
+        web.tls.clone(),
+        router,
         config.write_timeout,
         config.shutdown_timeout,
         shutdown_signal(),

@@ -1,18 +1,23 @@
 //! Serving `/metrics` with bounds a slow or stuck client cannot stretch: a
 //! write that makes no progress for `--write-timeout` closes its connection,
-//! and after a shutdown signal answers in flight get `--shutdown-timeout`,
-//! then the server stops whatever is left.
+//! after a shutdown signal answers in flight get `--shutdown-timeout`, then
+//! the server stops whatever is left. With TLS, each handshake runs as its
+//! own task (bounded too), so a client that stalls in it delays nobody.
 
 use std::future::{Future, IntoFuture};
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
 use tokio::time::Sleep;
+use tokio_rustls::rustls;
 
 /// How the server ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -23,20 +28,19 @@ pub enum Stopped {
     TimedOut,
 }
 
-/// Serves `router` on `listener` until `signal` completes, then stops
-/// accepting and gives the answers in flight at most `shutdown_timeout`.
+/// Serves `router` on `listener` (over TLS with `tls`) until `signal`
+/// completes, then stops accepting and gives the answers in flight at most
+/// `shutdown_timeout`.
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
     router: Router,
     write_timeout: Duration,
     shutdown_timeout: Duration,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<Stopped> {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let listener = WriteTimeoutListener {
-        inner: listener,
-        timeout: write_timeout,
-    };
+    let listener = Connections::start(listener, tls, write_timeout)?;
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {
         let _ = stopped.await;
     });
@@ -52,28 +56,142 @@ pub async fn serve(
     }
 }
 
-/// A TCP listener whose connections fail a write that is stuck too long.
-struct WriteTimeoutListener {
-    inner: TcpListener,
-    timeout: Duration,
+/// Longest a TLS handshake may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Accepted (and, with TLS, handshaken) connections, from a task that stops
+/// accepting as soon as the server drops this.
+struct Connections {
+    ready: mpsc::Receiver<(WriteTimeoutStream, SocketAddr)>,
+    local: SocketAddr,
 }
 
-impl axum::serve::Listener for WriteTimeoutListener {
+impl Connections {
+    fn start(
+        listener: TcpListener,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        timeout: Duration,
+    ) -> io::Result<Connections> {
+        let local = listener.local_addr()?;
+        let (tx, ready) = mpsc::channel(64);
+        let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+        let mut listener = listener;
+        tokio::spawn(async move {
+            loop {
+                let (tcp, addr) = tokio::select! {
+                    () = tx.closed() => return,
+                    accepted = axum::serve::Listener::accept(&mut listener) => accepted,
+                };
+                let wrap = move |conn| WriteTimeoutStream {
+                    inner: conn,
+                    timeout,
+                    stalled: None,
+                };
+                let tx = tx.clone();
+                match acceptor.clone() {
+                    None => {
+                        let _ = tx.send((wrap(Conn::Plain(tcp)), addr)).await;
+                    }
+                    Some(acceptor) => {
+                        tokio::spawn(async move {
+                            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp))
+                                .await
+                            {
+                                Ok(Ok(tls)) => {
+                                    let _ = tx.send((wrap(Conn::Tls(Box::new(tls))), addr)).await;
+                                }
+                                Ok(Err(e)) => {
+                                    tracing::debug!(%addr, error = %e, "TLS handshake failed")
+                                }
+                                Err(_) => tracing::debug!(%addr, "TLS handshake timed out"),
+                            }
+                        });
+                    }
+                }
+            }
+        });
+        Ok(Connections { ready, local })
+    }
+}
+
+impl axum::serve::Listener for Connections {
     type Io = WriteTimeoutStream;
-    type Addr = std::net::SocketAddr;
+    type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
-        let stream = WriteTimeoutStream {
-            inner: stream,
-            timeout: self.timeout,
-            stalled: None,
-        };
-        (stream, addr)
+        match self.ready.recv().await {
+            Some(conn) => conn,
+            // The accepting task only ends once this is dropped.
+            None => std::future::pending().await,
+        }
     }
 
     fn local_addr(&self) -> io::Result<Self::Addr> {
-        self.inner.local_addr()
+        Ok(self.local)
+    }
+}
+
+/// A plain or TLS connection.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Conn::Plain(s) => s.is_write_vectored(),
+            Conn::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_flush(cx),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
     }
 }
 
@@ -81,7 +199,7 @@ impl axum::serve::Listener for WriteTimeoutListener {
 /// nothing for the timeout: a scraper that stops reading cannot hold an
 /// answer (and the exporter's shutdown) forever.
 pub struct WriteTimeoutStream {
-    inner: TcpStream,
+    inner: Conn,
     timeout: Duration,
     /// Started when a write first could not proceed; reset by any progress.
     stalled: Option<Pin<Box<Sleep>>>,
