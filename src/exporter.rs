@@ -46,7 +46,8 @@ pub enum SetupError {
 /// One poll and the text encoded from it, shared by every scrape that joined it.
 #[derive(Debug)]
 struct Round {
-    snapshot: Arc<Snapshot>,
+    /// Until the first encoding of this round is done.
+    snapshot: Mutex<Option<Arc<Snapshot>>>,
     classic: tokio::sync::OnceCell<Arc<[Bytes]>>,
     open_metrics: tokio::sync::OnceCell<Arc<[Bytes]>>,
 }
@@ -120,16 +121,25 @@ impl Exporter {
             Format::OpenMetrics => &round.open_metrics,
         };
         let parts = cell
-            .get_or_init(|| {
+            .get_or_init(|| async {
+                let kept = round.snapshot.lock().expect("snapshot lock").clone();
+                // A scraper asking for the other format after the snapshot
+                // was let go polls again rather than keep every snapshot.
+                let snapshot = match kept {
+                    Some(snapshot) => snapshot,
+                    None => Arc::new(self.poller.poll().await),
+                };
                 let exposition = self.exposition.clone();
-                let snapshot = round.snapshot.clone();
                 // Encoding is synchronous and takes long at many consumers:
                 // it runs off the async workers.
                 tokio::task::spawn_blocking(move || exposition.encode(&snapshot, format))
-                    .map(|r| r.expect("encoding does not panic"))
+                    .await
+                    .expect("encoding does not panic")
             })
             .await
             .clone();
+        // Encoded: the parsed replies are not needed while the text is sent.
+        round.snapshot.lock().expect("snapshot lock").take();
         // The round is done: forget it so that its snapshot and text are
         // freed once its last scraper has them sent.
         let mut slot = self.in_flight.lock().expect("flight lock");
@@ -153,7 +163,7 @@ impl Exporter {
         let flight = async move {
             let snapshot = task.await.unwrap_or_default();
             Arc::new(Round {
-                snapshot: Arc::new(snapshot),
+                snapshot: Mutex::new(Some(Arc::new(snapshot))),
                 classic: tokio::sync::OnceCell::new(),
                 open_metrics: tokio::sync::OnceCell::new(),
             })
