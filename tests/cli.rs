@@ -101,6 +101,7 @@ fn unusable_values_are_refused_at_start() {
         not_pem.to_str().unwrap(),
         missing.to_str().unwrap(),
     );
+    let account_creds = format!("A=creds:{missing}");
     let table: Vec<(Vec<&str>, &str, &str)> = vec![
         (
             vec!["--timeout", "99999999999999999999s"],
@@ -135,6 +136,16 @@ fn unusable_values_are_refused_at_start() {
         (
             vec!["--nats-creds-file", missing],
             "--nats-creds-file",
+            "cannot read",
+        ),
+        (
+            vec!["--nats-account", &account_creds],
+            "--nats-account",
+            "cannot read",
+        ),
+        (
+            vec!["--system-account", &account_creds[2..]],
+            "--system-account",
             "cannot read",
         ),
         (
