@@ -133,16 +133,19 @@ fn parsers_never_panic_on_mutated_input() {
     }
 }
 
+/// A sample: name, labels in order, value.
+type Sample = (String, Vec<(String, String)>, f64);
+
 /// Every line of a classic exposition, strictly: `# HELP`/`# TYPE`, or
 /// `name{label="escaped",...} value`. Returns (name, labels, value) per sample.
-fn strict_samples(text: &str) -> Vec<(String, Vec<(String, String)>, f64)> {
+fn strict_samples(text: &str) -> Vec<Sample> {
     let mut out = Vec::new();
     for line in text.lines() {
         if line.starts_with("# HELP ") || line.starts_with("# TYPE ") {
             continue;
         }
         let name_end = line
-            .find(|c: char| c == '{' || c == ' ')
+            .find(['{', ' '])
             .unwrap_or_else(|| panic!("no value: {line:?}"));
         let name = &line[..name_end];
         assert!(
