@@ -133,3 +133,40 @@ fn a_rejected_password_names_its_account() {
         "{lines:#?}"
     );
 }
+
+#[test]
+fn a_missing_client_certificate_is_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    nats_test_server::tls::make_certs(dir.path());
+    let p = |f: &str| dir.path().join(f).display().to_string();
+    let server = NatsServer::builder()
+        .config(&format!(
+            "tls {{ cert_file: \"{}\", key_file: \"{}\", ca_file: \"{}\", verify: true }}",
+            p("server.pem"),
+            p("server.key"),
+            p("ca.pem"),
+        ))
+        .start();
+    let lines = nats_log_lines(
+        &[
+            "--nats-servers".into(),
+            server.client_url(),
+            "--nats-tls-ca".into(),
+            p("ca.pem"),
+        ],
+        4,
+    );
+    let failures: Vec<_> = lines
+        .iter()
+        .filter(|l| l.contains("NATS connection failed"))
+        .collect();
+    assert!((1..=2).contains(&failures.len()), "{lines:#?}");
+    for line in &failures {
+        assert!(line.contains("account=$G"), "{line}");
+        assert!(line.contains(&server.client_url()), "{line}");
+        assert!(
+            line.contains("CertificateRequired"),
+            "the cause is not named: {line}"
+        );
+    }
+}
