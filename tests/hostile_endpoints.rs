@@ -122,3 +122,21 @@ async fn credentials_in_a_monitoring_url_never_reach_errors_or_pages() {
     assert!(!text.contains("s3cretMON"));
     assert!(!text.contains("admin"));
 }
+
+#[tokio::test]
+async fn a_body_that_trickles_forever_times_out() {
+    let slow = fake_endpoint::start(|_| Reply::Trickle).await;
+    let exporter = common::exporter(std::slice::from_ref(&slow.url), &["--timeout", "1s"]);
+    let started = std::time::Instant::now();
+    let text = common::scrape(&exporter).await;
+    // Generous bound: without a whole-reply timeout the scrape would never end.
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(error_count(&text, &slow.authority, "timeout"), 3.0);
+    assert_eq!(
+        samples(&text, "nats_delivery_up", &[("server", &slow.authority)])
+            .iter()
+            .map(|(_, v)| *v)
+            .sum::<f64>(),
+        0.0
+    );
+}

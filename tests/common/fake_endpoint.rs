@@ -18,6 +18,8 @@ pub enum Reply {
     Sized(u64),
     /// A chunked body that never ends.
     Endless,
+    /// A chunked body trickling one byte every 100 ms, forever.
+    Trickle,
     /// A 302 to `location`.
     Redirect(String),
     /// Reads the request and never answers.
@@ -115,6 +117,14 @@ async fn serve(
             let chunk = format!("10000\r\n{}\r\n", " ".repeat(0x10000));
             loop {
                 s.write_all(chunk.as_bytes()).await?;
+            }
+        }
+        Reply::Trickle => {
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n")
+                .await?;
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                s.write_all(b"1\r\n \r\n").await?;
             }
         }
         Reply::Redirect(location) => {
