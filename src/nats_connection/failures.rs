@@ -9,8 +9,11 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use async_nats::Event;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, Layer};
+
+use super::{Auth, NatsArgs};
 
 /// Repeats of a failure within this time are counted, not logged.
 pub const QUIET: Duration = Duration::from_secs(30);
@@ -138,6 +141,42 @@ impl std::fmt::Display for FailureLog {
             "account={} purpose={} servers={}",
             self.account, self.purpose, self.servers
         )
+    }
+}
+
+/// The `account` label of the connection made with `auth`: the account
+/// (or accounts) configured with those credentials, else "system" for
+/// credentials no account uses (the system account's).
+pub(super) fn account_label(args: &NatsArgs, auth: &Auth) -> String {
+    let names: Vec<String> = args
+        .resolved_accounts()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(_, a)| a == auth)
+        .map(|(name, _)| name)
+        .collect();
+    if names.is_empty() {
+        "system".to_string()
+    } else {
+        names.join("|")
+    }
+}
+
+/// Logs one connection event, naming the connection; failures go through
+/// the connection's rate-limited [`FailureLog`].
+pub(super) fn log_event(log: &FailureLog, event: Event) {
+    match event {
+        Event::Connected => {
+            log.recovered();
+            tracing::info!(connection = %log, "NATS connected");
+        }
+        Event::Disconnected => tracing::warn!(connection = %log, "NATS disconnected, reconnecting"),
+        Event::SlowConsumer(sid) => {
+            tracing::warn!(connection = %log, sid, "NATS client dropped a message: subscription full")
+        }
+        Event::ClientError(async_nats::ClientError::Other(kind)) => log.failed(&kind),
+        Event::ServerError(e) => log.failed(e.to_string().trim_start_matches("nats: ")),
+        other => tracing::warn!(connection = %log, "NATS: {other}"),
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use async_nats::{Client, ConnectOptions, Event};
+use async_nats::{Client, ConnectOptions};
 
 mod credentials;
 mod failures;
@@ -195,24 +195,6 @@ impl NatsArgs {
         }
     }
 
-    /// The `account` label of the connection made with `auth`: the account
-    /// (or accounts) configured with those credentials, else "system" for
-    /// credentials no account uses (the system account's).
-    pub fn account_of(&self, auth: &Auth) -> String {
-        let names: Vec<String> = self
-            .resolved_accounts()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(_, a)| a == auth)
-            .map(|(name, _)| name)
-            .collect();
-        if names.is_empty() {
-            "system".to_string()
-        } else {
-            names.join("|")
-        }
-    }
-
     /// Every account to listen in, with the credentials to use for it.
     pub fn resolved_accounts(&self) -> Result<Vec<(String, Auth)>, ConnectionError> {
         let top = self.top_level_auth()?;
@@ -274,7 +256,7 @@ pub async fn connect_options(
         .map(|s| crate::redact::redacted_text(s))
         .collect();
     let log = std::sync::Arc::new(failures::FailureLog::new(
-        &args.account_of(auth),
+        &failures::account_label(args, auth),
         purpose,
         &servers,
     ));
@@ -286,7 +268,7 @@ pub async fn connect_options(
         .retry_on_initial_connect()
         .event_callback(move |event| {
             let log = log.clone();
-            async move { log_event(&log, event) }
+            async move { failures::log_event(&log, event) }
         });
     opts = match auth {
         Auth::None => opts,
@@ -319,24 +301,6 @@ pub async fn connect_options(
             .add_client_certificate(cert.clone(), key.clone());
     }
     Ok(opts)
-}
-
-/// Logs one connection event, naming the connection; failures go through
-/// the connection's rate-limited [`failures::FailureLog`].
-fn log_event(log: &failures::FailureLog, event: Event) {
-    match event {
-        Event::Connected => {
-            log.recovered();
-            tracing::info!(connection = %log, "NATS connected");
-        }
-        Event::Disconnected => tracing::warn!(connection = %log, "NATS disconnected, reconnecting"),
-        Event::SlowConsumer(sid) => {
-            tracing::warn!(connection = %log, sid, "NATS client dropped a message: subscription full")
-        }
-        Event::ClientError(async_nats::ClientError::Other(kind)) => log.failed(&kind),
-        Event::ServerError(e) => log.failed(e.to_string().trim_start_matches("nats: ")),
-        other => tracing::warn!(connection = %log, "NATS: {other}"),
-    }
 }
 
 /// Connects one client. Returns once the options are accepted; the client
