@@ -4,7 +4,10 @@
 //! exporter binary; CPU time per scrape and peak resident memory of the
 //! exporter process from /proc.
 //!
-//! `cargo bench --bench scrape` (env BENCH_STREAMS, BENCH_CONSUMERS, BENCH_ROUNDS).
+//! `cargo bench --bench scrape` measures the curve at 10k, 30k, 60k and 100k
+//! consumers (100 per stream, a fresh server each) and ends with one table;
+//! `BENCH_SIZES=10000,30000` picks the totals, `BENCH_STREAMS` and
+//! `BENCH_CONSUMERS` one size, `BENCH_ROUNDS` the rounds per size.
 
 use std::time::{Duration, Instant};
 
@@ -51,14 +54,56 @@ async fn timed_get(http: &reqwest::Client, url: &str) -> (f64, bytes::Bytes) {
     (start.elapsed().as_secs_f64(), body)
 }
 
+/// One size's figures, for the closing table.
+struct Row {
+    consumers: usize,
+    raw: f64,
+    scrape: f64,
+    ratio_median: f64,
+    ratio_min: f64,
+    peak_mb: f64,
+    text_mb: f64,
+}
+
 #[tokio::main]
 async fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let streams = env_or("BENCH_STREAMS", 100);
-    let consumers = env_or("BENCH_CONSUMERS", 100);
-    let rounds = env_or("BENCH_ROUNDS", 9);
+    let sizes: Vec<(usize, usize)> = match (
+        std::env::var("BENCH_STREAMS").ok(),
+        std::env::var("BENCH_CONSUMERS").ok(),
+    ) {
+        (None, None) => std::env::var("BENCH_SIZES")
+            .unwrap_or_else(|_| "10000,30000,60000,100000".into())
+            .split(',')
+            .map(|t| {
+                (
+                    t.trim().parse::<usize>().expect("BENCH_SIZES: totals") / 100,
+                    100,
+                )
+            })
+            .collect(),
+        _ => vec![(env_or("BENCH_STREAMS", 100), env_or("BENCH_CONSUMERS", 100))],
+    };
+    let rounds = env_or("BENCH_ROUNDS", if sizes.len() > 1 { 5 } else { 9 });
+    let mut rows = Vec::new();
+    for (streams, consumers) in sizes {
+        rows.push(measure(streams, consumers, rounds).await);
+    }
+    println!();
+    println!("consumers   raw /jsz   scrape    scrape/raw (median, min)   peak RSS   text");
+    for r in rows {
+        println!(
+            "{:>9}   {:>6.3} s  {:>6.3} s  {:>5.2}x  {:>5.2}x              {:>5.1} MB  {:>5.1} MB",
+            r.consumers, r.raw, r.scrape, r.ratio_median, r.ratio_min, r.peak_mb, r.text_mb
+        );
+    }
+}
+
+/// Creates `streams` x `consumers` on a fresh server and measures `rounds`
+/// alternating raw fetches and scrapes.
+async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
     let server = NatsServer::builder().jetstream().start();
     let client = async_nats::connect(server.client_url()).await.unwrap();
     let js = jetstream::new(client);
@@ -108,14 +153,14 @@ async fn main() {
             "--listen",
             &listen.to_string(),
             "--timeout",
-            "30s",
+            "60s",
         ])
         .env("NATS_DELIVERY_LOG", "warn")
         .spawn()
         .unwrap();
     let pid = exporter.id();
     let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
+        .timeout(Duration::from_secs(120))
         .build()
         .unwrap();
     let metrics_url = format!("http://{listen}/metrics");
@@ -201,4 +246,13 @@ async fn main() {
         rss_idle_kib as f64 / 1024.0,
         peak_kib as f64 / 1024.0
     );
+    Row {
+        consumers: streams * consumers,
+        raw: median(&raw),
+        scrape: median(&scrape),
+        ratio_median: median(&scrape) / median(&raw),
+        ratio_min: min(&scrape) / min(&raw),
+        peak_mb: peak_kib as f64 / 1024.0,
+        text_mb: scrape_bytes as f64 / 1e6,
+    }
 }

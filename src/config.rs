@@ -4,35 +4,13 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use url::Url;
 
+use crate::byte_size::parse_byte_size;
 use crate::duration::parse_duration;
 
-/// A monitoring endpoint family the exporter polls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum)]
-pub enum Source {
-    /// `/varz`: server totals, slow consumers by kind, stalls, limits.
-    Varz,
-    /// `/connz`: connections closest to `max_pending`, connections cut as slow consumers.
-    Connz,
-    /// `/jsz`: JetStream streams and consumers (leader's view).
-    Jsz,
-}
-
-impl Source {
-    /// Every source, in the order they are reported.
-    pub const ALL: [Source; 3] = [Source::Varz, Source::Connz, Source::Jsz];
-
-    /// The `source` label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Varz => "varz",
-            Source::Connz => "connz",
-            Source::Jsz => "jsz",
-        }
-    }
-}
+pub use crate::sources::Source;
 
 /// Prometheus exporter that counts where NATS loses messages.
 ///
@@ -55,13 +33,34 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_LISTEN", default_value = "0.0.0.0:7778")]
     pub listen: SocketAddr,
 
-    /// Time allowed for each monitoring request, reply included (e.g. 500ms, 5s).
+    /// Time allowed for each monitoring request, reply included (e.g. 500ms,
+    /// 5s; a bare number means seconds).
     #[arg(long, env = "NATS_DELIVERY_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub timeout: Duration,
 
+    /// Largest monitoring reply accepted (e.g. 256MiB, 100MB); a larger one,
+    /// announced or counted, leaves its source down with kind="too_large".
+    #[arg(long, env = "NATS_DELIVERY_MAX_REPLY_SIZE", default_value = "256MiB", value_parser = parse_byte_size)]
+    pub max_reply_size: usize,
+
+    /// A /metrics answer whose reader takes nothing for this long is cut off.
+    #[arg(long, env = "NATS_DELIVERY_WRITE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub write_timeout: Duration,
+
+    /// After SIGTERM or Ctrl-C, time given to answers in flight (and to the
+    /// listeners' last acknowledgements) before the exporter exits anyway.
+    #[arg(long, env = "NATS_DELIVERY_SHUTDOWN_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+
+    /// Web configuration file (node_exporter's format): TLS
+    /// (`tls_server_config`) and basic authentication (`basic_auth_users`,
+    /// bcrypt hashes) for /metrics and the other pages.
+    #[arg(long = "web.config.file", env = "NATS_DELIVERY_WEB_CONFIG_FILE", value_name = "FILE", value_parser = crate::web_config::parse_web_config)]
+    pub web_config: Option<crate::web_config::WebConfig>,
+
     /// PEM file with the CA certificate(s) that signed https monitoring
     /// endpoints, when the system's roots do not cover them.
-    #[arg(long, env = "NATS_DELIVERY_MONITOR_TLS_CA", value_name = "FILE")]
+    #[arg(long, env = "NATS_DELIVERY_MONITOR_TLS_CA", value_name = "FILE", value_parser = crate::flag_values::pem_file)]
     pub monitor_tls_ca: Option<std::path::PathBuf>,
 
     /// Sources to poll, comma-separated.
@@ -127,26 +126,33 @@ pub struct Config {
 }
 
 impl Config {
+    /// Checks what single flags cannot: the same monitoring URL twice (its
+    /// series would be emitted twice). Returns the flag and the reason.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let mut seen = std::collections::HashSet::new();
+        for url in &self.monitor_urls {
+            let key = (
+                url.host_str().map(str::to_string),
+                url.port_or_known_default(),
+                url.path().trim_end_matches('/').to_string(),
+            );
+            if !seen.insert(key) {
+                return Err((
+                    "--monitor-url",
+                    format!("'{}' is given twice", crate::redact::redacted(url)),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether `source` is to be polled.
     pub fn polls(&self, source: Source) -> bool {
         self.sources.contains(&source)
     }
 }
 
-/// Parses one group of flags (such as [`crate::nats_connection::NatsArgs`])
-/// from flag-style arguments without the program name; for tests and
-/// embedding. Environment variables apply.
-pub fn parse_args<A, I, T>(flags: I) -> Result<A, clap::Error>
-where
-    A: clap::Args + clap::FromArgMatches,
-    I: IntoIterator<Item = T>,
-    T: Into<std::ffi::OsString> + Clone,
-{
-    let command = A::augment_args(clap::Command::new("nats-delivery-exporter"));
-    let args = std::iter::once(std::ffi::OsString::from("nats-delivery-exporter"))
-        .chain(flags.into_iter().map(Into::into));
-    A::from_arg_matches(&command.try_get_matches_from(args)?)
-}
+pub use crate::args::parse_args;
 
 /// Accepts `http(s)://host[:port][/base]`, the base of the monitoring endpoints.
 pub fn parse_monitor_url(text: &str) -> Result<Url, String> {

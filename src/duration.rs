@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+const MAX_SECONDS: f64 = 10.0 * 365.0 * 86_400.0;
+
 /// Parses `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d` (a bare number means seconds).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
@@ -27,6 +29,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if !(secs.is_finite() && secs > 0.0) {
         return Err(format!("'{text}': a duration must be greater than zero"));
     }
+    // Far beyond any sensible setting, and short of what timers can add to
+    // the current time without overflowing.
+    if secs > MAX_SECONDS {
+        return Err(format!("'{text}' is too long (at most 10 years)"));
+    }
     Ok(Duration::from_secs_f64(secs))
 }
 
@@ -44,5 +51,7 @@ mod tests {
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("99999999999999999999s").is_err());
+        assert!(parse_duration("3651d").is_err());
     }
 }

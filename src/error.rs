@@ -21,6 +21,13 @@ pub enum PollError {
     /// The reply is not JSON of the shape this endpoint returns.
     #[error("reply is not valid JSON for this endpoint: {0}")]
     Parse(String),
+    /// The reply is larger than `--max-reply-size` (announced or counted).
+    #[error("reply larger than the limit of {0} bytes (--max-reply-size)")]
+    TooLarge(usize),
+    /// The server answered with a redirect, which is not followed: a
+    /// monitoring endpoint has no reason to send one elsewhere.
+    #[error("redirect (HTTP status {0}) not followed")]
+    Redirect(u16),
     /// Any other failure of the HTTP request.
     #[error("request failed: {0}")]
     Request(String),
@@ -35,12 +42,16 @@ impl PollError {
             PollError::Status(_) => "http_status",
             PollError::Body(_) => "body",
             PollError::Parse(_) => "parse",
+            PollError::TooLarge(_) => "too_large",
+            PollError::Redirect(_) => "redirect",
             PollError::Request(_) => "request",
         }
     }
 
-    /// Classifies a reqwest error, keeping its full cause chain in the text.
+    /// Classifies a reqwest error, keeping its full cause chain in the text
+    /// but not the URL, which may hold credentials.
     pub fn from_reqwest(e: reqwest::Error, timeout: Duration) -> PollError {
+        let e = e.without_url();
         let text = error_chain(&e);
         if e.is_timeout() {
             PollError::Timeout(timeout)

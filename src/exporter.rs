@@ -1,44 +1,19 @@
-//! Polls every configured server on each scrape and encodes the result.
-//!
-//! Polling happens when Prometheus scrapes (as the Prometheus guidelines for
-//! exporters recommend): the numbers are as fresh as the scrape, and a source
-//! that fails or hangs is reported down within the per-request timeout while
-//! every other source is still served.
+//! The exporter: one [`Poller`] and the registry every metric is encoded
+//! from, joined by single flight: scrapes that arrive while a poll is under
+//! way share it (and its encoding), so N scrapers cost one poll and each gets
+//! its answer within `--timeout` plus the encoding time.
 
-use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::Context;
-use futures::future::join_all;
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt, Shared};
 use prometheus_client::registry::Registry;
-use url::Url;
 
-use crate::config::{Config, Source};
-use crate::error::PollError;
-use crate::snapshot::{Snapshot, SnapshotCollector, SourceHealth, TargetSnapshot};
-use crate::sources::connz::{self, ClosedTracker};
-use crate::sources::{endpoint_url, get_json, jsz};
-
-/// One monitoring URL and what the exporter remembers about it between scrapes.
-#[derive(Debug)]
-struct Target {
-    url: Url,
-    /// Size of the last /jsz page, to size the next one's buffer.
-    jsz_size: AtomicUsize,
-    state: Mutex<TargetState>,
-}
-
-#[derive(Debug, Default)]
-struct TargetState {
-    server_name: Option<String>,
-    max_pending: Option<i64>,
-    closed: ClosedTracker,
-    last_success: BTreeMap<Source, f64>,
-    errors: BTreeMap<Source, BTreeMap<&'static str, u64>>,
-}
+use crate::config::Config;
+use crate::poller::Poller;
+use crate::snapshot::{Snapshot, SnapshotCollector};
+use crate::sources::Fetcher;
 
 /// The exposition format a scraper asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,59 +24,172 @@ pub enum Format {
     OpenMetrics,
 }
 
-/// The exporter: configuration, HTTP client, targets and the registry that
-/// every data source's metrics are encoded from.
+/// Why the exporter could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The `--monitor-tls-ca` file could not be read.
+    #[error("--monitor-tls-ca: cannot read {}: {source}", path.display())]
+    MonitorTlsCa {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The `--monitor-tls-ca` file holds no certificate.
+    #[error("--monitor-tls-ca: {} holds no PEM certificate", .0.display())]
+    NoCertificate(std::path::PathBuf),
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    HttpClient(#[source] reqwest::Error),
+}
+
+/// One poll and the text encoded from it, shared by every scrape that joined it.
+#[derive(Debug)]
+struct Round {
+    /// Until the first encoding of this round is done.
+    snapshot: Mutex<Option<Arc<Snapshot>>>,
+    classic: tokio::sync::OnceCell<Arc<[Bytes]>>,
+    open_metrics: tokio::sync::OnceCell<Arc<[Bytes]>>,
+}
+
+type Flight = Shared<BoxFuture<'static, Arc<Round>>>;
+
+/// The exporter: the poller, the registry that every data source's metrics
+/// are encoded from, and the poll in flight.
 #[derive(Debug)]
 pub struct Exporter {
-    config: Config,
-    http: reqwest::Client,
-    targets: Vec<Target>,
-    registry: Registry,
-    /// One registry per per-consumer family, encoded in parallel with `registry`.
-    family_registries: Vec<Registry>,
-    snapshot: Arc<SnapshotCollector>,
-    scrape_lock: tokio::sync::Mutex<()>,
-    /// Size of each part of the last exposition, to size the next one's buffers.
-    part_sizes: Vec<AtomicUsize>,
+    poller: Arc<Poller>,
+    exposition: Arc<Exposition>,
+    in_flight: Mutex<Option<Flight>>,
 }
 
 impl Exporter {
     /// Builds the exporter; fails only if the HTTP client cannot be made.
-    pub fn new(config: Config) -> anyhow::Result<Exporter> {
+    pub fn new(config: Config) -> Result<Exporter, SetupError> {
         // The NATS client's TLS asks rustls for the process-wide crypto
         // provider, which must be chosen when two are linked in (reqwest's
         // aws-lc-rs and async-nats' ring); an earlier choice stays.
         let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
         let mut http = reqwest::Client::builder();
         if let Some(path) = &config.monitor_tls_ca {
-            let pem = std::fs::read(path)
-                .with_context(|| format!("cannot read --monitor-tls-ca {}", path.display()))?;
+            let pem = std::fs::read(path).map_err(|source| SetupError::MonitorTlsCa {
+                path: path.clone(),
+                source,
+            })?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default();
-            anyhow::ensure!(
-                !certs.is_empty(),
-                "--monitor-tls-ca {} holds no PEM certificate",
-                path.display()
-            );
+            if certs.is_empty() {
+                return Err(SetupError::NoCertificate(path.clone()));
+            }
             for cert in certs {
                 http = http.add_root_certificate(cert);
             }
         }
-        let http = http
-            .timeout(config.timeout)
-            .user_agent(concat!(
-                "nats-delivery-exporter/",
-                env!("CARGO_PKG_VERSION")
-            ))
-            .build()?;
-        let targets = config
-            .monitor_urls
-            .iter()
-            .map(|url| Target {
-                url: url.clone(),
-                jsz_size: AtomicUsize::new(0),
-                state: Mutex::default(),
+        let fetch = Fetcher::new(http, config.timeout, config.max_reply_size)
+            .map_err(SetupError::HttpClient)?;
+        Ok(Exporter {
+            poller: Arc::new(Poller::new(config, fetch)),
+            exposition: Arc::new(Exposition::new()),
+            in_flight: Mutex::new(None),
+        })
+    }
+
+    /// The registry, for other parts of the exporter (advisory listeners,
+    /// application reports) to register their metrics in before serving.
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut Arc::get_mut(&mut self.exposition)
+            .expect("metrics are registered before the first scrape")
+            .registry
+    }
+
+    /// Polls every server and source, then encodes everything registered.
+    pub async fn scrape(&self, format: Format) -> String {
+        let parts = self.scrape_parts(format).await;
+        let mut text = String::with_capacity(parts.iter().map(Bytes::len).sum());
+        for part in parts.iter() {
+            text.push_str(std::str::from_utf8(part).expect("the exposition is UTF-8"));
+        }
+        text
+    }
+
+    /// [`Exporter::scrape`] as consecutive parts of the text, to be sent one
+    /// after the other without first joining megabytes into one buffer.
+    pub async fn scrape_parts(&self, format: Format) -> Arc<[Bytes]> {
+        let flight = self.join_flight();
+        let round = flight.clone().await;
+        let cell = match format {
+            Format::Classic => &round.classic,
+            Format::OpenMetrics => &round.open_metrics,
+        };
+        let parts = cell
+            .get_or_init(|| async {
+                let kept = round.snapshot.lock().expect("snapshot lock").clone();
+                // A scraper asking for the other format after the snapshot
+                // was let go polls again rather than keep every snapshot.
+                let snapshot = match kept {
+                    Some(snapshot) => snapshot,
+                    None => Arc::new(self.poller.poll().await),
+                };
+                let exposition = self.exposition.clone();
+                // Encoding is synchronous and takes long at many consumers:
+                // it runs off the async workers.
+                tokio::task::spawn_blocking(move || exposition.encode(&snapshot, format))
+                    .await
+                    .expect("encoding does not panic")
             })
-            .collect();
+            .await
+            .clone();
+        // Encoded: the parsed replies are not needed while the text is sent.
+        round.snapshot.lock().expect("snapshot lock").take();
+        // The round is done: forget it so that its snapshot and text are
+        // freed once its last scraper has them sent.
+        let mut slot = self.in_flight.lock().expect("flight lock");
+        if slot.as_ref().is_some_and(|f| f.ptr_eq(&flight)) {
+            *slot = None;
+        }
+        parts
+    }
+
+    /// The poll under way, or a new one. It runs as its own task, so that a
+    /// scraper that hangs up does not cancel it for the others.
+    fn join_flight(&self) -> Flight {
+        let mut slot = self.in_flight.lock().expect("flight lock");
+        if let Some(flight) = slot.as_ref() {
+            if flight.peek().is_none() {
+                return flight.clone();
+            }
+        }
+        let poller = self.poller.clone();
+        let task = tokio::spawn(async move { poller.poll().await });
+        let flight = async move {
+            let snapshot = task.await.unwrap_or_default();
+            Arc::new(Round {
+                snapshot: Mutex::new(Some(Arc::new(snapshot))),
+                classic: tokio::sync::OnceCell::new(),
+                open_metrics: tokio::sync::OnceCell::new(),
+            })
+        }
+        .boxed()
+        .shared();
+        *slot = Some(flight.clone());
+        flight
+    }
+}
+
+/// The registries and the collectors that write a snapshot into them.
+#[derive(Debug)]
+struct Exposition {
+    registry: Registry,
+    /// One registry per per-consumer family, encoded in parallel with `registry`.
+    family_registries: Vec<Registry>,
+    snapshot: Arc<SnapshotCollector>,
+    /// The collectors read one snapshot slot: one encoding at a time.
+    encoding: Mutex<()>,
+    /// Size of each part of the last exposition, to size the next one's buffers.
+    part_sizes: Vec<AtomicUsize>,
+}
+
+impl Exposition {
+    fn new() -> Exposition {
         let mut parts = SnapshotCollector::parts().into_iter();
         let snapshot = Arc::new(parts.next().expect("the main part"));
         let mut registry = Registry::default();
@@ -116,39 +204,20 @@ impl Exporter {
         let part_sizes = (0..=family_registries.len())
             .map(|_| AtomicUsize::new(0))
             .collect();
-        Ok(Exporter {
-            config,
-            http,
-            targets,
+        Exposition {
             registry,
             family_registries,
             snapshot,
-            scrape_lock: tokio::sync::Mutex::new(()),
+            encoding: Mutex::new(()),
             part_sizes,
-        })
+        }
     }
 
-    /// The registry, for other parts of the exporter (advisory listeners,
-    /// application reports) to register their metrics in before serving.
-    pub fn registry_mut(&mut self) -> &mut Registry {
-        &mut self.registry
-    }
-
-    /// Polls every server and source, then encodes everything registered.
-    pub async fn scrape(&self, format: Format) -> String {
-        self.scrape_parts(format).await.concat()
-    }
-
-    /// [`Exporter::scrape`] as consecutive parts of the text, to be sent
-    /// one after the other without first joining megabytes into one buffer.
-    pub async fn scrape_parts(&self, format: Format) -> Vec<String> {
-        // One scrape at a time: two scrapers must not double the load on the
-        // servers, and the snapshot encoded is the one this scrape polled.
-        let _guard = self.scrape_lock.lock().await;
-        let targets = join_all(self.targets.iter().map(|t| self.poll_target(t))).await;
-        self.snapshot.set(Snapshot { targets });
+    /// Encodes `snapshot` and everything else registered, as parts in output order.
+    fn encode(&self, snapshot: &Arc<Snapshot>, format: Format) -> Arc<[Bytes]> {
+        let _one_at_a_time = self.encoding.lock().expect("encoding lock");
+        self.snapshot.set(snapshot.clone());
         let mut parts = self.encode_parts(format);
-        // The parsed replies are not needed past the encoding.
         self.snapshot.clear();
         for (part, size) in parts.iter().zip(&self.part_sizes) {
             size.store(part.len(), Ordering::Relaxed);
@@ -156,7 +225,7 @@ impl Exporter {
         if format == Format::OpenMetrics {
             parts.push("# EOF\n".to_string());
         }
-        parts
+        parts.into_iter().map(Bytes::from).collect()
     }
 
     /// Encodes the main registry and each per-consumer family's registry,
@@ -188,101 +257,6 @@ impl Exporter {
             .map(|m| m.into_inner().expect("part lock"))
             .collect()
     }
-
-    async fn poll_target(&self, target: &Target) -> TargetSnapshot {
-        let cfg = &self.config;
-        let known_closed = target.state.lock().expect("target lock").closed.known();
-        let varz = timed(cfg.polls(Source::Varz), cfg.timeout, async {
-            get_json::<crate::sources::varz::Varz>(
-                &self.http,
-                endpoint_url(&target.url, "varz", &[]),
-                cfg.timeout,
-            )
-            .await
-        });
-        let connz = timed(cfg.polls(Source::Connz), cfg.timeout, async {
-            let top = connz::poll_top_pending(&self.http, &target.url, cfg.connz_top, cfg.timeout)
-                .await?;
-            let closed =
-                connz::poll_closed(&self.http, &target.url, known_closed, cfg.timeout).await?;
-            Ok((top, closed))
-        });
-        let jsz = timed(cfg.polls(Source::Jsz), cfg.timeout, async {
-            jsz::poll(
-                &self.http,
-                &target.url,
-                cfg.jsz_page_size,
-                cfg.timeout,
-                &target.jsz_size,
-            )
-            .await
-        });
-        let (varz, connz, jsz) = tokio::join!(varz, connz, jsz);
-
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs_f64();
-        let mut state = target.state.lock().expect("target lock");
-        let mut snap = TargetSnapshot::default();
-        if let Some((Ok(v), _)) = &varz {
-            if let Some(name) = v.server_label() {
-                state.server_name = Some(name.to_string());
-            }
-            if v.max_pending.is_some() {
-                state.max_pending = v.max_pending;
-            }
-        }
-        snap.server = state
-            .server_name
-            .clone()
-            .unwrap_or_else(|| authority(&target.url));
-        snap.server_name = state.server_name.clone();
-        snap.max_pending = state.max_pending;
-        let mut record = |source: Source, ok: Result<(), &PollError>, took: Duration| {
-            if let Err(e) = ok {
-                tracing::warn!(target = %target.url, source = source.as_str(), error = %e, "poll failed");
-                *state
-                    .errors
-                    .entry(source)
-                    .or_default()
-                    .entry(e.kind())
-                    .or_insert(0) += 1;
-            } else {
-                state.last_success.insert(source, now);
-            }
-            snap.health.push(SourceHealth {
-                source,
-                up: ok.is_ok(),
-                duration: took.as_secs_f64(),
-                last_success: state.last_success.get(&source).copied(),
-                errors: state.errors.get(&source).cloned().unwrap_or_default(),
-            });
-        };
-        if let Some((result, took)) = varz {
-            record(Source::Varz, result.as_ref().map(|_| ()), took);
-            snap.varz = result.ok();
-        }
-        let mut closed_poll = None;
-        if let Some((result, took)) = connz {
-            record(Source::Connz, result.as_ref().map(|_| ()), took);
-            if let Ok((top, closed)) = result {
-                snap.top_pending = Some(top);
-                closed_poll = Some(closed);
-            }
-        }
-        if let Some((result, took)) = jsz {
-            record(Source::Jsz, result.as_ref().map(|_| ()), took);
-            snap.jsz = result.ok();
-        }
-        if let Some(closed) = closed_poll {
-            state
-                .closed
-                .apply(closed, &snap.server, cfg.max_client_names);
-        }
-        snap.closed = state.closed.counts.clone();
-        snap
-    }
 }
 
 /// Encodes one registry without the OpenMetrics `# EOF`, which the caller
@@ -298,30 +272,4 @@ fn encode(registry: &Registry, format: Format, capacity: usize) -> String {
     // Writing into a String cannot fail; an error here would be a bug in an encoder.
     written.expect("encoding metrics into a String");
     out
-}
-
-/// Runs `poll` when `enabled`, bounded by `timeout`, and measures it.
-async fn timed<T>(
-    enabled: bool,
-    timeout: Duration,
-    poll: impl Future<Output = Result<T, PollError>>,
-) -> Option<(Result<T, PollError>, Duration)> {
-    if !enabled {
-        return None;
-    }
-    let start = Instant::now();
-    let result = match tokio::time::timeout(timeout, poll).await {
-        Ok(r) => r,
-        Err(_) => Err(PollError::Timeout(timeout)),
-    };
-    Some((result, start.elapsed()))
-}
-
-/// `host:port` of a URL, the `server` label until the server's name is known.
-fn authority(url: &Url) -> String {
-    match (url.host_str(), url.port_or_known_default()) {
-        (Some(h), Some(p)) => format!("{h}:{p}"),
-        (Some(h), None) => h.to_string(),
-        _ => url.to_string(),
-    }
 }

@@ -1,11 +1,14 @@
 //! The exporter's HTTP server: `/metrics`, `/healthz` and a landing page.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Body;
+use axum::extract::Request;
 use axum::extract::State;
-use axum::http::{header, HeaderMap};
-use axum::response::{Html, IntoResponse};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
@@ -20,6 +23,43 @@ pub fn router(exporter: Arc<Exporter>) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .with_state(exporter)
+}
+
+/// `router` behind HTTP basic authentication: every request needs one of
+/// `users` (name to bcrypt hash), else 401. No users: unchanged.
+pub fn with_basic_auth(router: Router, users: Arc<BTreeMap<String, String>>) -> Router {
+    if users.is_empty() {
+        return router;
+    }
+    router.layer(middleware::from_fn_with_state(users, basic_auth))
+}
+
+async fn basic_auth(
+    State(users): State<Arc<BTreeMap<String, String>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    // bcrypt is slow by design: off the async workers.
+    let ok = tokio::task::spawn_blocking(move || {
+        crate::web_config::authorized(&users, header.as_deref())
+    })
+    .await
+    .unwrap_or(false);
+    if ok {
+        next.run(request).await
+    } else {
+        (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Basic")],
+            "Unauthorized\n",
+        )
+            .into_response()
+    }
 }
 
 /// OpenMetrics for scrapers that ask for it, the classic text format otherwise.
@@ -40,14 +80,17 @@ pub fn negotiate(headers: &HeaderMap) -> Format {
 async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> impl IntoResponse {
     let format = negotiate(&headers);
     let parts = exporter.scrape_parts(format).await;
-    let length = parts.iter().map(String::len).sum::<usize>();
+    let length = parts.iter().map(bytes::Bytes::len).sum::<usize>();
     let content_type = match format {
         Format::Classic => prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
         Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
     };
-    let chunks = parts
-        .into_iter()
-        .map(|part| Ok::<_, std::convert::Infallible>(bytes::Bytes::from(part)));
+    // The parts are shared with every scraper of the same round: cloning a
+    // Bytes copies no text.
+    let chunks: Vec<_> = parts
+        .iter()
+        .map(|part| Ok::<_, std::convert::Infallible>(part.clone()))
+        .collect();
     (
         [
             (header::CONTENT_TYPE, content_type.to_string()),

@@ -6,14 +6,21 @@
 #![deny(missing_docs)]
 
 pub mod advisories;
+pub mod args;
+pub mod byte_size;
 pub mod client_reports;
 pub mod config;
 pub mod duration;
 pub mod encode;
 pub mod error;
 pub mod exporter;
+pub mod flag_values;
 pub mod http;
 pub mod nats_connection;
+pub mod poller;
+pub mod redact;
+pub mod serve;
 pub mod snapshot;
 pub mod sources;
 pub mod system_events;
+pub mod web_config;

@@ -1,3 +1,4 @@
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -7,42 +8,118 @@ use nats_delivery_exporter::client_reports::{run_client_reports, ClientReports, 
 use nats_delivery_exporter::config::Config;
 use nats_delivery_exporter::exporter::Exporter;
 use nats_delivery_exporter::nats_connection;
+use nats_delivery_exporter::redact::redacted;
+use nats_delivery_exporter::serve::{serve, Stopped};
 
-fn main() -> anyhow::Result<()> {
-    reuse_scrape_buffers();
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?
-        .block_on(run())
+/// Why the exporter stopped with an error: at start (a setting that cannot
+/// work, exit status 2) or while serving (status 1).
+enum Failure {
+    Start(anyhow::Error),
+    Serve(anyhow::Error),
 }
 
-async fn run() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("NATS_DELIVERY_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+fn main() -> ExitCode {
+    reuse_scrape_buffers();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(run());
+    // Tasks still running (a poll of a hanging server) must not delay the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    // One line per failure, its causes joined: logs are read line by line.
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Start(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Serve(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Failure> {
+    init_logging();
     let config = parse_flags();
     let listen = config.listen;
-    let mut exporter = Exporter::new(config.clone())?;
-    let listeners = Listeners::start(&config.nats, &config.advisories, exporter.registry_mut())
-        .context("cannot start the NATS listeners")?;
-    if config.client_reports {
-        start_client_reports(&config, &mut exporter).await?;
-    }
-    let exporter = Arc::new(exporter);
+    // Bound first: a taken address stops the exporter before anything connects.
     let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    tracing::info!(listen = %listener.local_addr()?, servers = ?config.monitor_urls.iter().map(|u| u.as_str()).collect::<Vec<_>>(), "serving /metrics");
-    axum::serve(listener, nats_delivery_exporter::http::router(exporter))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+        .with_context(|| format!("--listen: cannot listen on {listen}"))
+        .map_err(Failure::Start)?;
+    let mut exporter = Exporter::new(config.clone()).map_err(|e| Failure::Start(e.into()))?;
+    let listeners = Listeners::start(&config.nats, &config.advisories, exporter.registry_mut())
+        .context("cannot start the NATS listeners")
+        .map_err(Failure::Start)?;
+    if config.client_reports {
+        start_client_reports(&config, &mut exporter)
+            .await
+            .map_err(Failure::Start)?;
+    }
+    let exporter = Arc::new(exporter);
+    let local = listener
+        .local_addr()
+        .context("the listening socket")
+        .map_err(Failure::Serve)?;
+    tracing::info!(listen = %local, servers = ?config.monitor_urls.iter().map(redacted).collect::<Vec<_>>(), "serving /metrics");
+    let web = config.web_config.clone().unwrap_or_default();
+    let router = nats_delivery_exporter::http::with_basic_auth(
+        nats_delivery_exporter::http::router(exporter),
+        web.users.clone(),
+    );
+    let stopped = serve(
+        listener,
+        web.tls.clone(),
+        router,
+        config.write_timeout,
+        config.shutdown_timeout,
+        shutdown_signal(),
+    )
+    .await
+    .context("serving /metrics")
+    .map_err(Failure::Serve)?;
+    if stopped == Stopped::TimedOut {
+        tracing::warn!(timeout = ?config.shutdown_timeout, "answers still in flight at the shutdown timeout were cut off");
+    }
     // Durable listeners acknowledge what they counted before they end.
-    listeners.stop().await;
+    if tokio::time::timeout(config.shutdown_timeout, listeners.stop())
+        .await
+        .is_err()
+    {
+        tracing::warn!(timeout = ?config.shutdown_timeout, "the NATS listeners did not stop within the shutdown timeout");
+    }
     Ok(())
+}
+
+/// Logs to stderr, filtered by `NATS_DELIVERY_LOG`. By default the NATS
+/// client's own connection lines are left out: the exporter says the same in
+/// one line naming the account, the servers and the cause, rate-limited; a
+/// second layer keeps the client's debug-level cause for that line.
+fn init_logging() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NATS_DELIVERY_LOG")
+        .unwrap_or_else(|_| "info,async_nats=warn,async_nats::connector=off".into());
+    let causes = tracing_subscriber::filter::Targets::new()
+        .with_target("async_nats::connector", tracing::Level::DEBUG);
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(filter),
+        )
+        .with(nats_connection::cause_layer().with_filter(causes))
+        .init();
 }
 
 /// Each scrape of a large server allocates a few buffers of megabytes (the
@@ -90,7 +167,13 @@ async fn start_client_reports(config: &Config, exporter: &mut Exporter) -> anyho
 fn parse_flags() -> Config {
     use clap::error::ErrorKind;
     match Config::try_parse() {
-        Ok(config) => config,
+        Ok(config) => match config.validate() {
+            Ok(()) => config,
+            Err((flag, why)) => {
+                eprintln!("error: {flag}: {why} (see --help)");
+                std::process::exit(2);
+            }
+        },
         Err(e)
             if matches!(
                 e.kind(),
@@ -102,11 +185,17 @@ fn parse_flags() -> Config {
             e.exit()
         }
         Err(e) => {
+            // clap spreads some errors over several lines (the missing
+            // argument's name on the second): keep every line but usage.
             let text = e.to_string();
-            eprintln!(
-                "{} (see --help)",
-                text.lines().next().unwrap_or("invalid arguments").trim()
-            );
+            let line = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:"))
+                .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            eprintln!("{line} (see --help)");
             std::process::exit(2);
         }
     }

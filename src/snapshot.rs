@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::config::Source;
 use crate::encode::{counter_family, gauge_family};
 use crate::sources::connz::{self, ClosedKey, TopPending};
 use crate::sources::jsz::{self, JszPoll};
 use crate::sources::varz::{self, Varz};
+use crate::sources::Source;
 
 /// How one poll of one source of one server went.
 #[derive(Debug, Clone)]
@@ -51,11 +51,26 @@ pub struct TargetSnapshot {
     pub health: Vec<SourceHealth>,
 }
 
-/// Everything one scrape saw.
+/// Everything one scrape saw, finished: the leader of each stream and
+/// consumer is chosen once here, not by every part of the exposition.
 #[derive(Debug, Default)]
 pub struct Snapshot {
     /// One per monitoring URL.
     pub targets: Vec<TargetSnapshot>,
+    /// The streams and consumers to export, from their leaders.
+    leaders: jsz::Leaders,
+}
+
+impl Snapshot {
+    /// The snapshot of `targets`, with leaders chosen.
+    pub fn finished(targets: Vec<TargetSnapshot>) -> Snapshot {
+        let polls: Vec<_> = targets
+            .iter()
+            .map(|t| t.jsz.as_ref().map(|j| (leader_name(t), j)))
+            .collect();
+        let leaders = jsz::select_leaders(&polls);
+        Snapshot { targets, leaders }
+    }
 }
 
 /// The part of the snapshot a collector writes. The exporter encodes the
@@ -90,8 +105,8 @@ impl SnapshotCollector {
     }
 
     /// Makes `snapshot` the one the next encode writes.
-    pub fn set(&self, snapshot: Snapshot) {
-        *self.latest.lock().expect("snapshot lock") = Some(Arc::new(snapshot));
+    pub fn set(&self, snapshot: Arc<Snapshot>) {
+        *self.latest.lock().expect("snapshot lock") = Some(snapshot);
     }
 
     /// Frees the snapshot once it is written.
@@ -105,12 +120,8 @@ impl Collector for SnapshotCollector {
         let Some(snap) = self.latest.lock().expect("snapshot lock").clone() else {
             return Ok(());
         };
-        let polls: Vec<_> = snap
-            .targets
-            .iter()
-            .filter_map(|t| t.jsz.as_ref().map(|j| (leader_name(t), j)))
-            .collect();
-        let (streams, consumers) = jsz::select(&polls);
+        let polls: Vec<_> = snap.targets.iter().map(|t| t.jsz.as_ref()).collect();
+        let (streams, consumers) = snap.leaders.rows(&polls);
         if let Part::ConsumerFamily(index) = self.part {
             return jsz::encode_consumer_family(&mut enc, &consumers, index);
         }

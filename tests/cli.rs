@@ -2,12 +2,22 @@
 //! one line saying what is wrong; --help and --version succeed.
 use std::process::Command;
 
+/// Runs the binary; one that is still running after 15 s (it accepted the
+/// flags and is serving) is stopped and reported with code -1.
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
         .args(args)
         .env_remove("NATS_DELIVERY_MONITOR_URL")
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("run the exporter");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("the exporter's output");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -64,9 +74,143 @@ fn a_busy_listen_address_is_a_clear_error() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let (code, _, stderr) = run(&["--listen", &addr]);
-    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stderr.contains(&format!("cannot listen on {addr}")),
+        stderr.contains(&format!("--listen: cannot listen on {addr}")),
         "{stderr}"
     );
+}
+
+/// Every value that cannot work is refused at start, before anything
+/// connects: status 2, one line, naming the flag.
+#[test]
+fn unusable_values_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("client.pem");
+    std::fs::write(
+        &pem,
+        "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let not_pem = dir.path().join("notes.txt");
+    std::fs::write(&not_pem, "hello").unwrap();
+    let missing = dir.path().join("missing.creds");
+    let (pem, not_pem, missing) = (
+        pem.to_str().unwrap(),
+        not_pem.to_str().unwrap(),
+        missing.to_str().unwrap(),
+    );
+    let account_creds = format!("A=creds:{missing}");
+    let table: Vec<(Vec<&str>, &str, &str)> = vec![
+        (
+            vec!["--timeout", "99999999999999999999s"],
+            "--timeout",
+            "too long",
+        ),
+        (
+            vec!["--advisories-stream", "bad name.with.dots"],
+            "--advisories-stream",
+            "not a valid NATS name",
+        ),
+        (
+            vec!["--advisories-consumer", "a.b"],
+            "--advisories-consumer",
+            "not a valid NATS name",
+        ),
+        (
+            vec!["--dead-letter-stream", "x>"],
+            "--dead-letter-stream",
+            "not a valid NATS name",
+        ),
+        (
+            vec!["--nats-servers", "not a url"],
+            "--nats-servers",
+            "not a NATS URL",
+        ),
+        (
+            vec!["--nats-servers", "http://h:4222"],
+            "--nats-servers",
+            "scheme",
+        ),
+        (
+            vec!["--nats-creds-file", missing],
+            "--nats-creds-file",
+            "cannot read",
+        ),
+        (
+            vec!["--nats-account", &account_creds],
+            "--nats-account",
+            "cannot read",
+        ),
+        (
+            vec!["--system-account", &account_creds[2..]],
+            "--system-account",
+            "cannot read",
+        ),
+        (
+            vec!["--nats-creds-file", not_pem],
+            "--nats-creds-file",
+            "not a NATS .creds file",
+        ),
+        (
+            vec!["--nats-nkey-seed-file", not_pem],
+            "--nats-nkey-seed-file",
+            "NKey",
+        ),
+        (
+            vec!["--nats-tls-ca", not_pem],
+            "--nats-tls-ca",
+            "not a PEM file",
+        ),
+        (
+            vec!["--monitor-tls-ca", missing],
+            "--monitor-tls-ca",
+            "cannot read",
+        ),
+        (
+            vec!["--advisories-buffer", "0"],
+            "--advisories-buffer",
+            "at least 1",
+        ),
+        (vec!["--nats-tls-cert", pem], "--nats-tls-key", "required"),
+        (
+            vec!["--max-reply-size", "0"],
+            "--max-reply-size",
+            "greater than zero",
+        ),
+        (
+            vec!["--max-reply-size", "lots"],
+            "--max-reply-size",
+            "not a size",
+        ),
+        (
+            vec!["--shutdown-timeout", "0s"],
+            "--shutdown-timeout",
+            "greater than zero",
+        ),
+        (
+            vec!["--write-timeout", "soon"],
+            "--write-timeout",
+            "not a duration",
+        ),
+        (
+            vec!["--monitor-url", "http://a:1/x,http://a:1/x/"],
+            "--monitor-url",
+            "given twice",
+        ),
+    ];
+    for (args, flag, says) in table {
+        let mut args = args;
+        args.extend(["--listen", "127.0.0.1:0"]);
+        let (code, _, stderr) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(flag),
+            "{args:?} does not name {flag}: {stderr}"
+        );
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
 }

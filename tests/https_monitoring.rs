@@ -54,20 +54,32 @@ async fn https_endpoints_with_and_without_the_ca() {
 
 #[test]
 fn an_unreadable_ca_file_is_a_clear_error() {
-    let config = Config::try_parse_from(["x", "--monitor-tls-ca", "/nonexistent/ca.pem"]).unwrap();
-    let err = Exporter::new(config).unwrap_err();
+    // Refused by the flag parser, naming the flag.
+    let err = Config::try_parse_from(["x", "--monitor-tls-ca", "/nonexistent/ca.pem"]).unwrap_err();
+    assert!(err.to_string().contains("--monitor-tls-ca"), "{err}");
     assert!(
-        format!("{err:#}").contains("cannot read --monitor-tls-ca /nonexistent/ca.pem"),
-        "{err:#}"
+        err.to_string()
+            .contains("cannot read '/nonexistent/ca.pem'"),
+        "{err}"
     );
     let dir = tempfile::tempdir().unwrap();
     let not_pem = dir.path().join("ca.pem");
     std::fs::write(&not_pem, "hello").unwrap();
+    let err =
+        Config::try_parse_from(["x", "--monitor-tls-ca", not_pem.to_str().unwrap()]).unwrap_err();
+    assert!(err.to_string().contains("not a PEM file"), "{err}");
+    // PEM, but no certificate in it.
+    let key_only = dir.path().join("key.pem");
+    std::fs::write(
+        &key_only,
+        "-----BEGIN PRIVATE KEY-----\nAA==\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
     let config =
-        Config::try_parse_from(["x", "--monitor-tls-ca", not_pem.to_str().unwrap()]).unwrap();
+        Config::try_parse_from(["x", "--monitor-tls-ca", key_only.to_str().unwrap()]).unwrap();
     let err = Exporter::new(config).unwrap_err();
     assert!(
-        format!("{err:#}").contains("holds no PEM certificate"),
-        "{err:#}"
+        err.to_string().contains("holds no PEM certificate"),
+        "{err}"
     );
 }

@@ -56,7 +56,8 @@ pub struct AdvisoryArgs {
         id = "advisories_stream",
         value_name = "STREAM",
         long = "advisories-stream",
-        env = "NATS_DELIVERY_ADVISORIES_STREAM"
+        env = "NATS_DELIVERY_ADVISORIES_STREAM",
+        value_parser = crate::flag_values::nats_name
     )]
     pub stream: Option<String>,
 
@@ -77,7 +78,8 @@ pub struct AdvisoryArgs {
         value_name = "NAME",
         long = "advisories-consumer",
         env = "NATS_DELIVERY_ADVISORIES_CONSUMER",
-        default_value = "nats-delivery-exporter"
+        default_value = "nats-delivery-exporter",
+        value_parser = crate::flag_values::nats_name
     )]
     pub consumer: String,
 
@@ -144,7 +146,8 @@ pub struct AdvisoryArgs {
         value_name = "MESSAGES",
         long = "advisories-buffer",
         env = "NATS_DELIVERY_ADVISORIES_BUFFER",
-        default_value_t = live::SUBSCRIPTION_CAPACITY
+        default_value_t = live::SUBSCRIPTION_CAPACITY,
+        value_parser = crate::flag_values::at_least_one
     )]
     pub buffer: usize,
 
@@ -153,7 +156,8 @@ pub struct AdvisoryArgs {
         id = "dead_letter_stream",
         value_name = "STREAM",
         long = "dead-letter-stream",
-        env = "NATS_DELIVERY_DEAD_LETTER_STREAM"
+        env = "NATS_DELIVERY_DEAD_LETTER_STREAM",
+        value_parser = crate::flag_values::nats_name
     )]
     pub dead_letter_stream: Option<String>,
 
@@ -214,7 +218,7 @@ impl AdvisoryArgs {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        crate::config::parse_args(flags)
+        crate::args::parse_args(flags)
     }
 }
 

@@ -63,8 +63,12 @@ impl FromStr for Auth {
             "expected creds:FILE, nkey:FILE, user:USER:PASSWORD or token:TOKEN".to_string()
         })?;
         match kind {
-            "creds" if !rest.is_empty() => Ok(Auth::CredsFile(PathBuf::from(rest))),
-            "nkey" if !rest.is_empty() => Ok(Auth::NkeySeedFile(PathBuf::from(rest))),
+            // Files are checked now, so that a missing one stops the start
+            // instead of failing every connection attempt.
+            "creds" if !rest.is_empty() => crate::flag_values::creds_file(rest).map(Auth::CredsFile),
+            "nkey" if !rest.is_empty() => {
+                crate::flag_values::nkey_seed_file(rest).map(Auth::NkeySeedFile)
+            }
             "token" if !rest.is_empty() => Ok(Auth::Token(Secret(rest.to_string()))),
             "user" => match rest.split_once(':') {
                 Some((user, password)) if !user.is_empty() => Ok(Auth::UserPassword {
@@ -167,8 +171,17 @@ mod tests {
         assert!(shown.contains("<redacted>"), "{shown}");
         let b: AccountSpec = "BILLING".parse().unwrap();
         assert_eq!(b.auth, None);
-        let c: AccountSpec = "X=creds:/etc/x.creds".parse().unwrap();
-        assert_eq!(c.auth, Some(Auth::CredsFile("/etc/x.creds".into())));
+        let dir = tempfile::tempdir().unwrap();
+        let creds = dir.path().join("x.creds");
+        std::fs::write(
+            &creds,
+            "-----BEGIN NATS USER JWT-----\nx\n------END NATS USER JWT------\n-----BEGIN USER NKEY SEED-----\nSUA\n",
+        )
+        .unwrap();
+        let c: AccountSpec = format!("X=creds:{}", creds.display()).parse().unwrap();
+        assert_eq!(c.auth, Some(Auth::CredsFile(creds.clone())));
+        let err = "X=creds:/no/such.creds".parse::<AccountSpec>().unwrap_err();
+        assert!(err.contains("cannot read"), "{err}");
         let err = "X=secretkind:hunter2".parse::<AccountSpec>().unwrap_err();
         assert!(!err.contains("hunter2"), "{err}");
         let err = NatsArgs::from_flags(["--nats-account", "X=usr:me:hunter2"]).unwrap_err();

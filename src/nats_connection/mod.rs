@@ -8,11 +8,15 @@
 
 use std::path::PathBuf;
 
-use async_nats::{Client, ConnectOptions, Event};
+use async_nats::{Client, ConnectOptions};
 
 mod credentials;
+mod failures;
+mod server_urls;
 
 pub use credentials::{AccountSpec, Auth, NoEchoParser, Secret};
+pub use failures::cause_layer;
+pub use server_urls::parse_server;
 
 /// NATS connection flags shared by the advisory and system-event listeners.
 #[derive(clap::Args, Clone, Debug)]
@@ -25,7 +29,8 @@ pub struct NatsArgs {
         long = "nats-servers",
         env = "NATS_DELIVERY_NATS_SERVERS",
         value_delimiter = ',',
-        default_value = "nats://127.0.0.1:4222"
+        default_value = "nats://127.0.0.1:4222",
+        value_parser = parse_server
     )]
     pub servers: Vec<String>,
 
@@ -73,7 +78,8 @@ pub struct NatsArgs {
         id = "nats_nkey_seed_file",
         value_name = "FILE",
         long = "nats-nkey-seed-file",
-        env = "NATS_DELIVERY_NATS_NKEY_SEED_FILE"
+        env = "NATS_DELIVERY_NATS_NKEY_SEED_FILE",
+        value_parser = crate::flag_values::nkey_seed_file
     )]
     pub nkey_seed_file: Option<PathBuf>,
 
@@ -82,7 +88,8 @@ pub struct NatsArgs {
         id = "nats_creds_file",
         value_name = "FILE",
         long = "nats-creds-file",
-        env = "NATS_DELIVERY_NATS_CREDS_FILE"
+        env = "NATS_DELIVERY_NATS_CREDS_FILE",
+        value_parser = crate::flag_values::creds_file
     )]
     pub creds_file: Option<PathBuf>,
 
@@ -91,7 +98,8 @@ pub struct NatsArgs {
         id = "nats_tls_ca",
         value_name = "FILE",
         long = "nats-tls-ca",
-        env = "NATS_DELIVERY_NATS_TLS_CA"
+        env = "NATS_DELIVERY_NATS_TLS_CA",
+        value_parser = crate::flag_values::pem_file
     )]
     pub tls_ca: Option<PathBuf>,
 
@@ -101,7 +109,8 @@ pub struct NatsArgs {
         value_name = "FILE",
         long = "nats-tls-cert",
         env = "NATS_DELIVERY_NATS_TLS_CERT",
-        requires = "nats_tls_key"
+        requires = "nats_tls_key",
+        value_parser = crate::flag_values::pem_file
     )]
     pub tls_cert: Option<PathBuf>,
 
@@ -111,7 +120,8 @@ pub struct NatsArgs {
         value_name = "FILE",
         long = "nats-tls-key",
         env = "NATS_DELIVERY_NATS_TLS_KEY",
-        requires = "nats_tls_cert"
+        requires = "nats_tls_cert",
+        value_parser = crate::flag_values::pem_file
     )]
     pub tls_key: Option<PathBuf>,
 
@@ -150,7 +160,7 @@ impl NatsArgs {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        crate::config::parse_args(flags)
+        crate::args::parse_args(flags)
     }
 
     /// The credentials given by the top-level flags; an error when more than
@@ -240,21 +250,25 @@ pub async fn connect_options(
     // HTTP client's); rustls then refuses to guess and panics on the first
     // handshake. Pick one for the process; an earlier choice stays.
     let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
+    let servers: Vec<String> = args
+        .servers
+        .iter()
+        .map(|s| crate::redact::redacted_text(s))
+        .collect();
+    let log = std::sync::Arc::new(failures::FailureLog::new(
+        &failures::account_label(args, auth),
+        purpose,
+        &servers,
+    ));
     let mut opts = ConnectOptions::new()
         .name(format!("{} {purpose}", args.client_name))
         .subscription_capacity(subscription_capacity)
         // The listeners come up before the servers do in many deployments:
         // keep trying instead of exiting, and report up=0 meanwhile.
         .retry_on_initial_connect()
-        .event_callback(move |event| async move {
-            match event {
-                Event::Connected => tracing::info!("NATS connected"),
-                Event::Disconnected => tracing::warn!("NATS disconnected, reconnecting"),
-                Event::SlowConsumer(sid) => {
-                    tracing::warn!(sid, "NATS client dropped a message: subscription full")
-                }
-                other => tracing::warn!("NATS: {other}"),
-            }
+        .event_callback(move |event| {
+            let log = log.clone();
+            async move { failures::log_event(&log, event) }
         });
     opts = match auth {
         Auth::None => opts,
@@ -297,8 +311,15 @@ pub async fn connect(
     purpose: &str,
     subscription_capacity: usize,
 ) -> Result<Client, ConnectionError> {
+    // Credentials written into a server URL are handed over as options, so
+    // that the client library's log lines show the address only.
+    let (servers, url_auth) = server_urls::without_credentials(&args.servers)?;
+    let auth = match auth {
+        Auth::None => &url_auth,
+        given => given,
+    };
     let opts = connect_options(args, auth, purpose, subscription_capacity).await?;
-    Ok(opts.connect(args.servers.clone()).await?)
+    Ok(opts.connect(servers).await?)
 }
 
 /// The account the server put this connection in, from `$SYS.REQ.USER.INFO`

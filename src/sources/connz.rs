@@ -9,13 +9,12 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
-use std::time::Duration;
 
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 use url::Url;
 
-use super::{endpoint_url, get_json};
+use super::{endpoint_url, Fetcher};
 use crate::encode::{counter_family, gauge_family};
 use crate::error::PollError;
 
@@ -77,10 +76,9 @@ pub struct TopPending {
 
 /// Reads the `top` connections with the most pending bytes.
 pub async fn poll_top_pending(
-    http: &reqwest::Client,
+    fetch: &Fetcher,
     base: &Url,
     top: u32,
-    timeout: Duration,
 ) -> Result<TopPending, PollError> {
     let url = endpoint_url(
         base,
@@ -91,7 +89,7 @@ pub async fn poll_top_pending(
             ("auth", "true".into()),
         ],
     );
-    let reply: Connz = get_json(http, url, timeout).await?;
+    let reply: Connz = fetch.get_json(url).await?;
     Ok(TopPending {
         connections: reply
             .connections
@@ -147,10 +145,9 @@ pub struct ClosedPoll {
 /// counted until [`ClosedTracker::apply`], so a poll that fails half-way
 /// counts nothing twice.
 pub async fn poll_closed(
-    http: &reqwest::Client,
+    fetch: &Fetcher,
     base: &Url,
     known: (String, HashSet<u64>),
-    timeout: Duration,
 ) -> Result<ClosedPoll, PollError> {
     let (known_server, known_cids) = known;
     let mut new = Vec::new();
@@ -170,7 +167,7 @@ pub async fn poll_closed(
                 ("auth", "true".into()),
             ],
         );
-        let reply: Connz = get_json(http, url, timeout).await?;
+        let reply: Connz = fetch.get_json(url).await?;
         if server_id.is_empty() {
             server_id = reply.server_id.clone();
         }

@@ -4,16 +4,37 @@
 //! code that turns one reply into metric rows.
 
 pub mod connz;
+pub mod fetch;
 pub mod jsz;
 pub mod varz;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
-
-use serde::de::DeserializeOwned;
+pub use fetch::Fetcher;
 use url::Url;
 
-use crate::error::PollError;
+/// A monitoring endpoint family the exporter polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Source {
+    /// `/varz`: server totals, slow consumers by kind, stalls, limits.
+    Varz,
+    /// `/connz`: connections closest to `max_pending`, connections cut as slow consumers.
+    Connz,
+    /// `/jsz`: JetStream streams and consumers (leader's view).
+    Jsz,
+}
+
+impl Source {
+    /// Every source, in the order they are reported.
+    pub const ALL: [Source; 3] = [Source::Varz, Source::Connz, Source::Jsz];
+
+    /// The `source` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Varz => "varz",
+            Source::Connz => "connz",
+            Source::Jsz => "jsz",
+        }
+    }
+}
 
 /// Builds `<base>/<endpoint>?<query>` keeping any base path the operator gave.
 pub fn endpoint_url(base: &Url, endpoint: &str, query: &[(&str, String)]) -> Url {
@@ -25,59 +46,6 @@ pub fn endpoint_url(base: &Url, endpoint: &str, query: &[(&str, String)]) -> Url
             .extend_pairs(query.iter().map(|(k, v)| (*k, v.as_str())));
     }
     url
-}
-
-/// GETs `url` and parses its JSON body as `T`, all within `timeout`.
-pub async fn get_json<T: DeserializeOwned>(
-    http: &reqwest::Client,
-    url: Url,
-    timeout: Duration,
-) -> Result<T, PollError> {
-    get_json_sized(http, url, timeout, &AtomicUsize::new(0)).await
-}
-
-/// [`get_json`] for large replies: the body is gathered into one buffer sized
-/// from the last reply (`size_hint`, updated here), chunk by chunk, so it is
-/// held once rather than as chunks plus a copy. It is parsed from that slice,
-/// which is about four times faster than parsing while reading through
-/// `serde_json::from_reader` (measured on an 11 MB `/jsz` reply).
-pub async fn get_json_sized<T: DeserializeOwned>(
-    http: &reqwest::Client,
-    url: Url,
-    timeout: Duration,
-    size_hint: &AtomicUsize,
-) -> Result<T, PollError> {
-    let request = async {
-        let mut response = http
-            .get(url)
-            .timeout(timeout)
-            .send()
-            .await
-            .map_err(|e| PollError::from_reqwest(e, timeout))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(PollError::Status(status.as_u16()));
-        }
-        let expected = response
-            .content_length()
-            .map_or(size_hint.load(Ordering::Relaxed) * 9 / 8, |n| n as usize);
-        let mut body = Vec::with_capacity(expected);
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| PollError::from_reqwest(e, timeout))?
-        {
-            body.extend_from_slice(&chunk);
-        }
-        size_hint.store(body.len(), Ordering::Relaxed);
-        serde_json::from_slice(&body).map_err(|e| PollError::Parse(e.to_string()))
-    };
-    // reqwest's own timeout covers the body too; this outer one is a backstop
-    // so that no poll can ever hold a scrape longer than the timeout.
-    match tokio::time::timeout(timeout, request).await {
-        Ok(result) => result,
-        Err(_) => Err(PollError::Timeout(timeout)),
-    }
 }
 
 /// Reads an optional RFC 3339 timestamp straight into Unix seconds, without

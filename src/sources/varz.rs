@@ -7,7 +7,11 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
+use url::Url;
+
+use super::{endpoint_url, Fetcher};
 use crate::encode::{counter_family, gauge_family};
+use crate::error::PollError;
 
 /// The fields of a `/varz` reply the exporter uses.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -75,6 +79,11 @@ impl Varz {
             .into_iter()
             .find(|s| !s.is_empty())
     }
+}
+
+/// Reads the server's `/varz`.
+pub async fn poll(fetch: &Fetcher, base: &Url) -> Result<Varz, PollError> {
+    fetch.get_json(endpoint_url(base, "varz", &[])).await
 }
 
 /// Writes every /varz family for the servers polled successfully.

@@ -76,4 +76,5 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+pub mod fake_endpoint;
 pub mod scenarios;

@@ -8,12 +8,11 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::AtomicUsize;
-use std::time::Duration;
 
 use serde::Deserialize;
 use url::Url;
 
-use super::{endpoint_url, get_json_sized, unix_seconds};
+use super::{endpoint_url, unix_seconds, Fetcher};
 use crate::error::PollError;
 
 mod encode;
@@ -153,10 +152,9 @@ pub struct JszPoll {
 
 /// Reads every page of accounts with streams, consumers and configuration.
 pub async fn poll(
-    http: &reqwest::Client,
+    fetch: &Fetcher,
     base: &Url,
     page_size: u32,
-    timeout: Duration,
     size_hint: &AtomicUsize,
 ) -> Result<JszPoll, PollError> {
     let mut out = JszPoll::default();
@@ -175,7 +173,7 @@ pub async fn poll(
                 ("limit", page_size.to_string()),
             ],
         );
-        let page: Jsz = get_json_sized(http, url, timeout, size_hint).await?;
+        let page: Jsz = fetch.get_json_sized(url, size_hint).await?;
         if out.now.is_none() {
             out.now = unix_seconds(&page.now);
         }
@@ -213,35 +211,93 @@ pub type ConsumerRow<'a> = (&'a str, &'a str, &'a ConsumerInfo, Option<f64>);
 /// A stream chosen for export: account and the stream.
 pub type StreamRow<'a> = (&'a str, &'a StreamDetail);
 
-/// Picks, over all servers, each stream and consumer from the server that leads it, once.
-pub fn select<'a>(
-    polls: &[(Option<&'a str>, &'a JszPoll)],
-) -> (Vec<StreamRow<'a>>, Vec<ConsumerRow<'a>>) {
-    let mut streams = Vec::new();
-    let mut consumers = Vec::new();
+/// Which streams and consumers to export, as positions in the polls: each
+/// from the server that leads it, once. Chosen once per scrape, read by every
+/// part of the exposition.
+#[derive(Debug, Default)]
+pub struct Leaders {
+    /// (poll, account, stream) positions.
+    streams: Vec<[u32; 3]>,
+    /// (poll, account, stream, consumer) positions.
+    consumers: Vec<[u32; 4]>,
+}
+
+/// Picks, over all servers, each stream and consumer from the server that
+/// leads it, once. `polls[i]` is the i-th server's poll and its name, if any.
+pub fn select_leaders(polls: &[Option<(Option<&str>, &JszPoll)>]) -> Leaders {
+    let mut out = Leaders::default();
     // One server never lists a stream or consumer twice; only several
     // servers can disagree about who leads (during a change of leader).
-    let dedupe = polls.len() > 1;
+    let dedupe = polls.iter().flatten().count() > 1;
     let mut seen_streams = HashSet::new();
     let mut seen_consumers = HashSet::new();
-    for (server, poll) in polls {
-        for acc in &poll.accounts {
-            for st in &acc.stream_detail {
-                if leads(&st.cluster, *server)
+    let at = |i: usize| u32::try_from(i).expect("fewer than 2^32 entries");
+    for (p, (server, poll)) in polls
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i, (*p)?)))
+    {
+        for (a, acc) in poll.accounts.iter().enumerate() {
+            for (s, st) in acc.stream_detail.iter().enumerate() {
+                if leads(&st.cluster, server)
                     && (!dedupe || seen_streams.insert((acc.name.as_str(), st.name.as_str())))
                 {
-                    streams.push((acc.name.as_str(), st));
+                    out.streams.push([at(p), at(a), at(s)]);
                 }
-                for c in &st.consumer_detail {
-                    let key = (acc.name.as_str(), st.name.as_str(), c.name.as_str());
-                    if leads(&c.cluster, *server) && (!dedupe || seen_consumers.insert(key)) {
-                        consumers.push((acc.name.as_str(), st.name.as_str(), c, poll.now));
+                for (c, cons) in st.consumer_detail.iter().enumerate() {
+                    let key = (acc.name.as_str(), st.name.as_str(), cons.name.as_str());
+                    if leads(&cons.cluster, server) && (!dedupe || seen_consumers.insert(key)) {
+                        out.consumers.push([at(p), at(a), at(s), at(c)]);
                     }
                 }
             }
         }
     }
-    (streams, consumers)
+    out
+}
+
+impl Leaders {
+    /// The chosen streams and consumers of `polls` (the same polls, in the
+    /// same order, they were chosen from).
+    pub fn rows<'a>(
+        &self,
+        polls: &[Option<&'a JszPoll>],
+    ) -> (Vec<StreamRow<'a>>, Vec<ConsumerRow<'a>>) {
+        let poll = |i: u32| polls[i as usize].expect("a chosen poll is present");
+        let streams = self
+            .streams
+            .iter()
+            .map(|&[p, a, s]| {
+                let acc = &poll(p).accounts[a as usize];
+                (acc.name.as_str(), &acc.stream_detail[s as usize])
+            })
+            .collect();
+        let consumers = self
+            .consumers
+            .iter()
+            .map(|&[p, a, s, c]| {
+                let polled = poll(p);
+                let acc = &polled.accounts[a as usize];
+                let st = &acc.stream_detail[s as usize];
+                (
+                    acc.name.as_str(),
+                    st.name.as_str(),
+                    &st.consumer_detail[c as usize],
+                    polled.now,
+                )
+            })
+            .collect();
+        (streams, consumers)
+    }
+}
+
+/// [`select_leaders`] and [`Leaders::rows`] in one step.
+pub fn select<'a>(
+    polls: &[(Option<&'a str>, &'a JszPoll)],
+) -> (Vec<StreamRow<'a>>, Vec<ConsumerRow<'a>>) {
+    let named: Vec<_> = polls.iter().map(|&(n, p)| Some((n, p))).collect();
+    let plain: Vec<_> = polls.iter().map(|&(_, p)| Some(p)).collect();
+    select_leaders(&named).rows(&plain)
 }
 
 #[cfg(test)]

@@ -1,0 +1,235 @@
+//! The Poller: polls every source of every configured server, all at once,
+//! and hands back one [`Snapshot`] of what it saw.
+//!
+//! Polling happens when Prometheus scrapes (as the Prometheus guidelines for
+//! exporters recommend): the numbers are as fresh as the scrape, and a source
+//! that fails or hangs is reported down within the per-request timeout while
+//! every other source is still served.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::future::join_all;
+use url::Url;
+
+use crate::config::Config;
+use crate::error::PollError;
+use crate::redact::redacted;
+use crate::snapshot::{Snapshot, SourceHealth, TargetSnapshot};
+use crate::sources::connz::{self, ClosedTracker};
+use crate::sources::{jsz, varz, Fetcher, Source};
+
+/// One monitoring URL and what the exporter remembers about it between scrapes.
+#[derive(Debug)]
+struct Target {
+    url: Url,
+    /// The `server` label until the server's name is known, and whenever two
+    /// targets would otherwise share one: `host:port`, plus the base path when
+    /// another target has the same `host:port`.
+    identity: String,
+    /// Size of the last /jsz page, to size the next one's buffer.
+    jsz_size: AtomicUsize,
+    state: Mutex<TargetState>,
+}
+
+#[derive(Debug, Default)]
+struct TargetState {
+    server_name: Option<String>,
+    max_pending: Option<i64>,
+    closed: ClosedTracker,
+    last_success: BTreeMap<Source, f64>,
+    errors: BTreeMap<Source, BTreeMap<&'static str, u64>>,
+}
+
+/// Every configured server, polled together.
+#[derive(Debug)]
+pub struct Poller {
+    config: Config,
+    fetch: Fetcher,
+    targets: Vec<Target>,
+}
+
+impl Poller {
+    /// A poller for every `--monitor-url` of `config`, fetching with `fetch`.
+    pub fn new(config: Config, fetch: Fetcher) -> Poller {
+        let targets = config
+            .monitor_urls
+            .iter()
+            .map(|url| Target {
+                identity: identity(url, &config.monitor_urls),
+                url: url.clone(),
+                jsz_size: AtomicUsize::new(0),
+                state: Mutex::default(),
+            })
+            .collect();
+        Poller {
+            config,
+            fetch,
+            targets,
+        }
+    }
+
+    /// Polls every source of every server once; each is bounded by `--timeout`.
+    pub async fn poll(&self) -> Snapshot {
+        let mut targets = join_all(self.targets.iter().map(|t| self.poll_target(t))).await;
+        distinct_server_labels(&mut targets, &self.targets);
+        Snapshot::finished(targets)
+    }
+
+    async fn poll_target(&self, target: &Target) -> TargetSnapshot {
+        let cfg = &self.config;
+        let known_closed = target.state.lock().expect("target lock").closed.known();
+        let varz = timed(cfg.polls(Source::Varz), cfg.timeout, async {
+            varz::poll(&self.fetch, &target.url).await
+        });
+        let connz = timed(cfg.polls(Source::Connz), cfg.timeout, async {
+            let top = connz::poll_top_pending(&self.fetch, &target.url, cfg.connz_top).await?;
+            let closed = connz::poll_closed(&self.fetch, &target.url, known_closed).await?;
+            Ok((top, closed))
+        });
+        let jsz = timed(cfg.polls(Source::Jsz), cfg.timeout, async {
+            jsz::poll(
+                &self.fetch,
+                &target.url,
+                cfg.jsz_page_size,
+                &target.jsz_size,
+            )
+            .await
+        });
+        let (varz, connz, jsz) = tokio::join!(varz, connz, jsz);
+
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        let mut state = target.state.lock().expect("target lock");
+        let mut snap = TargetSnapshot::default();
+        if let Some((Ok(v), _)) = &varz {
+            if let Some(name) = v.server_label() {
+                state.server_name = Some(name.to_string());
+            }
+            if v.max_pending.is_some() {
+                state.max_pending = v.max_pending;
+            }
+        }
+        snap.server = state
+            .server_name
+            .clone()
+            .unwrap_or_else(|| target.identity.clone());
+        snap.server_name = state.server_name.clone();
+        snap.max_pending = state.max_pending;
+        let mut record = |source: Source, ok: Result<(), &PollError>, took: Duration| {
+            if let Err(e) = ok {
+                tracing::warn!(target = %redacted(&target.url), source = source.as_str(), error = %e, "poll failed");
+                *state
+                    .errors
+                    .entry(source)
+                    .or_default()
+                    .entry(e.kind())
+                    .or_insert(0) += 1;
+            } else {
+                state.last_success.insert(source, now);
+            }
+            snap.health.push(SourceHealth {
+                source,
+                up: ok.is_ok(),
+                duration: took.as_secs_f64(),
+                last_success: state.last_success.get(&source).copied(),
+                errors: state.errors.get(&source).cloned().unwrap_or_default(),
+            });
+        };
+        if let Some((result, took)) = varz {
+            record(Source::Varz, result.as_ref().map(|_| ()), took);
+            snap.varz = result.ok();
+        }
+        let mut closed_poll = None;
+        if let Some((result, took)) = connz {
+            record(Source::Connz, result.as_ref().map(|_| ()), took);
+            if let Ok((top, closed)) = result {
+                snap.top_pending = Some(top);
+                closed_poll = Some(closed);
+            }
+        }
+        if let Some((result, took)) = jsz {
+            record(Source::Jsz, result.as_ref().map(|_| ()), took);
+            snap.jsz = result.ok();
+        }
+        if let Some(closed) = closed_poll {
+            state
+                .closed
+                .apply(closed, &snap.server, cfg.max_client_names);
+        }
+        snap.closed = state.closed.counts.clone();
+        snap
+    }
+}
+
+/// Runs `poll` when `enabled`, bounded by `timeout`, and measures it.
+async fn timed<T>(
+    enabled: bool,
+    timeout: Duration,
+    poll: impl Future<Output = Result<T, PollError>>,
+) -> Option<(Result<T, PollError>, Duration)> {
+    if !enabled {
+        return None;
+    }
+    let start = Instant::now();
+    let result = match tokio::time::timeout(timeout, poll).await {
+        Ok(r) => r,
+        Err(_) => Err(PollError::Timeout(timeout)),
+    };
+    Some((result, start.elapsed()))
+}
+
+/// A target's own label: `host:port`, with the base path when another
+/// monitoring URL shares that `host:port` (never credentials).
+fn identity(url: &Url, all: &[Url]) -> String {
+    let shared = all
+        .iter()
+        .filter(|u| authority(u) == authority(url))
+        .count()
+        > 1;
+    let path = url.path().trim_end_matches('/');
+    if shared && !path.is_empty() {
+        format!("{}{path}", authority(url))
+    } else {
+        authority(url)
+    }
+}
+
+/// Two URLs that reach the same server (through two proxies, say) would
+/// report the same `server` name and so emit the same series twice: such
+/// targets are labelled by their own identity instead.
+fn distinct_server_labels(snaps: &mut [TargetSnapshot], targets: &[Target]) {
+    let mut uses: BTreeMap<String, usize> = BTreeMap::new();
+    for s in snaps.iter() {
+        *uses.entry(s.server.clone()).or_default() += 1;
+    }
+    for (snap, target) in snaps.iter_mut().zip(targets) {
+        if uses[&snap.server] > 1 && snap.server != target.identity {
+            let label = target.identity.clone();
+            snap.closed = std::mem::take(&mut snap.closed)
+                .into_iter()
+                .map(|(mut k, n)| {
+                    if k.server == snap.server {
+                        k.server = label.clone();
+                    }
+                    (k, n)
+                })
+                .collect();
+            snap.server = label;
+        }
+    }
+}
+
+/// `host:port` of a URL.
+fn authority(url: &Url) -> String {
+    match (url.host_str(), url.port_or_known_default()) {
+        (Some(h), Some(p)) => format!("{h}:{p}"),
+        (Some(h), None) => h.to_string(),
+        _ => url.to_string(),
+    }
+}

@@ -1,0 +1,139 @@
+//! In-process monitoring endpoints that misbehave on purpose, counting the
+//! requests they get.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What the endpoint answers to a request for `path`.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// `status` with `body` and an honest Content-Length.
+    Fixed(&'static str, String),
+    /// A small body under a Content-Length header of `announced` bytes.
+    LyingLength(u64),
+    /// A JSON body of `n` bytes (spaces after `{}`), honestly announced.
+    Sized(u64),
+    /// A chunked body that never ends.
+    Endless,
+    /// A chunked body trickling one byte every 100 ms, forever.
+    Trickle,
+    /// A 302 to `location`.
+    Redirect(String),
+    /// Reads the request and never answers.
+    Hang,
+}
+
+/// A running fake endpoint.
+pub struct FakeEndpoint {
+    /// `http://127.0.0.1:PORT`
+    pub url: String,
+    /// `127.0.0.1:PORT`
+    pub authority: String,
+    requests: Arc<AtomicUsize>,
+}
+
+impl FakeEndpoint {
+    /// Requests received so far.
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+/// Serves `reply(path)` to every request.
+pub async fn start(reply: impl Fn(&str) -> Reply + Send + Sync + 'static) -> FakeEndpoint {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = requests.clone();
+    let reply = Arc::new(reply);
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            let reply = reply.clone();
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let _ = serve(s, &*reply, &counted).await;
+            });
+        }
+    });
+    FakeEndpoint {
+        url: format!("http://{addr}"),
+        authority: addr.to_string(),
+        requests,
+    }
+}
+
+async fn serve(
+    mut s: TcpStream,
+    reply: &(dyn Fn(&str) -> Reply + Send + Sync),
+    counted: &AtomicUsize,
+) -> std::io::Result<()> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = s.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    counted.fetch_add(1, Ordering::SeqCst);
+    let text = String::from_utf8_lossy(&head);
+    let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
+    match reply(&path) {
+        Reply::Fixed(status, body) => {
+            let head = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            s.write_all(head.as_bytes()).await?;
+            s.write_all(body.as_bytes()).await?;
+        }
+        Reply::LyingLength(announced) => {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {announced}\r\n\r\n{{}}"
+            );
+            s.write_all(head.as_bytes()).await?;
+            std::future::pending::<()>().await;
+        }
+        Reply::Sized(n) => {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {n}\r\n\r\n{{}}"
+            );
+            s.write_all(head.as_bytes()).await?;
+            let block = vec![b' '; 1 << 16];
+            let mut left = n.saturating_sub(2);
+            while left > 0 {
+                let k = left.min(block.len() as u64) as usize;
+                s.write_all(&block[..k]).await?;
+                left -= k as u64;
+            }
+        }
+        Reply::Endless => {
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+                .await?;
+            let chunk = format!("10000\r\n{}\r\n", " ".repeat(0x10000));
+            loop {
+                s.write_all(chunk.as_bytes()).await?;
+            }
+        }
+        Reply::Trickle => {
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n")
+                .await?;
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                s.write_all(b"1\r\n \r\n").await?;
+            }
+        }
+        Reply::Redirect(location) => {
+            let head = format!(
+                "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            s.write_all(head.as_bytes()).await?;
+        }
+        Reply::Hang => std::future::pending::<()>().await,
+    }
+    s.shutdown().await
+}
