@@ -24,6 +24,21 @@ pub fn nats_name(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+/// A key-value bucket name the NATS server accepts: letters, digits, `-`
+/// and `_` only.
+pub fn bucket_name(text: &str) -> Result<String, String> {
+    if text.is_empty()
+        || !text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!(
+            "'{text}' is not a valid bucket name (letters, digits, '-' and '_' only)"
+        ));
+    }
+    Ok(text.to_string())
+}
+
 /// A file that exists and can be read; its text.
 fn read(text: &str) -> Result<(PathBuf, String), String> {
     let path = PathBuf::from(text);

@@ -257,3 +257,54 @@ async fn an_advisory_stream_deleted_under_the_exporter_is_created_again() {
     .await;
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_consumer_is_noticed_and_made_again_after_what_was_counted() {
+    let s = server();
+    let flags = ["--advisories-stream", "ADV"];
+    let running = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let js = jetstream::new(client(&s, "app").await);
+    let app = client(&s, "app").await;
+    let advisory = |seq: u64| {
+        format!(
+            r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"S","consumer":"C","stream_seq":{seq},"deliveries":2}}"#
+        )
+    };
+    let subject = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C";
+    let labels = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
+    let name = "nats_delivery_jetstream_max_deliveries_total";
+    for seq in 1..=5 {
+        app.publish(subject, advisory(seq).into()).await.unwrap();
+    }
+    app.flush().await.unwrap();
+    wait_value(&running.registry, name, &labels, 5.0, 20).await;
+    // Let a probe see the ack floor past those five, then delete the consumer.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let adv = js.get_stream("ADV").await.unwrap();
+    adv.delete_consumer("nats-delivery-exporter").await.unwrap();
+    // Five more arrive while it is gone: the stream keeps them.
+    for seq in 6..=10 {
+        app.publish(subject, advisory(seq).into()).await.unwrap();
+    }
+    app.flush().await.unwrap();
+    let kind = [("account", "APP"), ("kind", "consumer_missing")];
+    wait_value(
+        &running.registry,
+        "nats_delivery_advisory_listener_errors_total",
+        &kind,
+        1.0,
+        30,
+    )
+    .await;
+    // Made again, it starts after the stored ack floor: the first five are
+    // not handed out (and counted) again, the next five are counted.
+    wait_value(&running.registry, name, &labels, 10.0, 30).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let text = running.text();
+    assert_eq!(sample(&text, name, &labels), Some(10.0));
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_received_total", APP),
+        Some(10.0)
+    );
+    running.stop().await;
+}

@@ -173,6 +173,34 @@ fn unusable_values_are_refused_at_start() {
             "--advisories-buffer",
             "at least 1",
         ),
+        (
+            vec!["--advisories-max-series", "0"],
+            "--advisories-max-series",
+            "at least 1",
+        ),
+        (
+            vec!["--advisories-replicas", "9"],
+            "--advisories-replicas",
+            "1..=5",
+        ),
+        (
+            vec!["--advisories-totals-bucket", "totals.v1"],
+            "--advisories-totals-bucket",
+            "not a valid bucket name",
+        ),
+        (
+            vec![
+                "--nats-servers",
+                "nats://127.0.0.1:1",
+                "--advisories",
+                "--advisories-stream",
+                "ADV",
+                "--advisories-consumer",
+                "exporter=1",
+            ],
+            "--advisories-totals-bucket",
+            "name the bucket",
+        ),
         (vec!["--nats-tls-cert", pem], "--nats-tls-key", "required"),
         (
             vec!["--max-reply-size", "0"],

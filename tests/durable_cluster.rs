@@ -47,20 +47,18 @@ async fn step_down(app: &async_nats::Client, what: &str) {
     assert!(matches!(r, Ok(Ok(_))), "{subject}: {r:?}");
 }
 
-/// Pulls without acknowledging until `done`, stepping leaders down now and
-/// then (`faults` is called every round).
-async fn let_die<F, Fut>(
-    c: &jetstream::consumer::PullConsumer,
-    secs: u64,
-    done: impl Fn() -> bool,
-    mut faults: F,
-) where
+/// Pulls without acknowledging until every message of the consumer has
+/// died (nothing pending, nothing awaiting acknowledgement), stepping
+/// leaders down now and then (`faults` is called every round).
+async fn let_die<F, Fut>(c: &jetstream::consumer::PullConsumer, secs: u64, mut faults: F)
+where
     F: FnMut(usize) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
+    use futures::StreamExt;
     let deadline = Instant::now() + Duration::from_secs(secs);
     let mut round = 0;
-    while !done() {
+    loop {
         assert!(
             Instant::now() < deadline,
             "messages did not all die in {secs} s"
@@ -73,11 +71,66 @@ async fn let_die<F, Fut>(
             .messages()
             .await
         {
-            use futures::StreamExt;
             while let Some(Ok(_)) = batch.next().await {}
         }
         faults(round).await;
         round += 1;
+        if let Ok(info) = c.get_info().await {
+            if info.num_pending == 0 && info.num_ack_pending == 0 && round > 5 {
+                return;
+            }
+        }
+    }
+}
+
+/// The server's own record: the distinct messages its max-deliveries
+/// advisories in ADV name (a re-sent advisory names one again).
+async fn dead_in_adv(js: &jetstream::Context) -> std::collections::BTreeSet<u64> {
+    use futures::StreamExt;
+    let adv = js.get_stream("ADV").await.unwrap();
+    let c = adv
+        .create_consumer(jetstream::consumer::pull::Config {
+            filter_subject: "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.WORK.worker".into(),
+            ack_policy: jetstream::consumer::AckPolicy::None,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let total = c.cached_info().num_pending as usize;
+    let mut seqs = std::collections::BTreeSet::new();
+    let mut read = 0;
+    while read < total {
+        let mut batch = c
+            .fetch()
+            .max_messages(total - read)
+            .messages()
+            .await
+            .unwrap();
+        while let Some(m) = batch.next().await {
+            let m = m.unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+            seqs.insert(v["stream_seq"].as_u64().unwrap());
+            read += 1;
+        }
+    }
+    seqs
+}
+
+/// Publishes, retrying while the cluster elects a new leader.
+async fn publish_retrying(js: &jetstream::Context, from: usize, n: usize) {
+    for i in from..from + n {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let acked = match js.publish(format!("work.{i}"), "m".into()).await {
+                Ok(ack) => ack.await.is_ok(),
+                Err(_) => false,
+            };
+            if acked {
+                break;
+            }
+            assert!(Instant::now() < deadline, "work.{i} not stored");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 }
 
@@ -153,7 +206,7 @@ async fn leader_changes_and_a_lost_server_leave_the_count_exact() {
     let count = || sample(&encode(&registry), name, &worker).unwrap_or(0.0);
 
     // 60 messages die while every leader involved steps down in turn.
-    publish(&js, "work", 60).await;
+    publish_retrying(&js, 0, 60).await;
     let downs = [
         "CONSUMER.LEADER.STEPDOWN.WORK.worker",
         "STREAM.LEADER.STEPDOWN.ADV",
@@ -161,29 +214,31 @@ async fn leader_changes_and_a_lost_server_leave_the_count_exact() {
         "STREAM.LEADER.STEPDOWN.KV_nats-delivery-exporter-totals",
         "STREAM.LEADER.STEPDOWN.WORK",
     ];
-    let_die(
-        &consumer,
-        120,
-        || count() >= 60.0,
-        |round| {
-            let app = app.clone();
-            async move {
-                if round < downs.len() {
-                    step_down(&app, downs[round]).await;
-                }
+    let_die(&consumer, 120, |round| {
+        let app = app.clone();
+        async move {
+            if round < downs.len() {
+                step_down(&app, downs[round]).await;
             }
-        },
-    )
+        }
+    })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Every message died; the server recorded each death, some perhaps
+    // twice (re-sent after a leader change); the exporter counts each once.
+    let dead = dead_in_adv(&js).await;
+    assert_eq!(dead.len(), 60, "the server did not report every death");
+    wait_value(&registry, name, &worker, 60.0, 30).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(count(), 60.0, "{}", encode(&registry));
 
     // A server dies; 30 more messages die; counting goes on, exactly.
     let lost = servers.remove(2);
     drop(lost);
-    publish(&js, "work", 30).await;
-    let_die(&consumer, 120, || count() >= 90.0, |_| async {}).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    publish_retrying(&js, 60, 30).await;
+    let_die(&consumer, 120, |_| async {}).await;
+    assert_eq!(dead_in_adv(&js).await.len(), 90);
+    wait_value(&registry, name, &worker, 90.0, 30).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let text = encode(&registry);
     assert_eq!(count(), 90.0, "{text}");
     let received = sample(

@@ -174,6 +174,9 @@ async fn session(
             _ = probe.tick() => match check(&consumer).await {
                 Ok(floor) => {
                     ack_floor = floor;
+                    if let Err(e) = store_ack_floor(&mut store, applier.source, floor).await {
+                        break Err(e);
+                    }
                     l.metrics.set_up(&l.account, nats_connection::is_connected(&client));
                 }
                 Err(e) => break Err(e),
@@ -241,6 +244,31 @@ async fn check(consumer: &consumer::PullConsumer) -> Result<u64, ListenerError> 
             "advisory consumer: no answer to a state request",
         )),
     }
+}
+
+/// Stores a consumer ack floor that moved since the last batch: a consumer
+/// created again starts after it. A lost race is left to the next probe.
+async fn store_ack_floor(
+    store: &mut TotalsStore,
+    source: i64,
+    floor: u64,
+) -> Result<(), ListenerError> {
+    let Some(account) = store.entries.get(ACCOUNT_KEY) else {
+        return Ok(());
+    };
+    let mut t = account.totals.clone();
+    if t.source != source || t.ack_floor >= floor {
+        return Ok(());
+    }
+    t.ack_floor = floor;
+    t.prune(source, floor);
+    let conflicts = store
+        .commit([(ACCOUNT_KEY.to_string(), t)].into_iter().collect())
+        .await?;
+    for key in conflicts {
+        store.reload(&key).await?;
+    }
+    Ok(())
 }
 
 /// Most attempts at one batch when other replicas keep writing the same keys.

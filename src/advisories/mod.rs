@@ -101,7 +101,8 @@ pub struct AdvisoryArgs {
         id = "advisories_totals_bucket",
         value_name = "BUCKET",
         long = "advisories-totals-bucket",
-        env = "NATS_DELIVERY_ADVISORIES_TOTALS_BUCKET"
+        env = "NATS_DELIVERY_ADVISORIES_TOTALS_BUCKET",
+        value_parser = crate::flag_values::bucket_name
     )]
     pub totals_bucket: Option<String>,
 
@@ -124,7 +125,8 @@ pub struct AdvisoryArgs {
         value_name = "N",
         long = "advisories-max-series",
         env = "NATS_DELIVERY_ADVISORIES_MAX_SERIES",
-        default_value_t = 10_000
+        default_value_t = 10_000,
+        value_parser = crate::flag_values::at_least_one
     )]
     pub max_series: usize,
 
@@ -287,6 +289,15 @@ pub fn spawn_listeners(
     shutdown: watch::Receiver<bool>,
 ) -> Result<Vec<JoinHandle<()>>, ConnectionError> {
     let mut tasks = Vec::new();
+    if args.enabled && args.stream.is_some() {
+        // The default bucket name comes from the consumer name, which may
+        // hold characters a bucket name may not.
+        crate::flag_values::bucket_name(&args.totals_bucket()).map_err(|e| {
+            ConnectionError::Config(format!(
+                "--advisories-totals-bucket: {e}; the default is the consumer name followed by \"-totals\", so name the bucket"
+            ))
+        })?;
+    }
     if !args.enabled && (args.stream.is_some() || args.dead_letter_stream.is_some()) {
         tracing::warn!(
             "--advisories-stream or --dead-letter-stream is set but --advisories is not: no advisory listener runs"
