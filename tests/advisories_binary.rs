@@ -9,32 +9,6 @@ use advisories_support::binary::Exporter;
 use advisories_support::*;
 use async_nats::jetstream;
 
-async fn advisories_in_stream(js: &jetstream::Context) -> u64 {
-    let mut s = js.get_stream("ADV").await.unwrap();
-    s.info().await.unwrap().state.messages
-}
-
-/// Publishes `n` messages and pulls without acknowledging until the advisory
-/// stream holds `expected` advisories.
-async fn kill(
-    js: &jetstream::Context,
-    c: &jetstream::consumer::PullConsumer,
-    n: usize,
-    expected: u64,
-) {
-    publish(js, "work", n).await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while advisories_in_stream(js).await < expected {
-        assert!(Instant::now() < deadline, "messages did not die");
-        pull_without_ack(c, 5, {
-            let mut once = false;
-            move || std::mem::replace(&mut once, true)
-        })
-        .await;
-    }
-    assert_eq!(advisories_in_stream(js).await, expected);
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_survive_an_exporter_restart_exactly() {
     let s = server();
@@ -49,7 +23,7 @@ async fn counts_survive_an_exporter_restart_exactly() {
     let js = jetstream::new(client(&s, "app").await);
     let st = stream(&js, "WORK", "work", -1).await;
     let c = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
-    kill(&js, &c, 4, 4).await;
+    let_die(&js, &c, 0, 4, 4).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     while tokio::task::block_in_place(|| exporter.value(name, &labels)) != Some(4.0) {
         assert!(Instant::now() < deadline, "first exporter did not count 4");
@@ -58,7 +32,7 @@ async fn counts_survive_an_exporter_restart_exactly() {
     tokio::task::block_in_place(|| exporter.stop());
 
     // Down: 25 messages die.
-    kill(&js, &c, 25, 29).await;
+    let_die(&js, &c, 0, 25, 29).await;
 
     let exporter = tokio::task::block_in_place(|| Exporter::start(&s, &[]));
     let deadline = Instant::now() + Duration::from_secs(30);

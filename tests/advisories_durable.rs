@@ -10,34 +10,6 @@ use nats_delivery_exporter::advisories::durable::{ensure_stream, DurableError};
 
 const APP: &[(&str, &str)] = &[("account", "APP")];
 
-/// Makes `n` more messages die on WORK/worker (max_deliver 2) and waits until
-/// the advisory stream ADV holds `expected_advisories`.
-async fn kill_messages(
-    js: &jetstream::Context,
-    consumer: &jetstream::consumer::PullConsumer,
-    first: usize,
-    n: usize,
-    expected_advisories: u64,
-) {
-    publish_range(js, "work", first..first + n).await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while advisory_count(js).await < expected_advisories {
-        assert!(std::time::Instant::now() < deadline, "messages did not die");
-        // Pull without acknowledging: every message runs out of deliveries.
-        pull_without_ack(consumer, 5, {
-            let mut once = false;
-            move || std::mem::replace(&mut once, true)
-        })
-        .await;
-    }
-    assert_eq!(advisory_count(js).await, expected_advisories);
-}
-
-async fn advisory_count(js: &jetstream::Context) -> u64 {
-    let mut s = js.get_stream("ADV").await.expect("ADV exists");
-    s.info().await.expect("ADV info").state.messages
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn advisories_made_while_the_exporter_is_stopped_are_counted_after_restart() {
     let s = server();
@@ -58,12 +30,12 @@ async fn advisories_made_while_the_exporter_is_stopped_are_counted_after_restart
     ];
     let name = "nats_delivery_jetstream_max_deliveries_total";
 
-    kill_messages(&js, &consumer, 0, 5, 5).await;
+    let_die(&js, &consumer, 0, 5, 5).await;
     wait_value(&first.registry, name, &labels, 5.0, 15).await;
     first.stop().await;
 
     // The exporter is down: 30 messages die.
-    kill_messages(&js, &consumer, 5, 30, 35).await;
+    let_die(&js, &consumer, 5, 30, 35).await;
 
     // A new process starts from the stored 5 and counts exactly those 30.
     let second = start_listener(&s, "APP", "app", advisory_args(&flags)).await;

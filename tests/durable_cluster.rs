@@ -11,30 +11,7 @@ use advisories_support::*;
 use async_nats::jetstream;
 use nats_delivery_exporter::advisories::{AccountListener, AdvisoryMetrics};
 use nats_delivery_exporter::nats_connection::NatsArgs;
-use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
-
-fn cluster() -> Vec<NatsServer> {
-    let ports: Vec<u16> = (0..3).map(|_| nats_test_server::free_port()).collect();
-    let routes = ports
-        .iter()
-        .map(|p| format!("nats-route://127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    (0..3)
-        .map(|i| {
-            NatsServer::builder()
-                .name(&format!("n{i}"))
-                .jetstream()
-                .config(ACCOUNTS)
-                .config(&format!(
-                    "cluster {{ name: C, listen: \"127.0.0.1:{}\", routes: [{routes}] }}",
-                    ports[i]
-                ))
-                .start()
-        })
-        .collect()
-}
 
 /// Asks the leader of a stream (or of a consumer) to step down.
 async fn step_down(app: &async_nats::Client, what: &str) {
@@ -136,7 +113,7 @@ async fn publish_retrying(js: &jetstream::Context, from: usize, n: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_changes_and_a_lost_server_leave_the_count_exact() {
-    let mut servers = cluster();
+    let mut servers = nats_test_server::cluster(3, ACCOUNTS);
     let urls: Vec<String> = servers.iter().map(|s| s.client_url()).collect();
     let app = client(&servers[0], "app").await;
     let js = jetstream::new(app.clone());

@@ -18,13 +18,7 @@ const LABELS: &[(&str, &str)] = &[
     ("consumer", "worker"),
 ];
 
-async fn advisories_in_stream(js: &jetstream::Context) -> u64 {
-    let mut s = js.get_stream("ADV").await.unwrap();
-    s.info().await.unwrap().state.messages
-}
-
-/// Makes `n` more messages die (max_deliver 2, never acknowledged) and
-/// waits until the advisory stream holds `expected` advisories.
+/// [`let_die`] for a spawned task.
 async fn wave(
     js: jetstream::Context,
     c: jetstream::consumer::PullConsumer,
@@ -32,17 +26,7 @@ async fn wave(
     n: usize,
     expected: u64,
 ) {
-    publish_range(&js, "work", first..first + n).await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while advisories_in_stream(&js).await < expected {
-        assert!(Instant::now() < deadline, "messages did not die");
-        pull_without_ack(&c, 5, {
-            let mut once = false;
-            move || std::mem::replace(&mut once, true)
-        })
-        .await;
-    }
-    assert_eq!(advisories_in_stream(&js).await, expected);
+    let_die(&js, &c, first, n, expected).await
 }
 
 /// Scrapes `port` every `every` like Prometheus, keeping each value read.

@@ -171,22 +171,8 @@ async fn with_event_subjects_denied_to_applications_a_forgery_never_reaches_the_
 async fn deaths(js: &jetstream::Context, first: usize, n: usize) {
     let st = stream(js, "WORK", "work", -1).await;
     let consumer = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
-    publish_range(js, "work", first..first + n).await;
-    let mut adv = js.get_stream("ADV").await.unwrap();
-    let before = adv.info().await.unwrap().state.messages;
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let now = adv.info().await.unwrap().state.messages;
-        if now >= before + n as u64 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "messages did not die");
-        pull_without_ack(&consumer, 5, {
-            let mut once = false;
-            move || std::mem::replace(&mut once, true)
-        })
-        .await;
-    }
+    let before = advisories_in_stream(js).await;
+    let_die(js, &consumer, first, n, before + n as u64).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -74,24 +74,7 @@ async fn accounts_beyond_one_page_are_all_read() {
 
 #[tokio::test]
 async fn a_replicated_consumer_is_reported_once_from_its_leader() {
-    let ports: Vec<u16> = (0..3).map(|_| nats_test_server::free_port()).collect();
-    let routes = ports
-        .iter()
-        .map(|p| format!("nats-route://127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let servers: Vec<NatsServer> = (0..3)
-        .map(|i| {
-            NatsServer::builder()
-                .name(&format!("n{i}"))
-                .jetstream()
-                .config(&format!(
-                    "cluster {{ name: C, listen: \"127.0.0.1:{}\", routes: [{routes}] }}",
-                    ports[i]
-                ))
-                .start()
-        })
-        .collect();
+    let servers = nats_test_server::cluster(3, "");
     let urls: Vec<String> = servers.iter().map(|s| s.monitor_url()).collect();
     let client = async_nats::connect(servers[0].client_url()).await.unwrap();
     let js = jetstream::new(client);

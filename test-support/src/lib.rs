@@ -328,6 +328,31 @@ impl Drop for NatsServer {
     }
 }
 
+/// A JetStream cluster of `n` servers (`n0`, `n1`, ...) routed to each
+/// other on loopback, each with `config` added (accounts and the like).
+pub fn cluster(n: usize, config: &str) -> Vec<NatsServer> {
+    let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+    let routes = ports
+        .iter()
+        .map(|p| format!("nats-route://127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| {
+            NatsServer::builder()
+                .name(&format!("n{i}"))
+                .jetstream()
+                .config(config)
+                .config(&format!(
+                    "cluster {{ name: C, listen: \"127.0.0.1:{port}\", routes: [{routes}] }}"
+                ))
+                .start()
+        })
+        .collect()
+}
+
 /// A server version ("2.10.4", "2.12.0-RC.1") as numbers, for comparing
 /// with `>=`: `[2, 10, 4]`; a part that is not a number counts as 0.
 pub fn version_numbers(version: &str) -> Vec<u64> {

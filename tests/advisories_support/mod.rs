@@ -291,3 +291,32 @@ pub async fn pull_without_ack(
     }
     deliveries
 }
+
+/// Advisories the stream ADV holds.
+pub async fn advisories_in_stream(js: &async_nats::jetstream::Context) -> u64 {
+    let mut s = js.get_stream("ADV").await.expect("ADV exists");
+    s.info().await.expect("ADV info").state.messages
+}
+
+/// Publishes `work.<first>` .. `work.<first + n - 1>` and pulls without
+/// acknowledging until every message ran out of deliveries and ADV holds
+/// `expected` advisories.
+pub async fn let_die(
+    js: &async_nats::jetstream::Context,
+    consumer: &async_nats::jetstream::consumer::PullConsumer,
+    first: usize,
+    n: usize,
+    expected: u64,
+) {
+    publish_range(js, "work", first..first + n).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while advisories_in_stream(js).await < expected {
+        assert!(Instant::now() < deadline, "messages did not die");
+        pull_without_ack(consumer, 5, {
+            let mut once = false;
+            move || std::mem::replace(&mut once, true)
+        })
+        .await;
+    }
+    assert_eq!(advisories_in_stream(js).await, expected);
+}
