@@ -294,3 +294,62 @@ async fn two_replicas_one_killed_mid_burst_keep_the_max_exact() {
         b.stop();
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letter_copies_are_stored_once_across_kill_9() {
+    let s = server();
+    let port = nats_test_server::free_port();
+    let flags = ["--dead-letter-stream", "DLQ"];
+    let e = tokio::task::block_in_place(|| Exporter::start_on(&s, port, &flags));
+    let js = jetstream::new(client(&s, "app").await);
+    let st = stream(&js, "WORK", "work", -1).await;
+    let c = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
+    let stored = "nats_delivery_dead_letter_stored_total";
+    let burst = tokio::spawn({
+        let (js, c) = (js.clone(), c.clone());
+        async move {
+            for step in 0..5 {
+                wave(js.clone(), c.clone(), step * 10, 10, (step as u64 + 1) * 10).await;
+            }
+        }
+    });
+    // Killed while copies are being made, started again at once.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let x = tokio::task::block_in_place(|| e.value(stored, LABELS)).unwrap_or(0.0);
+        if x > 0.0 {
+            assert!(x < 50.0, "the burst was over before the kill");
+            break;
+        }
+        assert!(Instant::now() < deadline, "nothing copied");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::task::block_in_place(|| e.kill_9());
+    let e = tokio::task::block_in_place(|| Exporter::start_on(&s, port, &flags));
+    burst.await.unwrap();
+    wait_scraped(&e, stored, LABELS, 50.0, 60).await;
+    wait_scraped(&e, NAME, LABELS, 50.0, 10).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        tokio::task::block_in_place(|| e.value(stored, LABELS)),
+        Some(50.0)
+    );
+    // Each dead message is in the dead-letter stream exactly once.
+    let mut dlq = js.get_stream("DLQ").await.unwrap();
+    assert_eq!(dlq.info().await.unwrap().state.messages, 50);
+    let mut seqs = Vec::new();
+    for n in 1..=50 {
+        let m = dlq.get_raw_message(n).await.unwrap();
+        let seq: u64 = m
+            .headers
+            .get("Dead-Letter-Stream-Sequence")
+            .unwrap()
+            .as_str()
+            .parse()
+            .unwrap();
+        seqs.push(seq);
+    }
+    seqs.sort();
+    assert_eq!(seqs, (1..=50).collect::<Vec<u64>>());
+    tokio::task::block_in_place(|| e.stop());
+}
