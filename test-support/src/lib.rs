@@ -172,6 +172,21 @@ impl NatsServer {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
 
+    /// Replaces `from` with `to` in the server's configuration and makes the
+    /// running server reload it (SIGHUP), as an operator changing
+    /// permissions does.
+    pub fn reload_with(&self, from: &str, to: &str) {
+        let conf_path = self.dir.path().join("server.conf");
+        let conf = std::fs::read_to_string(&conf_path).expect("server config");
+        assert!(conf.contains(from), "{from:?} not in the configuration");
+        std::fs::write(&conf_path, conf.replacen(from, to, 1)).expect("write server config");
+        let status = Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .expect("send SIGHUP");
+        assert!(status.success(), "SIGHUP to nats-server failed");
+    }
+
     /// Kills the server with SIGKILL and starts it again on the same ports,
     /// with its JetStream store kept or, with `empty_store`, deleted first
     /// (what a rescheduled pod with ephemeral storage does).
