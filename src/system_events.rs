@@ -20,7 +20,7 @@ use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use tokio::sync::watch;
 
-use crate::advisories::{or_stop, sleep_or_stop, stopped};
+use crate::listener::{or_stop, sleep_or_stop, stopped};
 use crate::nats_connection::{self, Auth, NatsArgs};
 
 /// The disconnect event subject for every account.
