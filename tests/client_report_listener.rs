@@ -176,9 +176,13 @@ async fn a_refused_login_is_counted_once_as_connect() {
     let reports = Arc::new(ClientReports::new(LONG));
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register_collector(Box::new(reports.clone()));
-    let client = connect(&nats, &"user:exporter:wrong".parse().unwrap(), reports.clone())
-        .await
-        .unwrap();
+    let client = connect(
+        &nats,
+        &"user:exporter:wrong".parse().unwrap(),
+        reports.clone(),
+    )
+    .await
+    .unwrap();
     let task = tokio::spawn(run_client_reports(client, SUBJECT.to_string(), reports));
     tokio::time::sleep(Duration::from_secs(4)).await;
     let text = exposition(&registry);
