@@ -1,7 +1,7 @@
 //! Parsing a group of flags on its own: a leaf module, so that the modules
 //! defining flag groups need not import the configuration that gathers them.
 
-/// Parses one group of flags (such as [`crate::nats_connection::NatsArgs`])
+/// Parses one group of flags (such as the NATS connection flags)
 /// from flag-style arguments without the program name; for tests and
 /// embedding. Environment variables apply.
 pub fn parse_args<A, I, T>(flags: I) -> Result<A, clap::Error>

@@ -16,6 +16,7 @@ pub mod error;
 pub mod exporter;
 pub mod flag_values;
 pub mod http;
+pub mod listener;
 pub mod nats_connection;
 pub mod poller;
 pub mod redact;

@@ -152,9 +152,10 @@ async fn start_client_reports(config: &Config, exporter: &mut Exporter) -> anyho
         .registry_mut()
         .register_collector(Box::new(reports.clone()));
     let auth = config.nats.top_level_auth()?;
-    let client = nats_connection::connect(&config.nats, &auth, "client-reports", 65_536)
-        .await
-        .context("cannot connect for application reports")?;
+    let client =
+        nats_delivery_exporter::client_reports::connect(&config.nats, &auth, reports.clone())
+            .await
+            .context("cannot connect for application reports")?;
     tokio::spawn(run_client_reports(
         client,
         config.client_reports_subject.clone(),

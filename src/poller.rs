@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -18,9 +17,10 @@ use url::Url;
 use crate::config::Config;
 use crate::error::PollError;
 use crate::redact::redacted;
-use crate::snapshot::{Snapshot, SourceHealth, TargetSnapshot};
-use crate::sources::connz::{self, ClosedTracker};
-use crate::sources::{jsz, varz, Fetcher, Source};
+use crate::snapshot::Snapshot;
+use crate::sources::{
+    self, AnySource, Fetcher, Source, SourceHealth, SourceSettings, TargetSnapshot,
+};
 
 /// One monitoring URL and what the exporter remembers about it between scrapes.
 #[derive(Debug)]
@@ -30,8 +30,8 @@ struct Target {
     /// targets would otherwise share one: `host:port`, plus the base path when
     /// another target has the same `host:port`.
     identity: String,
-    /// Size of the last /jsz page, to size the next one's buffer.
-    jsz_size: AtomicUsize,
+    /// The enabled sources, each with its own memory of this server.
+    sources: Vec<Box<dyn AnySource>>,
     state: Mutex<TargetState>,
 }
 
@@ -39,7 +39,6 @@ struct Target {
 struct TargetState {
     server_name: Option<String>,
     max_pending: Option<i64>,
-    closed: ClosedTracker,
     last_success: BTreeMap<Source, f64>,
     errors: BTreeMap<Source, BTreeMap<&'static str, u64>>,
 }
@@ -55,13 +54,22 @@ pub struct Poller {
 impl Poller {
     /// A poller for every `--monitor-url` of `config`, fetching with `fetch`.
     pub fn new(config: Config, fetch: Fetcher) -> Poller {
+        let settings = SourceSettings {
+            enabled: Source::ALL
+                .into_iter()
+                .filter(|s| config.polls(*s))
+                .collect(),
+            connz_top: config.connz_top,
+            max_client_names: config.max_client_names,
+            jsz_page_size: config.jsz_page_size,
+        };
         let targets = config
             .monitor_urls
             .iter()
             .map(|url| Target {
                 identity: identity(url, &config.monitor_urls),
                 url: url.clone(),
-                jsz_size: AtomicUsize::new(0),
+                sources: sources::per_target(&settings),
                 state: Mutex::default(),
             })
             .collect();
@@ -79,109 +87,77 @@ impl Poller {
         Snapshot::finished(targets)
     }
 
+    /// Polls every source of `target` at once, then absorbs their replies in
+    /// the sources' order, settles the `server` label and finishes them.
     async fn poll_target(&self, target: &Target) -> TargetSnapshot {
-        let cfg = &self.config;
-        let known_closed = target.state.lock().expect("target lock").closed.known();
-        let varz = timed(cfg.polls(Source::Varz), cfg.timeout, async {
-            varz::poll(&self.fetch, &target.url).await
-        });
-        let connz = timed(cfg.polls(Source::Connz), cfg.timeout, async {
-            let top = connz::poll_top_pending(&self.fetch, &target.url, cfg.connz_top).await?;
-            let closed = connz::poll_closed(&self.fetch, &target.url, known_closed).await?;
-            Ok((top, closed))
-        });
-        let jsz = timed(cfg.polls(Source::Jsz), cfg.timeout, async {
-            jsz::poll(
-                &self.fetch,
-                &target.url,
-                cfg.jsz_page_size,
-                &target.jsz_size,
+        let polls = join_all(target.sources.iter().map(|source| {
+            timed(
+                self.config.timeout,
+                source.poll_boxed(&self.fetch, &target.url),
             )
-            .await
-        });
-        let (varz, connz, jsz) = tokio::join!(varz, connz, jsz);
+        }))
+        .await;
 
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs_f64();
         let mut state = target.state.lock().expect("target lock");
-        let mut snap = TargetSnapshot::default();
-        if let Some((Ok(v), _)) = &varz {
-            if let Some(name) = v.server_label() {
-                state.server_name = Some(name.to_string());
-            }
-            if v.max_pending.is_some() {
-                state.max_pending = v.max_pending;
-            }
-        }
-        snap.server = state
-            .server_name
-            .clone()
-            .unwrap_or_else(|| target.identity.clone());
-        snap.server_name = state.server_name.clone();
-        snap.max_pending = state.max_pending;
-        let mut record = |source: Source, ok: Result<(), &PollError>, took: Duration| {
-            if let Err(e) = ok {
-                tracing::warn!(target = %redacted(&target.url), source = source.as_str(), error = %e, "poll failed");
-                *state
-                    .errors
-                    .entry(source)
-                    .or_default()
-                    .entry(e.kind())
-                    .or_insert(0) += 1;
-            } else {
-                state.last_success.insert(source, now);
+        let mut snap = TargetSnapshot {
+            server_name: state.server_name.clone(),
+            max_pending: state.max_pending,
+            ..TargetSnapshot::default()
+        };
+        for (source, (result, took)) in target.sources.iter().zip(polls) {
+            let source = source.kind();
+            let up = result.is_ok();
+            match result {
+                Ok(absorb) => {
+                    state.last_success.insert(source, now);
+                    absorb(&mut snap);
+                }
+                Err(e) => {
+                    tracing::warn!(target = %redacted(&target.url), source = source.as_str(), error = %e, "poll failed");
+                    *state
+                        .errors
+                        .entry(source)
+                        .or_default()
+                        .entry(e.kind())
+                        .or_insert(0) += 1;
+                }
             }
             snap.health.push(SourceHealth {
                 source,
-                up: ok.is_ok(),
+                up,
                 duration: took.as_secs_f64(),
                 last_success: state.last_success.get(&source).copied(),
                 errors: state.errors.get(&source).cloned().unwrap_or_default(),
             });
-        };
-        if let Some((result, took)) = varz {
-            record(Source::Varz, result.as_ref().map(|_| ()), took);
-            snap.varz = result.ok();
         }
-        let mut closed_poll = None;
-        if let Some((result, took)) = connz {
-            record(Source::Connz, result.as_ref().map(|_| ()), took);
-            if let Ok((top, closed)) = result {
-                snap.top_pending = Some(top);
-                closed_poll = Some(closed);
-            }
+        state.server_name = snap.server_name.clone();
+        state.max_pending = snap.max_pending;
+        snap.server = state
+            .server_name
+            .clone()
+            .unwrap_or_else(|| target.identity.clone());
+        for source in &target.sources {
+            source.finish_boxed(&mut snap);
         }
-        if let Some((result, took)) = jsz {
-            record(Source::Jsz, result.as_ref().map(|_| ()), took);
-            snap.jsz = result.ok();
-        }
-        if let Some(closed) = closed_poll {
-            state
-                .closed
-                .apply(closed, &snap.server, cfg.max_client_names);
-        }
-        snap.closed = state.closed.counts.clone();
         snap
     }
 }
 
-/// Runs `poll` when `enabled`, bounded by `timeout`, and measures it.
+/// Runs `poll` bounded by `timeout`, and measures it.
 async fn timed<T>(
-    enabled: bool,
     timeout: Duration,
     poll: impl Future<Output = Result<T, PollError>>,
-) -> Option<(Result<T, PollError>, Duration)> {
-    if !enabled {
-        return None;
-    }
+) -> (Result<T, PollError>, Duration) {
     let start = Instant::now();
     let result = match tokio::time::timeout(timeout, poll).await {
         Ok(r) => r,
         Err(_) => Err(PollError::Timeout(timeout)),
     };
-    Some((result, start.elapsed()))
+    (result, start.elapsed())
 }
 
 /// A target's own label: `host:port`, with the base path when another

@@ -9,47 +9,10 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use crate::encode::{counter_family, gauge_family};
-use crate::sources::connz::{self, ClosedKey, TopPending};
-use crate::sources::jsz::{self, JszPoll};
-use crate::sources::varz::{self, Varz};
-use crate::sources::Source;
-
-/// How one poll of one source of one server went.
-#[derive(Debug, Clone)]
-pub struct SourceHealth {
-    /// Which source.
-    pub source: Source,
-    /// Whether this poll succeeded.
-    pub up: bool,
-    /// How long the poll took, in seconds.
-    pub duration: f64,
-    /// Unix time of the last successful poll, if any.
-    pub last_success: Option<f64>,
-    /// Failed polls so far, by error kind.
-    pub errors: BTreeMap<&'static str, u64>,
-}
-
-/// One server's data from one scrape. A source that failed is `None`: its
-/// values are not shown, never stale ones.
-#[derive(Debug, Default)]
-pub struct TargetSnapshot {
-    /// The `server` label.
-    pub server: String,
-    /// The server's own name, once any /varz poll has told it.
-    pub server_name: Option<String>,
-    /// `/varz`, when polled successfully.
-    pub varz: Option<Varz>,
-    /// Top connections by pending bytes, when polled successfully.
-    pub top_pending: Option<TopPending>,
-    /// The server's `max_pending` (this poll's, else the last one known).
-    pub max_pending: Option<i64>,
-    /// `/jsz`, when polled successfully.
-    pub jsz: Option<JszPoll>,
-    /// Connections cut as slow consumers, counted so far.
-    pub closed: BTreeMap<ClosedKey, u64>,
-    /// One entry per polled source.
-    pub health: Vec<SourceHealth>,
-}
+use crate::sources::connz;
+use crate::sources::jsz;
+use crate::sources::varz;
+pub use crate::sources::{SourceHealth, TargetSnapshot};
 
 /// Everything one scrape saw, finished: the leader of each stream and
 /// consumer is chosen once here, not by every part of the exposition.

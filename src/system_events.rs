@@ -20,7 +20,7 @@ use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use tokio::sync::watch;
 
-use crate::advisories::{or_stop, sleep_or_stop, stopped};
+use crate::listener::{or_stop, retry_after, stopped, ErrorKind, ListenerError, ListenerHealth};
 use crate::nats_connection::{self, Auth, NatsArgs};
 
 /// The disconnect event subject for every account.
@@ -54,6 +54,29 @@ pub struct SystemEventMetrics {
     pub received: Counter,
     /// Disconnect events that could not be parsed.
     pub malformed: Counter,
+    /// Failures of the listener, by kind.
+    pub listener_errors: Family<KindLabels, Counter>,
+}
+
+/// `{kind}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// What failed: an [`ErrorKind`] label.
+    pub kind: String,
+}
+
+impl ListenerHealth for SystemEventMetrics {
+    fn set_up(&self, up: bool) {
+        self.listener_up.set(i64::from(up));
+    }
+
+    fn count_error(&self, kind: ErrorKind) {
+        self.listener_errors
+            .get_or_create(&KindLabels {
+                kind: kind.as_label().to_string(),
+            })
+            .inc();
+    }
 }
 
 impl SystemEventMetrics {
@@ -79,6 +102,11 @@ impl SystemEventMetrics {
             "nats_delivery_system_events_malformed",
             "Client disconnect events that could not be parsed",
             m.malformed.clone(),
+        );
+        registry.register(
+            "nats_delivery_system_events_listener_errors",
+            "Failures of the system-account event listener, by kind",
+            m.listener_errors.clone(),
         );
         m
     }
@@ -186,8 +214,9 @@ impl DisconnectCounter {
     }
 }
 
-/// Listens with the system account until `shutdown` turns true; connection
-/// errors are logged and retried.
+/// Listens with the system account until `shutdown` turns true; failures
+/// are counted by kind in `nats_delivery_system_events_listener_errors_total`
+/// (a refused login as `connect`, once per outage), logged and retried.
 pub async fn run(
     nats: NatsArgs,
     system_auth: Auth,
@@ -196,44 +225,52 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut counter = DisconnectCounter::new(metrics.clone(), max_client_names);
-    loop {
-        let result: Result<(), String> = async {
-            let client = nats_connection::connect(&nats, &system_auth, "system-events", 1 << 16)
-                .await
-                .map_err(|e| e.to_string())?;
-            let mut sub = client
-                .subscribe(DISCONNECT_SUBJECT)
-                .await
-                .map_err(|e| e.to_string())?;
-            match or_stop(&mut shutdown, client.flush()).await {
-                None => return Ok(()),
-                Some(r) => r.map_err(|e| e.to_string())?,
-            }
-            metrics.listener_up.set(1);
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                tokio::select! {
-                    _ = stopped(&mut shutdown) => return Ok(()),
-                    _ = tick.tick() => {
-                        metrics.listener_up.set(i64::from(nats_connection::is_connected(&client)));
-                    }
-                    msg = sub.next() => match msg {
-                        Some(m) => { counter.record(&m.payload); }
-                        None => return Err("system event subscription closed".to_string()),
-                    },
-                }
-            }
+    while let Err(e) = session(&nats, &system_auth, &metrics, &mut counter, &mut shutdown).await {
+        if retry_after(&metrics, "system event listener", e, &mut shutdown).await {
+            break;
         }
-        .await;
-        metrics.listener_up.set(0);
-        match result {
-            Ok(()) => return,
-            Err(e) => {
-                tracing::error!("system event listener: {e}; retrying");
-                if sleep_or_stop(Duration::from_secs(5), &mut shutdown).await {
-                    return;
-                }
-            }
+    }
+    metrics.set_up(false);
+}
+
+/// One connection's subscription, until shutdown (`Ok`) or a failure.
+async fn session(
+    nats: &NatsArgs,
+    system_auth: &Auth,
+    metrics: &SystemEventMetrics,
+    counter: &mut DisconnectCounter,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(), ListenerError> {
+    let watched = metrics.clone();
+    let on_failure: nats_connection::OnFailure = Box::new(move |kind| watched.count_error(kind));
+    let client = nats_connection::connect_watched(
+        nats,
+        system_auth,
+        "system-events",
+        1 << 16,
+        Some(on_failure),
+    )
+    .await
+    .map_err(|e| ListenerError::new(ErrorKind::Connect, e.to_string()))?;
+    let mut sub = client
+        .subscribe(DISCONNECT_SUBJECT)
+        .await
+        .map_err(|e| ListenerError::request("subscribe", e))?;
+    // While the server refuses us this waits, so shutdown must be able to cut in.
+    match or_stop(shutdown, client.flush()).await {
+        None => return Ok(()),
+        Some(r) => r.map_err(|e| ListenerError::request("subscribe", e))?,
+    }
+    metrics.set_up(true);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = stopped(shutdown) => return Ok(()),
+            _ = tick.tick() => metrics.set_up(nats_connection::is_connected(&client)),
+            msg = sub.next() => match msg {
+                Some(m) => { counter.record(&m.payload); }
+                None => return Err(ListenerError::new(ErrorKind::Other, "system event subscription closed")),
+            },
         }
     }
 }

@@ -162,3 +162,43 @@ async fn the_documented_permissions_keep_other_clients_off_the_subject() {
         "the other client read a report"
     );
 }
+
+/// A refused login is one outage of the report listener: counted once as
+/// `connect` however often the client tries again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_login_is_counted_once_as_connect() {
+    use nats_delivery_exporter::client_reports::{connect, run_client_reports, ClientReports};
+    use nats_delivery_exporter::nats_connection::NatsArgs;
+    let server = NatsServer::builder()
+        .config(r#"authorization { users: [ { user: exporter, password: secret } ] }"#)
+        .start();
+    let nats = NatsArgs::from_flags(["--nats-servers", &server.client_url()]).unwrap();
+    let reports = Arc::new(ClientReports::new(LONG));
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register_collector(Box::new(reports.clone()));
+    let client = connect(
+        &nats,
+        &"user:exporter:wrong".parse().unwrap(),
+        reports.clone(),
+    )
+    .await
+    .unwrap();
+    let task = tokio::spawn(run_client_reports(client, SUBJECT.to_string(), reports));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let text = exposition(&registry);
+    let errors = |kind: &str| {
+        sample(
+            &text,
+            "nats_delivery_app_reports_listener_errors_total",
+            &[("kind", kind)],
+        )
+    };
+    assert_eq!(errors("connect"), Some(1.0), "{text}");
+    assert_eq!(errors("other"), None, "{text}");
+    assert_eq!(
+        sample(&text, "nats_delivery_app_reports_listener_up", &[]),
+        Some(0.0)
+    );
+    nats_test_server::reference::assert_documented(&text);
+    task.abort();
+}

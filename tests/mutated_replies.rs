@@ -128,9 +128,34 @@ fn parsers_never_panic_on_mutated_input() {
     for advisory in ADVISORIES {
         assert!(parse_advisory(advisory.as_bytes()).is_ok(), "{advisory}");
         for _ in 0..cases() {
-            let _ = parse_advisory(&mutate(advisory.as_bytes(), &mut rng));
+            let mutated = mutate(advisory.as_bytes(), &mut rng);
+            let _ = parse_advisory(&mutated);
+            // The subject-checking parser the listeners use.
+            for subject in nats_delivery_exporter::advisories::parse::SUBJECTS {
+                let _ = nats_delivery_exporter::advisories::parse::parse_on(
+                    &subject.replace('>', "S.C"),
+                    &mutated,
+                );
+            }
         }
     }
+}
+
+const DISCONNECT: &str = r#"{"type":"io.nats.server.advisory.v1.client_disconnect","server":{"name":"s1"},"client":{"acc":"APP","name":"worker"},"reason":"Slow Consumer (Pending Bytes)"}"#;
+
+/// System-account disconnect events: counted or counted as malformed, never
+/// a panic, and one valid event is one slow-consumer cut.
+#[test]
+fn disconnect_events_survive_mutations() {
+    use nats_delivery_exporter::system_events::{DisconnectCounter, SystemEventMetrics};
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let metrics = SystemEventMetrics::default();
+    let mut counter = DisconnectCounter::new(metrics.clone(), 16);
+    assert!(counter.record(DISCONNECT.as_bytes()));
+    for _ in 0..cases() {
+        let _ = counter.record(&mutate(DISCONNECT.as_bytes(), &mut rng));
+    }
+    assert_eq!(metrics.received.get(), 1 + cases() as u64);
 }
 
 /// A sample: name, labels in order, value.

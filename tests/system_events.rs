@@ -115,3 +115,64 @@ async fn slow_consumer_cuts_are_counted_by_bounded_client_name() {
         .unwrap();
     assert_eq!(metrics.listener_up.get(), 0);
 }
+
+/// Runs the system-event listener with `credentials` for `secs` seconds and
+/// returns its exposition and `listener_up` at the end.
+async fn run_for(s: &NatsServer, credentials: &str, secs: u64) -> (String, i64) {
+    let mut registry = Registry::default();
+    let metrics = SystemEventMetrics::register(&mut registry);
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(system_events::run(
+        nats_args(s),
+        credentials.parse().unwrap(),
+        10,
+        metrics.clone(),
+        rx,
+    ));
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    let text = encode(&registry);
+    let up = metrics.listener_up.get();
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap();
+    (text, up)
+}
+
+fn listener_errors(text: &str, kind: &str) -> Option<f64> {
+    sample(
+        text,
+        "nats_delivery_system_events_listener_errors_total",
+        &[("kind", kind)],
+    )
+}
+
+/// A refused password is one outage: counted once as `connect` however
+/// often the client tries again, and the listener stays down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_login_is_counted_once_as_connect() {
+    let s = NatsServer::builder().config(ACCOUNTS).start();
+    let (text, up) = run_for(&s, "user:sys:wrong-secret", 4).await;
+    assert_eq!(up, 0, "{text}");
+    assert_eq!(listener_errors(&text, "connect"), Some(1.0), "{text}");
+    assert_eq!(listener_errors(&text, "permission"), None, "{text}");
+    nats_test_server::reference::assert_documented(&text);
+}
+
+/// A system user that may not subscribe to the disconnect events: the
+/// server refuses the subject once, counted as `permission`; the login
+/// itself succeeded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_subject_is_counted_as_permission() {
+    let config = r#"
+accounts {
+  SYS { users: [ { user: sys, password: sys-secret, permissions: { subscribe: { deny: "$SYS.ACCOUNT.>" } } } ] }
+}
+system_account: SYS
+"#;
+    let s = NatsServer::builder().config(config).start();
+    let (text, _) = run_for(&s, "user:sys:sys-secret", 3).await;
+    assert_eq!(listener_errors(&text, "permission"), Some(1.0), "{text}");
+    assert_eq!(listener_errors(&text, "connect"), None, "{text}");
+}

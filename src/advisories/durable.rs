@@ -30,9 +30,8 @@ use super::metrics::AdvisoryMetrics;
 use super::parse::SUBJECTS;
 use super::store::TotalsStore;
 use super::totals::{Totals, ACCOUNT_KEY};
-use super::{
-    or_stop, retry_after, stopped, subject_covers, AccountListener, ErrorKind, ListenerError,
-};
+use super::{subject_covers, AccountListener};
+use crate::listener::{or_stop, retry_after, stopped, ErrorKind, ListenerError};
 use crate::nats_connection;
 
 /// Advisories asked for per pull request.

@@ -27,7 +27,8 @@ use super::counting::{AdvisoryCounter, Outcome};
 use super::dead_letter::DeadLetter;
 use super::metrics::AccountLabels;
 use super::parse::SUBJECTS;
-use super::{or_stop, retry_after, stopped, AccountListener, ErrorKind, ListenerError};
+use super::AccountListener;
+use crate::listener::{or_stop, retry_after, stopped, ErrorKind, ListenerError};
 use crate::nats_connection;
 
 /// Default of the messages the advisory subscription may buffer before the client drops:

@@ -34,6 +34,7 @@ use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 
 use crate::duration::parse_duration;
+use crate::listener::ErrorKind;
 use crate::nats_connection::{Auth, ConnectionError, NatsArgs};
 
 /// Advisory listener flags.
@@ -258,6 +259,20 @@ pub struct AccountListener {
     pub metrics: AdvisoryMetrics,
 }
 
+impl crate::listener::ListenerHealth for AccountListener {
+    fn set_up(&self, up: bool) {
+        self.metrics.set_up(&self.account, up);
+    }
+
+    fn count_error(&self, kind: ErrorKind) {
+        self.metrics.listener_error(&self.account, kind.as_label());
+    }
+
+    fn account(&self) -> Option<&str> {
+        Some(&self.account)
+    }
+}
+
 impl AccountListener {
     /// Runs until `shutdown` turns true (or its sender is dropped): durable
     /// mode when `--advisories-stream` is set, live mode otherwise. Errors are
@@ -362,150 +377,6 @@ impl Listeners {
         {
             tracing::warn!("advisory listeners did not stop within 10 s");
         }
-    }
-}
-
-/// What stopped a listener's session: the `kind` label of
-/// `nats_delivery_advisory_listener_errors_total`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// Connecting or authenticating failed.
-    Connect,
-    /// The advisory stream exists but does not capture the advisory subjects.
-    StreamMismatch,
-    /// The advisory stream is gone (deleted, or the server lost its store).
-    StreamMissing,
-    /// The advisory consumer is gone.
-    ConsumerMissing,
-    /// JetStream is disabled for the account or not answering at all.
-    JetStreamUnavailable,
-    /// The server refused a subject to the exporter's user.
-    Permission,
-    /// A request got no answer in time.
-    Timeout,
-    /// The totals bucket could not be read or written.
-    Store,
-    /// Anything else (subscription ended, unexpected reply).
-    Other,
-}
-
-impl ErrorKind {
-    /// The label value.
-    pub fn as_label(self) -> &'static str {
-        match self {
-            ErrorKind::Connect => "connect",
-            ErrorKind::StreamMismatch => "stream_mismatch",
-            ErrorKind::StreamMissing => "stream_missing",
-            ErrorKind::ConsumerMissing => "consumer_missing",
-            ErrorKind::JetStreamUnavailable => "jetstream_unavailable",
-            ErrorKind::Permission => "permission",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::Store => "store",
-            ErrorKind::Other => "other",
-        }
-    }
-
-    /// Sorts a failed JetStream request by the server's error code or the
-    /// client's error text (async-nats gives most of them only as text).
-    pub fn of_request(text: &str) -> ErrorKind {
-        let t = text.to_ascii_lowercase();
-        if t.contains("10014") || t.contains("consumer not found") {
-            ErrorKind::ConsumerMissing
-        } else if t.contains("10059") || t.contains("stream not found") {
-            ErrorKind::StreamMissing
-        } else if t.contains("10039") || t.contains("not enabled") || t.contains("no responders") {
-            ErrorKind::JetStreamUnavailable
-        } else if t.contains("permission") || t.contains("authorization") {
-            ErrorKind::Permission
-        } else if t.contains("timed out") || t.contains("timeout") {
-            ErrorKind::Timeout
-        } else {
-            ErrorKind::Other
-        }
-    }
-}
-
-/// Why a listener's session ended.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct ListenerError {
-    /// What kind of failure.
-    pub kind: ErrorKind,
-    /// What failed, for the log.
-    pub message: String,
-}
-
-impl ListenerError {
-    /// A failure of `kind`.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        ListenerError {
-            kind,
-            message: message.into(),
-        }
-    }
-
-    /// A failed JetStream request, sorted by [`ErrorKind::of_request`].
-    pub fn request(what: &str, e: impl std::fmt::Display) -> Self {
-        let text = format!("{what}: {e}");
-        ListenerError::new(ErrorKind::of_request(&text), text)
-    }
-
-    /// A failure of the totals bucket.
-    pub fn store(message: impl Into<String>) -> Self {
-        ListenerError::new(ErrorKind::Store, message)
-    }
-}
-
-/// Pause before a listener that failed connects again.
-const RETRY_DELAY: Duration = Duration::from_secs(5);
-
-/// After a failed session: the listener reports itself down
-/// (`listener_up` 0) until a session is back, says why, and waits
-/// [`RETRY_DELAY`] before the next try. Returns true when shutting down
-/// instead: a listener never gives up otherwise.
-pub(crate) async fn retry_after(
-    l: &AccountListener,
-    what: &str,
-    error: ListenerError,
-    shutdown: &mut watch::Receiver<bool>,
-) -> bool {
-    l.metrics.set_up(&l.account, false);
-    l.metrics.listener_error(&l.account, error.kind.as_label());
-    tracing::error!(
-        account = %l.account,
-        kind = error.kind.as_label(),
-        "{what}: {error}; retrying in {} s",
-        RETRY_DELAY.as_secs()
-    );
-    sleep_or_stop(RETRY_DELAY, shutdown).await
-}
-
-/// Resolves when `shutdown` is true or its sender is gone.
-pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
-    while !*shutdown.borrow_and_update() {
-        if shutdown.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
-/// Runs `f` unless shutdown comes first (then `None`): for setup steps that
-/// may wait long, such as the first flush while the server refuses us.
-pub(crate) async fn or_stop<F: std::future::Future>(
-    shutdown: &mut watch::Receiver<bool>,
-    f: F,
-) -> Option<F::Output> {
-    tokio::select! {
-        r = f => Some(r),
-        _ = stopped(shutdown) => None,
-    }
-}
-
-/// Sleeps `d`, or returns early (true) when shutting down.
-pub(crate) async fn sleep_or_stop(d: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
-    tokio::select! {
-        _ = tokio::time::sleep(d) => false,
-        _ = stopped(shutdown) => true,
     }
 }
 

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use super::totals::Totals;
-use super::ListenerError;
+use crate::listener::ListenerError;
 
 /// JetStream error code of a compare-and-set write that lost the race.
 const WRONG_LAST_SEQUENCE: u64 = 10071;

@@ -119,6 +119,15 @@ fn encode_health(
         "1 while the exporter is subscribed to the application report subject, else 0.",
         [(none.clone(), u64::from(state.listener_up))],
     )?;
+    counter_family(
+        e,
+        "nats_delivery_app_reports_listener_errors",
+        "Failures of the application report listener, by kind: connect (once per connection outage, a refused login say), permission (the server refused the subject), other (the subscription failed or ended).",
+        state
+            .listener_errors
+            .iter()
+            .map(|(kind, n)| ([("kind", *kind)], *n)),
+    )?;
     gauge_family(
         e,
         "nats_delivery_app_report_instances",

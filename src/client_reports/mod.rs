@@ -28,6 +28,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
 
+use crate::listener::ErrorKind;
+use crate::nats_connection::{self, Auth, ConnectionError, NatsArgs};
 use instance::Instance;
 use wire::Folded;
 pub use wire::OVERFLOW;
@@ -139,6 +141,8 @@ struct State {
     rejected: BTreeMap<&'static str, u64>,
     folded: Folded,
     listener_up: bool,
+    /// Listener failures by kind label.
+    listener_errors: BTreeMap<&'static str, u64>,
 }
 
 /// The latest state of every application instance, with expiry; a
@@ -235,6 +239,28 @@ impl ClientReports {
     fn set_listener_up(&self, up: bool) {
         self.state().listener_up = up;
     }
+
+    /// Counts one failure of the report listener (its connection included)
+    /// in `nats_delivery_app_reports_listener_errors_total{kind}`.
+    pub fn count_listener_error(&self, kind: ErrorKind) {
+        *self
+            .state()
+            .listener_errors
+            .entry(kind.as_label())
+            .or_insert(0) += 1;
+    }
+}
+
+/// Connects the report listener's client: connection failures in the
+/// background (a refused login, say) are counted into `reports` by kind.
+pub async fn connect(
+    nats: &NatsArgs,
+    auth: &Auth,
+    reports: Arc<ClientReports>,
+) -> Result<async_nats::Client, ConnectionError> {
+    let on_failure: nats_connection::OnFailure =
+        Box::new(move |kind| reports.count_listener_error(kind));
+    nats_connection::connect_watched(nats, auth, "client-reports", 65_536, Some(on_failure)).await
 }
 
 /// Logs a rejected report at most once per interval, with how many were
@@ -278,8 +304,10 @@ const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(5);
 /// `reports`, forever: when subscribing fails or the subscription ends,
 /// `nats_delivery_app_reports_listener_up` goes to 0 and it subscribes again
 /// after 5 seconds; while the connection is down it is 0 as well (checked on
-/// every expiry sweep). Expired instances are removed every second. Rejected reports are counted, and logged at most once
-/// per 10 seconds.
+/// every expiry sweep). Expired instances are removed every second.
+/// Rejected reports are counted, and logged at most once per 10 seconds.
+/// Failed or ended subscriptions are counted by kind in
+/// `nats_delivery_app_reports_listener_errors_total`.
 pub async fn run_client_reports(
     client: async_nats::Client,
     subject: String,
@@ -317,10 +345,12 @@ pub async fn run_client_reports(
                     }
                 }
                 reports.set_listener_up(false);
+                reports.count_listener_error(ErrorKind::Other);
                 tracing::warn!(%subject, "application report subscription ended");
             }
             Err(e) => {
                 reports.set_listener_up(false);
+                reports.count_listener_error(ErrorKind::of_request(&e.to_string()));
                 tracing::error!(%subject, error = %e, "cannot subscribe to application reports");
             }
         }

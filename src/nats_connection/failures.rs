@@ -6,6 +6,7 @@
 //! alike); the cause is in its own debug-level log event. [`cause_layer`]
 //! keeps the last such cause so that the event handler can name it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,7 @@ use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, Layer};
 
 use super::{Auth, NatsArgs};
+use crate::listener::ErrorKind;
 
 /// Repeats of a failure within this time are counted, not logged.
 pub const QUIET: Duration = Duration::from_secs(30);
@@ -76,12 +78,27 @@ fn recent_cause() -> Option<String> {
 }
 
 /// One connection's failure log: what to name, and when it last spoke.
-#[derive(Debug)]
 pub struct FailureLog {
     account: String,
     purpose: String,
     servers: String,
     state: Mutex<Quiet>,
+    /// True from a failed attempt until the next connection: an outage is
+    /// reported once, however often the client retries.
+    failing: AtomicBool,
+    on_failure: Option<OnFailure>,
+}
+
+/// What a connection's owner is told of its failures (see
+/// [`super::connect_watched`]).
+pub type OnFailure = Box<dyn Fn(ErrorKind) + Send + Sync>;
+
+impl std::fmt::Debug for FailureLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FailureLog")
+            .field("connection", &self.to_string())
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -99,7 +116,32 @@ impl FailureLog {
             purpose: purpose.to_string(),
             servers: servers.join(","),
             state: Mutex::default(),
+            failing: AtomicBool::new(false),
+            on_failure: None,
         }
+    }
+
+    /// Also tells `on_failure` of each outage ([`ErrorKind::Connect`], once
+    /// until the next connection) and of each subject the server refuses
+    /// ([`ErrorKind::Permission`]).
+    pub fn with_on_failure(mut self, on_failure: Option<OnFailure>) -> FailureLog {
+        self.on_failure = on_failure;
+        self
+    }
+
+    fn tell(&self, kind: ErrorKind) {
+        if let Some(f) = &self.on_failure {
+            f(kind);
+        }
+    }
+
+    /// A connection attempt failed: the first since the last connection
+    /// starts an outage.
+    fn connect_failed(&self, kind: &str) {
+        if !self.failing.swap(true, Ordering::Relaxed) {
+            self.tell(ErrorKind::Connect);
+        }
+        self.failed(kind);
     }
 
     /// Logs that connecting failed with `kind`, in one line with the cause,
@@ -129,6 +171,7 @@ impl FailureLog {
 
     /// Forgets the last failure, so that a new one after a recovery is logged.
     pub fn recovered(&self) {
+        self.failing.store(false, Ordering::Relaxed);
         *self.state.lock().expect("failure log lock") = Quiet::default();
     }
 }
@@ -174,8 +217,19 @@ pub(super) fn log_event(log: &FailureLog, event: Event) {
         Event::SlowConsumer(sid) => {
             tracing::warn!(connection = %log, sid, "NATS client dropped a message: subscription full")
         }
-        Event::ClientError(async_nats::ClientError::Other(kind)) => log.failed(&kind),
-        Event::ServerError(e) => log.failed(e.to_string().trim_start_matches("nats: ")),
+        Event::ClientError(async_nats::ClientError::Other(kind)) => log.connect_failed(&kind),
+        Event::ServerError(e) => {
+            let text = e.to_string();
+            let text = text.trim_start_matches("nats: ");
+            // A refused subject is not a failed connection: the server
+            // keeps the connection and says so once per refusal.
+            if text.to_ascii_lowercase().contains("permissions violation") {
+                log.tell(ErrorKind::Permission);
+                log.failed(text);
+            } else {
+                log.connect_failed(text);
+            }
+        }
         other => tracing::warn!(connection = %log, "NATS: {other}"),
     }
 }

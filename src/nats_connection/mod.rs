@@ -15,7 +15,7 @@ mod failures;
 mod server_urls;
 
 pub use credentials::{AccountSpec, Auth, NoEchoParser, Secret};
-pub use failures::cause_layer;
+pub use failures::{cause_layer, OnFailure};
 pub use server_urls::parse_server;
 
 /// NATS connection flags shared by the advisory and system-event listeners.
@@ -246,6 +246,16 @@ pub async fn connect_options(
     purpose: &str,
     subscription_capacity: usize,
 ) -> Result<ConnectOptions, ConnectionError> {
+    watched_options(args, auth, purpose, subscription_capacity, None).await
+}
+
+async fn watched_options(
+    args: &NatsArgs,
+    auth: &Auth,
+    purpose: &str,
+    subscription_capacity: usize,
+    on_failure: Option<OnFailure>,
+) -> Result<ConnectOptions, ConnectionError> {
     // Two TLS crypto backends end up linked in (the NATS client's and the
     // HTTP client's); rustls then refuses to guess and panics on the first
     // handshake. Pick one for the process; an earlier choice stays.
@@ -255,11 +265,10 @@ pub async fn connect_options(
         .iter()
         .map(|s| crate::redact::redacted_text(s))
         .collect();
-    let log = std::sync::Arc::new(failures::FailureLog::new(
-        &failures::account_label(args, auth),
-        purpose,
-        &servers,
-    ));
+    let log = std::sync::Arc::new(
+        failures::FailureLog::new(&failures::account_label(args, auth), purpose, &servers)
+            .with_on_failure(on_failure),
+    );
     let mut opts = ConnectOptions::new()
         .name(format!("{} {purpose}", args.client_name))
         .subscription_capacity(subscription_capacity)
@@ -311,6 +320,21 @@ pub async fn connect(
     purpose: &str,
     subscription_capacity: usize,
 ) -> Result<Client, ConnectionError> {
+    connect_watched(args, auth, purpose, subscription_capacity, None).await
+}
+
+/// [`connect`], telling `on_failure` of the connection's failures as they
+/// happen in the background: [`crate::listener::ErrorKind::Connect`] once
+/// per outage (the first failed attempt after start or after a connection;
+/// a refused password, say), [`crate::listener::ErrorKind::Permission`] for
+/// each subject the server refuses.
+pub async fn connect_watched(
+    args: &NatsArgs,
+    auth: &Auth,
+    purpose: &str,
+    subscription_capacity: usize,
+    on_failure: Option<OnFailure>,
+) -> Result<Client, ConnectionError> {
     // Credentials written into a server URL are handed over as options, so
     // that the client library's log lines show the address only.
     let (servers, url_auth) = server_urls::without_credentials(&args.servers)?;
@@ -318,7 +342,7 @@ pub async fn connect(
         Auth::None => &url_auth,
         given => given,
     };
-    let opts = connect_options(args, auth, purpose, subscription_capacity).await?;
+    let opts = watched_options(args, auth, purpose, subscription_capacity, on_failure).await?;
     Ok(opts.connect(servers).await?)
 }
 

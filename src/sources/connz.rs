@@ -9,12 +9,14 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
+use std::sync::Mutex;
 
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 use url::Url;
 
-use super::{endpoint_url, Fetcher};
+use super::shape::{MonitoringSource, TargetSnapshot};
+use super::{endpoint_url, Fetcher, Source};
 use crate::encode::{counter_family, gauge_family};
 use crate::error::PollError;
 
@@ -229,6 +231,66 @@ impl ClosedTracker {
             };
             *self.counts.entry(key).or_default() += 1;
         }
+    }
+}
+
+/// The `/connz` source of one server: the top connections by pending bytes
+/// and the connections it cut as slow consumers, counted once each.
+#[derive(Debug)]
+pub struct ConnzSource {
+    top: u32,
+    max_names: usize,
+    closed: Mutex<ClosedTracker>,
+    /// This poll's closed connections, applied once the server's label is known.
+    unapplied: Mutex<Option<ClosedPoll>>,
+}
+
+impl ConnzSource {
+    /// Lists `top` connections by pending bytes and keeps at most
+    /// `max_names` distinct (account, client name) pairs.
+    pub fn new(top: u32, max_names: usize) -> ConnzSource {
+        ConnzSource {
+            top,
+            max_names,
+            closed: Mutex::default(),
+            unapplied: Mutex::default(),
+        }
+    }
+}
+
+impl MonitoringSource for ConnzSource {
+    type Reply = (TopPending, ClosedPoll);
+
+    fn source(&self) -> Source {
+        Source::Connz
+    }
+
+    fn poll<'a>(
+        &'a self,
+        fetch: &'a Fetcher,
+        base: &'a Url,
+    ) -> impl std::future::Future<Output = Result<Self::Reply, PollError>> + Send + 'a {
+        let known = self.closed.lock().expect("connz lock").known();
+        async move {
+            let top = poll_top_pending(fetch, base, self.top).await?;
+            let closed = poll_closed(fetch, base, known).await?;
+            Ok((top, closed))
+        }
+    }
+
+    fn absorb(&self, (top, closed): Self::Reply, snap: &mut TargetSnapshot) {
+        snap.top_pending = Some(top);
+        *self.unapplied.lock().expect("connz lock") = Some(closed);
+    }
+
+    /// Counts this poll's cut connections under the settled `server` label;
+    /// the counts so far go into the snapshot even when this poll failed.
+    fn finish(&self, snap: &mut TargetSnapshot) {
+        let mut tracker = self.closed.lock().expect("connz lock");
+        if let Some(closed) = self.unapplied.lock().expect("connz lock").take() {
+            tracker.apply(closed, &snap.server, self.max_names);
+        }
+        snap.closed = tracker.counts.clone();
     }
 }
 

@@ -6,9 +6,11 @@
 pub mod connz;
 pub mod fetch;
 pub mod jsz;
+pub mod shape;
 pub mod varz;
 
 pub use fetch::Fetcher;
+pub use shape::{AnySource, MonitoringSource, SourceHealth, SourceSettings, TargetSnapshot};
 use url::Url;
 
 /// A monitoring endpoint family the exporter polls.
@@ -34,6 +36,23 @@ impl Source {
             Source::Jsz => "jsz",
         }
     }
+}
+
+/// The enabled sources of one server, each with its own memory of that
+/// server, in the order they are reported ([`Source::ALL`]). A new source
+/// is one line here.
+pub fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
+    let all: [Box<dyn AnySource>; 3] = [
+        Box::new(varz::VarzSource),
+        Box::new(connz::ConnzSource::new(
+            settings.connz_top,
+            settings.max_client_names,
+        )),
+        Box::new(jsz::JszSource::new(settings.jsz_page_size)),
+    ];
+    all.into_iter()
+        .filter(|s| settings.enabled.contains(&s.kind()))
+        .collect()
 }
 
 /// Builds `<base>/<endpoint>?<query>` keeping any base path the operator gave.
@@ -85,6 +104,18 @@ mod tests {
             endpoint_url(&base, "varz", &[]).as_str(),
             "http://h:8222/varz"
         );
+    }
+
+    #[test]
+    fn per_target_keeps_the_enabled_sources_in_report_order() {
+        let settings = SourceSettings {
+            enabled: vec![Source::Jsz, Source::Varz],
+            connz_top: 1,
+            max_client_names: 1,
+            jsz_page_size: 1,
+        };
+        let kinds: Vec<Source> = per_target(&settings).iter().map(|s| s.kind()).collect();
+        assert_eq!(kinds, [Source::Varz, Source::Jsz]);
     }
 
     #[test]

@@ -9,7 +9,8 @@ use serde::Deserialize;
 
 use url::Url;
 
-use super::{endpoint_url, Fetcher};
+use super::shape::{MonitoringSource, TargetSnapshot};
+use super::{endpoint_url, Fetcher, Source};
 use crate::encode::{counter_family, gauge_family};
 use crate::error::PollError;
 
@@ -84,6 +85,38 @@ impl Varz {
 /// Reads the server's `/varz`.
 pub async fn poll(fetch: &Fetcher, base: &Url) -> Result<Varz, PollError> {
     fetch.get_json(endpoint_url(base, "varz", &[])).await
+}
+
+/// The `/varz` source of one server.
+#[derive(Debug, Default)]
+pub struct VarzSource;
+
+impl MonitoringSource for VarzSource {
+    type Reply = Varz;
+
+    fn source(&self) -> Source {
+        Source::Varz
+    }
+
+    fn poll<'a>(
+        &'a self,
+        fetch: &'a Fetcher,
+        base: &'a Url,
+    ) -> impl std::future::Future<Output = Result<Varz, PollError>> + Send + 'a {
+        poll(fetch, base)
+    }
+
+    /// The server's name and `max_pending` replace the last ones known only
+    /// when this reply has them.
+    fn absorb(&self, varz: Varz, snap: &mut TargetSnapshot) {
+        if let Some(name) = varz.server_label() {
+            snap.server_name = Some(name.to_string());
+        }
+        if varz.max_pending.is_some() {
+            snap.max_pending = varz.max_pending;
+        }
+        snap.varz = Some(varz);
+    }
 }
 
 /// Writes every /varz family for the servers polled successfully.

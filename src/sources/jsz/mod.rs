@@ -12,7 +12,8 @@ use std::sync::atomic::AtomicUsize;
 use serde::Deserialize;
 use url::Url;
 
-use super::{endpoint_url, unix_seconds, Fetcher};
+use super::shape::{MonitoringSource, TargetSnapshot};
+use super::{endpoint_url, unix_seconds, Fetcher, Source};
 use crate::error::PollError;
 
 mod encode;
@@ -195,6 +196,44 @@ pub async fn poll(
         {
             return Ok(out);
         }
+    }
+}
+
+/// The `/jsz` source of one server; remembers the size of its last page to
+/// size the next one's buffer.
+#[derive(Debug, Default)]
+pub struct JszSource {
+    page_size: u32,
+    size_hint: AtomicUsize,
+}
+
+impl JszSource {
+    /// Reads `page_size` accounts per request.
+    pub fn new(page_size: u32) -> JszSource {
+        JszSource {
+            page_size,
+            size_hint: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl MonitoringSource for JszSource {
+    type Reply = JszPoll;
+
+    fn source(&self) -> Source {
+        Source::Jsz
+    }
+
+    fn poll<'a>(
+        &'a self,
+        fetch: &'a Fetcher,
+        base: &'a Url,
+    ) -> impl std::future::Future<Output = Result<JszPoll, PollError>> + Send + 'a {
+        poll(fetch, base, self.page_size, &self.size_hint)
+    }
+
+    fn absorb(&self, jsz: JszPoll, snap: &mut TargetSnapshot) {
+        snap.jsz = Some(jsz);
     }
 }
 
