@@ -144,14 +144,9 @@ async fn session(
     shown: &mut Option<Shown>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), ListenerError> {
-    let client = nats_connection::connect(
-        &l.nats,
-        &l.auth,
-        "advisories-durable",
-        SUBSCRIPTION_CAPACITY,
-    )
-    .await
-    .map_err(|e| ListenerError::new(ErrorKind::Connect, e.to_string()))?;
+    let client = l
+        .connect("advisories-durable", SUBSCRIPTION_CAPACITY)
+        .await?;
     let js = jetstream::new(client.clone());
     // Setup makes JetStream requests that wait while the server refuses us;
     // shutdown may cut in (nothing is acknowledged yet).

@@ -84,16 +84,10 @@ async fn session(
     counter: &mut AdvisoryCounter,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), ListenerError> {
-    let connect_error =
-        |e: nats_connection::ConnectionError| ListenerError::new(ErrorKind::Connect, e.to_string());
-    let client = nats_connection::connect(&l.nats, &l.auth, "advisories", l.args.buffer.max(1))
-        .await
-        .map_err(connect_error)?;
+    let client = l.connect("advisories", l.args.buffer.max(1)).await?;
     let dead_letter = match &l.args.dead_letter_stream {
         Some(stream) => {
-            let dl_client = nats_connection::connect(&l.nats, &l.auth, "dead-letter", 1024)
-                .await
-                .map_err(connect_error)?;
+            let dl_client = l.connect("dead-letter", 1024).await?;
             let setup = DeadLetter::setup(
                 async_nats::jetstream::new(dl_client),
                 stream,

@@ -34,7 +34,7 @@ use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 
 use crate::duration::parse_duration;
-use crate::listener::ErrorKind;
+use crate::listener::{ErrorKind, ListenerError};
 use crate::nats_connection::{Auth, ConnectionError, NatsArgs};
 
 /// Advisory listener flags.
@@ -274,10 +274,35 @@ impl crate::listener::ListenerHealth for AccountListener {
 }
 
 impl AccountListener {
+    /// Connects for `purpose`, counting the connection's background failures
+    /// (a refused login once per outage, each refused subject) in
+    /// `nats_delivery_advisory_listener_errors_total` of this account.
+    pub(crate) async fn connect(
+        &self,
+        purpose: &str,
+        subscription_capacity: usize,
+    ) -> Result<async_nats::Client, ListenerError> {
+        let (metrics, account) = (self.metrics.clone(), self.account.clone());
+        let on_failure: crate::nats_connection::OnFailure =
+            Box::new(move |kind| metrics.listener_error(&account, kind.as_label()));
+        crate::nats_connection::connect_watched(
+            &self.nats,
+            &self.auth,
+            purpose,
+            subscription_capacity,
+            Some(on_failure),
+        )
+        .await
+        .map_err(|e| ListenerError::new(ErrorKind::Connect, e.to_string()))
+    }
+
     /// Runs until `shutdown` turns true (or its sender is dropped): durable
     /// mode when `--advisories-stream` is set, live mode otherwise. Errors are
     /// logged and retried; they never end the task.
     pub async fn run(self, shutdown: watch::Receiver<bool>) {
+        // Down until a session is set up: a login the server keeps refusing
+        // shows as 0, never as a missing series.
+        self.metrics.set_up(&self.account, false);
         tokio::spawn({
             let (nats, auth, account) =
                 (self.nats.clone(), self.auth.clone(), self.account.clone());
