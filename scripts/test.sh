@@ -3,19 +3,42 @@
 # toolchain: installs the servers and tools it needs, builds once, runs every suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The server versions the real-server suites run against, each one a .tools/
+# name that scripts/install-deps.sh installs ("debian" is Debian 12's 2.9.10).
+# The first runs with the whole suite; each other one reruns the integration
+# tests (every test that starts a server is one) with NATS_SERVER_VERSION set.
+SERVER_VERSIONS=${SERVER_VERSIONS:-"2.15.1 debian 2.10.26 2.11.11 2.12.8"}
+# How long each part took, printed at the end.
+timings=""
+part_start=$SECONDS
+part() {
+  timings+=$(printf '%-40s %5d s' "$1" $((SECONDS - part_start)))$'\n'
+  part_start=$SECONDS
+}
 ./scripts/install-deps.sh
+part "install-deps"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+part "fmt + clippy"
 cargo build --workspace --all-targets --locked
+part "build"
 # Every cargo test run's output is kept to add up the results at the end.
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
-cargo test --workspace --locked 2>&1 | tee -a "$results"
+first=${SERVER_VERSIONS%% *}
+NATS_SERVER_VERSION=$first cargo test --workspace --locked 2>&1 | tee -a "$results"
+part "cargo test --workspace ($first)"
+for v in ${SERVER_VERSIONS#"$first"}; do
+  echo "== integration tests against nats-server $v =="
+  NATS_SERVER_VERSION=$v cargo test --workspace --locked --test '*' 2>&1 | tee -a "$results"
+  part "integration tests ($v)"
+done
 # The lab in test mode: nats-server, the exporter, an instrumented application
 # and Prometheus with the alert rules; every loss's count in Prometheus must
 # equal the truth, every alert fire in its scenario only, every dashboard
 # query return data. Run as built above (with the exporter binary beside it).
 "${CARGO_TARGET_DIR:-target}/debug/examples/lab" --check
+part "lab --check"
 # The link-in crate's optional built-in /metrics server (feature off by default).
 cargo clippy -p nats-delivery-metrics --all-features --all-targets --locked -- -D warnings
 cargo test -p nats-delivery-metrics --all-features --locked --test http_server 2>&1 | tee -a "$results"
@@ -23,10 +46,13 @@ cargo test -p nats-delivery-metrics --all-features --locked --test http_server 2
 # that the metric equals the ground truth; the benchmark asserts no drops.
 cargo run -q -p nats-delivery-metrics --locked --example slow_subscriber -- 100000 3
 cargo run -q -p nats-delivery-metrics --locked --example overhead -- 20000 1
+part "link-in crate: http feature, examples"
 if [ -d alerts ] && ls alerts/*.yml >/dev/null 2>&1; then
   promtool check rules alerts/*.rules.yml
   promtool test rules alerts/tests/*.yml
 fi
+part "promtool"
+printf '%s' "$timings"
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$results"
