@@ -255,11 +255,10 @@ pub async fn connect_options(
         .iter()
         .map(|s| crate::redact::redacted_text(s))
         .collect();
-    let log = std::sync::Arc::new(failures::FailureLog::new(
-        &failures::account_label(args, auth),
-        purpose,
-        &servers,
-    ));
+    let log = std::sync::Arc::new(
+        failures::FailureLog::new(&failures::account_label(args, auth), purpose, &servers)
+            .with_client_certificate(args.tls_cert.is_some()),
+    );
     let mut opts = ConnectOptions::new()
         .name(format!("{} {purpose}", args.client_name))
         .subscription_capacity(subscription_capacity)
