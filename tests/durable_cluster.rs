@@ -64,15 +64,29 @@ where
 /// advisories in ADV name (a re-sent advisory names one again).
 async fn dead_in_adv(js: &jetstream::Context) -> std::collections::BTreeSet<u64> {
     use futures::StreamExt;
-    let adv = js.get_stream("ADV").await.unwrap();
-    let c = adv
-        .create_consumer(jetstream::consumer::pull::Config {
-            filter_subject: "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.WORK.worker".into(),
-            ack_policy: jetstream::consumer::AckPolicy::None,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    // Just after a server was lost the cluster may still be electing a meta
+    // leader: 2.9.10 leaves the stream lookup unanswered then (timed out).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let c = loop {
+        let made = match js.get_stream("ADV").await {
+            Ok(adv) => adv
+                .create_consumer(jetstream::consumer::pull::Config {
+                    filter_subject: "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.WORK.worker".into(),
+                    ack_policy: jetstream::consumer::AckPolicy::None,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match made {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "no reader for ADV: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
     let total = c.cached_info().num_pending as usize;
     let mut seqs = std::collections::BTreeSet::new();
     let mut read = 0;
