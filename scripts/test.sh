@@ -37,7 +37,14 @@ done
 # and Prometheus with the alert rules; every loss's count in Prometheus must
 # equal the truth, every alert fire in its scenario only, every dashboard
 # query return data. Run as built above (with the exporter binary beside it).
-"${CARGO_TARGET_DIR:-target}/debug/examples/lab" --check
+lab="${CARGO_TARGET_DIR:-target}/debug/examples/lab"
+"$lab" --check
+# It refuses a server older than it needs, with the reason in one line.
+if refusal=$(NATS_SERVER_VERSION=2.11.11 "$lab" --check 2>&1); then
+  echo "the lab ran on nats-server 2.11.11 instead of refusing it"; exit 1
+fi
+[ "$(printf '%s\n' "$refusal" | wc -l)" = 1 ] && grep -q "needs nats-server 2.12 or newer, found 2.11.11" <<<"$refusal" ||
+  { echo "the lab's refusal of 2.11.11 is not one clear line: $refusal"; exit 1; }
 part "lab --check"
 # The link-in crate's optional built-in /metrics server (feature off by default).
 cargo clippy -p nats-delivery-metrics --all-features --all-targets --locked -- -D warnings
