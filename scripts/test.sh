@@ -25,14 +25,24 @@ part "build"
 # Every cargo test run's output is kept to add up the results at the end.
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
+# Every version runs to the end; the versions that failed are named and fail
+# the run after the last one.
+failed_versions=""
 first=${SERVER_VERSIONS%% *}
-NATS_SERVER_VERSION=$first cargo test --workspace --locked 2>&1 | tee -a "$results"
+NATS_SERVER_VERSION=$first cargo test --workspace --locked --no-fail-fast 2>&1 | tee -a "$results" ||
+  failed_versions+=" $first"
 part "cargo test --workspace ($first)"
 for v in ${SERVER_VERSIONS#"$first"}; do
   echo "== integration tests against nats-server $v =="
-  NATS_SERVER_VERSION=$v cargo test --workspace --locked --test '*' 2>&1 | tee -a "$results"
+  NATS_SERVER_VERSION=$v cargo test --workspace --locked --no-fail-fast --test '*' 2>&1 | tee -a "$results" ||
+    failed_versions+=" $v"
   part "integration tests ($v)"
 done
+if [ -n "$failed_versions" ]; then
+  printf '%s' "$timings"
+  echo "tests failed against nats-server:$failed_versions"
+  exit 1
+fi
 # The lab in test mode: nats-server, the exporter, an instrumented application
 # and Prometheus with the alert rules; every loss's count in Prometheus must
 # equal the truth, every alert fire in its scenario only, every dashboard
