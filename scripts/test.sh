@@ -3,19 +3,64 @@
 # toolchain: installs the servers and tools it needs, builds once, runs every suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The server versions the real-server suites run against, each one a .tools/
+# name that scripts/install-deps.sh installs ("debian" is Debian 12's 2.9.10).
+# The first runs with the whole suite; each other one reruns the integration
+# tests (every test that starts a server is one) with NATS_SERVER_VERSION set.
+# 2.10.26 is left out for now: after one server of three is killed,
+# tests/durable_cluster.rs cannot create a consumer on the advisory stream
+# for 30 s (timed out), and read message by message the stream holds 60 of
+# the 90 max-deliveries advisories; every other suite passes on it.
+# SERVER_VERSIONS="2.10.26" runs it.
+SERVER_VERSIONS=${SERVER_VERSIONS:-"2.15.1 debian 2.11.11 2.12.8"}
+# How long each part took, printed at the end.
+timings=""
+part_start=$SECONDS
+part() {
+  timings+=$(printf '%-40s %5d s' "$1" $((SECONDS - part_start)))$'\n'
+  part_start=$SECONDS
+}
 ./scripts/install-deps.sh
+part "install-deps"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+part "fmt + clippy"
 cargo build --workspace --all-targets --locked
+part "build"
 # Every cargo test run's output is kept to add up the results at the end.
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
-cargo test --workspace --locked 2>&1 | tee -a "$results"
+# Every version runs to the end; the versions that failed are named and fail
+# the run after the last one.
+failed_versions=""
+first=${SERVER_VERSIONS%% *}
+NATS_SERVER_VERSION=$first cargo test --workspace --locked --no-fail-fast 2>&1 | tee -a "$results" ||
+  failed_versions+=" $first"
+part "cargo test --workspace ($first)"
+for v in ${SERVER_VERSIONS#"$first"}; do
+  echo "== integration tests against nats-server $v =="
+  NATS_SERVER_VERSION=$v cargo test --workspace --locked --no-fail-fast --test '*' 2>&1 | tee -a "$results" ||
+    failed_versions+=" $v"
+  part "integration tests ($v)"
+done
+if [ -n "$failed_versions" ]; then
+  printf '%s' "$timings"
+  echo "tests failed against nats-server:$failed_versions"
+  exit 1
+fi
 # The lab in test mode: nats-server, the exporter, an instrumented application
 # and Prometheus with the alert rules; every loss's count in Prometheus must
 # equal the truth, every alert fire in its scenario only, every dashboard
 # query return data. Run as built above (with the exporter binary beside it).
-"${CARGO_TARGET_DIR:-target}/debug/examples/lab" --check
+lab="${CARGO_TARGET_DIR:-target}/debug/examples/lab"
+"$lab" --check
+# It refuses a server older than it needs, with the reason in one line.
+if refusal=$(NATS_SERVER_VERSION=2.11.11 "$lab" --check 2>&1); then
+  echo "the lab ran on nats-server 2.11.11 instead of refusing it"; exit 1
+fi
+[ "$(printf '%s\n' "$refusal" | wc -l)" = 1 ] && grep -q "needs nats-server 2.12 or newer, found 2.11.11" <<<"$refusal" ||
+  { echo "the lab's refusal of 2.11.11 is not one clear line: $refusal"; exit 1; }
+part "lab --check"
 # The link-in crate's optional built-in /metrics server (feature off by default).
 cargo clippy -p nats-delivery-metrics --all-features --all-targets --locked -- -D warnings
 cargo test -p nats-delivery-metrics --all-features --locked --test http_server 2>&1 | tee -a "$results"
@@ -23,10 +68,13 @@ cargo test -p nats-delivery-metrics --all-features --locked --test http_server 2
 # that the metric equals the ground truth; the benchmark asserts no drops.
 cargo run -q -p nats-delivery-metrics --locked --example slow_subscriber -- 100000 3
 cargo run -q -p nats-delivery-metrics --locked --example overhead -- 20000 1
+part "link-in crate: http feature, examples"
 if [ -d alerts ] && ls alerts/*.yml >/dev/null 2>&1; then
   promtool check rules alerts/*.rules.yml
   promtool test rules alerts/tests/*.yml
 fi
+part "promtool"
+printf '%s' "$timings"
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$results"

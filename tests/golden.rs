@@ -4,7 +4,8 @@
 //!
 //! `NATS_DELIVERY_UPDATE_FIXTURES=1 cargo test --test golden` recaptures the
 //! JSON from real servers (scripts/install-deps.sh installs them) and rewrites
-//! the golden files; `NATS_DELIVERY_UPDATE_FIXTURES=golden` rewrites only the
+//! the golden files (`=2.10.26,2.12.8` only those versions);
+//! `NATS_DELIVERY_UPDATE_FIXTURES=golden` rewrites only the
 //! golden files from the JSON already captured. Review the diff before committing it.
 mod common;
 
@@ -17,9 +18,12 @@ use axum::routing::get;
 use common::scenarios;
 use nats_test_server::NatsServer;
 
-const VERSIONS: [(&str, &str); 3] = [
+/// Every supported server version: (fixture folder, `.tools/` name).
+const VERSIONS: [(&str, &str); 5] = [
     ("2.9.10", "debian"),
+    ("2.10.26", "2.10.26"),
     ("2.11.11", "2.11.11"),
+    ("2.12.8", "2.12.8"),
     ("2.15.1", "2.15.1"),
 ];
 
@@ -29,12 +33,16 @@ fn dir(version: &str) -> PathBuf {
         .join(version)
 }
 
-fn recapturing() -> bool {
-    std::env::var("NATS_DELIVERY_UPDATE_FIXTURES").is_ok_and(|v| v == "1")
+/// `1` recaptures every version; a comma-separated list of versions
+/// ("2.10.26,2.12.8") recaptures only those.
+fn recapturing(version: &str) -> bool {
+    std::env::var("NATS_DELIVERY_UPDATE_FIXTURES")
+        .is_ok_and(|v| v == "1" || v.split(',').any(|one| one == version))
 }
 
-fn updating() -> bool {
-    recapturing() || std::env::var("NATS_DELIVERY_UPDATE_FIXTURES").is_ok_and(|v| v == "golden")
+fn updating(version: &str) -> bool {
+    recapturing(version)
+        || std::env::var("NATS_DELIVERY_UPDATE_FIXTURES").is_ok_and(|v| v == "golden")
 }
 
 /// Drives a server into a known state: a cut slow consumer, a consumer with
@@ -136,7 +144,7 @@ async fn exposition_matches_golden_files_for_each_server_version() {
     let mut seen = std::collections::BTreeSet::new();
     for (version, binary) in VERSIONS {
         let d = dir(version);
-        if recapturing() {
+        if recapturing(version) {
             capture(&d, binary).await;
         }
         let url = serve_fixtures(d.clone()).await;
@@ -145,7 +153,7 @@ async fn exposition_matches_golden_files_for_each_server_version() {
         nats_test_server::reference::assert_documented(&text);
         let got = stable(&text);
         let golden = d.join("metrics.prom");
-        if updating() {
+        if updating(version) {
             std::fs::write(&golden, &got).unwrap();
         }
         seen.extend(nats_test_server::reference::exposed(&text).into_keys());

@@ -127,19 +127,10 @@ async fn cut_scenario(version: &str) {
     nats_test_server::reference::assert_documented(&again);
 }
 
+/// Runs on the version under test (`scripts/test.sh` runs it on each).
 #[tokio::test]
-async fn a_cut_connection_is_counted_once_and_named_2_15() {
-    cut_scenario("2.15.1").await;
-}
-
-#[tokio::test]
-async fn a_cut_connection_is_counted_once_and_named_2_11() {
-    cut_scenario("2.11.11").await;
-}
-
-#[tokio::test]
-async fn a_cut_connection_is_counted_once_and_named_2_9() {
-    cut_scenario("debian").await;
+async fn a_cut_connection_is_counted_once_and_named() {
+    cut_scenario(&nats_test_server::version_under_test()).await;
 }
 
 #[tokio::test]

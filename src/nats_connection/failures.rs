@@ -82,6 +82,8 @@ pub struct FailureLog {
     account: String,
     purpose: String,
     servers: String,
+    /// Whether the connection presents a client certificate.
+    client_certificate: bool,
     state: Mutex<Quiet>,
     /// True from a failed attempt until the next connection: an outage is
     /// reported once, however often the client retries.
@@ -115,6 +117,7 @@ impl FailureLog {
             account: account.to_string(),
             purpose: purpose.to_string(),
             servers: servers.join(","),
+            client_certificate: false,
             state: Mutex::default(),
             failing: AtomicBool::new(false),
             on_failure: None,
@@ -144,6 +147,13 @@ impl FailureLog {
         self.failed(kind);
     }
 
+    /// Records whether the connection presents a client certificate, so
+    /// that a rejection can say when none was given.
+    pub fn with_client_certificate(mut self, given: bool) -> FailureLog {
+        self.client_certificate = given;
+        self
+    }
+
     /// Logs that connecting failed with `kind`, in one line with the cause,
     /// unless the same failure was logged less than [`QUIET`] ago.
     pub fn failed(&self, kind: &str) {
@@ -152,6 +162,7 @@ impl FailureLog {
             Some(cause) if !kind.contains("authorization") => cause,
             _ => kind.to_string(),
         };
+        let cause = explained(cause, self.client_certificate);
         let mut quiet = self.state.lock().expect("failure log lock");
         let now = Instant::now();
         if let Some((at, last)) = &quiet.last {
@@ -184,6 +195,20 @@ impl std::fmt::Display for FailureLog {
             "account={} purpose={} servers={}",
             self.account, self.purpose, self.servers
         )
+    }
+}
+
+/// Adds what the exporter knows to a cause that does not say it: servers
+/// before 2.10 (nats-server 2.9.10) answer a missing client certificate with
+/// the TLS alert `BadCertificate`, not `CertificateRequired`.
+fn explained(cause: String, client_certificate: bool) -> String {
+    if !client_certificate && cause.contains("BadCertificate") {
+        format!(
+            "{cause} (no client certificate was given: the server may require one, \
+             see --nats-tls-cert and --nats-tls-key)"
+        )
+    } else {
+        cause
     }
 }
 
@@ -249,5 +274,14 @@ mod tests {
         assert_eq!(log.state.lock().unwrap().suppressed, 0);
         log.recovered();
         assert!(log.state.lock().unwrap().last.is_none());
+    }
+
+    #[test]
+    fn a_bad_certificate_alert_says_when_no_certificate_was_given() {
+        let alert = "IO error: received fatal alert: BadCertificate".to_string();
+        assert!(explained(alert.clone(), false).contains("no client certificate was given"));
+        assert_eq!(explained(alert.clone(), true), alert);
+        let other = "IO error: received fatal alert: CertificateRequired".to_string();
+        assert_eq!(explained(other.clone(), false), other);
     }
 }

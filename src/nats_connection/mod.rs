@@ -267,7 +267,8 @@ async fn watched_options(
         .collect();
     let log = std::sync::Arc::new(
         failures::FailureLog::new(&failures::account_label(args, auth), purpose, &servers)
-            .with_on_failure(on_failure),
+            .with_on_failure(on_failure)
+            .with_client_certificate(args.tls_cert.is_some()),
     );
     let mut opts = ConnectOptions::new()
         .name(format!("{} {purpose}", args.client_name))

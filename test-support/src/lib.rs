@@ -24,6 +24,13 @@ use std::time::{Duration, Instant};
 /// The server version used when none is asked for.
 pub const DEFAULT_VERSION: &str = "2.15.1";
 
+/// The server version the suites run against: `$NATS_SERVER_VERSION` (a
+/// `.tools/` name such as "2.12.8", or "debian"), else [`DEFAULT_VERSION`].
+/// `scripts/test.sh` runs the real-server suites once per supported version.
+pub fn version_under_test() -> String {
+    std::env::var("NATS_SERVER_VERSION").unwrap_or_else(|_| DEFAULT_VERSION.to_string())
+}
+
 /// Path of the workspace root (where `.tools/` lives).
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -39,6 +39,9 @@ pub struct Jsz {
 pub struct AccountDetail {
     /// Account name (its name tag where one is set).
     pub name: String,
+    /// The account's own name (its public key in operator mode), by which
+    /// servers from 2.10 on order the pages.
+    pub id: String,
     /// The account's streams.
     pub stream_detail: Vec<StreamDetail>,
 }
@@ -152,15 +155,39 @@ pub struct JszPoll {
 }
 
 /// Reads every page of accounts with streams, consumers and configuration.
+///
+/// Servers from 2.10 on hand out the accounts ordered by name, so pages add
+/// up to the whole. nats-server 2.9 pages over its accounts in no fixed
+/// order: pages overlap and miss accounts. When the pages read are not in
+/// one ascending order, everything is read again in one request.
 pub async fn poll(
     fetch: &Fetcher,
     base: &Url,
     page_size: u32,
     size_hint: &AtomicUsize,
 ) -> Result<JszPoll, PollError> {
+    let (out, in_order) = read_pages(fetch, base, page_size, size_hint).await?;
+    if in_order {
+        return Ok(out);
+    }
+    Ok(read_pages(fetch, base, u32::MAX >> 1, size_hint).await?.0)
+}
+
+/// Reads pages of `page_size` accounts until the last; returns the distinct
+/// accounts, and whether every account read (repeats included) came after
+/// the one before it, as in one ordered list (always so for one page).
+async fn read_pages(
+    fetch: &Fetcher,
+    base: &Url,
+    page_size: u32,
+    size_hint: &AtomicUsize,
+) -> Result<(JszPoll, bool), PollError> {
     let mut out = JszPoll::default();
     let mut seen = HashSet::new();
     let mut offset = 0usize;
+    let mut pages = 0;
+    let mut last_id: Option<String> = None;
+    let mut in_order = true;
     loop {
         let url = endpoint_url(
             base,
@@ -175,12 +202,18 @@ pub async fn poll(
             ],
         );
         let page: Jsz = fetch.get_json_sized(url, size_hint).await?;
+        pages += 1;
         if out.now.is_none() {
             out.now = unix_seconds(&page.now);
         }
         let len = page.account_details.len();
         let mut fresh = 0;
         for a in page.account_details {
+            let id = if a.id.is_empty() { &a.name } else { &a.id };
+            if last_id.as_ref().is_some_and(|last| last >= id) {
+                in_order = false;
+            }
+            last_id = Some(id.clone());
             if seen.insert(a.name.clone()) {
                 fresh += 1;
                 out.accounts.push(a);
@@ -194,7 +227,7 @@ pub async fn poll(
             || fresh == 0
             || page.total.is_some_and(|t| offset >= t)
         {
-            return Ok(out);
+            return Ok((out, in_order || pages == 1));
         }
     }
 }
