@@ -29,14 +29,18 @@ pub struct Work {
 }
 
 impl Work {
+    /// The batch's copy of `key`'s totals, taken from the store the first
+    /// time (called several times per advisory: no key is allocated then).
     fn entry<'a>(&'a mut self, store: &TotalsStore, key: &str) -> &'a mut Totals {
-        self.changed.entry(key.to_string()).or_insert_with(|| {
-            store
+        if !self.changed.contains_key(key) {
+            let stored = store
                 .entries
                 .get(key)
                 .map(|s| s.totals.clone())
-                .unwrap_or_default()
-        })
+                .unwrap_or_default();
+            self.changed.insert(key.to_string(), stored);
+        }
+        self.changed.get_mut(key).expect("inserted above")
     }
 }
 
