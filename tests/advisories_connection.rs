@@ -298,20 +298,16 @@ fn flags_are_part_of_the_exporters_config_and_never_print_secrets() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_login_is_counted_once_as_connect() {
     let s = server();
-    let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = nats_delivery_exporter::advisories::AdvisoryMetrics::register(&mut registry);
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let listener = nats_delivery_exporter::advisories::AccountListener {
-        nats: nats_args(&s),
-        account: "APP".into(),
-        auth: "user:app:wrong-password".parse().unwrap(),
-        args: advisory_args(&["--advisories-stream", "ADV"]),
-        metrics,
-    };
-    let task = tokio::spawn(listener.run(rx));
+    let running = spawn_listener(
+        &s,
+        "APP",
+        "user:app:wrong-password",
+        advisory_args(&["--advisories-stream", "ADV"]),
+    );
+    let registry = &running.registry;
     let kind = [("account", "APP"), ("kind", "connect")];
     wait_value(
-        &registry,
+        registry,
         "nats_delivery_advisory_listener_errors_total",
         &kind,
         1.0,
@@ -320,7 +316,7 @@ async fn a_refused_login_is_counted_once_as_connect() {
     .await;
     // The client keeps trying in the background: one outage, one count.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    let text = encode(&registry);
+    let text = encode(registry);
     assert_eq!(
         sample(&text, "nats_delivery_advisory_listener_errors_total", &kind),
         Some(1.0)
@@ -333,9 +329,5 @@ async fn a_refused_login_is_counted_once_as_connect() {
         ),
         Some(0.0)
     );
-    stop.send(true).unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(15), task)
-        .await
-        .unwrap()
-        .unwrap();
+    running.stop().await;
 }

@@ -45,6 +45,21 @@ fn scraper(port: u16, every: Duration) -> (Arc<Mutex<Vec<f64>>>, Arc<Mutex<bool>
     (values, stop)
 }
 
+/// Waits until `name` on `e` has begun to count and is not yet at `total`:
+/// the moment to kill it inside a burst.
+async fn wait_mid_burst(e: &Exporter, name: &str, total: f64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let x = tokio::task::block_in_place(|| e.value(name, LABELS)).unwrap_or(0.0);
+        if x > 0.0 {
+            assert!(x < total, "the burst was over before the kill");
+            return;
+        }
+        assert!(Instant::now() < deadline, "nothing counted in {name}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// What `increase()` adds up over a series: every rise, and after a fall
 /// (a counter reset) the new value.
 fn reset_aware_sum(values: &[f64]) -> f64 {
@@ -252,16 +267,7 @@ async fn two_replicas_one_killed_mid_burst_keep_the_max_exact() {
         }
     });
     // Kill one replica once the count has begun and before it is done.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let x = tokio::task::block_in_place(|| a.value(NAME, LABELS)).unwrap_or(0.0);
-        if x > 0.0 {
-            assert!(x < 120.0, "the burst was over before the kill");
-            break;
-        }
-        assert!(Instant::now() < deadline, "nothing counted");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_mid_burst(&a, NAME, 120.0).await;
     tokio::task::block_in_place(|| a.kill_9());
     let a = tokio::task::block_in_place(|| Exporter::start_on(&s, pa, &[]));
     burst.await.unwrap();
@@ -314,16 +320,7 @@ async fn dead_letter_copies_are_stored_once_across_kill_9() {
         }
     });
     // Killed while copies are being made, started again at once.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let x = tokio::task::block_in_place(|| e.value(stored, LABELS)).unwrap_or(0.0);
-        if x > 0.0 {
-            assert!(x < 50.0, "the burst was over before the kill");
-            break;
-        }
-        assert!(Instant::now() < deadline, "nothing copied");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_mid_burst(&e, stored, 50.0).await;
     tokio::task::block_in_place(|| e.kill_9());
     let e = tokio::task::block_in_place(|| Exporter::start_on(&s, port, &flags));
     burst.await.unwrap();

@@ -7,7 +7,7 @@ pub mod binary;
 use std::time::{Duration, Instant};
 
 use nats_delivery_exporter::advisories::{AccountListener, AdvisoryArgs, AdvisoryMetrics};
-use nats_delivery_exporter::nats_connection::{Auth, NatsArgs};
+use nats_delivery_exporter::nats_connection::NatsArgs;
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
@@ -74,33 +74,15 @@ impl Running {
     }
 }
 
-/// Starts one account's listener (APP, user app) with fresh metrics.
+/// Starts one account's listener with fresh metrics, logged in as `user`
+/// (password `<user>-secret`), and waits until it is up.
 pub async fn start_listener(
     s: &NatsServer,
     account: &str,
     user: &str,
     args: AdvisoryArgs,
 ) -> Running {
-    let mut registry = Registry::default();
-    let metrics = AdvisoryMetrics::register(&mut registry);
-    let (stop, rx) = watch::channel(false);
-    let listener = AccountListener {
-        nats: nats_args(s),
-        account: account.to_string(),
-        auth: Auth::UserPassword {
-            user: user.to_string(),
-            password: format!("{user}-secret").parse().unwrap(),
-        },
-        args,
-        metrics: metrics.clone(),
-    };
-    let task = tokio::spawn(listener.run(rx));
-    let running = Running {
-        registry,
-        metrics,
-        stop,
-        task,
-    };
+    let running = spawn_listener(s, account, &format!("user:{user}:{user}-secret"), args);
     wait_value(
         &running.registry,
         "nats_delivery_advisory_listener_up",
@@ -110,6 +92,29 @@ pub async fn start_listener(
     )
     .await;
     running
+}
+
+/// Starts one account's listener with fresh metrics and credentials `auth`
+/// (`user:USER:PASSWORD`, ...), without waiting for anything: for listeners
+/// that are meant to fail.
+pub fn spawn_listener(s: &NatsServer, account: &str, auth: &str, args: AdvisoryArgs) -> Running {
+    let mut registry = Registry::default();
+    let metrics = AdvisoryMetrics::register(&mut registry);
+    let (stop, rx) = watch::channel(false);
+    let listener = AccountListener {
+        nats: nats_args(s),
+        account: account.to_string(),
+        auth: auth.parse().expect("credentials"),
+        args,
+        metrics: metrics.clone(),
+    };
+    let task = tokio::spawn(listener.run(rx));
+    Running {
+        registry,
+        metrics,
+        stop,
+        task,
+    }
 }
 
 /// Text exposition of a registry.
