@@ -115,6 +115,9 @@ pub async fn ensure_stream(
 /// How long a batch may wait for more advisories once one has arrived.
 const GATHER: Duration = Duration::from_millis(20);
 
+/// Longest time setup may take before it is abandoned and retried.
+pub const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How often the listener checks that its consumer still exists.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -150,10 +153,19 @@ async fn session(
     let js = jetstream::new(client.clone());
     // Setup makes JetStream requests that wait while the server refuses us;
     // shutdown may cut in (nothing is acknowledged yet).
+    // Each request of setup has its own timeout; this one bounds the whole,
+    // so a step that waits on a cluster still electing leaders is retried
+    // rather than leaving the listener down without a word.
     let (mut store, watch, mut applier, consumer, messages) =
-        match or_stop(shutdown, setup(l, &js)).await {
+        match or_stop(shutdown, tokio::time::timeout(SETUP_TIMEOUT, setup(l, &js))).await {
             None => return Ok(()),
-            Some(r) => r?,
+            Some(Ok(r)) => r?,
+            Some(Err(_)) => {
+                return Err(ListenerError::new(
+                    ErrorKind::Timeout,
+                    format!("setup did not finish in {} s", SETUP_TIMEOUT.as_secs()),
+                ))
+            }
         };
     show_store(l, &store, shown);
     let watcher = tokio::spawn(mirror(l.clone(), watch));

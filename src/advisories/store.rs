@@ -19,6 +19,9 @@ use crate::listener::ListenerError;
 /// JetStream error code of a compare-and-set write that lost the race.
 const WRONG_LAST_SEQUENCE: u64 = 10071;
 
+/// Longest wait for the next stored key while loading the bucket.
+const LOAD_STALL: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// One key's stored totals and the revision they were read or written at
 /// (0: not in the bucket yet).
 #[derive(Clone, Debug, Default)]
@@ -112,7 +115,23 @@ impl TotalsStore {
             entries: HashMap::new(),
         };
         if keys > 0 {
-            while let Some(entry) = watch.next().await {
+            // The watch is an ordered consumer: after a leader change it may
+            // stall until it notices and starts again. A load that makes no
+            // progress for a while fails and setup starts over.
+            loop {
+                let entry = match tokio::time::timeout(LOAD_STALL, watch.next()).await {
+                    Ok(Some(entry)) => entry,
+                    Ok(None) => return Err(ListenerError::store("read totals: the watch ended")),
+                    Err(_) => {
+                        return Err(ListenerError::new(
+                            crate::listener::ErrorKind::Timeout,
+                            format!(
+                                "read totals: nothing arrived for {} s",
+                                LOAD_STALL.as_secs()
+                            ),
+                        ))
+                    }
+                };
                 let entry = entry.map_err(|e| ListenerError::store(format!("read totals: {e}")))?;
                 let caught_up = entry.delta == 0;
                 store.absorb(&entry);
