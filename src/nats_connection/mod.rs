@@ -373,19 +373,26 @@ pub async fn server_account_name(client: &Client) -> Option<String> {
 /// Warns when the configured account label is not the server's name for the
 /// account: the label would not match the exporter's /jsz metrics. Uses a
 /// short-lived connection, so that the reply does not enter any listener's
-/// message arithmetic. Best effort: silent on servers before 2.10.
+/// message arithmetic. Best effort: on servers before 2.10, which cannot
+/// answer, one INFO line says the label is not checked.
 pub async fn warn_on_account_mismatch(args: &NatsArgs, auth: &Auth, label: &str) {
     let Ok(client) = connect(args, auth, "account-check", 16).await else {
         return;
     };
-    if let Some(actual) = server_account_name(&client).await {
-        if actual != label {
-            tracing::warn!(
-                label,
-                server_account = %actual,
-                "the account label differs from the server's account name; metrics will not join with /jsz metrics"
-            );
-        }
+    match server_account_name(&client).await {
+        Some(actual) if actual != label => tracing::warn!(
+            label,
+            server_account = %actual,
+            "the account label differs from the server's account name; metrics will not join with /jsz metrics"
+        ),
+        Some(_) => {}
+        // Servers before 2.10 have no such request: say once that the label
+        // is taken on trust, so a silent log is never read as "checked".
+        None => tracing::info!(
+            label,
+            server_version = %client.server_info().version,
+            "the server did not name the account of this connection ($SYS.REQ.USER.INFO needs nats-server 2.10 or later): the account label is not checked"
+        ),
     }
     // Dropping the last handle closes the connection (drain could wait for a
     // server that never answered).
