@@ -108,6 +108,40 @@ async fn dead_in_adv(js: &jetstream::Context) -> std::collections::BTreeSet<u64>
     seqs
 }
 
+/// Waits until every stream and consumer of the test answers from a leader
+/// other than `lost`. A server publishes an advisory once, without waiting
+/// for a stream to store it: advisories sent while the advisory stream has
+/// no leader are lost by the server, before any exporter could see them.
+async fn wait_for_leaders(app: &async_nats::Client, lost: &str) {
+    let assets = [
+        "STREAM.INFO.WORK",
+        "STREAM.INFO.ADV",
+        "STREAM.INFO.KV_nats-delivery-exporter-totals",
+        "CONSUMER.INFO.WORK.worker",
+        "CONSUMER.INFO.ADV.nats-delivery-exporter",
+    ];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for what in assets {
+        loop {
+            let reply = tokio::time::timeout(
+                Duration::from_secs(2),
+                app.request(format!("$JS.API.{what}"), "".into()),
+            )
+            .await;
+            if let Ok(Ok(reply)) = reply {
+                let v: serde_json::Value =
+                    serde_json::from_slice(&reply.payload).unwrap_or_default();
+                match v["cluster"]["leader"].as_str() {
+                    Some(leader) if !leader.is_empty() && leader != lost => break,
+                    _ => {}
+                }
+            }
+            assert!(Instant::now() < deadline, "{what}: no new leader in 60 s");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
 /// Publishes, retrying while the cluster elects a new leader.
 async fn publish_retrying(js: &jetstream::Context, from: usize, n: usize) {
     for i in from..from + n {
@@ -128,6 +162,10 @@ async fn publish_retrying(js: &jetstream::Context, from: usize, n: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_changes_and_a_lost_server_leave_the_count_exact() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("nats_delivery_exporter=info")
+        .with_test_writer()
+        .try_init();
     let mut servers = nats_test_server::cluster(3, ACCOUNTS);
     let urls: Vec<String> = servers.iter().map(|s| s.client_url()).collect();
     let app = client(&servers[0], "app").await;
@@ -235,11 +273,23 @@ async fn leader_changes_and_a_lost_server_leave_the_count_exact() {
 
     // A server dies; 30 more messages die; counting goes on, exactly.
     let lost = servers.remove(2);
+    let lost_name = lost.name.clone();
     drop(lost);
+    wait_for_leaders(&app, &lost_name).await;
     publish_retrying(&js, 60, 30).await;
     let_die(&consumer, 120, |_| async {}).await;
     assert_eq!(dead_in_adv(&js).await.len(), 90);
-    wait_value(&registry, name, &worker, 90.0, 30).await;
+    // The listener may be setting up again after the loss (each attempt
+    // waits for leaders being elected on a busy machine): give it time.
+    wait_value(&registry, name, &worker, 90.0, 90).await;
+    wait_value(
+        &registry,
+        "nats_delivery_advisory_listener_up",
+        &[("account", "APP")],
+        1.0,
+        60,
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let text = encode(&registry);
     assert_eq!(count(), 90.0, "{text}");
