@@ -280,3 +280,48 @@ async fn a_deleted_consumer_is_noticed_and_made_again_after_what_was_counted() {
     );
     running.stop().await;
 }
+
+/// A write that reaches no stream (no responders: in a cluster, right after
+/// the bucket is made, the server may not yet know where its stream lives) is
+/// sent again until the stream answers, and fails clearly if it never does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn totals_written_while_no_stream_answers_are_sent_again() {
+    use nats_delivery_exporter::advisories::store::TotalsStore;
+    use nats_delivery_exporter::advisories::totals::Totals;
+    use std::collections::HashMap;
+    let s = server();
+    let js = jetstream::new(client(&s, "app").await);
+    let one = |n: u64| {
+        let t = Totals {
+            ack_floor: n,
+            ..Default::default()
+        };
+        HashMap::from([("account".to_string(), t)])
+    };
+    let (mut store, _watch) = TotalsStore::open(&js, "t", 1).await.unwrap();
+    assert!(store.commit(one(1)).await.unwrap().is_empty());
+
+    // The stream is gone for good: the commit fails, naming the cause.
+    js.delete_stream("KV_t").await.unwrap();
+    let err = store.commit(one(2)).await.unwrap_err();
+    assert!(
+        err.message.contains("no stream answered"),
+        "{}",
+        err.message
+    );
+
+    // The stream comes back while the write is being sent again: it is stored.
+    let (mut store, _watch) = TotalsStore::open(&js, "t", 1).await.unwrap();
+    js.delete_stream("KV_t").await.unwrap();
+    let again = tokio::spawn({
+        let js = js.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            TotalsStore::open(&js, "t", 1).await.unwrap();
+        }
+    });
+    assert!(store.commit(one(3)).await.unwrap().is_empty());
+    again.await.unwrap();
+    let stored = store.entries.get("account").unwrap();
+    assert_eq!((stored.revision, stored.totals.ack_floor), (1, 3));
+}

@@ -19,6 +19,10 @@ use crate::listener::ListenerError;
 /// JetStream error code of a compare-and-set write that lost the race.
 const WRONG_LAST_SEQUENCE: u64 = 10071;
 
+/// Writes no stream answered are sent again this many times, this far apart.
+const UNHEARD_RETRIES: usize = 10;
+const UNHEARD_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Longest wait for the next stored key while loading the bucket.
 const LOAD_STALL: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -186,16 +190,48 @@ impl TotalsStore {
     /// Writes every changed key, each only if nobody wrote it since it was
     /// read. Returns the keys that lost that race (read them again and
     /// retry); the others are stored and their revisions updated.
+    ///
+    /// A write nobody answered (no responders: right after the bucket is
+    /// created in a cluster, the server we are connected to may not yet know
+    /// where the bucket's stream lives) reached no stream, so it is sent
+    /// again, a few times, before the commit fails.
     pub async fn commit(
         &mut self,
         changed: HashMap<String, Totals>,
     ) -> Result<Vec<String>, ListenerError> {
-        let mut pending = Vec::with_capacity(changed.len());
         // The account key last: replicas following the bucket then never see
         // an advisory received before its series' count.
-        let mut changed: Vec<(String, Totals)> = changed.into_iter().collect();
-        changed.sort_by_key(|(k, _)| k == super::totals::ACCOUNT_KEY);
-        for (key, totals) in changed {
+        let mut writes: Vec<(String, Totals)> = changed.into_iter().collect();
+        writes.sort_by_key(|(k, _)| k == super::totals::ACCOUNT_KEY);
+        let mut conflicts = Vec::new();
+        for attempt in 0.. {
+            let unheard = self.write(writes, &mut conflicts).await?;
+            if unheard.is_empty() {
+                break;
+            }
+            if attempt == UNHEARD_RETRIES {
+                return Err(ListenerError::store(format!(
+                    "write {:?}: no stream answered {} attempts (is the bucket's stream there?)",
+                    unheard[0].0,
+                    UNHEARD_RETRIES + 1
+                )));
+            }
+            tokio::time::sleep(UNHEARD_PAUSE).await;
+            writes = unheard;
+        }
+        Ok(conflicts)
+    }
+
+    /// Sends `writes` at once and awaits their acknowledgements: stored keys
+    /// are taken into memory, lost races added to `conflicts`; returns the
+    /// writes no stream answered.
+    async fn write(
+        &mut self,
+        writes: Vec<(String, Totals)>,
+        conflicts: &mut Vec<String>,
+    ) -> Result<Vec<(String, Totals)>, ListenerError> {
+        let mut pending = Vec::with_capacity(writes.len());
+        for (key, totals) in writes {
             let revision = self.entries.get(&key).map_or(0, |s| s.revision);
             let mut headers = async_nats::HeaderMap::new();
             headers.insert(
@@ -210,7 +246,7 @@ impl TotalsStore {
                 .map_err(|e| ListenerError::store(format!("write {key:?}: {e}")))?;
             pending.push((key, totals, ack));
         }
-        let mut conflicts = Vec::new();
+        let mut unheard = Vec::new();
         let mut failure = None;
         for (key, totals, ack) in pending {
             match ack.await {
@@ -224,12 +260,15 @@ impl TotalsStore {
                     );
                 }
                 Err(e) if is_wrong_last_sequence(&e) => conflicts.push(key),
+                Err(e) if e.kind() == jetstream::context::PublishErrorKind::StreamNotFound => {
+                    unheard.push((key, totals))
+                }
                 Err(e) => failure = Some(ListenerError::store(format!("write {key:?}: {e}"))),
             }
         }
         match failure {
             Some(e) => Err(e),
-            None => Ok(conflicts),
+            None => Ok(unheard),
         }
     }
 
