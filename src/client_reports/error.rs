@@ -18,7 +18,9 @@ pub enum ReportError {
     /// [`ReportLimits::max_report_bytes`](super::ReportLimits::max_report_bytes).
     TooLarge(usize),
     /// [`ReportLimits::max_instances`](super::ReportLimits::max_instances)
-    /// instances are already kept.
+    /// instances are already kept and
+    /// [`ReportLimits::max_folded_instances`](super::ReportLimits::max_folded_instances)
+    /// more are summed under `__overflow__`.
     TooManyInstances,
 }
 
@@ -67,7 +69,7 @@ impl fmt::Display for ReportError {
             ReportError::TooManyInstances => {
                 write!(
                     f,
-                    "application report of a new instance past the instance limit"
+                    "application report of a new instance past the instance limits"
                 )
             }
         }

@@ -8,10 +8,14 @@
 //! send one, so everything a report can make the exporter hold is bounded
 //! ([`ReportLimits`]): its size, its label values, its subscriptions and
 //! consumers per instance (more fold into `__overflow__`, counted), and the
-//! number of instances. Re-exported counters never go backwards: a lower
-//! total is a restart of that instance and adds the new total, so
-//! `increase()` equals the true count. An instance that has not reported for
-//! the expiry time is removed by a timer of its own, freeing its memory.
+//! number of instances: past [`ReportLimits::max_instances`], reports are
+//! summed under client and instance `__overflow__` (counted), and past
+//! [`ReportLimits::max_folded_instances`] more they are rejected.
+//! Re-exported counters never go backwards: a lower total is a restart of
+//! that instance and adds the new total, so `increase()` equals the true
+//! count, for the `__overflow__` series too. An instance that has not
+//! reported for the expiry time is removed by a timer of its own, freeing
+//! its memory.
 //! The wire format is described in the crate's README; names in METRICS.md
 //! under "Application reports re-exported by the exporter". They use the
 //! prefix `nats_delivery_app_` so that they never collide with the crate's
@@ -20,6 +24,7 @@
 mod collector;
 mod error;
 mod instance;
+mod overflow;
 mod wire;
 
 use std::collections::BTreeMap;
@@ -33,6 +38,7 @@ use crate::nats_connection::{self, Auth, ConnectionError, NatsArgs};
 pub use error::ReportError;
 use error::REASONS;
 use instance::Instance;
+use overflow::Overflow;
 use wire::Folded;
 pub use wire::OVERFLOW;
 
@@ -48,9 +54,26 @@ pub struct ReportLimits {
     /// consumer name counts as `__overflow__`, a longer client or instance
     /// rejects the report (default 128).
     pub max_label_bytes: usize,
-    /// Instances (client, instance) kept; reports of further instances are
-    /// rejected until one expires (default 256).
+    /// Instances (client, instance) kept under their own labels (default
+    /// 256). Reports of further instances are summed under client and
+    /// instance `__overflow__` until they expire, up to
+    /// [`Self::max_folded_instances`] of them; reports of instances past
+    /// that are rejected until one expires.
     pub max_instances: usize,
+}
+
+/// Folded instances tracked per kept instance: see
+/// [`ReportLimits::max_folded_instances`].
+const FOLDED_PER_KEPT: usize = 16;
+
+impl ReportLimits {
+    /// Instances past [`Self::max_instances`] whose reports are summed under
+    /// `__overflow__`: 16 times `max_instances`. Each costs the exporter its
+    /// name and one total per counter (a few hundred bytes), kept to add
+    /// only what it counted since its previous report.
+    pub fn max_folded_instances(&self) -> usize {
+        self.max_instances.saturating_mul(FOLDED_PER_KEPT)
+    }
 }
 
 impl Default for ReportLimits {
@@ -71,6 +94,10 @@ struct State {
     malformed: u64,
     rejected: BTreeMap<&'static str, u64>,
     folded: Folded,
+    /// Instances past `max_instances` and their `__overflow__` sums.
+    overflow: Overflow,
+    /// Reports summed under `__overflow__`.
+    folded_reports: u64,
     listener_up: bool,
     /// Listener failures by kind label.
     listener_errors: BTreeMap<&'static str, u64>,
@@ -117,12 +144,18 @@ impl ClientReports {
         state.received += 1;
         let result = parsed.and_then(|report| {
             let key = (report.client.clone(), report.instance.clone());
-            let expiry = self.expiry;
-            state
-                .instances
-                .retain(|_, i| now.duration_since(i.received_at) < expiry);
-            let known = state.instances.contains_key(&key);
-            if !known && state.instances.len() >= self.limits.max_instances {
+            let kept = state.instances.contains_key(&key);
+            let new = !kept && !state.overflow.contains(&key);
+            if new && state.instances.len() >= self.limits.max_instances {
+                // Only a new instance at the limit needs the slots of
+                // expired ones now; otherwise the timer frees them.
+                self.expire_locked(&mut state, now);
+            }
+            let fold = !kept
+                && (!new
+                    || Overflow::is_overflow_key(&key)
+                    || state.instances.len() >= self.limits.max_instances);
+            if fold && new && state.overflow.len() >= self.limits.max_folded_instances() {
                 return Err(ReportError::TooManyInstances);
             }
             let unix_seconds = SystemTime::now()
@@ -130,6 +163,13 @@ impl ClientReports {
                 .map(|d| d.as_secs_f64())
                 .unwrap_or(0.0);
             let labels = report.folded;
+            state.folded.labels += labels.labels;
+            state.folded.duplicates += labels.duplicates;
+            if fold {
+                state.overflow.absorb(key, &report, now, unix_seconds);
+                state.folded_reports += 1;
+                return Ok(());
+            }
             let instance = state
                 .instances
                 .entry(key)
@@ -140,8 +180,6 @@ impl ClientReports {
             let total = &mut state.folded;
             total.subscriptions += folded.subscriptions;
             total.consumers += folded.consumers;
-            total.labels += labels.labels;
-            total.duplicates += labels.duplicates;
             Ok(())
         });
         if let Err(e) = &result {
@@ -154,17 +192,27 @@ impl ClientReports {
     /// Removes the instances that have not reported for the expiry time;
     /// [`run_client_reports`] calls it on a timer of its own.
     pub fn expire(&self) {
-        let now = Instant::now();
-        let expiry = self.expiry;
-        self.state()
-            .instances
-            .retain(|_, i| now.duration_since(i.received_at) < expiry);
+        self.expire_locked(&mut self.state(), Instant::now());
     }
 
-    /// Number of (client, instance) pairs held in memory (expired ones
-    /// until the next [`Self::expire`]).
+    fn expire_locked(&self, state: &mut State, now: Instant) {
+        let expiry = self.expiry;
+        state
+            .instances
+            .retain(|_, i| now.duration_since(i.received_at) < expiry);
+        state.overflow.expire(now, expiry);
+    }
+
+    /// Number of (client, instance) pairs kept under their own labels
+    /// (expired ones until the next [`Self::expire`]).
     pub fn instances(&self) -> usize {
         self.state().instances.len()
+    }
+
+    /// Number of (client, instance) pairs summed under `__overflow__`
+    /// (expired ones until the next [`Self::expire`]).
+    pub fn folded_instances(&self) -> usize {
+        self.state().overflow.len()
     }
 
     fn set_listener_up(&self, up: bool) {
