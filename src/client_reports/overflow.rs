@@ -7,7 +7,7 @@
 //! add what each report says: it adds, per folded instance, what that
 //! instance counted since its previous report. That needs the previous
 //! totals of every folded instance; only their sums are kept (one value per
-//! counter, no names), so a folded instance costs a few hundred bytes. Their
+//! counter, no names), so a folded instance costs under 1 KiB. Their
 //! number is bounded as well
 //! ([`ReportLimits::max_folded_instances`](super::ReportLimits::max_folded_instances)):
 //! reports of instances past that are rejected.
