@@ -305,6 +305,14 @@ mod tests {
     }
 
     #[test]
+    fn a_report_naming_the_overflow_series_is_folded_even_with_slots_free() {
+        let reports = super::super::ClientReports::new(Duration::from_secs(60));
+        let body = br#"{"version": 1, "client": "__overflow__", "instance": "__overflow__"}"#;
+        reports.record(body).unwrap();
+        assert_eq!((reports.instances(), reports.folded_instances()), (0, 1));
+    }
+
+    #[test]
     fn gauges_sum_the_folded_instances_not_yet_expired() {
         let expiry = Duration::from_secs(60);
         let t0 = Instant::now();
