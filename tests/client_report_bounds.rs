@@ -109,7 +109,9 @@ async fn reports_with_megabyte_names_are_rejected() {
     assert_eq!(reports.instances(), 0);
 }
 
-/// 10,000 instances: 256 kept, the rest rejected and counted.
+/// 10,000 instances: 256 kept under their own labels, the next 4,096
+/// (16 x 256) summed under __overflow__, the rest rejected and counted
+/// (exact sums of what was folded: client_report_overflow.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_are_capped() {
     let server = NatsServer::builder().start();
@@ -126,15 +128,41 @@ async fn instances_are_capped() {
     .await;
     let text = exposition(&registry);
     assert_eq!(reports.instances(), 256);
-    assert_eq!(rejected(&text, "too_many_instances"), Some(9_744.0));
+    assert_eq!(reports.folded_instances(), 4_096);
+    assert_eq!(rejected(&text, "too_many_instances"), Some(5_648.0));
+    assert_eq!(
+        sample(&text, "nats_delivery_app_reports_folded_total", &[]),
+        Some(4_096.0)
+    );
+    assert_eq!(
+        dropped(&text, "__overflow__", "__overflow__", "__overflow__"),
+        Some(4_096.0 * 5.0)
+    );
+    assert_eq!(dropped(&text, "app", "pod-255", "orders"), Some(5.0));
+    assert_eq!(dropped(&text, "app", "pod-256", "orders"), None);
     assert_eq!(
         count_samples(&text, "nats_delivery_app_dropped_messages_total"),
-        256
+        257
     );
     assert_eq!(
         sample(&text, "nats_delivery_app_report_instances", &[]),
         Some(256.0)
     );
+    assert_eq!(
+        sample(&text, "nats_delivery_app_report_folded_instances", &[]),
+        Some(4_096.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "nats_delivery_app_report_folded_instances_limit",
+            &[]
+        ),
+        Some(4_096.0)
+    );
+    // 74 KB for the 256 kept instances; the 4,096 folded ones add one set
+    // of series, not 4,096.
+    assert!(text.len() < 100_000, "scrape of {} bytes", text.len());
     // A kept instance still reports.
     let sub = json!([{"subscription": "orders", "dropped_messages": 7}]);
     send(&server, [report("app", "pod-0", 2, sub)]).await;

@@ -1,4 +1,5 @@
-//! Re-exports the kept instances. Only reads memory: no I/O in a scrape.
+//! Re-exports the kept instances and the `__overflow__` sums of the folded
+//! ones. Only reads memory: no I/O in a scrape.
 
 use std::fmt;
 use std::time::Instant;
@@ -49,13 +50,18 @@ const SUB_COUNTER_HELP: [&str; 4] = [
 
 impl Collector for ClientReports {
     fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
-        let state = self.state();
+        let mut state = self.state();
         let now = Instant::now();
-        let live: Live<'_> = state
+        state.overflow.refresh_gauges(now, self.expiry);
+        let state = &*state;
+        let mut live: Live<'_> = state
             .instances
             .iter()
             .filter(|(_, i)| now.duration_since(i.received_at) < self.expiry)
             .collect();
+        let kept = live.len();
+        let folded = state.overflow.live_instances(now, self.expiry);
+        live.extend(state.overflow.live(now, self.expiry));
         let e = &mut encoder;
         for (i, name) in SUB_COUNTERS.iter().enumerate() {
             counter_family(
@@ -102,15 +108,16 @@ impl Collector for ClientReports {
             "Restarts of an application instance the exporter detected (a total or the report sequence went back); its counters continued from where they were.",
             live.iter().map(|(k, i)| (identity(k), i.restarts)),
         )?;
-        encode_health(e, self, &state, live.len())
+        encode_health(e, self, state, [kept, folded])
     }
 }
 
+/// `instances`: kept and folded instances re-exported now.
 fn encode_health(
     e: &mut DescriptorEncoder,
     reports: &ClientReports,
     state: &super::State,
-    instances: usize,
+    instances: [usize; 2],
 ) -> fmt::Result {
     let none: Vec<(&'static str, &'static str)> = Vec::new();
     gauge_family(
@@ -131,14 +138,26 @@ fn encode_health(
     gauge_family(
         e,
         "nats_delivery_app_report_instances",
-        "Application instances whose reports are re-exported now.",
-        [(none.clone(), instances as u64)],
+        "Application instances whose reports are re-exported under their own labels now.",
+        [(none.clone(), instances[0] as u64)],
     )?;
     gauge_family(
         e,
         "nats_delivery_app_report_instances_limit",
-        "Most application instances the exporter keeps; reports of further instances are rejected.",
+        "Most application instances the exporter keeps under their own labels; reports of further instances are summed under client and instance __overflow__.",
         [(none.clone(), reports.limits.max_instances as u64)],
+    )?;
+    gauge_family(
+        e,
+        "nats_delivery_app_report_folded_instances",
+        "Application instances past the instance limit whose reports are summed under client and instance __overflow__ now.",
+        [(none.clone(), instances[1] as u64)],
+    )?;
+    gauge_family(
+        e,
+        "nats_delivery_app_report_folded_instances_limit",
+        "Most application instances the exporter sums under __overflow__ (16 times the instance limit); reports of further instances are rejected as too_many_instances.",
+        [(none.clone(), reports.limits.max_folded_instances() as u64)],
     )?;
     counter_family(
         e,
@@ -150,10 +169,16 @@ fn encode_health(
         e,
         "nats_delivery_app_reports_malformed",
         "Application reports the exporter ignored because they were not valid version 1 reports.",
-        [(none, state.malformed)],
+        [(none.clone(), state.malformed)],
+    )?;
+    counter_family(
+        e,
+        "nats_delivery_app_reports_folded",
+        "Application reports of instances past the instance limit, summed under client and instance __overflow__.",
+        [(none, state.folded_reports)],
     )?;
     counter_family(e, "nats_delivery_app_reports_rejected",
-        "Application reports the exporter ignored, by reason: malformed, version, identity (not valid version 1 reports), too_large, label_too_long (client or instance), too_many_instances.",
+        "Application reports the exporter ignored, by reason: malformed, version, identity (not valid version 1 reports), too_large, label_too_long (client or instance), too_many_instances (past the folded instance limit too).",
         REASONS.iter().map(|r| ([("reason", *r)], state.rejected.get(r).copied().unwrap_or(0))))?;
     let f = state.folded;
     counter_family(e, "nats_delivery_app_report_entries_folded",

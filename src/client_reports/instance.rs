@@ -33,6 +33,12 @@ impl Monotonic {
     fn restart(&mut self) {
         self.last = 0;
     }
+
+    /// Adds `n` to the exported value directly: for the `__overflow__`
+    /// series, which sum increases rather than follow one reported total.
+    pub fn add(&mut self, n: u64) {
+        self.exported = self.exported.saturating_add(n);
+    }
 }
 
 /// One subscription of an instance.
