@@ -104,7 +104,7 @@ pub struct Config {
 
     /// Most application instances whose reports are kept under their own
     /// labels; reports of further instances are summed under
-    /// "__overflow__" (and counted), up to 16 times this many instances;
+    /// "__overflow__" (and counted), up to 16 times this many instances (at most 65,536);
     /// past that they are rejected (and counted) until one expires.
     #[arg(long, env = "NATS_DELIVERY_CLIENT_REPORTS_MAX_INSTANCES", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub client_reports_max_instances: u32,

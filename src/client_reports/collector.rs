@@ -156,7 +156,7 @@ fn encode_health(
     gauge_family(
         e,
         "nats_delivery_app_report_folded_instances_limit",
-        "Most application instances the exporter sums under __overflow__ (16 times the instance limit); reports of further instances are rejected as too_many_instances.",
+        "Most application instances the exporter sums under __overflow__ (16 times the instance limit, at most 65,536); reports of further instances are rejected as too_many_instances.",
         [(none.clone(), reports.limits.max_folded_instances() as u64)],
     )?;
     counter_family(

@@ -65,15 +65,20 @@ pub struct ReportLimits {
 /// Folded instances tracked per kept instance: see
 /// [`ReportLimits::max_folded_instances`].
 const FOLDED_PER_KEPT: usize = 16;
+/// Most folded instances tracked, whatever the instance limit.
+const MAX_FOLDED: usize = 65_536;
 
 impl ReportLimits {
     /// Instances past [`Self::max_instances`] whose reports are summed under
-    /// `__overflow__`: 16 times `max_instances`. Each costs the exporter its
+    /// `__overflow__`: 16 times `max_instances`, at most 65,536 (about 50 MB
+    /// whatever `max_instances` is). Each costs the exporter its
     /// name and one total per counter (about 800 bytes with short names,
     /// `benches/client_reports.rs`), kept to add only what it counted since
     /// its previous report.
     pub fn max_folded_instances(&self) -> usize {
-        self.max_instances.saturating_mul(FOLDED_PER_KEPT)
+        self.max_instances
+            .saturating_mul(FOLDED_PER_KEPT)
+            .min(MAX_FOLDED)
     }
 }
 

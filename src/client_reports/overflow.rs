@@ -258,6 +258,18 @@ fn add_to(series: &mut Instance, increases: &Totals, has_subscriptions: bool) {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+
+    #[test]
+    fn folded_instances_are_16_per_kept_one_and_never_past_65536() {
+        use super::super::ReportLimits;
+        let limits = |max_instances| ReportLimits {
+            max_instances,
+            ..ReportLimits::default()
+        };
+        assert_eq!(ReportLimits::default().max_folded_instances(), 4_096);
+        assert_eq!(limits(4_096).max_folded_instances(), 65_536);
+        assert_eq!(limits(1_000_000).max_folded_instances(), 65_536);
+    }
     use std::time::{Duration, Instant};
 
     use super::super::wire::{Bounded, Folded, OVERFLOW};
