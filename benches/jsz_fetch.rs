@@ -1,14 +1,17 @@
-//! The two ways `Fetcher` reads a JSON reply, on one synthetic `/jsz` body
-//! served from this process: gathered whole then parsed from the slice
-//! (`get_json`), or parsed as it arrives (`get_json_streamed`). Both include
-//! the loopback transfer, the same for each.
+//! The ways `Fetcher` can read a `/jsz` reply, on one synthetic body served
+//! from this process: gathered whole then parsed from the slice
+//! (`get_json`), parsed as it arrives by serde_json's `from_reader`
+//! (`get_streamed`),
+//! or as it arrives in pieces, one stream at a time (`get_streamed` with
+//! `jsz::split::parse`, what the exporter does). All include the loopback
+//! transfer, the same for each.
 //!
 //! `cargo bench --bench jsz_fetch`; `BENCH_CONSUMERS` (default 100,000, in
 //! streams of 100, about 90 MB) and `BENCH_ROUNDS` (default 5).
 
 use std::time::{Duration, Instant};
 
-use nats_delivery_exporter::sources::jsz::Jsz;
+use nats_delivery_exporter::sources::jsz::{split, Jsz};
 use nats_delivery_exporter::sources::Fetcher;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -94,14 +97,21 @@ async fn main() {
         1 << 30,
     )
     .unwrap();
-    let (mut gathered, mut streamed) = (Vec::new(), Vec::new());
+    let mut took_by_way = [Vec::new(), Vec::new(), Vec::new()];
     for round in 0..rounds {
-        for which in [round % 2, 1 - round % 2] {
+        for way in 0..3 {
+            // A different way goes first each round.
+            let which = (way + round) % 3;
             let start = Instant::now();
-            let jsz: Jsz = if which == 0 {
-                fetch.get_json(url.clone()).await.unwrap()
-            } else {
-                fetch.get_json_streamed(url.clone()).await.unwrap()
+            let jsz: Jsz = match which {
+                0 => fetch.get_json(url.clone()).await.unwrap(),
+                1 => fetch
+                    .get_streamed(url.clone(), |body| {
+                        serde_json::from_reader(body).map_err(|e| e.to_string())
+                    })
+                    .await
+                    .unwrap(),
+                _ => fetch.get_streamed(url.clone(), split::parse).await.unwrap(),
             };
             let took = start.elapsed().as_secs_f64();
             let parsed: usize = jsz.account_details[0]
@@ -110,22 +120,21 @@ async fn main() {
                 .map(|s| s.consumer_detail.len())
                 .sum();
             assert_eq!(parsed, consumers.div_ceil(100) * 100);
-            if which == 0 {
-                &mut gathered
-            } else {
-                &mut streamed
-            }
-            .push(took);
+            took_by_way[which].push(took);
         }
     }
-    let (g, s) = (median(gathered), median(streamed));
+    let [g, s, p] = took_by_way.map(median);
     println!(
         "/jsz of {consumers} consumers, {:.1} MB, median of {rounds}",
         body.len() as f64 / 1e6
     );
     println!("get_json (gather, from_slice)       {g:.3} s");
     println!(
-        "get_json_streamed (from_reader)     {s:.3} s  ({:.2}x)",
+        "get_streamed (from_reader)          {s:.3} s  ({:.2}x)",
         s / g
+    );
+    println!(
+        "get_streamed (split::parse)         {p:.3} s  ({:.2}x)",
+        p / g
     );
 }

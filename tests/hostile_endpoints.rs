@@ -71,10 +71,13 @@ async fn oversized_replies_are_too_large_and_redirects_are_not_followed() {
 }
 
 #[tokio::test]
-async fn a_large_reply_that_is_not_json_fails_at_its_first_bytes() {
+async fn a_jsz_stream_that_is_not_json_fails_before_the_reply_ends() {
     // Endless: read to the limit, this would be too_large; parsed as it
-    // arrives, it is refused as soon as it stops being JSON.
-    let garbage = fake_endpoint::start(|_| Reply::EndlessAfter("{\"now\": nope")).await;
+    // arrives, it is refused as soon as its first stream ends.
+    let garbage = fake_endpoint::start(|_| {
+        Reply::EndlessAfter(r#"{"account_details":[{"stream_detail":[{"name":nope}"#)
+    })
+    .await;
     let exporter = common::exporter(
         std::slice::from_ref(&garbage.url),
         &["--max-reply-size", "8MiB", "--sources", "jsz"],

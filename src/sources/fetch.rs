@@ -5,7 +5,7 @@
 //! abandoned past `--max-reply-size`, redirects are refused rather than
 //! followed, and errors never carry the URL (it may hold credentials).
 
-use std::io::{BufReader, Read};
+use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
@@ -20,8 +20,9 @@ use crate::error::PollError;
 /// never held whole (reqwest hands out chunks of at most a few tens of KiB).
 const CHUNKS_IN_FLIGHT: usize = 16;
 
-/// The parser's read buffer. serde_json reads its input one byte at a time;
-/// through a `BufReader` that is a load from this buffer, not a call.
+/// The parser's read buffer. serde_json's `from_reader` reads its input one
+/// byte at a time; through a `BufReader` that is a load from this buffer,
+/// not a call.
 const PARSE_BUFFER: usize = 64 * 1024;
 
 /// The HTTP client and the limits every monitoring request obeys.
@@ -63,10 +64,11 @@ impl Fetcher {
     /// GETs `url` and parses its JSON body as `T`, all within the timeout.
     ///
     /// For small replies: the body is gathered into one buffer and parsed
-    /// from that slice, which is faster than parsing as it arrives (see
-    /// [`Fetcher::get_json_streamed`]; 0.15 s against 0.27 s, transfer
-    /// included, on a 54 MB `/jsz` body in `benches/jsz_fetch.rs`) but holds
-    /// the body and its parsed form at once.
+    /// from that slice, which is the fastest but holds the body and its
+    /// parsed form at once. On a 54 MB `/jsz` body (`benches/jsz_fetch.rs`,
+    /// transfer included) this took 0.15-0.17 s, serde_json's `from_reader`
+    /// fed through [`Fetcher::get_streamed`] 0.27-0.50 s, and
+    /// `jsz::split::parse` through it 0.19-0.23 s.
     pub async fn get_json<T: DeserializeOwned>(&self, url: Url) -> Result<T, PollError> {
         self.within_timeout(async {
             let body = self.get_body(url).await?;
@@ -75,21 +77,25 @@ impl Fetcher {
         .await
     }
 
-    /// [`Fetcher::get_json`] for large replies (`/jsz`, 110 MB at 100,000
-    /// consumers): the body is parsed as it arrives, on a blocking thread fed
-    /// chunk by chunk, so at most a few chunks of it are held at any time,
-    /// never the whole. Same limits, same errors; a reply that is not JSON
-    /// fails as soon as the parser sees it.
-    pub async fn get_json_streamed<T>(&self, url: Url) -> Result<T, PollError>
+    /// GETs `url` and hands its body to `parse` as it arrives, on a
+    /// blocking thread fed chunk by chunk, so that at most a few chunks of a
+    /// large reply (`/jsz`: 110 MB at 100,000 consumers) are held at any
+    /// time, never the whole. Same limits and errors as
+    /// [`Fetcher::get_json`]; an error of `parse` is a
+    /// [`PollError::Parse`], and a reply that is not JSON fails as soon as
+    /// `parse` sees it.
+    pub async fn get_streamed<T, P>(&self, url: Url, parse: P) -> Result<T, PollError>
     where
-        T: DeserializeOwned + Send + 'static,
+        T: Send + 'static,
+        P: FnOnce(&mut dyn BufRead) -> Result<T, String> + Send + 'static,
     {
         self.within_timeout(async {
             let mut response = self.get_checked(url).await?;
             let (chunks, from_network) = mpsc::channel(CHUNKS_IN_FLIGHT);
             let parser = tokio::task::spawn_blocking(move || {
-                let reader = BufReader::with_capacity(PARSE_BUFFER, ChunkReader::new(from_network));
-                serde_json::from_reader::<_, T>(reader)
+                let mut body =
+                    BufReader::with_capacity(PARSE_BUFFER, ChunkReader::new(from_network));
+                parse(&mut body)
             });
             let mut counted = 0;
             while let Some(chunk) = self.next_chunk(&mut response, &mut counted).await? {
@@ -102,7 +108,7 @@ impl Fetcher {
             // short. (A broken connection returned above, dropping the parser.)
             drop(chunks);
             match parser.await {
-                Ok(parsed) => parsed.map_err(|e| PollError::Parse(e.to_string())),
+                Ok(parsed) => parsed.map_err(PollError::Parse),
                 Err(e) => Err(PollError::Parse(format!("parser stopped: {e}"))),
             }
         })

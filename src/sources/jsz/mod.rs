@@ -16,12 +16,14 @@ use super::{endpoint_url, unix_seconds, Fetcher, Source};
 use crate::error::PollError;
 
 mod encode;
+pub mod split;
 pub use encode::{encode_consumer_family, encode_streams, CONSUMER_FAMILY_COUNT};
 
-/// The fields of a `/jsz` reply the exporter uses.
+/// The fields of a `/jsz` reply the exporter uses. (`S` is the type of a
+/// stream: while a reply is parsed in pieces, streams cut out are `None`.)
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct Jsz {
+#[serde(default, bound(deserialize = "S: Deserialize<'de> + Default"))]
+pub struct Jsz<S = StreamDetail> {
     /// The server's clock when it answered.
     pub now: String,
     /// JetStream is off on this server.
@@ -29,20 +31,20 @@ pub struct Jsz {
     /// Accounts with JetStream on this server (all pages).
     pub total: Option<usize>,
     /// This page of accounts.
-    pub account_details: Vec<AccountDetail>,
+    pub account_details: Vec<AccountDetail<S>>,
 }
 
 /// One account's streams.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct AccountDetail {
+#[serde(default, bound(deserialize = "S: Deserialize<'de> + Default"))]
+pub struct AccountDetail<S = StreamDetail> {
     /// Account name (its name tag where one is set).
     pub name: String,
     /// The account's own name (its public key in operator mode), by which
     /// servers from 2.10 on order the pages.
     pub id: String,
     /// The account's streams.
-    pub stream_detail: Vec<StreamDetail>,
+    pub stream_detail: Vec<S>,
 }
 
 /// Who leads a clustered stream or consumer.
@@ -195,7 +197,7 @@ async fn read_pages(
             ],
         );
         // Pages run to 110 MB at 100,000 consumers: parsed as they arrive.
-        let page: Jsz = fetch.get_json_streamed(url).await?;
+        let page = fetch.get_streamed(url, split::parse).await?;
         pages += 1;
         if out.now.is_none() {
             out.now = unix_seconds(&page.now);
