@@ -71,6 +71,23 @@ async fn oversized_replies_are_too_large_and_redirects_are_not_followed() {
 }
 
 #[tokio::test]
+async fn a_jsz_stream_that_is_not_json_fails_before_the_reply_ends() {
+    // Endless: read to the limit, this would be too_large; parsed as it
+    // arrives, it is refused as soon as its first stream ends.
+    let garbage = fake_endpoint::start(|_| {
+        Reply::EndlessAfter(r#"{"account_details":[{"stream_detail":[{"name":nope}"#)
+    })
+    .await;
+    let exporter = common::exporter(
+        std::slice::from_ref(&garbage.url),
+        &["--max-reply-size", "8MiB", "--sources", "jsz"],
+    );
+    let text = common::scrape(&exporter).await;
+    assert_eq!(error_count(&text, &garbage.authority, "parse"), 1.0);
+    assert_eq!(error_count(&text, &garbage.authority, "too_large"), 0.0);
+}
+
+#[tokio::test]
 async fn the_default_limit_refuses_a_600_mb_reply() {
     let big = fake_endpoint::start(|_| Reply::Sized(600_000_000)).await;
     let exporter = common::exporter(

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use common::fake_endpoint::{self, Reply};
 use nats_delivery_exporter::advisories::parse::parse as parse_advisory;
 use nats_delivery_exporter::sources::connz::Connz;
-use nats_delivery_exporter::sources::jsz::Jsz;
+use nats_delivery_exporter::sources::jsz::{split, Jsz};
 use nats_delivery_exporter::sources::varz::Varz;
 
 /// xorshift64*: small, fixed-seed randomness without a dependency.
@@ -117,6 +117,14 @@ fn parsers_never_panic_on_mutated_input() {
                 serde_json::from_slice::<Connz>(b).is_ok()
             }),
             ("jsz.json", |b| serde_json::from_slice::<Jsz>(b).is_ok()),
+            // Parsed in pieces as the exporter does: the same result or
+            // the same failure as parsing the whole.
+            ("jsz.json", |b| {
+                let whole = serde_json::from_slice::<Jsz>(b).map(|j| format!("{j:?}"));
+                let pieces = split::parse(&mut &b[..]).map(|j| format!("{j:?}"));
+                assert_eq!(whole.as_ref().ok(), pieces.as_ref().ok(), "{pieces:?}");
+                whole.is_ok()
+            }),
         ] {
             let original = fixture(version, name);
             assert!(parse(&original), "{version}/{name} itself must parse");

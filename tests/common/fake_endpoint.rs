@@ -18,6 +18,11 @@ pub enum Reply {
     Sized(u64),
     /// A chunked body that never ends.
     Endless,
+    /// A chunked body starting with `prefix`, then spaces, never ending.
+    EndlessAfter(&'static str),
+    /// `json` with `n` spaces after its first byte, honestly announced: a
+    /// large reply whose parsed form is small.
+    SpacedJson(String, u64),
     /// A chunked body trickling one byte every 100 ms, forever.
     Trickle,
     /// A 302 to `location`.
@@ -118,6 +123,32 @@ async fn serve(
             loop {
                 s.write_all(chunk.as_bytes()).await?;
             }
+        }
+        Reply::EndlessAfter(prefix) => {
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+                .await?;
+            s.write_all(format!("{:x}\r\n{prefix}\r\n", prefix.len()).as_bytes())
+                .await?;
+            let chunk = format!("10000\r\n{}\r\n", " ".repeat(0x10000));
+            loop {
+                s.write_all(chunk.as_bytes()).await?;
+            }
+        }
+        Reply::SpacedJson(json, n) => {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                json.len() as u64 + n
+            );
+            s.write_all(head.as_bytes()).await?;
+            s.write_all(&json.as_bytes()[..1]).await?;
+            let block = vec![b' '; 1 << 16];
+            let mut left = n;
+            while left > 0 {
+                let k = left.min(block.len() as u64) as usize;
+                s.write_all(&block[..k]).await?;
+                left -= k as u64;
+            }
+            s.write_all(&json.as_bytes()[1..]).await?;
         }
         Reply::Trickle => {
             s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n")

@@ -1,0 +1,140 @@
+//! The ways `Fetcher` can read a `/jsz` reply, on one synthetic body served
+//! from this process: gathered whole then parsed from the slice
+//! (`get_json`), parsed as it arrives by serde_json's `from_reader`
+//! (`get_streamed`),
+//! or as it arrives in pieces, one stream at a time (`get_streamed` with
+//! `jsz::split::parse`, what the exporter does). All include the loopback
+//! transfer, the same for each.
+//!
+//! `cargo bench --bench jsz_fetch`; `BENCH_CONSUMERS` (default 100,000, in
+//! streams of 100, about 90 MB) and `BENCH_ROUNDS` (default 5).
+
+use std::time::{Duration, Instant};
+
+use nats_delivery_exporter::sources::jsz::{split, Jsz};
+use nats_delivery_exporter::sources::Fetcher;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A reply shaped like nats-server's (one consumer as 2.15.1 writes it).
+fn jsz_body(consumers: usize) -> String {
+    let consumer = |s: usize, c: usize| {
+        format!(
+            r#"{{"stream_name":"S{s}","name":"C{c}","created":"2026-11-29T22:24:59.171894042Z","config":{{"durable_name":"C{c}","name":"C{c}","deliver_policy":"all","ack_policy":"explicit","ack_wait":30000000000,"max_deliver":-1,"replay_policy":"instant","max_waiting":512,"max_ack_pending":1000,"num_replicas":0,"metadata":{{"_nats.req.level":"0"}}}},"delivered":{{"consumer_seq":0,"stream_seq":0}},"ack_floor":{{"consumer_seq":0,"stream_seq":0}},"num_ack_pending":0,"num_redelivered":0,"num_waiting":0,"num_pending":1,"ts":"2026-11-29T22:25:00.678952242Z"}}"#
+        )
+    };
+    let streams: Vec<String> = (0..consumers.div_ceil(100))
+        .map(|s| {
+            let cs: Vec<String> = (0..100).map(|c| consumer(s, c)).collect();
+            format!(
+                r#"{{"name":"S{s}","created":"2026-11-29T22:24:59.1Z","config":{{"name":"S{s}","subjects":["s{s}.>"],"retention":"limits","max_consumers":-1,"max_msgs":-1,"max_bytes":-1,"max_age":0,"storage":"memory"}},"state":{{"messages":1,"bytes":37,"first_seq":1,"last_seq":1,"consumer_count":100}},"consumer_detail":[{}]}}"#,
+                cs.join(",")
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"server_id":"N","now":"2026-11-29T22:25:00.678924Z","total":1,"account_details":[{{"name":"$G","id":"$G","stream_detail":[{}]}}]}}"#,
+        streams.join(",")
+    )
+}
+
+/// Serves `body` to every request, with its length, until the process ends.
+async fn serve(body: &'static [u8]) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jsz", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                loop {
+                    let mut head = Vec::new();
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    if s.write_all(reply.as_bytes()).await.is_err()
+                        || s.write_all(body).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+#[tokio::main]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let consumers = env_or("BENCH_CONSUMERS", 100_000);
+    let rounds = env_or("BENCH_ROUNDS", 5);
+    let body: &'static [u8] = jsz_body(consumers).leak().as_bytes();
+    let url: url::Url = serve(body).await.parse().unwrap();
+    let fetch = Fetcher::new(
+        reqwest::Client::builder(),
+        Duration::from_secs(120),
+        1 << 30,
+    )
+    .unwrap();
+    let mut took_by_way = [Vec::new(), Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        for way in 0..3 {
+            // A different way goes first each round.
+            let which = (way + round) % 3;
+            let start = Instant::now();
+            let jsz: Jsz = match which {
+                0 => fetch.get_json(url.clone()).await.unwrap(),
+                1 => fetch
+                    .get_streamed(url.clone(), |body| {
+                        serde_json::from_reader(body).map_err(|e| e.to_string())
+                    })
+                    .await
+                    .unwrap(),
+                _ => fetch.get_streamed(url.clone(), split::parse).await.unwrap(),
+            };
+            let took = start.elapsed().as_secs_f64();
+            let parsed: usize = jsz.account_details[0]
+                .stream_detail
+                .iter()
+                .map(|s| s.consumer_detail.len())
+                .sum();
+            assert_eq!(parsed, consumers.div_ceil(100) * 100);
+            took_by_way[which].push(took);
+        }
+    }
+    let [g, s, p] = took_by_way.map(median);
+    println!(
+        "/jsz of {consumers} consumers, {:.1} MB, median of {rounds}",
+        body.len() as f64 / 1e6
+    );
+    println!("get_json (gather, from_slice)       {g:.3} s");
+    println!(
+        "get_streamed (from_reader)          {s:.3} s  ({:.2}x)",
+        s / g
+    );
+    println!(
+        "get_streamed (split::parse)         {p:.3} s  ({:.2}x)",
+        p / g
+    );
+}
