@@ -13,7 +13,6 @@ use nats_delivery_exporter::advisories::{AccountListener, AdvisoryMetrics};
 use nats_delivery_exporter::nats_connection::NatsArgs;
 use prometheus_client::registry::Registry;
 
-/// Asks the leader of a stream (or of a consumer) to step down.
 /// Asks the leader of a stream (or of a consumer) to step down, a few
 /// times if the cluster is busy electing; true once a leader answered.
 async fn step_down(app: &async_nats::Client, what: &str) -> bool {
