@@ -5,7 +5,7 @@
 //! abandoned past `--max-reply-size`, redirects are refused rather than
 //! followed, and errors never carry the URL (it may hold credentials).
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, Read};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
@@ -21,11 +21,6 @@ use crate::error::PollError;
 /// on a fast connection (16 in flight held about 6 MB more than 2 in the
 /// heap test of `tests/jsz_streamed_parse.rs`).
 const CHUNKS_IN_FLIGHT: usize = 4;
-
-/// The parser's read buffer. serde_json's `from_reader` reads its input one
-/// byte at a time; through a `BufReader` that is a load from this buffer,
-/// not a call.
-const PARSE_BUFFER: usize = 64 * 1024;
 
 /// The HTTP client and the limits every monitoring request obeys.
 #[derive(Debug, Clone)]
@@ -94,11 +89,8 @@ impl Fetcher {
         self.within_timeout(async {
             let mut response = self.get_checked(url).await?;
             let (chunks, from_network) = mpsc::channel(CHUNKS_IN_FLIGHT);
-            let parser = tokio::task::spawn_blocking(move || {
-                let mut body =
-                    BufReader::with_capacity(PARSE_BUFFER, ChunkReader::new(from_network));
-                parse(&mut body)
-            });
+            let parser =
+                tokio::task::spawn_blocking(move || parse(&mut ChunkReader::new(from_network)));
             let mut counted = 0;
             while let Some(chunk) = self.next_chunk(&mut response, &mut counted).await? {
                 if chunks.send(chunk).await.is_err() {
@@ -189,9 +181,10 @@ impl Fetcher {
     }
 }
 
-/// The body of a streamed reply as a [`Read`], for a parser on a blocking
-/// thread: chunks come over a bounded channel from the task reading the
-/// network; the channel closing is the end of the body.
+/// The body of a streamed reply as a [`BufRead`], for a parser on a
+/// blocking thread: chunks come over a bounded channel from the task reading
+/// the network; the channel closing is the end of the body. Each chunk is
+/// the reader's buffer as it is, so no byte is copied on the way.
 struct ChunkReader {
     chunks: mpsc::Receiver<Bytes>,
     current: Bytes,
@@ -206,17 +199,28 @@ impl ChunkReader {
     }
 }
 
-impl Read for ChunkReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+impl BufRead for ChunkReader {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
         while self.current.is_empty() {
             match self.chunks.blocking_recv() {
                 Some(chunk) => self.current = chunk,
-                None => return Ok(0),
+                None => break,
             }
         }
-        let n = buf.len().min(self.current.len());
-        buf[..n].copy_from_slice(&self.current[..n]);
+        Ok(&self.current)
+    }
+
+    fn consume(&mut self, n: usize) {
         self.current.advance(n);
+    }
+}
+
+impl Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = buf.len().min(available.len());
+        buf[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
         Ok(n)
     }
 }
@@ -244,8 +248,8 @@ mod tests {
 
     #[test]
     fn a_body_cut_short_is_a_parse_error() {
-        let reader = BufReader::new(reader_of(&[b"{\"a\":[1,2"]));
-        let parsed: Result<serde_json::Value, _> = serde_json::from_reader(reader);
+        let parsed: Result<serde_json::Value, _> =
+            serde_json::from_reader(reader_of(&[b"{\"a\":[1,2"]));
         assert!(parsed.unwrap_err().is_eof());
     }
 }
