@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::Sleep;
 use tokio_rustls::rustls;
+use tokio_util::either::Either;
 
 /// How the server ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -90,7 +91,7 @@ impl Connections {
                 let tx = tx.clone();
                 match acceptor.clone() {
                     None => {
-                        let _ = tx.send((wrap(Conn::Plain(tcp)), addr)).await;
+                        let _ = tx.send((wrap(Either::Left(tcp)), addr)).await;
                     }
                     Some(acceptor) => {
                         tokio::spawn(async move {
@@ -98,7 +99,8 @@ impl Connections {
                                 .await
                             {
                                 Ok(Ok(tls)) => {
-                                    let _ = tx.send((wrap(Conn::Tls(Box::new(tls))), addr)).await;
+                                    let _ =
+                                        tx.send((wrap(Either::Right(Box::new(tls))), addr)).await;
                                 }
                                 Ok(Err(e)) => {
                                     tracing::debug!(%addr, error = %e, "TLS handshake failed")
@@ -131,69 +133,9 @@ impl axum::serve::Listener for Connections {
     }
 }
 
-/// A plain or TLS connection.
-enum Conn {
-    Plain(TcpStream),
-    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
-}
-
-impl AsyncRead for Conn {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Conn::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Conn::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Conn {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Conn::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Conn::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Conn::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Conn::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Conn::Plain(s) => s.is_write_vectored(),
-            Conn::Tls(s) => s.is_write_vectored(),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Conn::Plain(s) => Pin::new(s).poll_flush(cx),
-            Conn::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Conn::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Conn::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
-}
+/// A plain or TLS connection (`Either` passes every read and write through,
+/// vectored writes included).
+type Conn = Either<TcpStream, Box<tokio_rustls::server::TlsStream<TcpStream>>>;
 
 /// A connection whose writes fail with `TimedOut` once the peer has read
 /// nothing for the timeout: a scraper that stops reading cannot hold an
