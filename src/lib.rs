@@ -17,6 +17,7 @@ pub mod exporter;
 pub mod flag_values;
 pub mod http;
 pub mod listener;
+pub mod message_timestamps;
 pub mod nats_connection;
 pub mod poller;
 pub mod redact;
