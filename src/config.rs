@@ -80,6 +80,17 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_JSZ_PAGE_SIZE", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub jsz_page_size: u32,
 
+    /// Span of consumer history behind `nats_delivery_consumer_status` (e.g.
+    /// 5m); a consumer is `unknown` until the exporter has watched it this
+    /// long. `0s` turns consumer status and lag off (nothing is kept).
+    #[arg(long, env = "NATS_DELIVERY_CONSUMER_STATUS_WINDOW", default_value = "5m", value_parser = parse_window)]
+    pub consumer_status_window: Duration,
+
+    /// Message timestamps read over NATS per scrape, for the consumers that
+    /// lag most, to make their lag exact rather than estimated; 0 = never read.
+    #[arg(long, env = "NATS_DELIVERY_CONSUMER_TIMESTAMP_READS", default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub consumer_timestamp_reads: u32,
+
     /// Most distinct (account, client name) pairs kept as label values for cut
     /// connections; more are counted under client_name="__overflow__".
     #[arg(long, env = "NATS_DELIVERY_MAX_CLIENT_NAMES", default_value_t = 1000)]
@@ -156,6 +167,17 @@ impl Config {
 
 pub use crate::args::parse_args;
 
+/// A duration as `--timeout` takes it, or zero (`0`, `0s`): the consumer
+/// status window, where zero means off.
+pub fn parse_window(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    if !digits.is_empty() && digits.parse::<f64>() == Ok(0.0) {
+        return parse_duration(&format!("1{}", &t[digits.len()..])).map(|_| Duration::ZERO);
+    }
+    parse_duration(text)
+}
+
 /// Accepts `http(s)://host[:port][/base]`, the base of the monitoring endpoints.
 pub fn parse_monitor_url(text: &str) -> Result<Url, String> {
     let url = Url::parse(text.trim()).map_err(|e| format!("'{text}' is not a URL: {e}"))?;
@@ -186,6 +208,16 @@ mod tests {
         assert_eq!(c.listen.port(), 7778);
         assert_eq!(c.timeout, Duration::from_secs(5));
         assert_eq!(c.sources, Source::ALL.to_vec());
+        assert_eq!(c.consumer_status_window, Duration::from_secs(300));
+        assert_eq!(c.consumer_timestamp_reads, 50);
+        for (text, secs) in [("0s", 0), ("0", 0), ("0m", 0), ("3s", 3)] {
+            let c = Config::try_parse_from(["x", "--consumer-status-window", text]).unwrap();
+            assert_eq!(
+                c.consumer_status_window,
+                Duration::from_secs(secs),
+                "{text}"
+            );
+        }
         let c = Config::try_parse_from([
             "x",
             "--monitor-url",
@@ -203,6 +235,9 @@ mod tests {
             vec!["x", "--sources", "routez"],
             vec!["x", "--listen", "nowhere"],
             vec!["x", "--connz-top", "0"],
+            vec!["x", "--consumer-status-window", "-1s"],
+            vec!["x", "--consumer-status-window", "0x"],
+            vec!["x", "--consumer-timestamp-reads", "-1"],
         ] {
             assert!(
                 Config::try_parse_from(&bad).is_err(),

@@ -10,6 +10,7 @@ pub mod args;
 pub mod byte_size;
 pub mod client_reports;
 pub mod config;
+pub mod consumer_health;
 pub mod duration;
 pub mod encode;
 pub mod error;

@@ -15,6 +15,7 @@ use futures::future::join_all;
 use url::Url;
 
 use crate::config::Config;
+use crate::consumer_health::{ConsumerHealth, Replies};
 use crate::error::PollError;
 use crate::redact::redacted;
 use crate::snapshot::Snapshot;
@@ -38,6 +39,7 @@ struct Target {
 #[derive(Debug, Default)]
 struct TargetState {
     server_name: Option<String>,
+    server_version: Option<String>,
     max_pending: Option<i64>,
     last_success: BTreeMap<Source, f64>,
     errors: BTreeMap<Source, BTreeMap<&'static str, u64>>,
@@ -49,6 +51,8 @@ pub struct Poller {
     config: Config,
     fetch: Fetcher,
     targets: Vec<Target>,
+    /// Consumer history across polls; `None` when the status window is 0.
+    health: Option<Mutex<ConsumerHealth>>,
 }
 
 impl Poller {
@@ -73,10 +77,13 @@ impl Poller {
                 state: Mutex::default(),
             })
             .collect();
+        let health = (!config.consumer_status_window.is_zero())
+            .then(|| Mutex::new(ConsumerHealth::new(config.consumer_status_window)));
         Poller {
             config,
             fetch,
             targets,
+            health,
         }
     }
 
@@ -84,7 +91,19 @@ impl Poller {
     pub async fn poll(&self) -> Snapshot {
         let mut targets = join_all(self.targets.iter().map(|t| self.poll_target(t))).await;
         distinct_server_labels(&mut targets, &self.targets);
-        Snapshot::finished(targets)
+        let mut snapshot = Snapshot::finished(targets);
+        if let Some(health) = &self.health {
+            let mut health = health.lock().expect("consumer health lock");
+            let now = unix_now();
+            let reads = self.config.consumer_timestamp_reads as usize;
+            let (streams, consumers) = snapshot.rows();
+            let rows = (streams.as_slice(), consumers.as_slice());
+            let _requests = health.candidates(rows, now, reads);
+            let replies = Replies::new(); // the timestamps read for `_requests`: none yet
+            let health_rows = health.update(rows, now, &replies);
+            snapshot.consumer_health = health_rows;
+        }
+        snapshot
     }
 
     /// Polls every source of `target` at once, then absorbs their replies in
@@ -98,13 +117,11 @@ impl Poller {
         }))
         .await;
 
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs_f64();
+        let now = unix_now();
         let mut state = target.state.lock().expect("target lock");
         let mut snap = TargetSnapshot {
             server_name: state.server_name.clone(),
+            server_version: state.server_version.clone(),
             max_pending: state.max_pending,
             ..TargetSnapshot::default()
         };
@@ -135,6 +152,7 @@ impl Poller {
             });
         }
         state.server_name = snap.server_name.clone();
+        state.server_version = snap.server_version.clone();
         state.max_pending = snap.max_pending;
         snap.server = state
             .server_name
@@ -145,6 +163,13 @@ impl Poller {
         }
         snap
     }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
 }
 
 /// Runs `poll` bounded by `timeout`, and measures it.

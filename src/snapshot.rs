@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
+use crate::consumer_health::encode::{encode_health_family, HEALTH_FAMILY_COUNT};
+use crate::consumer_health::ConsumerHealthRow;
 use crate::encode::{counter_family, gauge_family};
 use crate::sources::connz;
 use crate::sources::jsz;
@@ -22,6 +24,9 @@ pub struct Snapshot {
     pub targets: Vec<TargetSnapshot>,
     /// The streams and consumers to export, from their leaders.
     leaders: jsz::Leaders,
+    /// Each exported consumer's health, in the order of [`Snapshot::rows`];
+    /// empty when consumer health is off.
+    pub consumer_health: Vec<ConsumerHealthRow>,
 }
 
 impl Snapshot {
@@ -32,7 +37,17 @@ impl Snapshot {
             .map(|t| t.jsz.as_ref().map(|j| (leader_name(t), j)))
             .collect();
         let leaders = jsz::select_leaders(&polls);
-        Snapshot { targets, leaders }
+        Snapshot {
+            targets,
+            leaders,
+            consumer_health: Vec::new(),
+        }
+    }
+
+    /// The streams and consumers to export, each from its leader.
+    pub fn rows(&self) -> (Vec<jsz::StreamRow<'_>>, Vec<jsz::ConsumerRow<'_>>) {
+        let polls: Vec<_> = self.targets.iter().map(|t| t.jsz.as_ref()).collect();
+        self.leaders.rows(&polls)
     }
 }
 
@@ -43,7 +58,7 @@ impl Snapshot {
 pub enum Part {
     /// Health, /varz, /connz and streams.
     Main,
-    /// One per-consumer family.
+    /// One per-consumer family: the /jsz ones, then the health ones.
     ConsumerFamily(usize),
 }
 
@@ -59,7 +74,7 @@ impl SnapshotCollector {
     pub fn parts() -> Vec<SnapshotCollector> {
         let latest = Arc::new(Mutex::new(None));
         std::iter::once(Part::Main)
-            .chain((0..jsz::CONSUMER_FAMILY_COUNT).map(Part::ConsumerFamily))
+            .chain((0..jsz::CONSUMER_FAMILY_COUNT + HEALTH_FAMILY_COUNT).map(Part::ConsumerFamily))
             .map(|part| SnapshotCollector {
                 latest: latest.clone(),
                 part,
@@ -83,10 +98,12 @@ impl Collector for SnapshotCollector {
         let Some(snap) = self.latest.lock().expect("snapshot lock").clone() else {
             return Ok(());
         };
-        let polls: Vec<_> = snap.targets.iter().map(|t| t.jsz.as_ref()).collect();
-        let (streams, consumers) = snap.leaders.rows(&polls);
+        let (streams, consumers) = snap.rows();
         if let Part::ConsumerFamily(index) = self.part {
-            return jsz::encode_consumer_family(&mut enc, &consumers, index);
+            return match index.checked_sub(jsz::CONSUMER_FAMILY_COUNT) {
+                None => jsz::encode_consumer_family(&mut enc, &consumers, index),
+                Some(i) => encode_health_family(&mut enc, &consumers, &snap.consumer_health, i),
+            };
         }
         encode_health(&mut enc, &snap)?;
         let varz: Vec<_> = snap

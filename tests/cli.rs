@@ -169,6 +169,21 @@ fn unusable_values_are_refused_at_start() {
             "cannot read",
         ),
         (
+            vec!["--consumer-status-window", "five minutes"],
+            "--consumer-status-window",
+            "not a duration",
+        ),
+        (
+            vec!["--consumer-status-window", "5 weeks"],
+            "--consumer-status-window",
+            "unknown unit",
+        ),
+        (
+            vec!["--consumer-timestamp-reads", "many"],
+            "--consumer-timestamp-reads",
+            "invalid digit",
+        ),
+        (
             vec!["--advisories-buffer", "0"],
             "--advisories-buffer",
             "at least 1",

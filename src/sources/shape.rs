@@ -41,6 +41,8 @@ pub struct TargetSnapshot {
     pub server: String,
     /// The server's own name, once any /varz poll has told it.
     pub server_name: Option<String>,
+    /// The server's version (`/varz` `version`), once any /varz poll has told it.
+    pub server_version: Option<String>,
     /// `/varz`, when polled successfully.
     pub varz: Option<Varz>,
     /// Top connections by pending bytes, when polled successfully.

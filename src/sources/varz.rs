@@ -112,6 +112,9 @@ impl MonitoringSource for VarzSource {
         if let Some(name) = varz.server_label() {
             snap.server_name = Some(name.to_string());
         }
+        if !varz.version.is_empty() {
+            snap.server_version = Some(varz.version.clone());
+        }
         if varz.max_pending.is_some() {
             snap.max_pending = varz.max_pending;
         }

@@ -5,7 +5,7 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use super::{ConsumerConfig, ConsumerInfo, ConsumerRow, StreamDetail, StreamRow};
-use crate::encode::{gauge_family, Num};
+use crate::encode::{counter_family, gauge_family, Num};
 
 pub(super) fn age(now: Option<f64>, then: Option<f64>) -> Option<f64> {
     let then = then?;
@@ -111,8 +111,15 @@ struct ConsumerFamily {
     value: fn(&ConsumerInfo, Option<f64>) -> Option<Num>,
 }
 
+/// The per-consumer counters (name without `_total`), written after the gauges.
+const CONSUMER_COUNTERS: [(&str, &str, fn(&ConsumerInfo) -> u64); 1] = [(
+    "nats_delivery_consumer_deliveries",
+    "Deliveries by this consumer, first or again (delivered.consumer_seq).",
+    |c| c.delivered.consumer_seq,
+)];
+
 /// The per-consumer families, in the order they are written.
-const CONSUMER_FAMILIES: [ConsumerFamily; 11] = [
+const CONSUMER_FAMILIES: [ConsumerFamily; 13] = [
     ConsumerFamily {
         name: "nats_delivery_consumer_pending_messages",
         help: "Messages in the stream this consumer has not yet delivered (backlog).",
@@ -168,12 +175,25 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 11] = [
         help: "Seconds since a message of this consumer was last acknowledged, by the server's clock; absent when never.",
         value: |c, now| age(now, c.ack_floor.last_active).map(Num::F),
     },
+    ConsumerFamily {
+        name: "nats_delivery_consumer_paused",
+        help: "1 when the consumer is paused, 0 when not; absent on servers that do not report pausing (before 2.11).",
+        value: |c, _| c.paused.map(|p| Num::U(u64::from(p))),
+    },
+    ConsumerFamily {
+        name: "nats_delivery_consumer_pause_remaining_seconds",
+        help: "Seconds until a paused consumer resumes; absent when not paused.",
+        value: |c, _| {
+            let ns = c.pause_remaining.filter(|_| c.paused == Some(true))?;
+            Some(Num::F(ns as f64 / 1e9))
+        },
+    },
 ];
 
 /// How many per-consumer families there are; the exporter writes them on
 /// several threads, one family at a time, because at 10,000 consumers they
 /// are most of a scrape's encoding work.
-pub const CONSUMER_FAMILY_COUNT: usize = CONSUMER_FAMILIES.len();
+pub const CONSUMER_FAMILY_COUNT: usize = CONSUMER_FAMILIES.len() + CONSUMER_COUNTERS.len();
 
 /// Writes per-consumer family number `index` (below [`CONSUMER_FAMILY_COUNT`]).
 pub fn encode_consumer_family(
@@ -181,6 +201,24 @@ pub fn encode_consumer_family(
     consumers: &[ConsumerRow],
     index: usize,
 ) -> fmt::Result {
+    if let Some(&(name, help, value)) = index
+        .checked_sub(CONSUMER_FAMILIES.len())
+        .and_then(|i| CONSUMER_COUNTERS.get(i))
+    {
+        return counter_family(
+            enc,
+            name,
+            help,
+            consumers.iter().map(|(a, s, c, _)| {
+                let labels = [
+                    ("account", *a),
+                    ("stream", *s),
+                    ("consumer", c.name.as_str()),
+                ];
+                (labels, value(c))
+            }),
+        );
+    }
     let family = &CONSUMER_FAMILIES[index];
     consumer_family(enc, consumers, family.name, family.help, &family.value)
 }

@@ -93,8 +93,14 @@ pub struct StreamState {
     pub bytes: u64,
     /// First sequence stored.
     pub first_seq: u64,
+    /// When the first message stored was stored, as Unix seconds.
+    #[serde(deserialize_with = "super::timestamp")]
+    pub first_ts: Option<f64>,
     /// Last sequence stored.
     pub last_seq: u64,
+    /// When the last message stored was stored, as Unix seconds.
+    #[serde(deserialize_with = "super::timestamp")]
+    pub last_ts: Option<f64>,
     /// Consumers.
     pub consumer_count: u64,
 }
@@ -121,6 +127,12 @@ pub struct ConsumerInfo {
     pub num_waiting: u64,
     /// Messages matching the consumer not yet delivered.
     pub num_pending: u64,
+    /// Whether the consumer is paused (2.11+, sent only when true). `None`
+    /// means the server did not say; [`JszSource`]'s finish step makes it
+    /// `Some(false)` on servers that report pausing, see [`reports_pausing`].
+    pub paused: Option<bool>,
+    /// Nanoseconds until a paused consumer resumes (2.11+, sent only while paused).
+    pub pause_remaining: Option<i64>,
 }
 
 /// The consumer settings the exporter reports.
@@ -133,12 +145,31 @@ pub struct ConsumerConfig {
     pub ack_wait: Option<i64>,
     /// Unacknowledged messages at which delivery stops; -1 means unlimited.
     pub max_ack_pending: Option<i64>,
+    /// The one subject filter (older form; empty for none).
+    pub filter_subject: String,
+    /// Several subject filters (2.10+).
+    pub filter_subjects: Vec<String>,
+}
+
+impl ConsumerConfig {
+    /// The consumer's subject filters; empty when it takes every subject.
+    pub fn filters(&self) -> Vec<String> {
+        if !self.filter_subjects.is_empty() {
+            self.filter_subjects.clone()
+        } else if self.filter_subject.is_empty() {
+            Vec::new()
+        } else {
+            vec![self.filter_subject.clone()]
+        }
+    }
 }
 
 /// A position in the stream and consumer and when it was reached.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct SequenceInfo {
+    /// Consumer sequence: every delivery, first or again, takes the next one.
+    pub consumer_seq: u64,
     /// Stream sequence.
     pub stream_seq: u64,
     /// When it was last reached, as Unix seconds; absent when never.
@@ -258,6 +289,33 @@ impl MonitoringSource for JszSource {
 
     fn absorb(&self, jsz: JszPoll, snap: &mut TargetSnapshot) {
         snap.jsz = Some(jsz);
+    }
+
+    /// `paused` is sent only when true: on a server known to report pausing
+    /// its absence means "not paused"; on older or unknown ones it stays absent.
+    fn finish(&self, snap: &mut TargetSnapshot) {
+        let reports = snap.server_version.as_deref().is_some_and(reports_pausing);
+        if let (true, Some(jsz)) = (reports, snap.jsz.as_mut()) {
+            for a in &mut jsz.accounts {
+                for s in &mut a.stream_detail {
+                    for c in &mut s.consumer_detail {
+                        c.paused.get_or_insert(false);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether a server of this version (`/varz` `version`, as `2.11.0` or
+/// `2.12.0-beta.1`) reports consumer pausing: 2.11 and later.
+pub fn reports_pausing(version: &str) -> bool {
+    let mut parts = version
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u64>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= (2, 11),
+        _ => false,
     }
 }
 
