@@ -9,17 +9,15 @@ use super::{Age, ConsumerHealthRow, Status};
 use crate::encode::{gauge_family, Num};
 use crate::sources::jsz::ConsumerRow;
 
+/// Consumers with their health, in export order.
+type Rows<'a> = [(&'a ConsumerRow<'a>, &'a ConsumerHealthRow)];
+
 /// One health family: name, help, and its series for one consumer.
 struct HealthFamily {
     name: &'static str,
     help: &'static str,
     /// Writes the family over `rows`.
-    write: fn(
-        &mut DescriptorEncoder,
-        &str,
-        &str,
-        &[(&ConsumerRow, &ConsumerHealthRow)],
-    ) -> fmt::Result,
+    write: fn(&mut DescriptorEncoder, &str, &str, &Rows) -> fmt::Result,
 }
 
 fn labels<'a>(row: &'a ConsumerRow) -> [(&'static str, &'a str); 3] {
@@ -34,7 +32,7 @@ fn age_family(
     enc: &mut DescriptorEncoder,
     name: &str,
     help: &str,
-    rows: &[(&ConsumerRow, &ConsumerHealthRow)],
+    rows: &Rows,
     value: fn(&ConsumerHealthRow) -> Option<Age>,
     exact: bool,
 ) -> fmt::Result {

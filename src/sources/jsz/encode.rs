@@ -111,8 +111,11 @@ struct ConsumerFamily {
     value: fn(&ConsumerInfo, Option<f64>) -> Option<Num>,
 }
 
+/// How to read a per-consumer counter.
+type CounterValue = fn(&ConsumerInfo) -> u64;
+
 /// The per-consumer counters (name without `_total`), written after the gauges.
-const CONSUMER_COUNTERS: [(&str, &str, fn(&ConsumerInfo) -> u64); 1] = [(
+const CONSUMER_COUNTERS: [(&str, &str, CounterValue); 1] = [(
     "nats_delivery_consumer_deliveries",
     "Deliveries by this consumer, first or again (delivered.consumer_seq).",
     |c| c.delivered.consumer_seq,
