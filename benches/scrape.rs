@@ -8,6 +8,10 @@
 //! consumers (100 per stream, a fresh server each) and ends with one table;
 //! `BENCH_SIZES=10000,30000` picks the totals, `BENCH_STREAMS` and
 //! `BENCH_CONSUMERS` one size, `BENCH_ROUNDS` the rounds per size.
+//! `BENCH_EXPORTER_ARGS` adds flags to the exporter measured. With
+//! `BENCH_COMPARE_ARGS` (e.g. `--consumer-status-window 0s`) a second
+//! exporter with those flags is scraped in the same rounds, interleaved,
+//! and the two are compared (scrape time and peak memory).
 
 use std::time::{Duration, Instant};
 
@@ -142,23 +146,17 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         setup.elapsed()
     );
 
-    let listen = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
+    let args = |name: &str| -> Vec<String> {
+        std::env::var(name)
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
     };
-    let mut exporter = std::process::Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
-        .args([
-            "--monitor-url",
-            &server.monitor_url(),
-            "--listen",
-            &listen.to_string(),
-            "--timeout",
-            "60s",
-        ])
-        .env("NATS_DELIVERY_LOG", "warn")
-        .spawn()
-        .unwrap();
+    let (mut exporter, listen) = spawn_exporter(&server, &args("BENCH_EXPORTER_ARGS"));
     let pid = exporter.id();
+    let compare_args = args("BENCH_COMPARE_ARGS");
+    let mut other = (!compare_args.is_empty()).then(|| spawn_exporter(&server, &compare_args));
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(120))
         .build()
@@ -168,19 +166,18 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         "{}/jsz?accounts=true&streams=true&consumers=true&config=true&offset=0&limit=1024",
         server.monitor_url()
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while http
-        .get(format!("http://{listen}/healthz"))
-        .send()
-        .await
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "exporter did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    wait_until_up(&http, listen).await;
+    let other_url = other.as_ref().map(|(_, l)| format!("http://{l}/metrics"));
+    if let Some((_, l)) = &other {
+        wait_until_up(&http, *l).await;
     }
     // One warm-up of each; the first scrape also reads the closed-connection ring.
     let _ = timed_get(&http, &jsz_url).await;
     let _ = timed_get(&http, &metrics_url).await;
+    if let Some(url) = &other_url {
+        let _ = timed_get(&http, url).await;
+    }
+    let mut other_scrape = Vec::new();
     let rss_idle_kib = status_kib(pid, "VmRSS:");
     let (mut raw, mut scrape, mut cpu, mut jsz_poll) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -190,8 +187,13 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
     // whichever request happens to come next.
     let settle = Duration::from_millis(300);
     for round in 0..rounds {
-        for which in [round % 2, 1 - round % 2] {
+        let kinds = if other_url.is_some() { 3 } else { 2 };
+        for which in (0..kinds).map(|k| (k + round) % kinds) {
             tokio::time::sleep(settle).await;
+            if let (2, Some(url)) = (which, &other_url) {
+                other_scrape.push(timed_get(&http, url).await.0);
+                continue;
+            }
             if which == 0 {
                 let (t, n) = timed_get(&http, &jsz_url).await;
                 raw.push(t);
@@ -215,6 +217,21 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
     let peak_kib = status_kib(pid, "VmHWM:");
     let _ = exporter.kill();
     let _ = exporter.wait();
+    if let Some((mut child, _)) = other.take() {
+        let other_peak_kib = status_kib(child.id(), "VmHWM:");
+        let _ = child.kill();
+        let _ = child.wait();
+        println!(
+            "vs {:?}: scrape {:.3} s / {:.3} s = {:.3}x (median), peak RSS {:.1} MB / {:.1} MB = {:+.1} MB",
+            compare_args,
+            median(&scrape),
+            median(&other_scrape),
+            median(&scrape) / median(&other_scrape),
+            peak_kib as f64 / 1024.0,
+            other_peak_kib as f64 / 1024.0,
+            (peak_kib as f64 - other_peak_kib as f64) / 1024.0
+        );
+    }
     println!("streams x consumers        {streams} x {consumers}");
     println!("rounds                     {rounds}, alternating, 300 ms apart (median / min)");
     let row = |what: &str, v: &[f64], note: String| {
@@ -254,5 +271,43 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         ratio_min: min(&scrape) / min(&raw),
         peak_mb: peak_kib as f64 / 1024.0,
         text_mb: scrape_bytes as f64 / 1e6,
+    }
+}
+
+/// Starts the exporter binary on a free port, polling `server`, with `extra` flags.
+fn spawn_exporter(
+    server: &NatsServer,
+    extra: &[String],
+) -> (std::process::Child, std::net::SocketAddr) {
+    let listen = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
+        .args([
+            "--monitor-url",
+            &server.monitor_url(),
+            "--listen",
+            &listen.to_string(),
+            "--timeout",
+            "60s",
+        ])
+        .args(extra)
+        .env("NATS_DELIVERY_LOG", "warn")
+        .spawn()
+        .unwrap();
+    (child, listen)
+}
+
+async fn wait_until_up(http: &reqwest::Client, listen: std::net::SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while http
+        .get(format!("http://{listen}/healthz"))
+        .send()
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "exporter did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
