@@ -232,6 +232,9 @@ impl ConsumerHealth {
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1)));
         let mut out: Vec<TimestampRequest> = Vec::new();
         for [lag, unacked] in ranked.into_iter().map(|r| r.2) {
+            if out.len() == limit {
+                break;
+            }
             for req in [unacked, lag].into_iter().flatten() {
                 if out.len() < limit && !out.contains(&req) {
                     out.push(req);

@@ -57,9 +57,37 @@ impl Sample {
         }
         f
     }
+}
+
+/// The newest snapshot merged into an entry, only what the rules compare
+/// (48 bytes), its own `own` facts, and `facts` about every snapshot merged
+/// into the entry and every step to it from the entry before.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    time: f64,
+    delivered: u64,
+    delivered_active: f64,
+    ack_floor: u64,
+    pending: u64,
+    own: u8,
+    facts: u8,
+}
+
+impl Entry {
+    fn of(s: &Sample) -> Entry {
+        Entry {
+            time: s.time,
+            delivered: s.delivered,
+            delivered_active: s.delivered_active,
+            ack_floor: s.ack_floor,
+            pending: s.pending,
+            own: s.facts(),
+            facts: s.facts(),
+        }
+    }
 
     /// Facts about going from `self` to `next`.
-    fn change_to(&self, next: &Sample) -> u8 {
+    fn change_to(&self, next: &Entry) -> u8 {
         let mut f = 0;
         if next.pending < self.pending {
             f |= PENDING_FELL;
@@ -70,18 +98,10 @@ impl Sample {
         f
     }
 
-    fn same_delivery(&self, other: &Sample) -> bool {
+    fn same_delivery(&self, other: &Entry) -> bool {
         self.delivered == other.delivered
             && self.delivered_active.to_bits() == other.delivered_active.to_bits()
     }
-}
-
-/// The newest snapshot merged into an entry, and `facts` about every
-/// snapshot merged into it and every step to it from the entry before.
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    last: Sample,
-    facts: u8,
 }
 
 /// A consumer's entries, oldest first.
@@ -97,25 +117,23 @@ impl ConsumerWindow {
         let len = self.entries.len();
         let slice = window / SLICES;
         // Close to the entry before the newest: merged into the newest.
-        let merge = len >= 2 && s.time - self.entries[len - 2].last.time < slice;
+        let merge = len >= 2 && s.time - self.entries[len - 2].time < slice;
+        let mut new = Entry::of(&s);
         match self.entries.back_mut() {
             Some(newest) if merge => {
-                newest.facts |= s.facts() | newest.last.change_to(&s);
-                newest.last = s;
+                new.facts |= newest.facts | newest.change_to(&new);
+                *newest = new;
             }
             Some(newest) => {
-                let facts = s.facts() | newest.last.change_to(&s);
-                self.entries.push_back(Entry { last: s, facts });
+                new.facts |= newest.change_to(&new);
+                self.entries.push_back(new);
             }
-            None => self.entries.push_back(Entry {
-                last: s,
-                facts: s.facts(),
-            }),
+            None => self.entries.push_back(new),
         }
         while self
             .entries
             .get(1)
-            .is_some_and(|e| e.last.time <= s.time - window)
+            .is_some_and(|e| e.time <= s.time - window)
         {
             self.entries.pop_front();
         }
@@ -123,7 +141,7 @@ impl ConsumerWindow {
 
     /// When this consumer was last seen.
     pub fn last_seen(&self) -> Option<f64> {
-        Some(self.entries.back()?.last.time)
+        Some(self.entries.back()?.time)
     }
 
     /// Entries held (for tests of the memory bound).
@@ -142,22 +160,22 @@ impl ConsumerWindow {
         let Some(anchor) = self.entries.front() else {
             return Status::Unknown;
         };
-        if anchor.last.time > now - window || self.entries.len() < 2 {
+        if anchor.time > now - window || self.entries.len() < 2 {
             return Status::Unknown;
         }
-        let (start, end) = (anchor.last, self.entries.back().expect("two entries").last);
+        let (start, end) = (anchor, self.entries.back().expect("two entries"));
         // The anchor counts by its own values only; what was merged into it
         // is older than the window.
         let facts = self
             .entries
             .iter()
             .skip(1)
-            .fold(start.facts(), |f, e| f | e.facts);
+            .fold(start.own, |f, e| f | e.facts);
         let never = |fact: u8| facts & fact == 0;
         if !never(WENT_BACK) {
             return Status::Rewound;
         }
-        if start.same_delivery(&end) && never(NOTHING_WAITS) && never(PULLS_WAITED) {
+        if start.same_delivery(end) && never(NOTHING_WAITS) && never(PULLS_WAITED) {
             return Status::Stopped;
         }
         if start.ack_floor == end.ack_floor && never(ACK_PENDING_ZERO) {
@@ -167,5 +185,14 @@ impl ConsumerWindow {
             return Status::Lagging;
         }
         Status::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// At most `SLICES + 3` entries of 48 bytes: under 1 KB per consumer.
+    #[test]
+    fn an_entry_is_48_bytes() {
+        assert_eq!(std::mem::size_of::<super::Entry>(), 48);
     }
 }
