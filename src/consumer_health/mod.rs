@@ -87,21 +87,29 @@ pub struct ConsumerHealthRow {
     pub oldest_unacked_age: Option<Age>,
 }
 
-/// The state kept across polls.
+/// The state kept across polls, by account and stream: looked up by `&str`,
+/// so a poll allocates nothing for streams and consumers already known.
 #[derive(Debug)]
 pub struct ConsumerHealth {
     window: f64,
-    streams: HashMap<(String, String), StreamHistory>,
+    accounts: HashMap<String, HashMap<String, StreamState>>,
+}
+
+/// One stream's history and its consumers' windows.
+#[derive(Debug, Default)]
+struct StreamState {
+    history: StreamHistory,
+    /// The first sequence stored, as last polled.
+    first_seq: u64,
     consumers: HashMap<String, ConsumerWindow>,
 }
 
-fn stream_key(account: &str, stream: &str) -> (String, String) {
-    (account.to_string(), stream.to_string())
-}
-
-/// One key per consumer; `\n` cannot occur in NATS names.
-fn consumer_key(account: &str, stream: &str, consumer: &str) -> String {
-    format!("{account}\n{stream}\n{consumer}")
+/// `map[key]`, made (default) if missing; the key is copied only then.
+fn slot<'m, V: Default>(map: &'m mut HashMap<String, V>, key: &str) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), V::default());
+    }
+    map.get_mut(key).expect("just inserted")
 }
 
 /// The first message a consumer has not delivered, and the first it has
@@ -112,11 +120,42 @@ fn consumer_key(account: &str, stream: &str, consumer: &str) -> String {
 /// not match it: the first matching one was stored at or after the one
 /// named, so an estimate from these sequences errs old (too large an age);
 /// a read timestamp looks for the first matching message.
-fn positions(c: &ConsumerInfo, first_seq: u64) -> (Option<u64>, Option<u64>) {
+fn positions(c: &ConsumerInfo, first_seq: u64) -> [Option<u64>; 2] {
     let lag = (c.num_pending > 0).then(|| (c.delivered.stream_seq + 1).max(first_seq));
     let unacked = (c.num_pending > 0 || c.num_ack_pending > 0)
         .then(|| (c.ack_floor.stream_seq + 1).max(first_seq));
-    (lag, unacked)
+    [lag, unacked]
+}
+
+/// The request that reads the time behind `seq` for consumer `c`.
+fn request(account: &str, stream: &str, c: &ConsumerInfo, seq: u64) -> TimestampRequest {
+    TimestampRequest {
+        account: account.to_string(),
+        stream: stream.to_string(),
+        from_seq: seq,
+        filters: c.config.as_ref().map(|k| k.filters()).unwrap_or_default(),
+    }
+}
+
+/// now - the time behind `seq` (0, exactly, when there is no such
+/// position): read in `reply` if there is one, else estimated.
+fn age(
+    history: &StreamHistory,
+    seq: Option<u64>,
+    now: f64,
+    reply: Option<&TimestampReply>,
+) -> Option<Age> {
+    let (seconds, exact) = match (seq, reply) {
+        (None, _) => (0.0, true),
+        (Some(_), Some(TimestampReply::Found { unix_seconds, .. })) => (now - unix_seconds, true),
+        // Nothing matching is stored from there on: nothing waits.
+        (Some(_), Some(TimestampReply::NoMessage)) => (0.0, true),
+        (Some(seq), None) => (now - history.estimate(seq)?, false),
+    };
+    Some(Age {
+        seconds: seconds.max(0.0),
+        exact,
+    })
 }
 
 impl ConsumerHealth {
@@ -124,8 +163,7 @@ impl ConsumerHealth {
     pub fn new(window: std::time::Duration) -> ConsumerHealth {
         ConsumerHealth {
             window: window.as_secs_f64(),
-            streams: HashMap::new(),
-            consumers: HashMap::new(),
+            accounts: HashMap::new(),
         }
     }
 
@@ -141,67 +179,19 @@ impl ConsumerHealth {
     /// Takes each stream's first and last (sequence, time) points.
     fn record_streams(&mut self, streams: &[StreamRow], now: f64) {
         for (account, s) in streams {
-            let h = self
-                .streams
-                .entry(stream_key(account, &s.name))
-                .or_default();
-            let st = &s.state;
-            h.record((st.first_seq, st.first_ts), (st.last_seq, st.last_ts), now);
+            let st = slot(slot(&mut self.accounts, account), &s.name);
+            let state = &s.state;
+            st.first_seq = state.first_seq;
+            let (first, last) = (
+                (state.first_seq, state.first_ts),
+                (state.last_seq, state.last_ts),
+            );
+            st.history.record(first, last, now);
         }
     }
 
-    /// Each stream's first sequence, by (account, stream).
-    fn first_seqs<'a>(streams: &[StreamRow<'a>]) -> HashMap<(&'a str, &'a str), u64> {
-        streams
-            .iter()
-            .map(|(a, s)| ((*a, s.name.as_str()), s.state.first_seq))
-            .collect()
-    }
-
-    /// The requests behind a consumer's two ages: (delivery lag, oldest unacked).
-    fn requests(
-        c: &ConsumerInfo,
-        account: &str,
-        stream: &str,
-        first_seq: u64,
-    ) -> [Option<TimestampRequest>; 2] {
-        let filters = c.config.as_ref().map(|k| k.filters()).unwrap_or_default();
-        let (lag, unacked) = positions(c, first_seq);
-        [lag, unacked].map(|seq| {
-            Some(TimestampRequest {
-                account: account.to_string(),
-                stream: stream.to_string(),
-                from_seq: seq?,
-                filters: filters.clone(),
-            })
-        })
-    }
-
-    fn age(&self, req: &Option<TimestampRequest>, now: f64, replies: &Replies) -> Option<Age> {
-        let Some(req) = req else {
-            return Some(Age {
-                seconds: 0.0,
-                exact: true,
-            });
-        };
-        match replies.get(req) {
-            Some(TimestampReply::Found { unix_seconds, .. }) => Some(Age {
-                seconds: (now - unix_seconds).max(0.0),
-                exact: true,
-            }),
-            // Nothing matching is stored from there on: nothing waits.
-            Some(TimestampReply::NoMessage) => Some(Age {
-                seconds: 0.0,
-                exact: true,
-            }),
-            None => {
-                let h = self.streams.get(&stream_key(&req.account, &req.stream))?;
-                Some(Age {
-                    seconds: (now - h.estimate(req.from_seq)?).max(0.0),
-                    exact: false,
-                })
-            }
-        }
+    fn stream(&self, account: &str, stream: &str) -> Option<&StreamState> {
+        self.accounts.get(account)?.get(stream)
     }
 
     /// Up to `limit` timestamps worth reading: those behind the consumers
@@ -217,25 +207,33 @@ impl ConsumerHealth {
             return Vec::new();
         }
         self.record_streams(streams, Self::server_clock(consumers, now));
-        let none = Replies::new();
-        let first_seqs = Self::first_seqs(streams);
+        let empty = StreamState::default();
         let mut ranked = Vec::new();
-        for (account, stream, c, server_now) in consumers {
+        for (i, (account, stream, c, server_now)) in consumers.iter().enumerate() {
+            let st = self.stream(account, stream).unwrap_or(&empty);
+            let seqs = positions(c, st.first_seq);
+            if seqs[1].is_none() {
+                continue;
+            }
             let now = server_now.unwrap_or(now);
-            let first_seq = first_seqs.get(&(*account, *stream)).copied().unwrap_or(0);
-            let reqs = Self::requests(c, account, stream, first_seq);
-            let age = |r| self.age(r, now, &none).map_or(0.0, |a| a.seconds);
-            if reqs.iter().any(Option::is_some) {
-                ranked.push((age(&reqs[1]), age(&reqs[0]), reqs));
-            }
+            let [lag, unacked] =
+                seqs.map(|seq| age(&st.history, seq, now, None).map_or(0.0, |a| a.seconds));
+            ranked.push((unacked, lag, i, seqs));
         }
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1)));
+        let order = |a: &(f64, f64, usize, _), b: &(f64, f64, usize, _)| {
+            b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1))
+        };
+        // Each consumer asks for one or two reads: `limit` consumers suffice.
+        if ranked.len() > limit {
+            ranked.select_nth_unstable_by(limit - 1, order);
+            ranked.truncate(limit);
+        }
+        ranked.sort_by(order);
         let mut out: Vec<TimestampRequest> = Vec::new();
-        for [lag, unacked] in ranked.into_iter().map(|r| r.2) {
-            if out.len() == limit {
-                break;
-            }
-            for req in [unacked, lag].into_iter().flatten() {
+        for (_, _, i, [lag, unacked]) in ranked {
+            let (account, stream, c, _) = consumers[i];
+            for seq in [unacked, lag].into_iter().flatten() {
+                let req = request(account, stream, c, seq);
                 if out.len() < limit && !out.contains(&req) {
                     out.push(req);
                 }
@@ -257,38 +255,47 @@ impl ConsumerHealth {
     ) -> Vec<ConsumerHealthRow> {
         let latest = Self::server_clock(consumers, now);
         self.record_streams(streams, latest);
-        let first_seqs = Self::first_seqs(streams);
+        let window = self.window;
         let mut out = Vec::with_capacity(consumers.len());
         for (account, stream, c, server_now) in consumers {
             let now = server_now.unwrap_or(now);
-            let window = self
-                .consumers
-                .entry(consumer_key(account, stream, &c.name))
-                .or_default();
-            window.record(sample(c, now), self.window);
+            let st = slot(slot(&mut self.accounts, account), stream);
+            let consumer = slot(&mut st.consumers, &c.name);
+            consumer.record(sample(c, now), window);
             let status = if c.paused == Some(true) {
                 Status::Paused
             } else {
-                window.status(now, self.window)
+                consumer.status(now, window)
             };
-            let first_seq = first_seqs.get(&(*account, *stream)).copied().unwrap_or(0);
-            let [lag, unacked] = Self::requests(c, account, stream, first_seq);
+            let [lag, unacked] = positions(c, st.first_seq).map(|seq| {
+                let reply = seq
+                    .filter(|_| !replies.is_empty())
+                    .and_then(|seq| replies.get(&request(account, stream, c, seq)));
+                age(&st.history, seq, now, reply)
+            });
             out.push(ConsumerHealthRow {
                 status,
-                delivery_lag: self.age(&lag, now, replies),
-                oldest_unacked_age: self.age(&unacked, now, replies),
+                delivery_lag: lag,
+                oldest_unacked_age: unacked,
             });
         }
-        let forget_before = latest - self.window;
-        self.consumers
-            .retain(|_, w| w.last_seen().is_some_and(|t| t >= forget_before));
-        self.streams.retain(|_, h| h.seen >= forget_before);
+        let forget_before = latest - window;
+        for streams in self.accounts.values_mut() {
+            for st in streams.values_mut() {
+                st.consumers
+                    .retain(|_, w| w.last_seen().is_some_and(|t| t >= forget_before));
+            }
+            streams.retain(|_, st| st.history.seen >= forget_before || !st.consumers.is_empty());
+        }
+        self.accounts.retain(|_, streams| !streams.is_empty());
         out
     }
 
     /// Consumers and streams held (for tests of forgetting).
     pub fn held(&self) -> (usize, usize) {
-        (self.consumers.len(), self.streams.len())
+        let streams = self.accounts.values().flat_map(HashMap::values);
+        let consumers = streams.clone().map(|st| st.consumers.len()).sum();
+        (consumers, streams.count())
     }
 }
 
