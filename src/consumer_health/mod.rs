@@ -223,14 +223,14 @@ impl ConsumerHealth {
         let order = |a: &(f64, f64, usize, _), b: &(f64, f64, usize, _)| {
             b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1))
         };
-        // Each consumer asks for one or two reads: `limit` consumers suffice.
-        if ranked.len() > limit {
-            ranked.select_nth_unstable_by(limit - 1, order);
-            ranked.truncate(limit);
-        }
+        // All sorted: consumers at the same positions share requests, so
+        // `limit` requests may take more than `limit` consumers.
         ranked.sort_by(order);
         let mut out: Vec<TimestampRequest> = Vec::new();
         for (_, _, i, [lag, unacked]) in ranked {
+            if out.len() == limit {
+                break;
+            }
             let (account, stream, c, _) = consumers[i];
             for seq in [unacked, lag].into_iter().flatten() {
                 let req = request(account, stream, c, seq);

@@ -6,12 +6,16 @@
 //! newest values and remembers what the status rules need to know about
 //! every snapshot merged into it (was the backlog ever empty, did it fall,
 //! did a position go back, ...). So a consumer holds at most about
-//! `SLICES + 2` entries, and no event between two kept entries is lost.
+//! [`MAX_ENTRIES`] entries, and no event between two kept entries is lost.
 
 use super::Status;
 
 /// Entries per window (besides the anchor and the newest).
 pub const SLICES: f64 = 8.0;
+
+/// Most entries a consumer holds: a slice apart over the window, the
+/// anchor, the newest.
+pub const MAX_ENTRIES: usize = SLICES as usize + 3;
 
 /// One consumer as one poll saw it (leader only).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -116,8 +120,13 @@ impl ConsumerWindow {
     pub fn record(&mut self, s: Sample, window: f64) {
         let len = self.entries.len();
         let slice = window / SLICES;
-        // Close to the entry before the newest: merged into the newest.
-        let merge = len >= 2 && s.time - self.entries[len - 2].time < slice;
+        // The newest entry takes snapshots until it is a slice after the one
+        // before it: kept entries are a slice apart, so a window holds at
+        // most `MAX_ENTRIES`, allocated once.
+        let merge = len >= 2 && self.entries[len - 1].time - self.entries[len - 2].time < slice;
+        if len == 0 {
+            self.entries.reserve_exact(MAX_ENTRIES);
+        }
         let mut new = Entry::of(&s);
         match self.entries.back_mut() {
             Some(newest) if merge => {
