@@ -1,7 +1,7 @@
 //! The status rules, their order, the window and forgetting, and exact ages.
 
 use super::*;
-use crate::sources::jsz::{ConsumerInfo, StreamDetail};
+use crate::sources::jsz::{ConsumerConfig, ConsumerInfo, StreamDetail};
 
 const W: f64 = 10.0;
 
@@ -267,4 +267,43 @@ fn paused_comes_first_and_the_unseen_are_forgotten() {
     // The stream too, once gone for longer than the window.
     h.update((&[], &[]), 2030.0, &Replies::new());
     assert_eq!(h.held(), (0, 0));
+}
+
+#[test]
+fn candidates_fill_the_budget_past_consumers_that_share_a_position() {
+    let mut h = ConsumerHealth::new(std::time::Duration::from_secs(10));
+    let s = stream("S", (1, 1000.0), (101, 1100.0));
+    let streams = [("A", &s)];
+    // Two consumers at the same positions (one pair of requests), one behind less.
+    let (a, b, c) = (
+        consumer("A1", 20, 10, 81, 10),
+        consumer("A2", 20, 10, 81, 10),
+        consumer("B", 50, 40, 51, 10),
+    );
+    let rows = [
+        ("A", "S", &a, Some(1200.0)),
+        ("A", "S", &b, Some(1200.0)),
+        ("A", "S", &c, Some(1200.0)),
+    ];
+    let wanted = h.candidates((&streams, &rows), 0.0, 3);
+    let seqs: Vec<_> = wanted.iter().map(|r| r.from_seq).collect();
+    assert_eq!(seqs, [11, 21, 41]);
+    assert!(wanted
+        .iter()
+        .all(|r| r.account == "A" && r.stream == "S" && r.filters.is_empty()));
+    assert_eq!(h.candidates((&streams, &rows), 0.0, 0), Vec::new());
+    // A filtered consumer's requests carry its filters (one, or several).
+    let mut f = consumer("F", 20, 10, 81, 10);
+    f.config = Some(ConsumerConfig {
+        filter_subject: "s.one".into(),
+        ..ConsumerConfig::default()
+    });
+    let one = [("A", "S", &f, Some(1200.0))];
+    assert_eq!(h.candidates((&streams, &one), 0.0, 1)[0].filters, ["s.one"]);
+    f.config.as_mut().unwrap().filter_subjects = vec!["s.a".into(), "s.b".into()];
+    let many = [("A", "S", &f, Some(1200.0))];
+    assert_eq!(
+        h.candidates((&streams, &many), 0.0, 1)[0].filters,
+        ["s.a", "s.b"]
+    );
 }
