@@ -93,14 +93,17 @@ impl Poller {
         distinct_server_labels(&mut targets, &self.targets);
         let mut snapshot = Snapshot::finished(targets);
         if let Some(health) = &self.health {
-            let mut health = health.lock().expect("consumer health lock");
+            // Locked for each step, never across an await: the timestamps
+            // are to be read between the two. Single flight keeps polls one
+            // at a time, so nothing else updates the state in between.
+            let lock = || health.lock().expect("consumer health lock");
             let now = unix_now();
             let reads = self.config.consumer_timestamp_reads as usize;
             let (streams, consumers) = snapshot.rows();
             let rows = (streams.as_slice(), consumers.as_slice());
-            let _requests = health.candidates(rows, now, reads);
+            let _requests = lock().candidates(rows, now, reads);
             let replies = Replies::new(); // the timestamps read for `_requests`: none yet
-            let health_rows = health.update(rows, now, &replies);
+            let health_rows = lock().update(rows, now, &replies);
             snapshot.consumer_health = health_rows;
         }
         snapshot
