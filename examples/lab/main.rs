@@ -23,6 +23,8 @@
 mod blind;
 mod client;
 mod dashboards;
+mod health;
+mod health_drive;
 mod jetstream;
 mod own_drops;
 mod processes;
@@ -315,6 +317,7 @@ async fn run(check_mode: bool) -> anyhow::Result<bool> {
     jetstream::stream_limits(&mut lab).await?;
     jetstream::saturated(&mut lab).await?;
     stuck::stuck(&mut lab).await?;
+    health::consumer_health(&mut lab).await?;
     blind::malformed_advisory(&mut lab).await?;
     blind::unwatched_account(&mut lab).await?;
     own_drops::exporter_drops(&mut lab).await?;
