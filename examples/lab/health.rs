@@ -23,6 +23,9 @@ pub const STATUSES: [&str; 6] = ["ok", "lagging", "stalled", "stopped", "rewound
 const STALLED_ALERT: &str = "NatsJetStreamConsumerStalled";
 /// The alert for a consumer whose application is gone.
 const STOPPED_ALERT: &str = "NatsJetStreamConsumerStopped";
+/// The alert for a consumer far behind in time (lab threshold 10 s, see
+/// `rules::LAB_THRESHOLDS`).
+const LAG_ALERT: &str = "NatsJetStreamConsumerDeliveryLagHigh";
 /// Time for a status to show once its window is full: scrapes, a rule
 /// evaluation, and room for a loaded machine.
 const SHOW_WAIT: Duration = Duration::from_secs(30);
@@ -108,7 +111,7 @@ async fn check_time(
 pub async fn consumer_health(lab: &mut Lab) -> anyhow::Result<()> {
     lab.report.scenario(
         "consumer health: each status driven on the server, lag and age in seconds",
-        &[STALLED_ALERT, STOPPED_ALERT],
+        &[STALLED_ALERT, STOPPED_ALERT, LAG_ALERT],
     );
     let js = jetstream::new(lab.app.clone());
     let consumers = drive::create_all(&js).await?;
@@ -154,6 +157,10 @@ pub async fn consumer_health(lab: &mut Lab) -> anyhow::Result<()> {
     ));
     tokio::time::sleep(Duration::from_secs(2)).await;
     check_time(lab, &js, ("nats_delivery_consumer_delivery_lag", "lagging", next)).await?;
+    // Back to work before the pause could look like a stopped application.
+    driving
+        .lagging_consumes
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     // The stalled application holds messages 1 to 10 unacknowledged: its
     // oldest unacknowledged message is sequence 1.
     check_time(
@@ -163,9 +170,14 @@ pub async fn consumer_health(lab: &mut Lab) -> anyhow::Result<()> {
     )
     .await?;
 
-    // Alerts: stalled and stopped, each once, and nothing for the paused,
-    // lagging or rewound consumers.
-    for (alert, status) in [(STALLED_ALERT, "stalled"), (STOPPED_ALERT, "stopped")] {
+    // Alerts: one per cause (the stopped consumer is far behind too, but
+    // only its stopped alert fires), nothing for the paused one. The lagging
+    // application took 2 of every 10 messages: 10 s behind after about 10 s.
+    for (alert, status) in [
+        (STALLED_ALERT, "stalled"),
+        (STOPPED_ALERT, "stopped"),
+        (LAG_ALERT, "lagging"),
+    ] {
         let want = [
             ("account", "APP"),
             ("stream", &*stream_of(status)),
@@ -180,6 +192,8 @@ pub async fn consumer_health(lab: &mut Lab) -> anyhow::Result<()> {
     drive::rewind(&js).await?;
     lab.report
         .note("rewound: consumer replaced by one starting at sequence 10 (delivered 30 -> 9)");
+    // Behind its stream by the time since sequence 10 was stored: its lag
+    // alert may fire, and is its only alert.
     expect_status(lab, "rewound").await?;
 
     let firing = lab.prom.firing().await?;
@@ -187,7 +201,11 @@ pub async fn consumer_health(lab: &mut Lab) -> anyhow::Result<()> {
 
     driving.stop().await?;
     drive::delete_all(&js).await?;
-    for (alert, status) in [(STALLED_ALERT, "stalled"), (STOPPED_ALERT, "stopped")] {
+    for (alert, status) in [
+        (STALLED_ALERT, "stalled"),
+        (STOPPED_ALERT, "stopped"),
+        (LAG_ALERT, "lagging"),
+    ] {
         let want = [("stream", &*stream_of(status))];
         let stopped = lab.prom.wait_resolved(alert, &want, SHOW_WAIT).await?;
         lab.report.resolved(alert, &want, stopped);

@@ -68,7 +68,7 @@ pub struct Drive {
 
 impl Drive {
     /// Starts the applications: `ok` takes and acknowledges everything as it
-    /// comes; `lagging` gets 10 messages a second and takes 4; `stalled`
+    /// comes; `lagging` gets 10 messages a second and takes 2; `stalled`
     /// holds 10 messages unacknowledged and keeps asking for more (none
     /// come); `stopped` has 10 messages waiting and nobody asking. The
     /// rewound and paused consumers need no application.
@@ -111,7 +111,7 @@ impl Drive {
                         m.ack().await.map_err(err)?;
                     }
                 }
-                tokio::time::sleep(Duration::from_millis(250)).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
             }
             Ok(())
         });

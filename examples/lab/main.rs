@@ -242,7 +242,11 @@ async fn start(check_mode: bool) -> anyhow::Result<Lab> {
         list.join(", ")
     );
     for (alert, from, to) in &lab_rules.windows {
-        println!("         {alert}: its {from} look-back windows scaled to {to}");
+        if from.starts_with(')') {
+            println!("         {alert}: its threshold `{from}` scaled to `{to}`");
+        } else {
+            println!("         {alert}: its {from} look-back windows scaled to {to}");
+        }
     }
     Ok(Lab {
         nats,
