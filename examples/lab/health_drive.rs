@@ -229,6 +229,15 @@ pub async fn stream_consumer(js: &Context, status: &str) -> anyhow::Result<PullC
         .map_err(err)
 }
 
+/// JetStream in account OTHER, as user `other`.
+pub async fn connect_other(lab: &crate::Lab) -> anyhow::Result<Context> {
+    let client = async_nats::ConnectOptions::new()
+        .user_and_password("other".into(), "other-secret".into())
+        .connect(lab.nats.client_url())
+        .await?;
+    Ok(jetstream::new(client))
+}
+
 /// Deletes every health stream (and so its consumer and its series).
 pub async fn delete_all(js: &Context) -> anyhow::Result<()> {
     for status in super::health::STATUSES {
