@@ -10,8 +10,14 @@ use crate::Lab;
 const WAIT: Duration = Duration::from_secs(30);
 
 /// Alerts no lab scenario makes fire, and why. The lab fails if an alert is
-/// neither driven nor listed here. Every alert is driven today.
-pub const NOT_IN_LAB: &[(&str, &str)] = &[];
+/// neither driven nor listed here.
+pub const NOT_IN_LAB: &[(&str, &str)] = &[(
+    "NatsJetStreamConsumerStuck",
+    "fires only for consumers without a status (an exporter run with \
+     --consumer-status-window 0s); the lab's exporter has one, so its cause fires \
+     NatsJetStreamConsumerStopped (stopped consumer scenario) and the stuck alert \
+     must stay silent there; alerts/tests/consumer_health.test.yml covers it",
+)];
 
 fn err(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!("{e}")

@@ -23,6 +23,8 @@
 mod blind;
 mod client;
 mod dashboards;
+mod health;
+mod health_drive;
 mod jetstream;
 mod own_drops;
 mod processes;
@@ -240,7 +242,11 @@ async fn start(check_mode: bool) -> anyhow::Result<Lab> {
         list.join(", ")
     );
     for (alert, from, to) in &lab_rules.windows {
-        println!("         {alert}: its {from} look-back windows scaled to {to}");
+        if from.starts_with(')') {
+            println!("         {alert}: its threshold `{from}` scaled to `{to}`");
+        } else {
+            println!("         {alert}: its {from} look-back windows scaled to {to}");
+        }
     }
     Ok(Lab {
         nats,
@@ -315,6 +321,7 @@ async fn run(check_mode: bool) -> anyhow::Result<bool> {
     jetstream::stream_limits(&mut lab).await?;
     jetstream::saturated(&mut lab).await?;
     stuck::stuck(&mut lab).await?;
+    health::consumer_health(&mut lab).await?;
     blind::malformed_advisory(&mut lab).await?;
     blind::unwatched_account(&mut lab).await?;
     own_drops::exporter_drops(&mut lab).await?;

@@ -142,6 +142,7 @@ fn exporter_command(
     cmd.args(["--monitor-url", &nats.monitor_url()])
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--timeout", "800ms"])
+        .args(["--consumer-status-window", &format!("{STATUS_WINDOW_SECS}s")])
         .args(["--nats-servers", &nats.client_url()])
         .args(["--nats-client-name", client_name])
         .args(["--nats-user", user, "--nats-account-name", account])
@@ -173,6 +174,10 @@ pub fn start_live_exporter(nats: &NatsServer, port: u16, dir: &Path) -> anyhow::
     cmd.args(["--advisories", "--advisories-buffer", "8"]);
     spawn(cmd, "live exporter", dir.join("live-exporter.log"))
 }
+
+/// The exporters' consumer status window in the lab, in seconds (5 min by
+/// default): long enough for several 1 s scrapes, short enough for a lab.
+pub const STATUS_WINDOW_SECS: u64 = 10;
 
 /// Client name of the live-mode exporter (its advisory connection is
 /// "<name> advisories" in /connz).

@@ -1,9 +1,11 @@
 //! The lab copy of the repository's alert rules. Thresholds are the
-//! repository's, unchanged; each `for:` is shortened to [`LAB_FOR`], so that
-//! an alert that must hold for minutes in production fires within seconds
-//! here, and the few alerts whose expressions themselves look minutes back
-//! get those windows scaled down ([`LAB_WINDOWS`]). The report lists every
-//! shortened duration and window.
+//! repository's, unchanged, but for one: each `for:` is shortened to
+//! [`LAB_FOR`], so that an alert that must hold for minutes in production
+//! fires within seconds here, the few alerts whose expressions themselves
+//! look minutes back get those windows scaled down ([`LAB_WINDOWS`]), and
+//! the one threshold in seconds of lag no lab run reaches is scaled the same
+//! way ([`LAB_THRESHOLDS`]). The report lists every shortened duration,
+//! window and threshold.
 
 use std::path::Path;
 
@@ -18,6 +20,13 @@ pub const LAB_FOR: &str = "3s";
 /// the alert's expression becomes the lab window; the lab stops with an
 /// error if the alert no longer has such a window.
 pub const LAB_WINDOWS: &[(&str, &str, &str)] = &[("NatsJetStreamConsumerStuck", "10m", "20s")];
+
+/// Thresholds in seconds of time that a lab run cannot reach in production
+/// size, scaled like the windows: (alert, production text, lab text) in the
+/// alert's expression. A consumer 5 minutes behind takes 5 minutes to make;
+/// the lab's lagging consumer is 10 s behind within seconds.
+pub const LAB_THRESHOLDS: &[(&str, &str, &str)] =
+    &[("NatsJetStreamConsumerDeliveryLagHigh", ") > 300", ") > 10")];
 
 /// The lab window of `alert` in seconds, if [`LAB_WINDOWS`] scales it.
 pub fn lab_window_secs(alert: &str) -> Option<f64> {
@@ -39,7 +48,8 @@ pub struct LabRules {
     pub alerts: Vec<String>,
     /// The `for:` durations that were shortened.
     pub shortened: Vec<Shortened>,
-    /// The [`LAB_WINDOWS`] applied: (alert, production window, lab window).
+    /// The [`LAB_WINDOWS`] and [`LAB_THRESHOLDS`] applied: (alert,
+    /// production text, lab text).
     pub windows: Vec<(String, String, String)>,
 }
 
@@ -76,6 +86,12 @@ pub fn copy_rules(repo: &Path, dest: &Path) -> anyhow::Result<LabRules> {
         !shortened.is_empty(),
         "no `for:` found in alerts/*.rules.yml"
     );
+    for (alert, from, _) in LAB_THRESHOLDS {
+        anyhow::ensure!(
+            windows.iter().any(|(a, f, _)| a == alert && f == from),
+            "alert {alert} has no `{from}` any more: update LAB_THRESHOLDS in examples/lab/rules.rs"
+        );
+    }
     for (alert, from, _) in LAB_WINDOWS {
         anyhow::ensure!(
             windows.iter().any(|(a, _, _)| a == alert),
@@ -114,6 +130,13 @@ fn shorten(text: &str) -> (String, Vec<Shortened>, Vec<(String, String, String)>
         let mut line = line.to_string();
         // Comments keep the production numbers; only the expression changes.
         if !trimmed.starts_with('#') {
+            for (_, from, to) in LAB_THRESHOLDS.iter().filter(|(a, _, _)| *a == alert) {
+                let scaled_line = line.replace(from, to);
+                if scaled_line != line {
+                    scaled.push((alert.clone(), from.to_string(), to.to_string()));
+                }
+                line = scaled_line;
+            }
             for (_, from, to) in LAB_WINDOWS.iter().filter(|(a, _, _)| *a == alert) {
                 let scaled_line = line
                     .replace(&format!("[{from}]"), &format!("[{to}]"))
@@ -141,7 +164,10 @@ mod tests {
         let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let dest = tempfile::tempdir().unwrap();
         let rules = copy_rules(repo, dest.path()).unwrap();
-        assert_eq!(rules.windows.len(), LAB_WINDOWS.len());
+        assert_eq!(
+            rules.windows.len(),
+            LAB_WINDOWS.len() + LAB_THRESHOLDS.len()
+        );
         for entry in std::fs::read_dir(repo.join("alerts")).unwrap() {
             let path = entry.unwrap().path();
             let name = path.file_name().unwrap().to_string_lossy().to_string();
@@ -161,6 +187,9 @@ mod tests {
                 if trimmed.starts_with("for:") {
                     let s = rules.shortened.iter().find(|s| s.alert == alert).unwrap();
                     line = line.replace(LAB_FOR, &s.original);
+                }
+                for (_, from, to) in LAB_THRESHOLDS.iter().filter(|(a, _, _)| *a == alert) {
+                    line = line.replace(to, from);
                 }
                 for (_, from, to) in LAB_WINDOWS.iter().filter(|(a, _, _)| *a == alert) {
                     line = line

@@ -1,9 +1,16 @@
-//! A stuck JetStream consumer, and recovery. `reports` was left saturated by
-//! the scenario before: 10 messages delivered and held unacknowledged, 5
-//! waiting behind them that the server will not deliver. Nothing moves, and
-//! after the (lab-scaled) look-back window the stuck alert fires. Then the
-//! application acknowledges what it holds and takes the rest, and both the
-//! saturated and the stuck alert must stop firing.
+//! A stopped JetStream consumer, and recovery. `reports` was left saturated
+//! by the scenario before: 10 messages delivered and held unacknowledged, 5
+//! waiting behind them that the server will not deliver, and the
+//! application no longer asks for more. Nothing moves: once the exporter's
+//! status window (lab: 10 s) has seen nothing delivered and nobody asking,
+//! the consumer's status is `stopped` and the stopped alert fires, taking
+//! over from the saturated alert (one alert for one cause). Then the
+//! application acknowledges what it holds and takes the rest, and both
+//! alerts must stop firing.
+//!
+//! The older stuck alert fires only for consumers without a status (an
+//! exporter run with `--consumer-status-window 0s`); the lab's exporter has
+//! one, so the stuck alert must stay silent here.
 
 use std::time::{Duration, Instant};
 
@@ -13,8 +20,8 @@ use crate::jetstream::{consumer, err, fetch};
 use crate::Lab;
 
 const WAIT: Duration = Duration::from_secs(30);
-/// The lab's look-back window (20 s, see `rules::LAB_WINDOWS`) plus the
-/// lab's `for:` (3 s), with room for scrapes and rule evaluations.
+/// The lab's status window (10 s) plus the lab's `for:` (3 s), with room
+/// for scrapes and rule evaluations.
 const STUCK_WAIT: Duration = Duration::from_secs(60);
 
 const LABELS: [(&str, &str); 3] = [
@@ -36,12 +43,12 @@ async fn progress(c: &mut PullConsumer) -> anyhow::Result<(u64, u64, f64)> {
     Ok((info.delivered.stream_sequence, info.num_pending, idle))
 }
 
-/// `reports` delivers nothing while messages wait: the stuck alert fires,
+/// `reports` delivers nothing while messages wait: the stopped alert fires,
 /// and stops with the saturated alert once the application catches up.
 pub async fn stuck(lab: &mut Lab) -> anyhow::Result<()> {
-    let alert = "NatsJetStreamConsumerStuck";
+    let alert = "NatsJetStreamConsumerStopped";
     lab.report.scenario(
-        "JetStream consumer stuck: messages wait and nothing new is delivered",
+        "JetStream consumer stopped: messages wait, nothing is delivered, nobody asks",
         &[alert],
     );
     let mut reports = consumer(lab, "LAB_JOBS", "reports").await?;
@@ -68,15 +75,18 @@ pub async fn stuck(lab: &mut Lab) -> anyhow::Result<()> {
         q,
         got,
     );
-    // Not before the look-back window has passed since the last delivery.
-    let window = crate::rules::lab_window_secs(alert).unwrap_or(f64::NAN);
+    // Not before the status window has passed since the last delivery.
+    let window = crate::processes::STATUS_WINDOW_SECS as f64;
     lab.report.check(
         found.is_none() || idle >= window,
         &format!(
             "the alert fired {idle:.0} s after the consumer's last delivery, {waited:.0} s into \
-             the scenario, not before the {window:.0} s look-back (production: 10 min plus 5 min `for:`)"
+             the scenario, not before the {window:.0} s status window (production: 5 min plus 5 min `for:`)"
         ),
     );
+    let q = "nats_delivery_consumer_status{stream=\"LAB_JOBS\",consumer=\"reports\",status=\"stopped\"}";
+    let got = lab.prom.value(q).await?;
+    lab.report.count("the exporter's status is stopped", 1.0, q, got);
     lab.report.alert(alert, &LABELS, found);
     let firing = lab.prom.firing().await?;
     lab.report.only_expected(&firing);
