@@ -165,8 +165,6 @@ pub struct Consumers {
     pub lagging: PullConsumer,
     /// Holds messages without acknowledging.
     pub stalled: PullConsumer,
-    /// Its application is gone.
-    pub stopped: PullConsumer,
 }
 
 /// Creates every health stream and consumer (the paused one paused for an
@@ -176,8 +174,9 @@ pub async fn create_all(js: &Context) -> anyhow::Result<Consumers> {
         ok: create(js, "ok", false).await?,
         lagging: create(js, "lagging", false).await?,
         stalled: create(js, "stalled", false).await?,
-        stopped: create(js, "stopped", false).await?,
     };
+    // Its application is gone: nobody ever asks.
+    create(js, "stopped", false).await?;
     create(js, "rewound", false).await?;
     create(js, "paused", true).await?;
     Ok(out)

@@ -28,12 +28,6 @@ pub const LAB_WINDOWS: &[(&str, &str, &str)] = &[("NatsJetStreamConsumerStuck", 
 pub const LAB_THRESHOLDS: &[(&str, &str, &str)] =
     &[("NatsJetStreamConsumerDeliveryLagHigh", ") > 300", ") > 10")];
 
-/// The lab window of `alert` in seconds, if [`LAB_WINDOWS`] scales it.
-pub fn lab_window_secs(alert: &str) -> Option<f64> {
-    let (_, _, to) = LAB_WINDOWS.iter().find(|(a, _, _)| *a == alert)?;
-    to.strip_suffix('s')?.parse().ok()
-}
-
 /// One shortened duration: the alert and its `for:` in the repository.
 pub struct Shortened {
     /// Alert name.
@@ -206,7 +200,6 @@ mod tests {
             stuck.contains("[20s]") && stuck.contains("offset 20s"),
             "{stuck}"
         );
-        assert_eq!(lab_window_secs("NatsJetStreamConsumerStuck"), Some(20.0));
     }
 
     #[test]
