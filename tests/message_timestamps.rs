@@ -6,10 +6,12 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
+use nats_delivery_exporter::message_timestamps;
 use nats_delivery_exporter::message_timestamps::fetch::direct_get_is_refused_openly;
 use nats_delivery_exporter::message_timestamps::{
     MessageTimestamps, ReadResult, TimestampReply, TimestampRequest,
 };
+use nats_delivery_exporter::nats_connection::NatsArgs;
 use nats_test_server::NatsServer;
 
 const DEADLINE: Duration = Duration::from_secs(5);
@@ -262,6 +264,36 @@ async fn the_budget_bounds_requests_and_cached_answers_send_none() {
         assert_eq!(got[&past_end], TimestampReply::NoMessage);
         assert_eq!(counter.take().await, 1);
     }
+
+    // The counts, as exposed and as METRICS.md lists them.
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register_collector(Box::new(reader.clone()));
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    nats_test_server::reference::assert_documented(&text);
+    let exposed = nats_test_server::reference::exposed(&text);
+    let documented = nats_test_server::reference::documented_in(&["Message timestamp reads"]);
+    assert_eq!(
+        exposed.keys().collect::<Vec<_>>(),
+        documented.keys().collect::<Vec<_>>()
+    );
+    let (direct, msg_get) = if uses_direct_gets(&client) {
+        (6, 0)
+    } else {
+        (0, 6)
+    };
+    for line in [
+        "nats_delivery_message_timestamp_reads_total{result=\"read\"} 4".to_string(),
+        "nats_delivery_message_timestamp_reads_total{result=\"no_message\"} 2".into(),
+        "nats_delivery_message_timestamp_reads_total{result=\"cached\"} 6".into(),
+        "nats_delivery_message_timestamp_reads_total{result=\"over_budget\"} 4".into(),
+        "nats_delivery_message_timestamp_reads_total{result=\"timeout\"} 0".into(),
+        format!("nats_delivery_message_timestamp_requests_total{{method=\"direct_get\"}} {direct}"),
+        format!("nats_delivery_message_timestamp_requests_total{{method=\"msg_get\"}} {msg_get}"),
+        "nats_delivery_message_timestamp_cache_entries 4".into(),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+    }
 }
 
 #[tokio::test]
@@ -277,6 +309,22 @@ async fn streams_of_other_accounts_are_never_requested() {
     stream_with(&jetstream::new(b.clone()), "S", true, &["x"]).await;
     let reader = MessageTimestamps::new(named(&server, "reader", Some("a")).await, "A", 100);
     let mut counter = RequestCounter::new(&server, "reader");
+
+    // Connected from flags, the reader asks the server for its account's
+    // name (2.10+); older servers cannot say, and the label is taken.
+    let url = server.client_url();
+    let flags = [
+        "--nats-servers",
+        &url,
+        "--nats-user",
+        "a",
+        "--nats-password",
+        "a",
+    ];
+    let args = NatsArgs::from_flags(flags.iter().chain(&["--nats-account-name", "label"])).unwrap();
+    let connected = message_timestamps::connect(&args).await.unwrap();
+    let named_account = if uses_direct_gets(&b) { "A" } else { "label" };
+    assert_eq!(connected.account(), named_account);
 
     let theirs = request("B", "S", 1, &[]);
     let got = reader
@@ -326,4 +374,46 @@ async fn unanswered_reads_end_at_the_deadline() {
     assert!(got.is_empty());
     assert_eq!(reader.count_of(ReadResult::Timeout), 20);
     assert_eq!(reader.count_of(ReadResult::Read), 0);
+}
+
+/// Runs the exporter binary with `flags` and returns its first answered scrape.
+async fn first_scrape(server: &NatsServer, flags: &[&str]) -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
+        .args(["--monitor-url", &server.monitor_url()])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(flags)
+        .env("NATS_DELIVERY_LOG", "warn")
+        .env_remove("NATS_DELIVERY_NATS_SERVERS")
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let mut text = None;
+    for _ in 0..100 {
+        if let Ok(r) = reqwest::get(&url).await {
+            text = r.text().await.ok();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    text.expect("the exporter answered /metrics within 10 s")
+}
+
+#[tokio::test]
+async fn the_binary_connects_a_reader_only_with_nats_servers() {
+    let server = NatsServer::builder().jetstream().start();
+    let cache_line = "nats_delivery_message_timestamp_cache_entries 0";
+    let with = first_scrape(&server, &["--nats-servers", &server.client_url()]).await;
+    assert!(with.lines().any(|l| l == cache_line), "{with}");
+    let without = first_scrape(&server, &[]).await;
+    assert!(
+        !without.contains("nats_delivery_message_timestamp"),
+        "{without}"
+    );
 }

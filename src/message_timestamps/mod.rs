@@ -40,6 +40,7 @@ pub enum TimestampReply {
 
 mod cache;
 pub mod fetch;
+mod read_result;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -52,8 +53,10 @@ use futures::StreamExt;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
+use crate::nats_connection::{self, ConnectionError, NatsArgs};
 use cache::Cache;
 use fetch::{ReadError, Stored, Via};
+pub use read_result::ReadResult;
 
 /// Answers kept by [`MessageTimestamps::new`]'s default cache (about 200 bytes each).
 pub const DEFAULT_CACHE_ENTRIES: usize = 10_000;
@@ -61,81 +64,6 @@ pub const DEFAULT_CACHE_ENTRIES: usize = 10_000;
 /// Reads in flight at once: enough to hide round trips, few enough not to
 /// queue hundreds of megabyte-sized messages at the server at once.
 pub const MAX_IN_FLIGHT: usize = 8;
-
-/// What became of one requested timestamp, the `result` label of
-/// `nats_delivery_message_timestamp_reads_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadResult {
-    /// Read from the stream: a message was found.
-    Read,
-    /// Read from the stream: no matching message at or after the sequence.
-    NoMessage,
-    /// Answered from the cache, no request sent.
-    Cached,
-    /// Not read: the budget was spent on requests listed earlier.
-    OverBudget,
-    /// Not read: the stream is in another account than the connection's.
-    OtherAccount,
-    /// Not answered within the deadline.
-    Timeout,
-    /// The stream does not exist (in the connection's account).
-    StreamNotFound,
-    /// Nothing answered: no JetStream in the account, or no permission.
-    NoResponders,
-    /// The JetStream API refused the request.
-    ApiError,
-    /// The reply could not be read.
-    BadReply,
-    /// The request could not be sent (not connected).
-    RequestFailed,
-}
-
-impl ReadResult {
-    /// Every result, in exposition order.
-    pub const ALL: [ReadResult; 11] = [
-        ReadResult::Read,
-        ReadResult::NoMessage,
-        ReadResult::Cached,
-        ReadResult::OverBudget,
-        ReadResult::OtherAccount,
-        ReadResult::Timeout,
-        ReadResult::StreamNotFound,
-        ReadResult::NoResponders,
-        ReadResult::ApiError,
-        ReadResult::BadReply,
-        ReadResult::RequestFailed,
-    ];
-
-    /// The label value.
-    pub fn label(self) -> &'static str {
-        match self {
-            ReadResult::Read => "read",
-            ReadResult::NoMessage => "no_message",
-            ReadResult::Cached => "cached",
-            ReadResult::OverBudget => "over_budget",
-            ReadResult::OtherAccount => "other_account",
-            ReadResult::Timeout => "timeout",
-            ReadResult::StreamNotFound => "stream_not_found",
-            ReadResult::NoResponders => "no_responders",
-            ReadResult::ApiError => "api_error",
-            ReadResult::BadReply => "bad_reply",
-            ReadResult::RequestFailed => "request_failed",
-        }
-    }
-}
-
-impl From<&ReadError> for ReadResult {
-    fn from(e: &ReadError) -> ReadResult {
-        match e {
-            ReadError::Timeout => ReadResult::Timeout,
-            ReadError::NoResponders => ReadResult::NoResponders,
-            ReadError::StreamNotFound => ReadResult::StreamNotFound,
-            ReadError::Api { .. } => ReadResult::ApiError,
-            ReadError::BadReply(_) => ReadResult::BadReply,
-            ReadError::Request(_) => ReadResult::RequestFailed,
-        }
-    }
-}
 
 /// Reads message timestamps over one NATS connection; cheap to clone (the
 /// clones share the cache and the counts).
@@ -362,6 +290,28 @@ impl MessageTimestamps {
         self.inner.requests[1].fetch_add(1, Ordering::Relaxed);
         fetch::read_next(client, Via::Api, stream, from_seq, filter, left()).await
     }
+}
+
+/// Connects for timestamp reads with the credentials of the first account
+/// the flags name (the top-level ones when no `--nats-account` is given),
+/// and asks the server which account that is (`$SYS.REQ.USER.INFO`,
+/// 2.10+, up to 3 s); servers that cannot say are taken to use the
+/// account's label. The client keeps reconnecting in the background.
+pub async fn connect(args: &NatsArgs) -> Result<MessageTimestamps, ConnectionError> {
+    let (label, auth) = args
+        .resolved_accounts()?
+        .into_iter()
+        .next()
+        .ok_or_else(|| ConnectionError::Config("no NATS account to read timestamps in".into()))?;
+    let client = nats_connection::connect(args, &auth, "timestamps", 1024).await?;
+    let account = nats_connection::server_account_name(&client)
+        .await
+        .unwrap_or(label);
+    Ok(MessageTimestamps::new(
+        client,
+        account,
+        DEFAULT_CACHE_ENTRIES,
+    ))
 }
 
 impl Collector for MessageTimestamps {
