@@ -1,113 +1,17 @@
 //! Message timestamps read over NATS from a real server: the server's stored
 //! times, deleted messages skipped, filters, the budget counted in requests
-//! the server received, other accounts never asked, a hung read cut off.
-//! Runs against `$NATS_SERVER_VERSION`.
+//! the server received, a hung read cut off, replicated streams, the largest
+//! payload. Runs against `$NATS_SERVER_VERSION`.
+mod message_timestamps_support;
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
-use nats_delivery_exporter::message_timestamps;
-use nats_delivery_exporter::message_timestamps::fetch::direct_get_is_refused_openly;
+use message_timestamps_support::*;
 use nats_delivery_exporter::message_timestamps::{
     MessageTimestamps, ReadResult, TimestampReply, TimestampRequest,
 };
-use nats_delivery_exporter::nats_connection::NatsArgs;
 use nats_test_server::NatsServer;
-
-const DEADLINE: Duration = Duration::from_secs(5);
-
-fn request(account: &str, stream: &str, from_seq: u64, filters: &[&str]) -> TimestampRequest {
-    TimestampRequest {
-        account: account.into(),
-        stream: stream.into(),
-        from_seq,
-        filters: filters.iter().map(|f| f.to_string()).collect(),
-    }
-}
-
-/// Creates `name` capturing `<name>.>` and stores `subjects` in order (seq 1, 2, ...).
-async fn stream_with(js: &jetstream::Context, name: &str, allow_direct: bool, subjects: &[&str]) {
-    js.create_stream(stream::Config {
-        name: name.into(),
-        subjects: vec![format!("{name}.>")],
-        allow_direct,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    for s in subjects {
-        js.publish(format!("{name}.{s}"), "x".into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-    }
-}
-
-/// The server's stored time of `seq`, as the reader reports it.
-async fn stored_time(js: &jetstream::Context, stream: &str, seq: u64) -> f64 {
-    let m = js
-        .get_stream(stream)
-        .await
-        .unwrap()
-        .get_raw_message(seq)
-        .await
-        .unwrap();
-    m.time.unix_timestamp_nanos() as f64 / 1e9
-}
-
-/// Counts the messages the server received from one named connection
-/// (`in_msgs` in /connz): the reader publishes nothing but its requests.
-/// A subscriber on the request subjects would count them too, but would
-/// also be a responder, and a direct get it takes is never answered.
-struct RequestCounter {
-    connz: String,
-    name: String,
-    seen: u64,
-}
-
-impl RequestCounter {
-    fn new(server: &NatsServer, name: &str) -> RequestCounter {
-        RequestCounter {
-            connz: format!("{}/connz?limit=1024", server.monitor_url()),
-            name: name.into(),
-            seen: 0,
-        }
-    }
-
-    /// Requests received from the connection since the last call.
-    async fn take(&mut self) -> u64 {
-        let connz = self.connz.clone();
-        let body = tokio::task::spawn_blocking(move || nats_test_server::http_get(&connz))
-            .await
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-        let total = v["connections"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == self.name.as_str())
-            .and_then(|c| c["in_msgs"].as_u64())
-            .expect("the reader's connection in /connz");
-        let delta = total - self.seen;
-        self.seen = total;
-        delta
-    }
-}
-
-/// Whether the reader uses direct gets on this server (2.10 and later).
-fn uses_direct_gets(client: &async_nats::Client) -> bool {
-    direct_get_is_refused_openly(&client.server_info().version)
-}
-
-/// A connection named `name` (as /connz shows it).
-async fn named(server: &NatsServer, name: &str, user: Option<&str>) -> async_nats::Client {
-    let opts = match user {
-        Some(u) => async_nats::ConnectOptions::with_user_and_password(u.into(), u.into()),
-        None => async_nats::ConnectOptions::new(),
-    };
-    opts.name(name).connect(server.client_url()).await.unwrap()
-}
 
 #[tokio::test]
 async fn timestamps_are_the_servers_stored_ones() {
@@ -297,59 +201,6 @@ async fn the_budget_bounds_requests_and_cached_answers_send_none() {
 }
 
 #[tokio::test]
-async fn streams_of_other_accounts_are_never_requested() {
-    let server = NatsServer::builder()
-        .jetstream()
-        .config(
-            "accounts { A { jetstream: enabled, users: [ { user: a, password: a } ] }\n\
-             B { jetstream: enabled, users: [ { user: b, password: b } ] } }",
-        )
-        .start();
-    let b = named(&server, "setup", Some("b")).await;
-    stream_with(&jetstream::new(b.clone()), "S", true, &["x"]).await;
-    let reader = MessageTimestamps::new(named(&server, "reader", Some("a")).await, "A", 100);
-    let mut counter = RequestCounter::new(&server, "reader");
-
-    // Connected from flags, the reader asks the server for its account's
-    // name (2.10+); older servers cannot say, and the label is taken.
-    let url = server.client_url();
-    let flags = [
-        "--nats-servers",
-        &url,
-        "--nats-user",
-        "a",
-        "--nats-password",
-        "a",
-    ];
-    let args = NatsArgs::from_flags(flags.iter().chain(&["--nats-account-name", "label"])).unwrap();
-    let connected = message_timestamps::connect(&args).await.unwrap();
-    let named_account = if uses_direct_gets(&b) { "A" } else { "label" };
-    assert_eq!(connected.account(), named_account);
-
-    let theirs = request("B", "S", 1, &[]);
-    let got = reader
-        .read(std::slice::from_ref(&theirs), 10, DEADLINE)
-        .await;
-    assert!(got.is_empty());
-    assert_eq!(reader.count_of(ReadResult::OtherAccount), 1);
-    assert_eq!(counter.take().await, 0);
-
-    // The same stream name asked in the reader's own account does not exist there.
-    let ours = request("A", "S", 1, &[]);
-    let got = reader.read(std::slice::from_ref(&ours), 10, DEADLINE).await;
-    assert!(got.is_empty());
-    assert_eq!(reader.count_of(ReadResult::StreamNotFound), 1);
-    // A direct get finds no responder, the message get says so.
-    if uses_direct_gets(&b) {
-        assert_eq!(counter.take().await, 2);
-        assert_eq!(reader.requests_sent(), (1, 1));
-    } else {
-        assert_eq!(counter.take().await, 1);
-        assert_eq!(reader.requests_sent(), (0, 1));
-    }
-}
-
-#[tokio::test]
 async fn unanswered_reads_end_at_the_deadline() {
     // No JetStream; something takes every API request and never answers.
     let server = NatsServer::builder().start();
@@ -376,44 +227,93 @@ async fn unanswered_reads_end_at_the_deadline() {
     assert_eq!(reader.count_of(ReadResult::Read), 0);
 }
 
-/// Runs the exporter binary with `flags` and returns its first answered scrape.
-async fn first_scrape(server: &NatsServer, flags: &[&str]) -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
-        .args(["--monitor-url", &server.monitor_url()])
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(flags)
-        .env("NATS_DELIVERY_LOG", "warn")
-        .env_remove("NATS_DELIVERY_NATS_SERVERS")
-        .spawn()
-        .unwrap();
-    let url = format!("http://127.0.0.1:{port}/metrics");
-    let mut text = None;
-    for _ in 0..100 {
-        if let Ok(r) = reqwest::get(&url).await {
-            text = r.text().await.ok();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+#[tokio::test]
+async fn a_message_of_the_largest_payload_is_read_both_ways() {
+    let server = NatsServer::builder().jetstream().start();
+    let client = async_nats::connect(server.client_url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let payload = bytes::Bytes::from(vec![b'x'; client.server_info().max_payload]);
+    for (name, direct) in [("DIRECT", true), ("PLAIN", false)] {
+        stream_with(&js, name, direct, &[]).await;
+        js.publish(format!("{name}.big"), payload.clone())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
     }
-    let _ = child.kill();
-    let _ = child.wait();
-    text.expect("the exporter answered /metrics within 10 s")
+    let reader = MessageTimestamps::new(client.clone(), "$G", 100);
+    let asked = [
+        request("$G", "DIRECT", 1, &[]),
+        request("$G", "PLAIN", 1, &[]),
+    ];
+    let got = reader.read(&asked, 2, DEADLINE).await;
+    for r in &asked {
+        let t = stored_time(&js, &r.stream, 1).await;
+        assert_eq!(
+            got.get(r),
+            Some(&TimestampReply::Found {
+                seq: 1,
+                unix_seconds: t
+            }),
+            "{r:?}"
+        );
+    }
 }
 
 #[tokio::test]
-async fn the_binary_connects_a_reader_only_with_nats_servers() {
-    let server = NatsServer::builder().jetstream().start();
-    let cache_line = "nats_delivery_message_timestamp_cache_entries 0";
-    let with = first_scrape(&server, &["--nats-servers", &server.client_url()]).await;
-    assert!(with.lines().any(|l| l == cache_line), "{with}");
-    let without = first_scrape(&server, &[]).await;
-    assert!(
-        !without.contains("nats_delivery_message_timestamp"),
-        "{without}"
-    );
+async fn replicated_streams_are_read_from_any_server() {
+    let servers = nats_test_server::cluster(3, "");
+    let client = async_nats::connect(servers[0].client_url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let mut created = Vec::new();
+    for (name, allow_direct) in [("DIRECT", true), ("PLAIN", false)] {
+        // The meta group needs a leader before streams can be created.
+        for attempt in 0.. {
+            let config = stream::Config {
+                name: name.into(),
+                subjects: vec![format!("{name}.>")],
+                num_replicas: 3,
+                allow_direct,
+                ..Default::default()
+            };
+            match js.get_or_create_stream(config).await {
+                Ok(_) => break,
+                Err(_) if attempt < 60 => {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => panic!("no R3 stream: {e}"),
+            }
+        }
+        for s in ["a", "b", "a"] {
+            js.publish(format!("{name}.{s}"), "x".into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+        created.push(name);
+    }
+    // A reader on each server: the direct gets go to any replica.
+    for server in &servers {
+        let reader_client = async_nats::connect(server.client_url()).await.unwrap();
+        let reader = MessageTimestamps::new(reader_client, "$G", 100);
+        for name in &created {
+            let asked = [
+                request("$G", name, 2, &[&format!("{name}.a")]),
+                request("$G", name, 1, &[&format!("{name}.b")]),
+            ];
+            let got = reader.read(&asked, 2, DEADLINE).await;
+            for (r, seq) in asked.iter().zip([3, 2]) {
+                let t = stored_time(&js, name, seq).await;
+                assert_eq!(
+                    got.get(r),
+                    Some(&TimestampReply::Found {
+                        seq,
+                        unix_seconds: t
+                    }),
+                    "{r:?}"
+                );
+            }
+        }
+    }
 }
