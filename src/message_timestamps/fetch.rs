@@ -111,9 +111,22 @@ pub async fn read_next(
             RequestErrorKind::NoResponders => ReadError::NoResponders,
             _ => ReadError::Request(e.to_string()),
         })?;
-    match via {
-        Via::Direct => direct_reply(&reply),
-        Via::Api => api_reply(&reply.payload),
+    let found = match via {
+        Via::Direct => direct_reply(&reply)?,
+        Via::Api => api_reply(&reply.payload)?,
+    };
+    at_or_after(found, from_seq)
+}
+
+/// The server answers with the first message at or after the sequence
+/// asked; an earlier one is a broken reply, and must not be cached.
+fn at_or_after(found: Option<Stored>, from_seq: u64) -> Result<Option<Stored>, ReadError> {
+    match found {
+        Some(s) if s.seq < from_seq => Err(ReadError::BadReply(format!(
+            "message {} answers a read from {from_seq}",
+            s.seq
+        ))),
+        found => Ok(found),
     }
 }
 
@@ -206,6 +219,60 @@ mod tests {
         assert!(direct_get_is_refused_openly("2.10.0-beta.1"));
         assert!(direct_get_is_refused_openly("2.15.1"));
         assert!(direct_get_is_refused_openly("3.0.0"));
+    }
+
+    #[test]
+    fn an_earlier_message_is_a_broken_reply() {
+        let at = |seq| {
+            Some(Stored {
+                seq,
+                unix_seconds: 1.0,
+            })
+        };
+        assert_eq!(at_or_after(at(5), 5), Ok(at(5)));
+        assert_eq!(at_or_after(None, 5), Ok(None));
+        assert!(matches!(at_or_after(at(4), 5), Err(ReadError::BadReply(_))));
+    }
+
+    fn direct(status: Option<u16>, headers: &[(&str, &str)]) -> async_nats::Message {
+        let mut map = async_nats::HeaderMap::new();
+        for (k, v) in headers {
+            map.insert(*k, *v);
+        }
+        async_nats::Message {
+            subject: "_INBOX.x".into(),
+            reply: None,
+            payload: "x".into(),
+            headers: Some(map),
+            status: status.map(|s| StatusCode::from_u16(s).unwrap()),
+            description: None,
+            length: 1,
+        }
+    }
+
+    #[test]
+    fn direct_replies() {
+        let stamp = ("Nats-Time-Stamp", "2026-11-30T20:15:01.5Z");
+        let found = direct(None, &[("Nats-Sequence", "9"), stamp]);
+        assert_eq!(
+            direct_reply(&found),
+            Ok(Some(Stored {
+                seq: 9,
+                unix_seconds: 1_796_069_701.5
+            }))
+        );
+        assert_eq!(direct_reply(&direct(Some(404), &[])), Ok(None));
+        assert!(matches!(
+            direct_reply(&direct(Some(408), &[])),
+            Err(ReadError::Api { code: 408, .. })
+        ));
+        for broken in [
+            direct(None, &[stamp]),
+            direct(None, &[("Nats-Sequence", "nine"), stamp]),
+            direct(None, &[("Nats-Sequence", "9"), ("Nats-Time-Stamp", "now")]),
+        ] {
+            assert!(matches!(direct_reply(&broken), Err(ReadError::BadReply(_))));
+        }
     }
 
     #[test]
