@@ -58,7 +58,7 @@ use cache::Cache;
 use fetch::{ReadError, Stored, Via};
 pub use read_result::ReadResult;
 
-/// Answers kept by [`MessageTimestamps::new`]'s default cache (about 200 bytes each).
+/// Answers kept in the cache of a reader made by [`connect`].
 pub const DEFAULT_CACHE_ENTRIES: usize = 10_000;
 
 /// Reads in flight at once: enough to hide round trips, few enough not to
