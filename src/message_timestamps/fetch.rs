@@ -14,7 +14,7 @@
 //! A direct get of a stream without `allow_direct` gets "no responders"
 //! from 2.10 on, which says to use the other request. A 2.9 server passes
 //! it to its JetStream API, which never answers: there only the stream
-//! message get is used ([`direct_get_is_refused_openly`]).
+//! message get is used ([`is_2_10_or_later`]).
 
 use std::time::Duration;
 
@@ -74,9 +74,10 @@ pub enum ReadError {
     Request(String),
 }
 
-/// Whether a server of `version` answers a direct get of a stream without
-/// `allow_direct` with "no responders" (2.10 and later) rather than silence.
-pub fn direct_get_is_refused_openly(version: &str) -> bool {
+/// Whether a server of `version` is 2.10 or later: it answers a direct get
+/// of a stream without `allow_direct` with "no responders" rather than
+/// silence, and names a connection's account (`$SYS.REQ.USER.INFO`).
+pub fn is_2_10_or_later(version: &str) -> bool {
     let mut parts = version
         .split(['.', '-'])
         .map(|p| p.parse::<u64>().unwrap_or(0));
@@ -214,11 +215,11 @@ mod tests {
 
     #[test]
     fn direct_gets_from_2_10_on() {
-        assert!(!direct_get_is_refused_openly("2.9.10"));
-        assert!(!direct_get_is_refused_openly(""));
-        assert!(direct_get_is_refused_openly("2.10.0-beta.1"));
-        assert!(direct_get_is_refused_openly("2.15.1"));
-        assert!(direct_get_is_refused_openly("3.0.0"));
+        assert!(!is_2_10_or_later("2.9.10"));
+        assert!(!is_2_10_or_later(""));
+        assert!(is_2_10_or_later("2.10.0-beta.1"));
+        assert!(is_2_10_or_later("2.15.1"));
+        assert!(is_2_10_or_later("3.0.0"));
     }
 
     #[test]

@@ -74,7 +74,9 @@ pub struct MessageTimestamps {
 
 struct Inner {
     client: Client,
-    account: String,
+    /// The server's name for the connection's account; learnt after
+    /// connecting by [`connect`], so it may change once.
+    account: Mutex<String>,
     cache: Mutex<Cache>,
     /// Streams that answered no direct get (no `allow_direct`): read
     /// through `$JS.API.STREAM.MSG.GET` without trying the direct get first.
@@ -86,7 +88,7 @@ struct Inner {
 impl fmt::Debug for MessageTimestamps {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MessageTimestamps")
-            .field("account", &self.inner.account)
+            .field("account", &self.account())
             .finish_non_exhaustive()
     }
 }
@@ -99,7 +101,7 @@ impl MessageTimestamps {
         MessageTimestamps {
             inner: Arc::new(Inner {
                 client,
-                account: account.into(),
+                account: Mutex::new(account.into()),
                 cache: Mutex::new(Cache::new(cache_entries)),
                 no_direct: Mutex::new(HashSet::new()),
                 results: Default::default(),
@@ -109,8 +111,8 @@ impl MessageTimestamps {
     }
 
     /// The account whose streams this reader can read.
-    pub fn account(&self) -> &str {
-        &self.inner.account
+    pub fn account(&self) -> String {
+        lock(&self.inner.account).clone()
     }
 
     /// Answers `requests`: cached answers first (no request, no budget), then
@@ -128,13 +130,14 @@ impl MessageTimestamps {
         let mut answers = HashMap::new();
         let mut to_read = Vec::new();
         let mut seen = HashSet::new();
+        let account = self.account();
         {
             let cache = lock(&self.inner.cache);
             for r in requests {
                 if !seen.insert(r) {
                     continue;
                 }
-                if r.account != self.inner.account {
+                if r.account != account {
                     self.count(ReadResult::OtherAccount);
                 } else if let Some(s) = cache.get(r) {
                     self.count(ReadResult::Cached);
@@ -270,7 +273,7 @@ impl MessageTimestamps {
     ) -> Result<Option<Stored>, ReadError> {
         let client = &self.inner.client;
         let left = || end.saturating_duration_since(tokio::time::Instant::now());
-        let direct = fetch::direct_get_is_refused_openly(&client.server_info().version)
+        let direct = fetch::is_2_10_or_later(&client.server_info().version)
             && !lock(&self.inner.no_direct).contains(stream);
         if direct {
             self.inner.requests[0].fetch_add(1, Ordering::Relaxed);
@@ -293,10 +296,11 @@ impl MessageTimestamps {
 }
 
 /// Connects for timestamp reads with the credentials of the first account
-/// the flags name (the top-level ones when no `--nats-account` is given),
-/// and asks the server which account that is (`$SYS.REQ.USER.INFO`,
-/// 2.10+, up to 3 s); servers that cannot say are taken to use the
-/// account's label. The client keeps reconnecting in the background.
+/// the flags name (the top-level ones when no `--nats-account` is given).
+/// The reader starts with the account's label and, in the background, asks
+/// the server which account the connection is in (`$SYS.REQ.USER.INFO`,
+/// 2.10+) until it answers; servers before 2.10 cannot say, and the label
+/// stays. Returns at once; the client keeps reconnecting in the background.
 pub async fn connect(args: &NatsArgs) -> Result<MessageTimestamps, ConnectionError> {
     let (label, auth) = args
         .resolved_accounts()?
@@ -304,14 +308,33 @@ pub async fn connect(args: &NatsArgs) -> Result<MessageTimestamps, ConnectionErr
         .next()
         .ok_or_else(|| ConnectionError::Config("no NATS account to read timestamps in".into()))?;
     let client = nats_connection::connect(args, &auth, "timestamps", 1024).await?;
-    let account = nats_connection::server_account_name(&client)
-        .await
-        .unwrap_or(label);
-    Ok(MessageTimestamps::new(
-        client,
-        account,
-        DEFAULT_CACHE_ENTRIES,
-    ))
+    let reader = MessageTimestamps::new(client, label, DEFAULT_CACHE_ENTRIES);
+    tokio::spawn(learn_account(Arc::downgrade(&reader.inner)));
+    Ok(reader)
+}
+
+/// Asks the server for the reader's account name until it answers, the
+/// server turns out older than 2.10, or the reader is gone. Reads meanwhile
+/// go by the label; a wrong label only leaves the account's streams unread
+/// (counted as other_account) until the server has answered.
+async fn learn_account(inner: std::sync::Weak<Inner>) {
+    loop {
+        let Some(client) = inner.upgrade().map(|i| i.client.clone()) else {
+            return;
+        };
+        if let Some(name) = nats_connection::server_account_name(&client).await {
+            if let Some(strong) = inner.upgrade() {
+                *lock(&strong.account) = name;
+            }
+            return;
+        }
+        let version = client.server_info().version;
+        if !version.is_empty() && !fetch::is_2_10_or_later(&version) {
+            return;
+        }
+        drop(client);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
 }
 
 impl Collector for MessageTimestamps {

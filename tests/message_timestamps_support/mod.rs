@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
-use nats_delivery_exporter::message_timestamps::fetch::direct_get_is_refused_openly;
+use nats_delivery_exporter::message_timestamps::fetch::is_2_10_or_later;
 use nats_delivery_exporter::message_timestamps::TimestampRequest;
 use nats_test_server::NatsServer;
 
@@ -99,7 +99,7 @@ impl RequestCounter {
 
 /// Whether the reader uses direct gets on this server (2.10 and later).
 pub fn uses_direct_gets(client: &async_nats::Client) -> bool {
-    direct_get_is_refused_openly(&client.server_info().version)
+    is_2_10_or_later(&client.server_info().version)
 }
 
 /// A connection named `name` (as /connz shows it).
