@@ -115,3 +115,22 @@ async fn the_binary_connects_a_reader_only_with_nats_servers() {
         "{without}"
     );
 }
+
+#[tokio::test]
+async fn a_refused_read_ends_at_the_deadline() {
+    let server = NatsServer::builder()
+        .jetstream()
+        .config(
+            "accounts { A { jetstream: enabled, users: [ { user: a, password: a }, \
+             { user: r, password: r, permissions: { publish: { deny: [\"$JS.API.>\"] } } } ] } }",
+        )
+        .start();
+    let a = named(&server, "setup", Some("a")).await;
+    stream_with(&jetstream::new(a), "S", true, &["x"]).await;
+    let reader = MessageTimestamps::new(named(&server, "reader", Some("r")).await, "A", 100);
+    let asked = [request("A", "S", 1, &[])];
+    let got = reader.read(&asked, 1, Duration::from_millis(500)).await;
+    assert!(got.is_empty());
+    // The server refuses the publish and never answers: a timeout.
+    assert_eq!(reader.count_of(ReadResult::Timeout), 1);
+}

@@ -314,7 +314,7 @@ pub async fn connect(args: &NatsArgs) -> Result<MessageTimestamps, ConnectionErr
 }
 
 /// Asks the server for the reader's account name until it answers, the
-/// server turns out older than 2.10, or the reader is gone. Reads meanwhile
+/// connection is up and it still does not, or the reader is gone. Reads meanwhile
 /// go by the label; a wrong label only leaves the account's streams unread
 /// (counted as other_account) until the server has answered.
 async fn learn_account(inner: std::sync::Weak<Inner>) {
@@ -328,8 +328,9 @@ async fn learn_account(inner: std::sync::Weak<Inner>) {
             }
             return;
         }
-        let version = client.server_info().version;
-        if !version.is_empty() && !fetch::is_2_10_or_later(&version) {
+        // Connected and still no name: the server cannot say (before 2.10)
+        // or the user may not ask; the label stays.
+        if client.connection_state() == async_nats::connection::State::Connected {
             return;
         }
         drop(client);
