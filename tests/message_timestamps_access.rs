@@ -134,3 +134,41 @@ async fn a_refused_read_ends_at_the_deadline() {
     // The server refuses the publish and never answers: a timeout.
     assert_eq!(reader.count_of(ReadResult::Timeout), 1);
 }
+
+#[tokio::test]
+async fn the_account_name_is_learnt_when_the_server_comes_up_later() {
+    let port = nats_test_server::free_port();
+    let url = format!("nats://127.0.0.1:{port}");
+    let flags = [
+        "--nats-servers",
+        &url,
+        "--nats-user",
+        "a",
+        "--nats-password",
+        "a",
+    ];
+    let args = NatsArgs::from_flags(flags.iter().chain(&["--nats-account-name", "label"])).unwrap();
+    // Nothing listens yet: connecting returns at once, with the label.
+    let reader = message_timestamps::connect(&args).await.unwrap();
+    assert_eq!(reader.account(), "label");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let server = NatsServer::builder()
+        .jetstream()
+        .config(&format!(
+            "port: {port}\naccounts {{ A {{ jetstream: enabled, users: [ {{ user: a, password: a }} ] }} }}"
+        ))
+        .start();
+    let client = named(&server, "version", Some("a")).await;
+    let want = if uses_direct_gets(&client) {
+        "A"
+    } else {
+        "label"
+    };
+    for _ in 0..200 {
+        if reader.account() == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(reader.account(), want);
+}
