@@ -11,6 +11,20 @@ use nats_delivery_exporter::message_timestamps::{self, MessageTimestamps, ReadRe
 use nats_delivery_exporter::nats_connection::NatsArgs;
 use nats_test_server::NatsServer;
 
+/// A reader connected from flags as user `a`, its account labelled "label".
+async fn connect_as_a(url: &str) -> MessageTimestamps {
+    let flags = [
+        "--nats-servers",
+        url,
+        "--nats-user",
+        "a",
+        "--nats-password",
+        "a",
+    ];
+    let args = NatsArgs::from_flags(flags.iter().chain(&["--nats-account-name", "label"])).unwrap();
+    message_timestamps::connect(&args).await.unwrap()
+}
+
 #[tokio::test]
 async fn streams_of_other_accounts_are_never_requested() {
     let server = NatsServer::builder()
@@ -27,17 +41,7 @@ async fn streams_of_other_accounts_are_never_requested() {
 
     // Connected from flags, the reader asks the server for its account's
     // name (2.10+); older servers cannot say, and the label is taken.
-    let url = server.client_url();
-    let flags = [
-        "--nats-servers",
-        &url,
-        "--nats-user",
-        "a",
-        "--nats-password",
-        "a",
-    ];
-    let args = NatsArgs::from_flags(flags.iter().chain(&["--nats-account-name", "label"])).unwrap();
-    let connected = message_timestamps::connect(&args).await.unwrap();
+    let connected = connect_as_a(&server.client_url()).await;
     if uses_direct_gets(&b) {
         // Learnt in the background, once the connection is up.
         for _ in 0..100 {
@@ -138,18 +142,8 @@ async fn a_refused_read_ends_at_the_deadline() {
 #[tokio::test]
 async fn the_account_name_is_learnt_when_the_server_comes_up_later() {
     let port = nats_test_server::free_port();
-    let url = format!("nats://127.0.0.1:{port}");
-    let flags = [
-        "--nats-servers",
-        &url,
-        "--nats-user",
-        "a",
-        "--nats-password",
-        "a",
-    ];
-    let args = NatsArgs::from_flags(flags.iter().chain(&["--nats-account-name", "label"])).unwrap();
     // Nothing listens yet: connecting returns at once, with the label.
-    let reader = message_timestamps::connect(&args).await.unwrap();
+    let reader = connect_as_a(&format!("nats://127.0.0.1:{port}")).await;
     assert_eq!(reader.account(), "label");
     tokio::time::sleep(Duration::from_secs(1)).await;
     let server = NatsServer::builder()
