@@ -2,11 +2,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use clap::Parser;
 use nats_delivery_exporter::advisories::Listeners;
 use nats_delivery_exporter::client_reports::{run_client_reports, ClientReports, ReportLimits};
 use nats_delivery_exporter::config::Config;
 use nats_delivery_exporter::exporter::Exporter;
+use nats_delivery_exporter::message_timestamps;
 use nats_delivery_exporter::nats_connection;
 use nats_delivery_exporter::redact::redacted;
 use nats_delivery_exporter::serve::{serve, Stopped};
@@ -49,7 +49,7 @@ fn main() -> ExitCode {
 
 async fn run() -> Result<(), Failure> {
     init_logging();
-    let config = parse_flags();
+    let (config, nats_servers_given) = parse_flags();
     let listen = config.listen;
     // Bound first: a taken address stops the exporter before anything connects.
     let listener = tokio::net::TcpListener::bind(listen)
@@ -60,6 +60,17 @@ async fn run() -> Result<(), Failure> {
     let listeners = Listeners::start(&config.nats, &config.advisories, exporter.registry_mut())
         .context("cannot start the NATS listeners")
         .map_err(Failure::Start)?;
+    // Timestamp reads need a NATS server to ask: without --nats-servers the
+    // default address is a guess, and nothing is read.
+    if nats_servers_given {
+        let timestamps = message_timestamps::connect(&config.nats)
+            .await
+            .context("cannot connect for message timestamp reads")
+            .map_err(Failure::Start)?;
+        exporter
+            .registry_mut()
+            .register_collector(Box::new(timestamps));
+    }
     if config.client_reports {
         start_client_reports(&config, &mut exporter)
             .await
@@ -164,12 +175,23 @@ async fn start_client_reports(config: &Config, exporter: &mut Exporter) -> anyho
     Ok(())
 }
 
-/// Parses the flags; a wrong one exits with status 2 and one line saying why.
-fn parse_flags() -> Config {
+/// Parses the flags, and says whether `--nats-servers` was given (on the
+/// command line or in the environment, not its default); a wrong flag exits
+/// with status 2 and one line saying why.
+fn parse_flags() -> (Config, bool) {
     use clap::error::ErrorKind;
-    match Config::try_parse() {
-        Ok(config) => match config.validate() {
-            Ok(()) => config,
+    use clap::parser::ValueSource;
+    use clap::{CommandFactory, FromArgMatches};
+    let parsed = Config::command().try_get_matches().and_then(|m| {
+        let given = matches!(
+            m.value_source("nats_servers"),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        );
+        Config::from_arg_matches(&m).map(|c| (c, given))
+    });
+    match parsed {
+        Ok((config, given)) => match config.validate() {
+            Ok(()) => (config, given),
             Err((flag, why)) => {
                 eprintln!("error: {flag}: {why} (see --help)");
                 std::process::exit(2);
