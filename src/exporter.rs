@@ -11,6 +11,7 @@ use futures::future::{BoxFuture, FutureExt, Shared};
 use prometheus_client::registry::Registry;
 
 use crate::config::Config;
+use crate::message_timestamps::MessageTimestamps;
 use crate::poller::Poller;
 use crate::snapshot::{Snapshot, SnapshotCollector};
 use crate::sources::Fetcher;
@@ -91,6 +92,14 @@ impl Exporter {
             exposition: Arc::new(Exposition::new()),
             in_flight: Mutex::new(None),
         })
+    }
+
+    /// Reads message timestamps through `timestamps` from now on, so that
+    /// consumer lag and age are exact for the consumers that lag most.
+    pub fn read_timestamps(&mut self, timestamps: MessageTimestamps) {
+        Arc::get_mut(&mut self.poller)
+            .expect("the reader is given before the first scrape")
+            .read_timestamps(timestamps);
     }
 
     /// The registry, for other parts of the exporter (advisory listeners,

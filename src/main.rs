@@ -69,7 +69,8 @@ async fn run() -> Result<(), Failure> {
             .map_err(Failure::Start)?;
         exporter
             .registry_mut()
-            .register_collector(Box::new(timestamps));
+            .register_collector(Box::new(timestamps.clone()));
+        exporter.read_timestamps(timestamps);
     }
     if config.client_reports {
         start_client_reports(&config, &mut exporter)

@@ -17,6 +17,7 @@ use url::Url;
 use crate::config::Config;
 use crate::consumer_health::{ConsumerHealth, Replies};
 use crate::error::PollError;
+use crate::message_timestamps::MessageTimestamps;
 use crate::redact::redacted;
 use crate::snapshot::Snapshot;
 use crate::sources::{
@@ -53,6 +54,9 @@ pub struct Poller {
     targets: Vec<Target>,
     /// Consumer history across polls; `None` when the status window is 0.
     health: Option<Mutex<ConsumerHealth>>,
+    /// Reads the stored time of the messages consumer lag and age are
+    /// measured from; `None` without a NATS connection.
+    timestamps: Option<MessageTimestamps>,
 }
 
 impl Poller {
@@ -84,11 +88,19 @@ impl Poller {
             fetch,
             targets,
             health,
+            timestamps: None,
         }
+    }
+
+    /// Reads message timestamps through `timestamps` on every poll, at most
+    /// `--consumer-timestamp-reads` new ones each time.
+    pub fn read_timestamps(&mut self, timestamps: MessageTimestamps) {
+        self.timestamps = Some(timestamps);
     }
 
     /// Polls every source of every server once; each is bounded by `--timeout`.
     pub async fn poll(&self) -> Snapshot {
+        let started = Instant::now();
         let mut targets = join_all(self.targets.iter().map(|t| self.poll_target(t))).await;
         distinct_server_labels(&mut targets, &self.targets);
         let mut snapshot = Snapshot::finished(targets);
@@ -101,8 +113,21 @@ impl Poller {
             let reads = self.config.consumer_timestamp_reads as usize;
             let (streams, consumers) = snapshot.rows();
             let rows = (streams.as_slice(), consumers.as_slice());
-            let _requests = lock().candidates(rows, now, reads);
-            let replies = Replies::new(); // the timestamps read for `_requests`: none yet
+            let requests = lock().candidates(rows, now, reads);
+            let replies = match &self.timestamps {
+                Some(timestamps) => {
+                    // A message below a stream's first sequence is gone: its
+                    // cached time must not answer for a later one.
+                    for (account, stream) in &streams {
+                        timestamps.forget_below(account, &stream.name, stream.state.first_seq);
+                    }
+                    // Within what is left of `--timeout`: the scrape's
+                    // answer is never later for the reads.
+                    let left = self.config.timeout.saturating_sub(started.elapsed());
+                    timestamps.read(&requests, reads, left).await
+                }
+                None => Replies::new(),
+            };
             let health_rows = lock().update(rows, now, &replies);
             snapshot.consumer_health = health_rows;
         }

@@ -283,3 +283,66 @@ async fn estimated_delivery_lag_is_within_the_bound_the_spacing_allows() {
     .unwrap();
     assert_eq!(unacked, lag);
 }
+
+/// With a timestamp reader, the lag and the age come from the stored
+/// messages themselves: exact, and equal to the truth to the millisecond,
+/// where the estimate from one poll's points is seconds off.
+#[tokio::test]
+async fn read_timestamps_make_lag_and_age_exact() {
+    use nats_delivery_exporter::message_timestamps::MessageTimestamps;
+    let server = NatsServer::builder().jetstream().start();
+    let client = async_nats::connect(server.client_url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let s = js
+        .create_stream(stream::Config {
+            name: "R".into(),
+            subjects: vec!["r".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let reader = s.create_consumer(pull("reader", "r")).await.unwrap();
+    // Five messages 300 ms apart, then five at once: a straight line
+    // between the first and the last is far from message 4.
+    for i in 1..=10 {
+        publish(&js, "r", 1).await;
+        if i <= 5 {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    // Delivered 1..=3 and not acknowledged: the oldest unacknowledged is 1,
+    // the first undelivered is 4.
+    assert_eq!(take(&reader, 3, false).await, 3);
+    let mut exporter = common::exporter(
+        &[server.monitor_url()],
+        &["--sources", "varz,jsz", "--consumer-timestamp-reads", "2"],
+    );
+    exporter.read_timestamps(MessageTimestamps::new(client, "$G", 100));
+    let text = common::scrape(&exporter).await;
+    let c = [("stream", "R"), ("consumer", "reader")];
+    let get = |name: &str| value(&text, name, &c).unwrap();
+    assert_eq!(get("nats_delivery_consumer_delivery_lag_exact"), 1.0);
+    assert_eq!(get("nats_delivery_consumer_oldest_unacked_age_exact"), 1.0);
+    // The server's clock at that poll: last delivery age + last delivery time.
+    let mut reader = reader;
+    let last_active = reader.info().await.unwrap().delivered.last_active.unwrap();
+    let now = last_active.unix_timestamp_nanos() as f64 / 1e9
+        + get("nats_delivery_consumer_last_delivery_age_seconds");
+    let stored = |seq| {
+        let s = s.clone();
+        async move {
+            let m = s.get_raw_message(seq).await.unwrap();
+            m.time.unix_timestamp_nanos() as f64 / 1e9
+        }
+    };
+    let lag = get("nats_delivery_consumer_delivery_lag_seconds");
+    let age = get("nats_delivery_consumer_oldest_unacked_age_seconds");
+    let (true_lag, true_age) = (now - stored(4).await, now - stored(1).await);
+    println!("lag {lag:.4} (true {true_lag:.4}), age {age:.4} (true {true_age:.4})");
+    assert!((lag - true_lag).abs() < 0.002, "lag {lag}, true {true_lag}");
+    assert!((age - true_age).abs() < 0.002, "age {age}, true {true_age}");
+    assert!(
+        (lag - age).abs() > 0.8,
+        "two different messages: 1 and 4 were stored 0.9 s apart"
+    );
+}

@@ -77,8 +77,16 @@ pub async fn unwatched_account(lab: &mut Lab) -> anyhow::Result<()> {
     })
     .await
     .map_err(err)?;
+    // One message nobody takes: its lag and age are estimated (the
+    // exporter reads messages of APP only), for the dashboards' estimated
+    // series.
+    js.publish("lab.audit", "audit".into())
+        .await
+        .map_err(err)?
+        .await
+        .map_err(err)?;
     lab.report.note(
-        "account OTHER: stream LAB_AUDIT with consumer auditor; the exporter listens to APP only",
+        "account OTHER: stream LAB_AUDIT with consumer auditor and one message; the exporter listens to APP only",
     );
     let q = "count(nats_delivery_consumer_pending_messages{account=\"OTHER\"})";
     let got = lab.prom.settle(q, 1.0, WAIT).await?;

@@ -199,10 +199,7 @@ pub async fn consume_rewound(js: &Context) -> anyhow::Result<()> {
 /// Replaces the rewound consumer with one of the same name that starts at
 /// stream sequence 10: its delivered position goes from 30 back to 9.
 pub async fn rewind(js: &Context) -> anyhow::Result<()> {
-    let stream = js
-        .get_stream(stream_of("rewound"))
-        .await
-        .map_err(err)?;
+    let stream = js.get_stream(stream_of("rewound")).await.map_err(err)?;
     stream.delete_consumer(CONSUMER).await.map_err(err)?;
     stream
         .create_consumer(pull::Config {
@@ -237,7 +234,8 @@ pub async fn connect_other(lab: &crate::Lab) -> anyhow::Result<Context> {
     Ok(jetstream::new(client))
 }
 
-/// Deletes every health stream (and so its consumer and its series).
+/// Deletes every health stream of account APP (and so its consumer and its
+/// series).
 pub async fn delete_all(js: &Context) -> anyhow::Result<()> {
     for status in super::health::STATUSES {
         js.delete_stream(stream_of(status)).await.map_err(err)?;

@@ -142,7 +142,10 @@ fn exporter_command(
     cmd.args(["--monitor-url", &nats.monitor_url()])
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--timeout", "800ms"])
-        .args(["--consumer-status-window", &format!("{STATUS_WINDOW_SECS}s")])
+        .args([
+            "--consumer-status-window",
+            &format!("{STATUS_WINDOW_SECS}s"),
+        ])
         .args(["--nats-servers", &nats.client_url()])
         .args(["--nats-client-name", client_name])
         .args(["--nats-user", user, "--nats-account-name", account])

@@ -86,7 +86,8 @@ pub async fn stuck(lab: &mut Lab) -> anyhow::Result<()> {
     );
     let q = "nats_delivery_consumer_status{stream=\"LAB_JOBS\",consumer=\"reports\",status=\"stopped\"}";
     let got = lab.prom.value(q).await?;
-    lab.report.count("the exporter's status is stopped", 1.0, q, got);
+    lab.report
+        .count("the exporter's status is stopped", 1.0, q, got);
     lab.report.alert(alert, &LABELS, found);
     let firing = lab.prom.firing().await?;
     lab.report.only_expected(&firing);

@@ -143,7 +143,7 @@ impl MessageTimestamps {
                     self.count(ReadResult::Cached);
                     answers.insert(r.clone(), found(s));
                 } else if to_read.len() < budget {
-                    to_read.push(r);
+                    to_read.push(r.clone());
                 } else {
                     self.count(ReadResult::OverBudget);
                 }
@@ -151,7 +151,12 @@ impl MessageTimestamps {
         }
         let mut unfinished = to_read.len();
         let mut reads = futures::stream::iter(to_read)
-            .map(|r| async move { (r, self.read_one(r, end).await) })
+            // Owned requests: a future borrowing its argument would not be
+            // `Send` for every lifetime, which a spawned poll needs.
+            .map(|r| async move {
+                let outcome = self.read_one(&r, end).await;
+                (r, outcome)
+            })
             .buffer_unordered(MAX_IN_FLIGHT);
         let sleep = tokio::time::sleep_until(end);
         tokio::pin!(sleep);
@@ -168,11 +173,11 @@ impl MessageTimestamps {
                 Ok(Some(s)) => {
                     self.count(ReadResult::Read);
                     lock(&self.inner.cache).insert(request.clone(), s);
-                    answers.insert(request.clone(), found(s));
+                    answers.insert(request, found(s));
                 }
                 Ok(None) => {
                     self.count(ReadResult::NoMessage);
-                    answers.insert(request.clone(), TimestampReply::NoMessage);
+                    answers.insert(request, TimestampReply::NoMessage);
                 }
                 Err(e) => {
                     tracing::debug!(stream = %request.stream, from_seq = request.from_seq, error = %e, "message timestamp not read");
