@@ -80,16 +80,16 @@ pub fn copy_rules(repo: &Path, dest: &Path) -> anyhow::Result<LabRules> {
         !shortened.is_empty(),
         "no `for:` found in alerts/*.rules.yml"
     );
-    for (alert, from, _) in LAB_THRESHOLDS {
-        anyhow::ensure!(
-            windows.iter().any(|(a, f, _)| a == alert && f == from),
-            "alert {alert} has no `{from}` any more: update LAB_THRESHOLDS in examples/lab/rules.rs"
-        );
-    }
     for (alert, from, _) in LAB_WINDOWS {
         anyhow::ensure!(
             windows.iter().any(|(a, _, _)| a == alert),
             "alert {alert} has no [{from}] window or offset {from} any more: update LAB_WINDOWS in examples/lab/rules.rs"
+        );
+    }
+    for (alert, from, _) in LAB_THRESHOLDS {
+        anyhow::ensure!(
+            windows.iter().any(|(a, f, _)| a == alert && f == from),
+            "alert {alert} has no `{from}` any more: update LAB_THRESHOLDS in examples/lab/rules.rs"
         );
     }
     Ok(LabRules {
@@ -211,5 +211,16 @@ mod tests {
         let dest = tempfile::tempdir().unwrap();
         let err = copy_rules(repo.path(), dest.path()).err().unwrap();
         assert!(err.to_string().contains("update LAB_WINDOWS"), "{err}");
+    }
+
+    #[test]
+    fn a_listed_threshold_that_is_gone_stops_the_lab() {
+        let repo = tempfile::tempdir().unwrap();
+        std::fs::create_dir(repo.path().join("alerts")).unwrap();
+        let rule = "groups:\n  - name: g\n    rules:\n      - alert: NatsJetStreamConsumerStuck\n        expr: changes(x[10m]) == 0 unless x offset 10m\n        for: 5m\n      - alert: NatsJetStreamConsumerDeliveryLagHigh\n        expr: max(lag) > 600\n        for: 5m\n";
+        std::fs::write(repo.path().join("alerts/p.rules.yml"), rule).unwrap();
+        let dest = tempfile::tempdir().unwrap();
+        let err = copy_rules(repo.path(), dest.path()).err().unwrap();
+        assert!(err.to_string().contains("update LAB_THRESHOLDS"), "{err}");
     }
 }
