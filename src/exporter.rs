@@ -11,9 +11,10 @@ use futures::future::{BoxFuture, FutureExt, Shared};
 use prometheus_client::registry::Registry;
 
 use crate::config::Config;
+use crate::consumer_text::ConsumerLabels;
 use crate::message_timestamps::MessageTimestamps;
 use crate::poller::Poller;
-use crate::snapshot::{Snapshot, SnapshotCollector};
+use crate::snapshot::{write_consumer_part, Snapshot, SnapshotCollector, CONSUMER_PARTS};
 use crate::sources::Fetcher;
 
 /// The exposition format a scraper asked for.
@@ -184,41 +185,29 @@ impl Exporter {
     }
 }
 
-/// The registries and the collectors that write a snapshot into them.
+/// The registry, the collector that writes a snapshot's main part into it,
+/// and what the per-consumer parts are written with.
 #[derive(Debug)]
 struct Exposition {
     registry: Registry,
-    /// One registry per per-consumer family, encoded in parallel with `registry`.
-    family_registries: Vec<Registry>,
     snapshot: Arc<SnapshotCollector>,
-    /// The collectors read one snapshot slot: one encoding at a time.
+    /// The collector reads one snapshot slot: one encoding at a time.
     encoding: Mutex<()>,
-    /// Size of each part of the last exposition, to size the next one's buffers.
+    /// Size of each part of the last exposition (the registry's, then the
+    /// per-consumer ones), to size the next one's buffers and order its work.
     part_sizes: Vec<AtomicUsize>,
 }
 
 impl Exposition {
     fn new() -> Exposition {
-        let mut parts = SnapshotCollector::parts().into_iter();
-        let snapshot = Arc::new(parts.next().expect("the main part"));
+        let snapshot = Arc::new(SnapshotCollector::default());
         let mut registry = Registry::default();
         registry.register_collector(Box::new(snapshot.clone()));
-        let family_registries: Vec<Registry> = parts
-            .map(|part| {
-                let mut r = Registry::default();
-                r.register_collector(Box::new(part));
-                r
-            })
-            .collect();
-        let part_sizes = (0..=family_registries.len())
-            .map(|_| AtomicUsize::new(0))
-            .collect();
         Exposition {
             registry,
-            family_registries,
             snapshot,
             encoding: Mutex::new(()),
-            part_sizes,
+            part_sizes: (0..=CONSUMER_PARTS).map(|_| AtomicUsize::new(0)).collect(),
         }
     }
 
@@ -226,7 +215,7 @@ impl Exposition {
     fn encode(&self, snapshot: &Arc<Snapshot>, format: Format) -> Arc<[Bytes]> {
         let _one_at_a_time = self.encoding.lock().expect("encoding lock");
         self.snapshot.set(snapshot.clone());
-        let mut parts = self.encode_parts(format);
+        let mut parts = self.encode_parts(snapshot, format);
         self.snapshot.clear();
         for (part, size) in parts.iter().zip(&self.part_sizes) {
             size.store(part.len(), Ordering::Relaxed);
@@ -237,23 +226,36 @@ impl Exposition {
         parts.into_iter().map(Bytes::from).collect()
     }
 
-    /// Encodes the main registry and each per-consumer family's registry,
-    /// spread over the machine's cores (at 10,000 consumers the families are
-    /// most of the encoding work); the parts come back in output order.
-    fn encode_parts(&self, format: Format) -> Vec<String> {
-        let registries: Vec<&Registry> = std::iter::once(&self.registry)
-            .chain(&self.family_registries)
-            .collect();
-        let done: Vec<Mutex<String>> = registries.iter().map(|_| Mutex::default()).collect();
+    /// Encodes the registry and writes each per-consumer family, spread over
+    /// the machine's cores (at 10,000 consumers the families are most of the
+    /// encoding work); the parts come back in output order.
+    fn encode_parts(&self, snapshot: &Snapshot, format: Format) -> Vec<String> {
+        let (_, consumers) = snapshot.rows();
+        // Every per-consumer family repeats each consumer's labels: rendered once.
+        let labels = ConsumerLabels::new(&consumers);
+        let size = |i: usize| self.part_sizes[i].load(Ordering::Relaxed);
+        // Largest first (by the last scrape), so that no thread is left
+        // writing the biggest family (consumer status) alone at the end.
+        let mut order: Vec<usize> = (0..=CONSUMER_PARTS).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(size(i)));
+        let done: Vec<Mutex<String>> = order.iter().map(|_| Mutex::default()).collect();
         let next = AtomicUsize::new(0);
         let work = || loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(registry) = registries.get(i) else {
+            let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
                 return;
             };
             // Sized from the last scrape: megabytes grown by doubling would be copied several times.
-            let hint = self.part_sizes[i].load(Ordering::Relaxed) * 9 / 8;
-            *done[i].lock().expect("part lock") = encode(registry, format, hint);
+            let hint = size(i) * 9 / 8;
+            let text = match i.checked_sub(1) {
+                None => encode_registry(&self.registry, format, hint),
+                Some(part) => {
+                    let mut out = String::with_capacity(hint);
+                    let rows = (consumers.as_slice(), &labels);
+                    write_consumer_part(&mut out, format, snapshot, rows, part);
+                    out
+                }
+            };
+            *done[i].lock().expect("part lock") = text;
         };
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
         std::thread::scope(|scope| {
@@ -270,7 +272,7 @@ impl Exposition {
 
 /// Encodes one registry without the OpenMetrics `# EOF`, which the caller
 /// adds once after joining the parts.
-fn encode(registry: &Registry, format: Format, capacity: usize) -> String {
+pub(crate) fn encode_registry(registry: &Registry, format: Format, capacity: usize) -> String {
     let mut out = String::with_capacity(capacity);
     let written = match format {
         Format::Classic => prometheus_client::encoding::prometheus_text::encode(&mut out, registry),

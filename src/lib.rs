@@ -11,6 +11,7 @@ pub mod byte_size;
 pub mod client_reports;
 pub mod config;
 pub mod consumer_health;
+pub mod consumer_text;
 pub mod duration;
 pub mod encode;
 pub mod error;

@@ -8,9 +8,11 @@ use std::sync::{Arc, Mutex};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::consumer_health::encode::{encode_health_family, HEALTH_FAMILY_COUNT};
+use crate::consumer_health::encode::{write_health_family, HEALTH_FAMILY_COUNT};
 use crate::consumer_health::ConsumerHealthRow;
+use crate::consumer_text::ConsumerLabels;
 use crate::encode::{counter_family, gauge_family};
+use crate::exporter::Format;
 use crate::sources::connz;
 use crate::sources::jsz;
 use crate::sources::varz;
@@ -51,37 +53,34 @@ impl Snapshot {
     }
 }
 
-/// The part of the snapshot a collector writes. The exporter encodes the
-/// parts on several threads, each into its own registry, and joins the text
-/// in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Part {
-    /// Health, /varz, /connz and streams.
-    Main,
-    /// One per-consumer family: the /jsz ones, then the health ones.
-    ConsumerFamily(usize),
+/// How many per-consumer parts of the exposition follow the main one (the
+/// collector's): one per family, the /jsz ones then the health ones. The
+/// exporter writes the parts on several threads and joins the text in order.
+pub const CONSUMER_PARTS: usize = jsz::CONSUMER_FAMILY_COUNT + HEALTH_FAMILY_COUNT;
+
+/// Appends per-consumer part `index` (below [`CONSUMER_PARTS`]) of `snap`,
+/// whose consumers are `consumers` with their rendered `labels`.
+pub fn write_consumer_part(
+    out: &mut String,
+    format: Format,
+    snap: &Snapshot,
+    (consumers, labels): (&[jsz::ConsumerRow], &ConsumerLabels),
+    index: usize,
+) {
+    match index.checked_sub(jsz::CONSUMER_FAMILY_COUNT) {
+        None => jsz::write_consumer_family(out, format, consumers, labels, index),
+        Some(i) => write_health_family(out, format, labels, &snap.consumer_health, i),
+    }
 }
 
-/// A collector registered once; the scrape hands it each new snapshot.
-#[derive(Debug)]
+/// A collector registered once; the scrape hands it each new snapshot. It
+/// writes the main part: health, /varz, /connz and streams.
+#[derive(Debug, Default)]
 pub struct SnapshotCollector {
-    latest: Arc<Mutex<Option<Arc<Snapshot>>>>,
-    part: Part,
+    latest: Mutex<Option<Arc<Snapshot>>>,
 }
 
 impl SnapshotCollector {
-    /// One collector per [`Part`], in output order, sharing one snapshot slot.
-    pub fn parts() -> Vec<SnapshotCollector> {
-        let latest = Arc::new(Mutex::new(None));
-        std::iter::once(Part::Main)
-            .chain((0..jsz::CONSUMER_FAMILY_COUNT + HEALTH_FAMILY_COUNT).map(Part::ConsumerFamily))
-            .map(|part| SnapshotCollector {
-                latest: latest.clone(),
-                part,
-            })
-            .collect()
-    }
-
     /// Makes `snapshot` the one the next encode writes.
     pub fn set(&self, snapshot: Arc<Snapshot>) {
         *self.latest.lock().expect("snapshot lock") = Some(snapshot);
@@ -98,13 +97,7 @@ impl Collector for SnapshotCollector {
         let Some(snap) = self.latest.lock().expect("snapshot lock").clone() else {
             return Ok(());
         };
-        let (streams, consumers) = snap.rows();
-        if let Part::ConsumerFamily(index) = self.part {
-            return match index.checked_sub(jsz::CONSUMER_FAMILY_COUNT) {
-                None => jsz::encode_consumer_family(&mut enc, &consumers, index),
-                Some(i) => encode_health_family(&mut enc, &consumers, &snap.consumer_health, i),
-            };
-        }
+        let (streams, _) = snap.rows();
         encode_health(&mut enc, &snap)?;
         let varz: Vec<_> = snap
             .targets

@@ -3,9 +3,12 @@
 use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
 
 use super::{ConsumerConfig, ConsumerInfo, ConsumerRow, StreamDetail, StreamRow};
-use crate::encode::{counter_family, gauge_family, Num};
+use crate::consumer_text::{write_family, ConsumerLabels};
+use crate::encode::{gauge_family, Num};
+use crate::exporter::Format;
 
 pub(super) fn age(now: Option<f64>, then: Option<f64>) -> Option<f64> {
     let then = then?;
@@ -75,28 +78,6 @@ pub fn encode_streams(enc: &mut DescriptorEncoder, streams: &[StreamRow]) -> fmt
         "nats_delivery_stream_max_age_seconds",
         "The stream's max_age limit; absent when unlimited.",
         &|s| limit(s.config.as_ref()?.max_age).map(|ns| Num::F(ns as f64 / 1e9)),
-    )
-}
-
-fn consumer_family(
-    enc: &mut DescriptorEncoder,
-    consumers: &[ConsumerRow],
-    name: &str,
-    help: &str,
-    value: &dyn Fn(&ConsumerInfo, Option<f64>) -> Option<Num>,
-) -> fmt::Result {
-    gauge_family(
-        enc,
-        name,
-        help,
-        consumers.iter().filter_map(|(a, s, c, now)| {
-            let labels = [
-                ("account", *a),
-                ("stream", *s),
-                ("consumer", c.name.as_str()),
-            ];
-            value(c, *now).map(|v| (labels, v))
-        }),
     )
 }
 
@@ -198,30 +179,33 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 13] = [
 /// are most of a scrape's encoding work.
 pub const CONSUMER_FAMILY_COUNT: usize = CONSUMER_FAMILIES.len() + CONSUMER_COUNTERS.len();
 
-/// Writes per-consumer family number `index` (below [`CONSUMER_FAMILY_COUNT`]).
-pub fn encode_consumer_family(
-    enc: &mut DescriptorEncoder,
+/// Appends per-consumer family number `index` (below [`CONSUMER_FAMILY_COUNT`]);
+/// `labels` are the labels of `consumers`.
+pub fn write_consumer_family(
+    out: &mut String,
+    format: Format,
     consumers: &[ConsumerRow],
+    labels: &ConsumerLabels,
     index: usize,
-) -> fmt::Result {
+) {
     if let Some(&(name, help, value)) = index
         .checked_sub(CONSUMER_FAMILIES.len())
         .and_then(|i| CONSUMER_COUNTERS.get(i))
     {
-        return counter_family(
-            enc,
-            name,
-            help,
-            consumers.iter().map(|(a, s, c, _)| {
-                let labels = [
-                    ("account", *a),
-                    ("stream", *s),
-                    ("consumer", c.name.as_str()),
-                ];
-                (labels, value(c))
-            }),
-        );
+        let rows = consumers.iter().enumerate();
+        let series = rows.map(|(i, (_, _, c, _))| (labels.get(i), "", Num::U(value(c))));
+        return write_family(out, format, MetricType::Counter, (name, help), series);
     }
     let family = &CONSUMER_FAMILIES[index];
-    consumer_family(enc, consumers, family.name, family.help, &family.value)
+    let series = consumers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, _, c, now))| Some((labels.get(i), "", (family.value)(c, *now)?)));
+    write_family(
+        out,
+        format,
+        MetricType::Gauge,
+        (family.name, family.help),
+        series,
+    );
 }

@@ -18,7 +18,7 @@ use crate::error::PollError;
 mod encode;
 mod leaders;
 pub mod split;
-pub use encode::{encode_consumer_family, encode_streams, CONSUMER_FAMILY_COUNT};
+pub use encode::{encode_streams, write_consumer_family, CONSUMER_FAMILY_COUNT};
 pub use leaders::{select, select_leaders, ConsumerRow, Leaders, StreamRow};
 
 /// The fields of a `/jsz` reply the exporter uses. (`S` is the type of a
