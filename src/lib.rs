@@ -16,6 +16,7 @@ pub mod duration;
 pub mod encode;
 pub mod error;
 pub mod exporter;
+pub mod exposition;
 pub mod flag_values;
 pub mod http;
 pub mod listener;

@@ -6,7 +6,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 
 use super::{ConsumerConfig, ConsumerInfo, ConsumerRow, StreamDetail, StreamRow};
-use crate::consumer_text::{write_family, ConsumerLabels};
+use crate::consumer_text::{write_family, BlockLabels};
 use crate::encode::{gauge_family, Num};
 use crate::exporter::Format;
 
@@ -179,13 +179,13 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 13] = [
 /// are most of a scrape's encoding work.
 pub const CONSUMER_FAMILY_COUNT: usize = CONSUMER_FAMILIES.len() + CONSUMER_COUNTERS.len();
 
-/// Appends per-consumer family number `index` (below [`CONSUMER_FAMILY_COUNT`]);
-/// `labels` are the labels of `consumers`.
+/// Appends per-consumer family number `index` (below [`CONSUMER_FAMILY_COUNT`])
+/// for a block of `consumers`; `labels` are their labels.
 pub fn write_consumer_family(
     out: &mut String,
     format: Format,
     consumers: &[ConsumerRow],
-    labels: &ConsumerLabels,
+    labels: BlockLabels,
     index: usize,
 ) {
     if let Some(&(name, help, value)) = index
