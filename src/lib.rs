@@ -27,5 +27,6 @@ pub mod redact;
 pub mod serve;
 pub mod snapshot;
 pub mod sources;
+pub mod survey;
 pub mod system_events;
 pub mod web_config;
