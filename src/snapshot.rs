@@ -13,6 +13,7 @@ use crate::consumer_health::ConsumerHealthRow;
 use crate::consumer_text::ConsumerLabels;
 use crate::encode::{counter_family, gauge_family};
 use crate::exporter::Format;
+use crate::sources::accstatz;
 use crate::sources::connz;
 use crate::sources::jsz;
 use crate::sources::varz;
@@ -74,7 +75,7 @@ pub fn write_consumer_part(
 }
 
 /// A collector registered once; the scrape hands it each new snapshot. It
-/// writes the main part: health, /varz, /connz and streams.
+/// writes the main part: health, /varz, /connz, /accstatz and streams.
 #[derive(Debug, Default)]
 pub struct SnapshotCollector {
     latest: Mutex<Option<Arc<Snapshot>>>,
@@ -122,6 +123,12 @@ impl Collector for SnapshotCollector {
             }
         }
         connz::encode_closed(&mut enc, &closed)?;
+        let accounts: Vec<_> = snap
+            .targets
+            .iter()
+            .filter_map(|t| t.accstatz.as_ref().map(|a| (t.server.as_str(), a)))
+            .collect();
+        accstatz::encode(&mut enc, &accounts)?;
         jsz::encode_streams(&mut enc, &streams)
     }
 }
