@@ -47,6 +47,16 @@ impl Snapshot {
         }
     }
 
+    /// Each server's reply from one source, with its `server` label, for the
+    /// servers whose poll of that source succeeded.
+    fn answered<'a, T>(
+        &'a self,
+        reply: impl Fn(&'a TargetSnapshot) -> Option<&'a T>,
+    ) -> Vec<(&'a str, &'a T)> {
+        let each = |t: &'a TargetSnapshot| reply(t).map(|r| (t.server.as_str(), r));
+        self.targets.iter().filter_map(each).collect()
+    }
+
     /// The streams and consumers to export, each from its leader.
     pub fn rows(&self) -> (Vec<jsz::StreamRow<'_>>, Vec<jsz::ConsumerRow<'_>>) {
         let polls: Vec<_> = self.targets.iter().map(|t| t.jsz.as_ref()).collect();
@@ -100,12 +110,7 @@ impl Collector for SnapshotCollector {
         };
         let (streams, _) = snap.rows();
         encode_health(&mut enc, &snap)?;
-        let varz: Vec<_> = snap
-            .targets
-            .iter()
-            .filter_map(|t| t.varz.as_ref().map(|v| (t.server.as_str(), v)))
-            .collect();
-        varz::encode(&mut enc, &varz)?;
+        varz::encode(&mut enc, &snap.answered(|t| t.varz.as_ref()))?;
         let top: Vec<_> = snap
             .targets
             .iter()
@@ -123,12 +128,7 @@ impl Collector for SnapshotCollector {
             }
         }
         connz::encode_closed(&mut enc, &closed)?;
-        let accounts: Vec<_> = snap
-            .targets
-            .iter()
-            .filter_map(|t| t.accstatz.as_ref().map(|a| (t.server.as_str(), a)))
-            .collect();
-        accstatz::encode(&mut enc, &accounts)?;
+        accstatz::encode(&mut enc, &snap.answered(|t| t.accstatz.as_ref()))?;
         jsz::encode_streams(&mut enc, &streams)
     }
 }
