@@ -68,7 +68,7 @@ pub struct Config {
         long,
         env = "NATS_DELIVERY_SOURCES",
         value_delimiter = ',',
-        default_value = "varz,connz,jsz"
+        default_value = "varz,connz,jsz,accstatz"
     )]
     pub sources: Vec<Source>,
 

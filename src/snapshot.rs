@@ -14,6 +14,7 @@ use crate::consumer_health::ConsumerHealthRow;
 use crate::consumer_text::ConsumerLabels;
 use crate::encode::{counter_family, gauge_family};
 use crate::exporter::Format;
+use crate::sources::accstatz;
 use crate::sources::connz;
 use crate::sources::jsz;
 use crate::sources::varz;
@@ -45,6 +46,16 @@ impl Snapshot {
             leaders,
             consumer_health: Vec::new(),
         }
+    }
+
+    /// Each server's reply from one source, with its `server` label, for the
+    /// servers whose poll of that source succeeded.
+    fn answered<'a, T>(
+        &'a self,
+        reply: impl Fn(&'a TargetSnapshot) -> Option<&'a T>,
+    ) -> Vec<(&'a str, &'a T)> {
+        let each = |t: &'a TargetSnapshot| reply(t).map(|r| (t.server.as_str(), r));
+        self.targets.iter().filter_map(each).collect()
     }
 
     /// The streams and consumers to export, each from its leader.
@@ -83,7 +94,7 @@ pub fn write_consumer_part(
 }
 
 /// A collector registered once; the scrape hands it each new snapshot. It
-/// writes the main part: health, /varz, /connz and streams.
+/// writes the main part: health, /varz, /connz, /accstatz and streams.
 #[derive(Debug, Default)]
 pub struct SnapshotCollector {
     latest: Mutex<Option<Arc<Snapshot>>>,
@@ -108,12 +119,7 @@ impl Collector for SnapshotCollector {
         };
         let (streams, _) = snap.rows();
         encode_health(&mut enc, &snap)?;
-        let varz: Vec<_> = snap
-            .targets
-            .iter()
-            .filter_map(|t| t.varz.as_ref().map(|v| (t.server.as_str(), v)))
-            .collect();
-        varz::encode(&mut enc, &varz)?;
+        varz::encode(&mut enc, &snap.answered(|t| t.varz.as_ref()))?;
         let top: Vec<_> = snap
             .targets
             .iter()
@@ -131,6 +137,7 @@ impl Collector for SnapshotCollector {
             }
         }
         connz::encode_closed(&mut enc, &closed)?;
+        accstatz::encode(&mut enc, &snap.answered(|t| t.accstatz.as_ref()))?;
         jsz::encode_streams(&mut enc, &streams)
     }
 }

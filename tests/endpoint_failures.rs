@@ -5,10 +5,14 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use nats_delivery_exporter::sources::Source;
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+
+/// Failed polls per scrape of a broken endpoint: one per source.
+const SOURCES: f64 = Source::ALL.len() as f64;
 
 /// Accepts connections and never answers.
 async fn hanging_endpoint() -> String {
@@ -93,21 +97,22 @@ async fn broken_endpoints_are_down_and_the_rest_is_served() {
         .map(|(_, v)| *v)
         .sum::<f64>()
     };
-    for source in ["varz", "connz", "jsz"] {
+    for source in Source::ALL.map(Source::as_str) {
         assert_eq!(up(&server.name, source), Some(1.0), "{source}");
         for bad in [&hanging, &garbage, &failing, &closed] {
             assert_eq!(up(&authority(bad), source), Some(0.0), "{bad} {source}");
         }
     }
-    assert_eq!(errors(&authority(&hanging), "timeout"), 3.0);
-    assert_eq!(errors(&authority(&garbage), "parse"), 3.0);
+    assert_eq!(errors(&authority(&hanging), "timeout"), SOURCES);
+    assert_eq!(errors(&authority(&garbage), "parse"), SOURCES);
     // The wrong shape only breaks /varz, whose slow_consumers must be a number;
-    // /connz and /jsz find none of their fields, and a missing field is not an error.
+    // /connz, /jsz and /accstatz find none of their fields, and a missing field is not an error.
     assert_eq!(errors(&authority(&wrong_shape), "parse"), 1.0);
     assert_eq!(up(&authority(&wrong_shape), "varz"), Some(0.0));
     assert_eq!(up(&authority(&wrong_shape), "connz"), Some(1.0));
-    assert_eq!(errors(&authority(&failing), "http_status"), 3.0);
-    assert_eq!(errors(&authority(&closed), "connect"), 3.0);
+    assert_eq!(up(&authority(&wrong_shape), "accstatz"), Some(1.0));
+    assert_eq!(errors(&authority(&failing), "http_status"), SOURCES);
+    assert_eq!(errors(&authority(&closed), "connect"), SOURCES);
     // Values of the healthy server are served; nothing from the broken ones.
     assert_eq!(
         value(

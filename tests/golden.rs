@@ -77,6 +77,7 @@ async fn capture(version_dir: &Path, binary: &str) {
             "jsz.json",
             "jsz?accounts=true&streams=true&consumers=true&config=true&offset=0&limit=1024",
         ),
+        ("accstatz.json", "accstatz?unused=true"),
     ] {
         std::fs::write(
             version_dir.join(file),
@@ -102,6 +103,7 @@ async fn serve_fixtures(version_dir: PathBuf) -> String {
             "jsz" => first_page.then_some("jsz.json"),
             other => Some(match other {
                 "varz" => "varz.json",
+                "accstatz" => "accstatz.json",
                 _ => "connz.json",
             }),
         };
@@ -114,6 +116,7 @@ async fn serve_fixtures(version_dir: PathBuf) -> String {
         .route("/varz", get(answer))
         .route("/connz", get(answer))
         .route("/jsz", get(answer))
+        .route("/accstatz", get(answer))
         .with_state(version_dir);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -183,6 +186,7 @@ async fn exposition_matches_golden_files_for_each_server_version() {
         "Exporter health",
         "Server (from /varz)",
         "Connections (from /connz)",
+        "Accounts (from /accstatz)",
         "JetStream streams and consumers (from /jsz)",
     ];
     let never: Vec<_> = nats_test_server::reference::documented_in(&sections)

@@ -5,8 +5,12 @@
 mod common;
 
 use common::fake_endpoint::{self, Reply};
+use nats_delivery_exporter::sources::Source;
 use nats_test_server::sample::{samples, value};
 use nats_test_server::NatsServer;
+
+/// Failed polls per scrape of a broken endpoint: one per source.
+const SOURCES: f64 = Source::ALL.len() as f64;
 
 fn error_count(text: &str, server: &str, kind: &str) -> f64 {
     samples(
@@ -39,7 +43,7 @@ async fn oversized_replies_are_too_large_and_redirects_are_not_followed() {
     let exporter = common::exporter(&urls, &["--timeout", "5s", "--max-reply-size", "8MiB"]);
     let text = common::scrape(&exporter).await;
 
-    for source in ["varz", "connz", "jsz"] {
+    for source in Source::ALL.map(Source::as_str) {
         let up = |s: &str| {
             value(
                 &text,
@@ -55,12 +59,12 @@ async fn oversized_replies_are_too_large_and_redirects_are_not_followed() {
     for bad in [&lying, &endless, &big] {
         assert_eq!(
             error_count(&text, &bad.authority, "too_large"),
-            3.0,
+            SOURCES,
             "{}",
             bad.url
         );
     }
-    assert_eq!(error_count(&text, &redirect.authority, "redirect"), 3.0);
+    assert_eq!(error_count(&text, &redirect.authority, "redirect"), SOURCES);
     // The redirect's target was never asked for anything through it: only the
     // healthy server's own series carry its values.
     assert_eq!(
@@ -135,7 +139,7 @@ async fn credentials_in_a_monitoring_url_never_reach_errors_or_pages() {
     let with_password = failing.url.replace("http://", "http://admin:s3cretMON@");
     let exporter = common::exporter(std::slice::from_ref(&with_password), &[]);
     let text = common::scrape(&exporter).await;
-    assert_eq!(error_count(&text, &failing.authority, "parse"), 3.0);
+    assert_eq!(error_count(&text, &failing.authority, "parse"), SOURCES);
     assert!(!text.contains("s3cretMON"));
     assert!(!text.contains("admin"));
 }
@@ -148,7 +152,7 @@ async fn a_body_that_trickles_forever_times_out() {
     let text = common::scrape(&exporter).await;
     // Generous bound: without a whole-reply timeout the scrape would never end.
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
-    assert_eq!(error_count(&text, &slow.authority, "timeout"), 3.0);
+    assert_eq!(error_count(&text, &slow.authority, "timeout"), SOURCES);
     assert_eq!(
         samples(&text, "nats_delivery_up", &[("server", &slow.authority)])
             .iter()

@@ -5,6 +5,7 @@ mod common;
 use clap::Parser;
 use nats_delivery_exporter::config::Config;
 use nats_delivery_exporter::exporter::Exporter;
+use nats_delivery_exporter::sources::Source;
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 
@@ -24,7 +25,7 @@ async fn https_endpoints_with_and_without_the_ca() {
 
     let trusted = common::exporter(&url, &["--monitor-tls-ca", &p("ca.pem")]);
     let text = common::scrape(&trusted).await;
-    for source in ["varz", "connz", "jsz"] {
+    for source in Source::ALL.map(Source::as_str) {
         assert_eq!(
             value(&text, "nats_delivery_up", &[("source", source)]),
             Some(1.0),

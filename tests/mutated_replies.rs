@@ -9,6 +9,7 @@ use std::sync::Mutex;
 
 use common::fake_endpoint::{self, Reply};
 use nats_delivery_exporter::advisories::parse::parse as parse_advisory;
+use nats_delivery_exporter::sources::accstatz::Accstatz;
 use nats_delivery_exporter::sources::connz::Connz;
 use nats_delivery_exporter::sources::jsz::{split, Jsz};
 use nats_delivery_exporter::sources::varz::Varz;
@@ -117,6 +118,9 @@ fn parsers_never_panic_on_mutated_input() {
                 serde_json::from_slice::<Connz>(b).is_ok()
             }),
             ("jsz.json", |b| serde_json::from_slice::<Jsz>(b).is_ok()),
+            ("accstatz.json", |b| {
+                serde_json::from_slice::<Accstatz>(b).is_ok()
+            }),
             // Parsed in pieces as the exporter does: the same result or
             // the same failure as parsing the whole.
             ("jsz.json", |b| {
@@ -233,7 +237,7 @@ fn strict_samples(text: &str) -> Vec<Sample> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutated_replies_never_break_the_exposition() {
     let rng = Mutex::new(Rng(0xD1B5_4A32_D192_ED03));
-    let originals: Vec<(String, Vec<u8>)> = ["varz", "connz", "jsz"]
+    let originals: Vec<(String, Vec<u8>)> = ["varz", "connz", "jsz", "accstatz"]
         .iter()
         .map(|e| (format!("/{e}"), fixture("2.15.1", &format!("{e}.json"))))
         .collect();

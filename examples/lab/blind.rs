@@ -118,10 +118,10 @@ pub async fn blindness(lab: &mut Lab) -> anyhow::Result<()> {
     lab.stop_nats()?;
     lab.report.note("killed nats-server");
     let q = "count(nats_delivery_up == 0)";
-    let got = lab.prom.settle(q, 3.0, WAIT).await?;
+    let got = lab.prom.settle(q, 4.0, WAIT).await?;
     lab.report.count(
-        "monitoring endpoints unreadable (varz, connz, jsz)",
-        3.0,
+        "monitoring endpoints unreadable (varz, connz, jsz, accstatz)",
+        4.0,
         q,
         got,
     );
@@ -129,6 +129,7 @@ pub async fn blindness(lab: &mut Lab) -> anyhow::Result<()> {
         (alerts[0], vec![("source", "varz")]),
         (alerts[0], vec![("source", "connz")]),
         (alerts[0], vec![("source", "jsz")]),
+        (alerts[0], vec![("source", "accstatz")]),
         (alerts[1], vec![("account", "APP")]),
         (alerts[2], vec![("job", "nats-delivery-exporter")]),
         (alerts[5], vec![("job", "nats-delivery-exporter")]),

@@ -3,6 +3,7 @@
 //! parsing, and a field an older server lacks stays `None`, never 0) and the
 //! code that turns one reply into metric rows.
 
+pub mod accstatz;
 pub mod connz;
 pub mod fetch;
 pub mod jsz;
@@ -22,11 +23,13 @@ pub enum Source {
     Connz,
     /// `/jsz`: JetStream streams and consumers (leader's view).
     Jsz,
+    /// `/accstatz`: per-account slow consumers.
+    Accstatz,
 }
 
 impl Source {
     /// Every source, in the order they are reported.
-    pub const ALL: [Source; 3] = [Source::Varz, Source::Connz, Source::Jsz];
+    pub const ALL: [Source; 4] = [Source::Varz, Source::Connz, Source::Jsz, Source::Accstatz];
 
     /// The `source` label value.
     pub fn as_str(self) -> &'static str {
@@ -34,6 +37,7 @@ impl Source {
             Source::Varz => "varz",
             Source::Connz => "connz",
             Source::Jsz => "jsz",
+            Source::Accstatz => "accstatz",
         }
     }
 }
@@ -42,13 +46,14 @@ impl Source {
 /// server, in the order they are reported ([`Source::ALL`]). A new source
 /// is one line here.
 pub fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
-    let all: [Box<dyn AnySource>; 3] = [
+    let all: [Box<dyn AnySource>; 4] = [
         Box::new(varz::VarzSource),
         Box::new(connz::ConnzSource::new(
             settings.connz_top,
             settings.max_client_names,
         )),
         Box::new(jsz::JszSource::new(settings.jsz_page_size)),
+        Box::new(accstatz::AccstatzSource),
     ];
     all.into_iter()
         .filter(|s| settings.enabled.contains(&s.kind()))

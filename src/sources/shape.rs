@@ -12,6 +12,7 @@ use std::future::Future;
 use futures::future::BoxFuture;
 use url::Url;
 
+use super::accstatz::Accstatz;
 use super::connz::{ClosedKey, TopPending};
 use super::jsz::JszPoll;
 use super::varz::Varz;
@@ -51,6 +52,8 @@ pub struct TargetSnapshot {
     pub max_pending: Option<i64>,
     /// `/jsz`, when polled successfully.
     pub jsz: Option<JszPoll>,
+    /// `/accstatz`, when polled successfully.
+    pub accstatz: Option<Accstatz>,
     /// Connections cut as slow consumers, counted so far.
     pub closed: BTreeMap<ClosedKey, u64>,
     /// One entry per polled source.
