@@ -36,10 +36,20 @@ async fn oversized_replies_are_too_large_and_redirects_are_not_followed() {
         big.url.clone(),
         redirect.url.clone(),
     ];
-    let exporter = common::exporter(&urls, &["--timeout", "5s", "--max-reply-size", "8MiB"]);
+    let exporter = common::exporter(
+        &urls,
+        &[
+            "--timeout",
+            "5s",
+            "--max-reply-size",
+            "8MiB",
+            "--sources",
+            "varz,connz,jsz,routez,gatewayz",
+        ],
+    );
     let text = common::scrape(&exporter).await;
 
-    for source in ["varz", "connz", "jsz"] {
+    for source in ["varz", "connz", "jsz", "routez", "gatewayz"] {
         let up = |s: &str| {
             value(
                 &text,
@@ -55,12 +65,12 @@ async fn oversized_replies_are_too_large_and_redirects_are_not_followed() {
     for bad in [&lying, &endless, &big] {
         assert_eq!(
             error_count(&text, &bad.authority, "too_large"),
-            3.0,
+            5.0,
             "{}",
             bad.url
         );
     }
-    assert_eq!(error_count(&text, &redirect.authority, "redirect"), 3.0);
+    assert_eq!(error_count(&text, &redirect.authority, "redirect"), 5.0);
     // The redirect's target was never asked for anything through it: only the
     // healthy server's own series carry its values.
     assert_eq!(

@@ -10,7 +10,9 @@ use std::sync::Mutex;
 use common::fake_endpoint::{self, Reply};
 use nats_delivery_exporter::advisories::parse::parse as parse_advisory;
 use nats_delivery_exporter::sources::connz::Connz;
+use nats_delivery_exporter::sources::gatewayz::Gatewayz;
 use nats_delivery_exporter::sources::jsz::{split, Jsz};
+use nats_delivery_exporter::sources::routez::Routez;
 use nats_delivery_exporter::sources::varz::Varz;
 
 /// xorshift64*: small, fixed-seed randomness without a dependency.
@@ -133,6 +135,25 @@ fn parsers_never_panic_on_mutated_input() {
             }
         }
     }
+    for version in ["2.9.10", "2.15.1"] {
+        for (name, parse) in [
+            (
+                "routez.json",
+                (|b: &[u8]| serde_json::from_slice::<Routez>(b).is_ok()) as fn(&[u8]) -> bool,
+            ),
+            ("gatewayz.json", |b| {
+                serde_json::from_slice::<Gatewayz>(b)
+                    .map(Gatewayz::connections)
+                    .is_ok()
+            }),
+        ] {
+            let original = fixture(version, name);
+            assert!(parse(&original), "{version}/{name} itself must parse");
+            for _ in 0..cases() {
+                let _ = parse(&mutate(&original, &mut rng));
+            }
+        }
+    }
     for advisory in ADVISORIES {
         assert!(parse_advisory(advisory.as_bytes()).is_ok(), "{advisory}");
         for _ in 0..cases() {
@@ -233,7 +254,7 @@ fn strict_samples(text: &str) -> Vec<Sample> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutated_replies_never_break_the_exposition() {
     let rng = Mutex::new(Rng(0xD1B5_4A32_D192_ED03));
-    let originals: Vec<(String, Vec<u8>)> = ["varz", "connz", "jsz"]
+    let originals: Vec<(String, Vec<u8>)> = ["varz", "connz", "jsz", "routez", "gatewayz"]
         .iter()
         .map(|e| (format!("/{e}"), fixture("2.15.1", &format!("{e}.json"))))
         .collect();
@@ -247,7 +268,15 @@ async fn mutated_replies_never_break_the_exposition() {
         Reply::Fixed("200 OK", String::from_utf8_lossy(&body).into_owned())
     })
     .await;
-    let exporter = common::exporter(std::slice::from_ref(&endpoint.url), &["--timeout", "2s"]);
+    let exporter = common::exporter(
+        std::slice::from_ref(&endpoint.url),
+        &[
+            "--timeout",
+            "2s",
+            "--sources",
+            "varz,connz,jsz,routez,gatewayz",
+        ],
+    );
     let mut parsed_ok = 0;
     for _ in 0..cases() / 10 {
         let text = common::scrape(&exporter).await;

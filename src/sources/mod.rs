@@ -5,7 +5,10 @@
 
 pub mod connz;
 pub mod fetch;
+pub mod gatewayz;
 pub mod jsz;
+pub mod link_pending;
+pub mod routez;
 pub mod shape;
 pub mod varz;
 
@@ -22,11 +25,21 @@ pub enum Source {
     Connz,
     /// `/jsz`: JetStream streams and consumers (leader's view).
     Jsz,
+    /// `/routez`: pending bytes of each route connection (cluster).
+    Routez,
+    /// `/gatewayz`: pending bytes of each gateway connection (super-cluster).
+    Gatewayz,
 }
 
 impl Source {
     /// Every source, in the order they are reported.
-    pub const ALL: [Source; 3] = [Source::Varz, Source::Connz, Source::Jsz];
+    pub const ALL: [Source; 5] = [
+        Source::Varz,
+        Source::Connz,
+        Source::Jsz,
+        Source::Routez,
+        Source::Gatewayz,
+    ];
 
     /// The `source` label value.
     pub fn as_str(self) -> &'static str {
@@ -34,6 +47,8 @@ impl Source {
             Source::Varz => "varz",
             Source::Connz => "connz",
             Source::Jsz => "jsz",
+            Source::Routez => "routez",
+            Source::Gatewayz => "gatewayz",
         }
     }
 }
@@ -42,13 +57,15 @@ impl Source {
 /// server, in the order they are reported ([`Source::ALL`]). A new source
 /// is one line here.
 pub fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
-    let all: [Box<dyn AnySource>; 3] = [
+    let all: [Box<dyn AnySource>; 5] = [
         Box::new(varz::VarzSource),
         Box::new(connz::ConnzSource::new(
             settings.connz_top,
             settings.max_client_names,
         )),
         Box::new(jsz::JszSource::new(settings.jsz_page_size)),
+        Box::new(routez::RoutezSource),
+        Box::new(gatewayz::GatewayzSource),
     ];
     all.into_iter()
         .filter(|s| settings.enabled.contains(&s.kind()))
@@ -109,13 +126,13 @@ mod tests {
     #[test]
     fn per_target_keeps_the_enabled_sources_in_report_order() {
         let settings = SourceSettings {
-            enabled: vec![Source::Jsz, Source::Varz],
+            enabled: vec![Source::Gatewayz, Source::Jsz, Source::Varz],
             connz_top: 1,
             max_client_names: 1,
             jsz_page_size: 1,
         };
         let kinds: Vec<Source> = per_target(&settings).iter().map(|s| s.kind()).collect();
-        assert_eq!(kinds, [Source::Varz, Source::Jsz]);
+        assert_eq!(kinds, [Source::Varz, Source::Jsz, Source::Gatewayz]);
     }
 
     #[test]

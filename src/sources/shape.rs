@@ -13,7 +13,9 @@ use futures::future::BoxFuture;
 use url::Url;
 
 use super::connz::{ClosedKey, TopPending};
+use super::gatewayz::GatewayPending;
 use super::jsz::JszPoll;
+use super::routez::RoutePending;
 use super::varz::Varz;
 use super::{Fetcher, Source};
 use crate::error::PollError;
@@ -51,6 +53,10 @@ pub struct TargetSnapshot {
     pub max_pending: Option<i64>,
     /// `/jsz`, when polled successfully.
     pub jsz: Option<JszPoll>,
+    /// Route connections, when `/routez` was polled successfully.
+    pub routes: Option<Vec<RoutePending>>,
+    /// Gateway connections, when `/gatewayz` was polled successfully.
+    pub gateways: Option<Vec<GatewayPending>>,
     /// Connections cut as slow consumers, counted so far.
     pub closed: BTreeMap<ClosedKey, u64>,
     /// One entry per polled source.
