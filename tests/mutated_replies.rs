@@ -154,6 +154,23 @@ fn parsers_never_panic_on_mutated_input() {
             }
         }
     }
+    // Priority groups (2.11+), which the fixtures' consumers do not have.
+    let pinned = PINNED_JSZ.as_bytes();
+    let groups = |j: &Jsz| -> Vec<(String, bool)> {
+        let streams = j.account_details.iter().flat_map(|a| &a.stream_detail);
+        let consumers = streams.flat_map(|s| &s.consumer_detail);
+        consumers
+            .flat_map(|c| c.pinned_groups().map(|(g, p)| (g.to_string(), p)))
+            .collect()
+    };
+    let parsed = serde_json::from_slice::<Jsz>(pinned).unwrap();
+    assert_eq!(groups(&parsed), [("g".to_string(), true)]);
+    for _ in 0..cases() {
+        let mutated = mutate(pinned, &mut rng);
+        let whole = serde_json::from_slice::<Jsz>(&mutated).map(|j| groups(&j));
+        let pieces = split::parse(&mut &mutated[..]).map(|j| groups(&j));
+        assert_eq!(whole.ok(), pieces.ok());
+    }
     for advisory in ADVISORIES {
         assert!(parse_advisory(advisory.as_bytes()).is_ok(), "{advisory}");
         for _ in 0..cases() {
@@ -169,6 +186,9 @@ fn parsers_never_panic_on_mutated_input() {
         }
     }
 }
+
+/// A /jsz page with one consumer pinned in its priority group, as 2.11+ writes it.
+const PINNED_JSZ: &str = r#"{"now":"2026-01-01T00:00:00Z","account_details":[{"name":"$G","stream_detail":[{"name":"WORK","state":{"messages":3},"consumer_detail":[{"name":"pinned","config":{"ack_policy":"explicit","priority_policy":"pinned_client","priority_groups":["g"],"priority_timeout":60000000000},"priority_groups":[{"group":"g","pinned_client_id":"ZeZbcWnxlyIS6KfKD8kJ6q","pinned_ts":"2026-01-01T00:00:00Z"}],"num_pending":2}]}]}]}"#;
 
 const DISCONNECT: &str = r#"{"type":"io.nats.server.advisory.v1.client_disconnect","server":{"name":"s1"},"client":{"acc":"APP","name":"worker"},"reason":"Slow Consumer (Pending Bytes)"}"#;
 
