@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::fake_endpoint::{self, Reply};
 use nats_test_server::sample::{samples, value};
 use nats_test_server::{free_port, http_get, NatsServer};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const LINKS: &[&str] = &["--sources", "varz,routez,gatewayz"];
 
@@ -152,18 +152,20 @@ async fn each_route_of_a_two_node_cluster_is_exported_as_the_server_reports_it()
     let nodes = nats_test_server::cluster(2, "");
     let urls: Vec<String> = nodes.iter().map(|n| n.monitor_url()).collect();
     let exporter = common::exporter(&urls, LINKS);
+    let reports = fills_pending_size(&nodes[0]);
     for (me, other) in [(&nodes[0], &nodes[1]), (&nodes[1], &nodes[0])] {
         let (server_view, text) = settled(&exporter, None, || routes_of(me)).await;
-        assert_eq!(exported_routes(&text, &me.name), server_view, "{text}");
-        if server_view
-            .iter()
-            .any(|(remote, _, _)| remote == &other.name)
-        {
-            // 2.10+ names the remote server; 2.9 gives its id only.
-            assert!(server_view
-                .iter()
-                .all(|(remote, _, _)| remote == &other.name));
+        let up = [("server", me.name.as_str()), ("source", "routez")];
+        assert_eq!(value(&text, "nats_delivery_up", &up), Some(1.0));
+        if !reports {
+            // pending_size is always 0 there: nothing is exported.
+            assert_eq!(exported_routes(&text, &me.name), BTreeSet::new(), "{text}");
+            continue;
         }
+        assert_eq!(exported_routes(&text, &me.name), server_view, "{text}");
+        assert!(server_view
+            .iter()
+            .all(|(remote, _, _)| remote == &other.name));
         // A quiet route holds nothing: the ratio to max_pending is 0.
         for (_, rid, _) in &server_view {
             let ratio = value(
@@ -175,6 +177,16 @@ async fn each_route_of_a_two_node_cluster_is_exported_as_the_server_reports_it()
         }
         nats_test_server::reference::assert_documented(&text);
     }
+}
+
+/// Whether the server's /routez fills `pending_size`: from 2.10.26 (before,
+/// `Routez` in the server's monitor.go never set it).
+fn fills_pending_size(server: &NatsServer) -> bool {
+    let version = json(server, "varz")["version"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    nats_test_server::version_numbers(&version) >= vec![2, 10, 26]
 }
 
 #[tokio::test]
@@ -246,6 +258,27 @@ fn with_pending(mut reply: Value) -> Value {
     reply
 }
 
+/// Serves a server named `name` of `version` with `max_pending` 4000 and
+/// these /routez and /gatewayz replies.
+async fn serve(
+    name: &str,
+    version: &str,
+    routez: &Value,
+    gatewayz: &Value,
+) -> fake_endpoint::FakeEndpoint {
+    let varz = json!({"server_name": name, "version": version, "max_pending": 4000}).to_string();
+    let (r, g) = (routez.to_string(), gatewayz.to_string());
+    fake_endpoint::start(move |path| {
+        let body = match path.split('?').next().unwrap() {
+            "/varz" => varz.clone(),
+            "/routez" => r.clone(),
+            _ => g.clone(),
+        };
+        Reply::Fixed("200 OK", body)
+    })
+    .await
+}
+
 #[tokio::test]
 async fn pending_bytes_of_real_replies_are_exported_exactly_with_their_ratio() {
     let nodes = nats_test_server::cluster(2, "");
@@ -255,20 +288,11 @@ async fn pending_bytes_of_real_replies_are_exported_exactly_with_their_ratio() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let routez = with_pending(json(&nodes[0], "routez"));
-    let gatewayz = with_pending(serde_json::json!({
+    let gatewayz = with_pending(json!({
         "outbound_gateways": {"B": {"configured": true, "connection": {"cid": 7, "pending_bytes": 0}}},
         "inbound_gateways": {"B": [{"configured": false, "connection": {"cid": 9, "pending_bytes": 0}}]},
     }));
-    let (r, g) = (routez.to_string(), gatewayz.to_string());
-    let fake = fake_endpoint::start(move |path| {
-        let body = match path.split('?').next().unwrap() {
-            "/varz" => r#"{"server_name":"fake","max_pending":4000}"#.to_string(),
-            "/routez" => r.clone(),
-            _ => g.clone(),
-        };
-        Reply::Fixed("200 OK", body)
-    })
-    .await;
+    let fake = serve("fake", "2.10.26", &routez, &gatewayz).await;
     let exporter = common::exporter(std::slice::from_ref(&fake.url), LINKS);
     let text = common::scrape(&exporter).await;
     let routes = routez["routes"].as_array().unwrap();
@@ -301,6 +325,16 @@ async fn pending_bytes_of_real_replies_are_exported_exactly_with_their_ratio() {
     assert_eq!(gateway("outbound", "7"), (Some(1000.0), Some(0.25)));
     assert_eq!(gateway("inbound", "9"), (Some(2000.0), Some(0.5)));
     nats_test_server::reference::assert_documented(&text);
+
+    // The same replies from a server before 2.10.26: its pending_size means
+    // nothing, so its routes are left out; gateways stay.
+    let old = serve("old", "2.10.25", &routez, &gatewayz).await;
+    let exporter = common::exporter(std::slice::from_ref(&old.url), LINKS);
+    let text = common::scrape(&exporter).await;
+    assert_eq!(exported_routes(&text, "old"), BTreeSet::new(), "{text}");
+    assert_eq!(exported_gateways(&text, "old").len(), 2, "{text}");
+    let up = [("server", "old"), ("source", "routez")];
+    assert_eq!(value(&text, "nats_delivery_up", &up), Some(1.0));
 }
 
 /// Why there is no leaf node source: `/leafz` reports no pending bytes on
@@ -346,7 +380,7 @@ async fn leaf_node_pending_bytes_are_only_in_connz_from_2_11_5() {
             &[("server", &server.name)],
         );
         if !in_connz {
-            assert_eq!(connz["connections"], serde_json::json!([]), "{connz}");
+            assert_eq!(connz["connections"], json!([]), "{connz}");
             assert_eq!(exported, vec![], "{version}");
             continue;
         }
@@ -369,4 +403,112 @@ async fn leaf_node_pending_bytes_are_only_in_connz_from_2_11_5() {
             "{text}"
         );
     }
+}
+
+/// Stops (SIGSTOP) or resumes (SIGCONT) the server whose pid file is `pid_file`.
+fn signal(pid_file: &std::path::Path, sig: &str) {
+    let pid = std::fs::read_to_string(pid_file).unwrap();
+    let ok = std::process::Command::new("kill")
+        .args([sig, pid.trim()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// Non-zero pending bytes from a real route: the receiving server is
+/// stopped, so the sender's route fills and stays full; one scrape then
+/// equals the server's /routez read before and after it.
+#[tokio::test]
+async fn a_route_to_a_stopped_server_holds_pending_bytes_as_the_server_reports() {
+    let pids = tempfile::tempdir().unwrap();
+    let ports = [free_port(), free_port()];
+    let routes = ports.map(|p| format!("\"nats-route://127.0.0.1:{p}\""));
+    let nodes: Vec<NatsServer> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| {
+            let pid_file = pids.path().join(format!("n{i}.pid"));
+            NatsServer::builder()
+                .name(&format!("n{i}"))
+                // Long enough that the stopped server's route is not cut
+                // while the test reads it.
+                .write_deadline("60s")
+                .config(&format!(
+                    "pid_file: \"{}\"\ncluster {{ name: C, listen: \"127.0.0.1:{port}\", routes: [{}] }}",
+                    pid_file.display(),
+                    routes.join(", ")
+                ))
+                .start()
+        })
+        .collect();
+    let (n0, n1) = (&nodes[0], &nodes[1]);
+    let n1_pid = pids.path().join("n1.pid");
+    // Interest on n1, known to n0.
+    let sub = async_nats::connect(n1.client_url()).await.unwrap();
+    let _s = sub.subscribe("burst").await.unwrap();
+    sub.flush().await.unwrap();
+    let publisher = async_nats::connect(n0.client_url()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while json(n0, "subsz")["num_subscriptions"].as_u64() < Some(1) || routes_of(n0).is_empty() {
+        assert!(Instant::now() < deadline, "no interest from n1 on n0");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    signal(&n1_pid, "-STOP");
+    // 32 MiB for n1: more than loopback socket buffers hold, less than the
+    // 48 MiB (75 % of max_pending) at which n0 would stall the publisher.
+    let payload = bytes::Bytes::from(vec![b'x'; 64 * 1024]);
+    for _ in 0..512 {
+        publisher.publish("burst", payload.clone()).await.unwrap();
+    }
+    publisher.flush().await.unwrap();
+    let exporter = common::exporter(&[n0.monitor_url()], LINKS);
+    if !fills_pending_size(n0) {
+        // The route holds most of the burst, and the server says 0: the
+        // exporter shows nothing rather than that 0.
+        while json(n0, "varz")["out_msgs"].as_u64() < Some(512) {
+            assert!(
+                Instant::now() < deadline,
+                "the burst never reached the route"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let said: Vec<i64> = routes_of(n0).iter().map(|r| r.2).collect();
+        let text = common::scrape(&exporter).await;
+        signal(&n1_pid, "-CONT");
+        assert_eq!(said, [0], "pending_size");
+        assert_eq!(exported_routes(&text, "n0"), BTreeSet::new(), "{text}");
+        return;
+    }
+    let result = tokio::time::timeout(
+        Duration::from_secs(30),
+        settled(&exporter, None, || {
+            let routes = routes_of(n0);
+            // Until the burst has reached the route.
+            let held: i64 = routes.iter().map(|r| r.2).sum();
+            if held > 0 {
+                routes
+            } else {
+                BTreeSet::new()
+            }
+        }),
+    )
+    .await;
+    signal(&n1_pid, "-CONT");
+    let (server_view, text) = result.expect("the route kept changing");
+    println!("n0's routes while n1 is stopped: {server_view:?}");
+    assert_eq!(exported_routes(&text, "n0"), server_view, "{text}");
+    let max_pending = json(n0, "varz")["max_pending"].as_f64().unwrap();
+    let (_, rid, pending) = server_view.iter().max_by_key(|r| r.2).unwrap();
+    assert!(*pending > 1024 * 1024, "{server_view:?}");
+    assert_eq!(
+        value(
+            &text,
+            "nats_delivery_route_pending_ratio",
+            &[("server", "n0"), ("rid", rid)]
+        ),
+        Some(*pending as f64 / max_pending)
+    );
 }

@@ -84,6 +84,19 @@ pub fn endpoint_url(base: &Url, endpoint: &str, query: &[(&str, String)]) -> Url
     url
 }
 
+/// Whether a server of this version (`/varz` `version`, as `2.10.26` or
+/// `2.12.0-beta.1`) is at least `least`; a version that does not parse is not.
+pub fn version_at_least(version: &str, least: (u64, u64, u64)) -> bool {
+    let mut parts = version
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u64>().ok());
+    let mut next = || parts.next().flatten();
+    match (next(), next(), next()) {
+        (Some(major), Some(minor), Some(patch)) => (major, minor, patch) >= least,
+        _ => false,
+    }
+}
+
 /// Reads an optional RFC 3339 timestamp straight into Unix seconds, without
 /// keeping the text: a large /jsz reply holds two per consumer. A timestamp
 /// that does not parse is absent, like a missing one.
@@ -133,6 +146,21 @@ mod tests {
         };
         let kinds: Vec<Source> = per_target(&settings).iter().map(|s| s.kind()).collect();
         assert_eq!(kinds, [Source::Varz, Source::Jsz, Source::Gatewayz]);
+    }
+
+    #[test]
+    fn versions_compare_by_number() {
+        for (v, want) in [
+            ("2.9.10", false),
+            ("2.10.25", false),
+            ("2.10.26", true),
+            ("2.11.0", true),
+            ("2.12.0-beta.1", true),
+            ("3", false),
+            ("", false),
+        ] {
+            assert_eq!(version_at_least(v, (2, 10, 26)), want, "{v}");
+        }
     }
 
     #[test]

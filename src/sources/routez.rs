@@ -1,7 +1,9 @@
 //! `/routez`: the cluster's route connections and the bytes each holds in its
 //! outbound buffer (`pending_size`), shown against the server's
 //! `max_pending` (see [`super::link_pending`] for what the limit does to a
-//! route). A server without a cluster answers with no routes.
+//! route). A server without a cluster answers with no routes. Servers before
+//! 2.10.26 always write 0 there, so their routes are not exported; the
+//! server's version comes from `/varz`.
 
 use std::fmt;
 
@@ -84,6 +86,25 @@ impl MonitoringSource for RoutezSource {
     fn absorb(&self, reply: Routez, snap: &mut TargetSnapshot) {
         snap.routes = Some(reply.routes.into_iter().map(RoutePending::from).collect());
     }
+
+    /// Leaves the routes out unless the server is known to fill
+    /// `pending_size`: before, its 0 means "not reported", not "nothing waits".
+    fn finish(&self, snap: &mut TargetSnapshot) {
+        if !snap
+            .server_version
+            .as_deref()
+            .is_some_and(reports_route_pending)
+        {
+            snap.routes = None;
+        }
+    }
+}
+
+/// Whether `/routez` of a server of this version fills `pending_size`: from
+/// 2.10.26 and 2.11.0 on. Earlier servers declare the field and always write
+/// 0 (`Routez` in `server/monitor.go` never set it), whatever the route holds.
+pub fn reports_route_pending(version: &str) -> bool {
+    super::version_at_least(version, (2, 10, 26))
 }
 
 /// Writes each route's pending bytes and their ratio to `max_pending`, for

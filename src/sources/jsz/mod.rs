@@ -346,13 +346,7 @@ impl MonitoringSource for JszSource {
 /// Whether a server of this version (`/varz` `version`, as `2.11.0` or
 /// `2.12.0-beta.1`) reports consumer pausing: 2.11 and later.
 pub fn reports_pausing(version: &str) -> bool {
-    let mut parts = version
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|p| p.parse::<u64>().ok());
-    match (parts.next().flatten(), parts.next().flatten()) {
-        (Some(major), Some(minor)) => (major, minor) >= (2, 11),
-        _ => false,
-    }
+    super::version_at_least(version, (2, 11, 0))
 }
 
 #[cfg(test)]
