@@ -1,133 +1,20 @@
 //! Route and gateway connections' pending bytes (`/routez`, `/gatewayz`)
 //! against real servers: a server alone, a 2-node cluster, two 1-server
-//! clusters joined by gateways. Every series must equal what the server
-//! itself reports; the non-zero case, which a quiet link never shows, is
-//! checked on a real reply with its pending bytes set, served back.
+//! clusters joined by gateways, a leaf node pair. Every series must equal
+//! what the server itself reports; quiet links hold nothing, so non-zero
+//! values are checked here on real replies served back, and on real links
+//! in `link_pending_held.rs`.
 mod common;
+mod link_support;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::fake_endpoint::{self, Reply};
+use link_support::*;
 use nats_test_server::sample::{samples, value};
-use nats_test_server::{free_port, http_get, NatsServer};
+use nats_test_server::{free_port, NatsServer};
 use serde_json::{json, Value};
-
-const LINKS: &[&str] = &["--sources", "varz,routez,gatewayz"];
-
-fn json(server: &NatsServer, path: &str) -> Value {
-    serde_json::from_str(&http_get(&format!("{}/{path}", server.monitor_url()))).unwrap()
-}
-
-/// (labels after `server`, pending bytes) of every route the server lists.
-fn routes_of(server: &NatsServer) -> BTreeSet<(String, String, i64)> {
-    json(server, "routez")["routes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let name = r["remote_name"].as_str().unwrap_or_default();
-            let remote = if name.is_empty() {
-                r["remote_id"].as_str().unwrap()
-            } else {
-                name
-            };
-            (
-                remote.to_string(),
-                r["rid"].as_u64().unwrap().to_string(),
-                r["pending_size"].as_i64().unwrap(),
-            )
-        })
-        .collect()
-}
-
-/// (gateway, direction, cid, pending bytes) of every gateway connection.
-fn gateways_of(server: &NatsServer) -> BTreeSet<(String, String, String, i64)> {
-    let reply = json(server, "gatewayz");
-    let mut out = BTreeSet::new();
-    for (direction, key) in [
-        ("outbound", "outbound_gateways"),
-        ("inbound", "inbound_gateways"),
-    ] {
-        for (name, v) in reply[key].as_object().unwrap() {
-            let list = match v {
-                Value::Array(list) => list.clone(),
-                one => vec![one.clone()],
-            };
-            for g in list {
-                let c = &g["connection"];
-                out.insert((
-                    name.clone(),
-                    direction.to_string(),
-                    c["cid"].as_u64().unwrap().to_string(),
-                    c["pending_bytes"].as_i64().unwrap(),
-                ));
-            }
-        }
-    }
-    out
-}
-
-fn exported_routes(text: &str, server: &str) -> BTreeSet<(String, String, i64)> {
-    samples(
-        text,
-        "nats_delivery_route_pending_bytes",
-        &[("server", server)],
-    )
-    .into_iter()
-    .map(|(labels, v)| {
-        let get = |k: &str| label(&labels, k);
-        (get("remote"), get("rid"), v as i64)
-    })
-    .collect()
-}
-
-fn exported_gateways(text: &str, server: &str) -> BTreeSet<(String, String, String, i64)> {
-    samples(
-        text,
-        "nats_delivery_gateway_pending_bytes",
-        &[("server", server)],
-    )
-    .into_iter()
-    .map(|(labels, v)| {
-        let get = |k: &str| label(&labels, k);
-        (get("gateway"), get("direction"), get("cid"), v as i64)
-    })
-    .collect()
-}
-
-fn label(labels: &str, key: &str) -> String {
-    labels
-        .split("\",")
-        .find_map(|pair| pair.strip_prefix(&format!("{key}=\"")))
-        .unwrap_or_else(|| panic!("no {key} in {labels}"))
-        .trim_end_matches('"')
-        .to_string()
-}
-
-/// Scrapes until the server's own reply, read before and after the scrape,
-/// is the same as at the previous round (links come up one by one, and
-/// 2.10+ opens a pool of routes) and, when given, has `want` connections;
-/// returns (the server's reply, the scrape).
-async fn settled<T: PartialEq + std::fmt::Debug>(
-    exporter: &nats_delivery_exporter::exporter::Exporter,
-    want: Option<usize>,
-    read: impl Fn() -> BTreeSet<T>,
-) -> (BTreeSet<T>, String) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut last = BTreeSet::new();
-    loop {
-        let before = read();
-        let text = common::scrape(exporter).await;
-        let steady = !before.is_empty() && before == last && read() == before;
-        if steady && want.is_none_or(|w| before.len() == w) {
-            return (before, text);
-        }
-        assert!(Instant::now() < deadline, "links never settled: {before:?}");
-        last = before;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-}
 
 #[tokio::test]
 async fn a_server_without_cluster_or_gateways_is_up_with_no_links() {
@@ -177,16 +64,6 @@ async fn each_route_of_a_two_node_cluster_is_exported_as_the_server_reports_it()
         }
         nats_test_server::reference::assert_documented(&text);
     }
-}
-
-/// Whether the server's /routez fills `pending_size`: from 2.10.26 (before,
-/// `Routez` in the server's monitor.go never set it).
-fn fills_pending_size(server: &NatsServer) -> bool {
-    let version = json(server, "varz")["version"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    nats_test_server::version_numbers(&version) >= vec![2, 10, 26]
 }
 
 #[tokio::test]
@@ -403,112 +280,4 @@ async fn leaf_node_pending_bytes_are_only_in_connz_from_2_11_5() {
             "{text}"
         );
     }
-}
-
-/// Stops (SIGSTOP) or resumes (SIGCONT) the server whose pid file is `pid_file`.
-fn signal(pid_file: &std::path::Path, sig: &str) {
-    let pid = std::fs::read_to_string(pid_file).unwrap();
-    let ok = std::process::Command::new("kill")
-        .args([sig, pid.trim()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill {sig} {pid}");
-}
-
-/// Non-zero pending bytes from a real route: the receiving server is
-/// stopped, so the sender's route fills and stays full; one scrape then
-/// equals the server's /routez read before and after it.
-#[tokio::test]
-async fn a_route_to_a_stopped_server_holds_pending_bytes_as_the_server_reports() {
-    let pids = tempfile::tempdir().unwrap();
-    let ports = [free_port(), free_port()];
-    let routes = ports.map(|p| format!("\"nats-route://127.0.0.1:{p}\""));
-    let nodes: Vec<NatsServer> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, port)| {
-            let pid_file = pids.path().join(format!("n{i}.pid"));
-            NatsServer::builder()
-                .name(&format!("n{i}"))
-                // Long enough that the stopped server's route is not cut
-                // while the test reads it.
-                .write_deadline("60s")
-                .config(&format!(
-                    "pid_file: \"{}\"\ncluster {{ name: C, listen: \"127.0.0.1:{port}\", routes: [{}] }}",
-                    pid_file.display(),
-                    routes.join(", ")
-                ))
-                .start()
-        })
-        .collect();
-    let (n0, n1) = (&nodes[0], &nodes[1]);
-    let n1_pid = pids.path().join("n1.pid");
-    // Interest on n1, known to n0.
-    let sub = async_nats::connect(n1.client_url()).await.unwrap();
-    let _s = sub.subscribe("burst").await.unwrap();
-    sub.flush().await.unwrap();
-    let publisher = async_nats::connect(n0.client_url()).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while json(n0, "subsz")["num_subscriptions"].as_u64() < Some(1) || routes_of(n0).is_empty() {
-        assert!(Instant::now() < deadline, "no interest from n1 on n0");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-
-    signal(&n1_pid, "-STOP");
-    // 32 MiB for n1: more than loopback socket buffers hold, less than the
-    // 48 MiB (75 % of max_pending) at which n0 would stall the publisher.
-    let payload = bytes::Bytes::from(vec![b'x'; 64 * 1024]);
-    for _ in 0..512 {
-        publisher.publish("burst", payload.clone()).await.unwrap();
-    }
-    publisher.flush().await.unwrap();
-    let exporter = common::exporter(&[n0.monitor_url()], LINKS);
-    if !fills_pending_size(n0) {
-        // The route holds most of the burst, and the server says 0: the
-        // exporter shows nothing rather than that 0.
-        while json(n0, "varz")["out_msgs"].as_u64() < Some(512) {
-            assert!(
-                Instant::now() < deadline,
-                "the burst never reached the route"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let said: Vec<i64> = routes_of(n0).iter().map(|r| r.2).collect();
-        let text = common::scrape(&exporter).await;
-        signal(&n1_pid, "-CONT");
-        assert_eq!(said, [0], "pending_size");
-        assert_eq!(exported_routes(&text, "n0"), BTreeSet::new(), "{text}");
-        return;
-    }
-    let result = tokio::time::timeout(
-        Duration::from_secs(30),
-        settled(&exporter, None, || {
-            let routes = routes_of(n0);
-            // Until the burst has reached the route.
-            let held: i64 = routes.iter().map(|r| r.2).sum();
-            if held > 0 {
-                routes
-            } else {
-                BTreeSet::new()
-            }
-        }),
-    )
-    .await;
-    signal(&n1_pid, "-CONT");
-    let (server_view, text) = result.expect("the route kept changing");
-    println!("n0's routes while n1 is stopped: {server_view:?}");
-    assert_eq!(exported_routes(&text, "n0"), server_view, "{text}");
-    let max_pending = json(n0, "varz")["max_pending"].as_f64().unwrap();
-    let (_, rid, pending) = server_view.iter().max_by_key(|r| r.2).unwrap();
-    assert!(*pending > 1024 * 1024, "{server_view:?}");
-    assert_eq!(
-        value(
-            &text,
-            "nats_delivery_route_pending_ratio",
-            &[("server", "n0"), ("rid", rid)]
-        ),
-        Some(*pending as f64 / max_pending)
-    );
 }
