@@ -63,7 +63,9 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_MONITOR_TLS_CA", value_name = "FILE", value_parser = crate::flag_values::pem_file)]
     pub monitor_tls_ca: Option<std::path::PathBuf>,
 
-    /// Sources to poll, comma-separated.
+    /// Sources to poll, comma-separated: varz, connz, jsz, routez, gatewayz.
+    /// routez and gatewayz (pending bytes of route and gateway connections)
+    /// are off by default; turn them on for clustered servers.
     #[arg(
         long,
         env = "NATS_DELIVERY_SOURCES",
@@ -207,7 +209,7 @@ mod tests {
         assert_eq!(c.monitor_urls[0].as_str(), "http://127.0.0.1:8222/");
         assert_eq!(c.listen.port(), 7778);
         assert_eq!(c.timeout, Duration::from_secs(5));
-        assert_eq!(c.sources, Source::ALL.to_vec());
+        assert_eq!(c.sources, [Source::Varz, Source::Connz, Source::Jsz]);
         assert_eq!(c.consumer_status_window, Duration::from_secs(300));
         assert_eq!(c.consumer_timestamp_reads, 50);
         for (text, secs) in [("0s", 0), ("0", 0), ("0m", 0), ("3s", 3)] {
@@ -232,7 +234,7 @@ mod tests {
             vec!["x", "--monitor-url", "nats://a:4222"],
             vec!["x", "--monitor-url", "http://"],
             vec!["x", "--timeout", "0s"],
-            vec!["x", "--sources", "routez"],
+            vec!["x", "--sources", "leafz"],
             vec!["x", "--listen", "nowhere"],
             vec!["x", "--connz-top", "0"],
             vec!["x", "--consumer-status-window", "-1s"],

@@ -16,7 +16,9 @@ use crate::encode::{counter_family, gauge_family};
 use crate::exporter::Format;
 use crate::sources::accstatz;
 use crate::sources::connz;
+use crate::sources::gatewayz;
 use crate::sources::jsz;
+use crate::sources::routez;
 use crate::sources::varz;
 pub use crate::sources::{SourceHealth, TargetSnapshot};
 
@@ -94,7 +96,8 @@ pub fn write_consumer_part(
 }
 
 /// A collector registered once; the scrape hands it each new snapshot. It
-/// writes the main part: health, /varz, /connz, /accstatz and streams.
+/// writes the main part: health, /varz, /connz, /accstatz, /routez,
+/// /gatewayz and streams.
 #[derive(Debug, Default)]
 pub struct SnapshotCollector {
     latest: Mutex<Option<Arc<Snapshot>>>,
@@ -138,6 +141,18 @@ impl Collector for SnapshotCollector {
         }
         connz::encode_closed(&mut enc, &closed)?;
         accstatz::encode(&mut enc, &snap.answered(|t| t.accstatz.as_ref()))?;
+        let routes: Vec<_> = snap
+            .targets
+            .iter()
+            .filter_map(|t| Some((t.server.as_str(), t.max_pending, t.routes.as_deref()?)))
+            .collect();
+        routez::encode(&mut enc, &routes)?;
+        let gateways: Vec<_> = snap
+            .targets
+            .iter()
+            .filter_map(|t| Some((t.server.as_str(), t.max_pending, t.gateways.as_deref()?)))
+            .collect();
+        gatewayz::encode(&mut enc, &gateways)?;
         jsz::encode_streams(&mut enc, &streams)
     }
 }

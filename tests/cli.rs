@@ -34,7 +34,7 @@ fn wrong_flags_exit_2_with_one_line() {
         ),
         (vec!["--timeout", "soon"], "not a duration"),
         (vec!["--timeout", "0s"], "greater than zero"),
-        (vec!["--sources", "routez"], "routez"),
+        (vec!["--sources", "leafz"], "leafz"),
         (vec!["--listen", "localhost"], "--listen"),
         (vec!["--connz-top", "0"], "--connz-top"),
         (vec!["--no-such-flag"], "--no-such-flag"),

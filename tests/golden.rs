@@ -1,6 +1,8 @@
 //! Golden exposition files: JSON captured from real servers of each version
 //! under `tests/fixtures/<version>/`, served back to the exporter, whose
-//! output must equal `metrics.prom` in the same folder.
+//! output must equal `metrics.prom` in the same folder. (`routez.json` and
+//! `gatewayz.json` there, for the sources off by default, come from a
+//! cluster: `scripts/capture-link-fixtures.sh` captures them.)
 //!
 //! `NATS_DELIVERY_UPDATE_FIXTURES=1 cargo test --test golden` recaptures the
 //! JSON from real servers (scripts/install-deps.sh installs them) and rewrites

@@ -40,7 +40,18 @@ async fn oversized_replies_are_too_large_and_redirects_are_not_followed() {
         big.url.clone(),
         redirect.url.clone(),
     ];
-    let exporter = common::exporter(&urls, &["--timeout", "5s", "--max-reply-size", "8MiB"]);
+    let all_sources = Source::ALL.map(Source::as_str).join(",");
+    let exporter = common::exporter(
+        &urls,
+        &[
+            "--timeout",
+            "5s",
+            "--max-reply-size",
+            "8MiB",
+            "--sources",
+            &all_sources,
+        ],
+    );
     let text = common::scrape(&exporter).await;
 
     for source in Source::ALL.map(Source::as_str) {

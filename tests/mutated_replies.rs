@@ -11,7 +11,9 @@ use common::fake_endpoint::{self, Reply};
 use nats_delivery_exporter::advisories::parse::parse as parse_advisory;
 use nats_delivery_exporter::sources::accstatz::Accstatz;
 use nats_delivery_exporter::sources::connz::Connz;
+use nats_delivery_exporter::sources::gatewayz::Gatewayz;
 use nats_delivery_exporter::sources::jsz::{split, Jsz};
+use nats_delivery_exporter::sources::routez::Routez;
 use nats_delivery_exporter::sources::varz::Varz;
 
 /// xorshift64*: small, fixed-seed randomness without a dependency.
@@ -137,6 +139,42 @@ fn parsers_never_panic_on_mutated_input() {
             }
         }
     }
+    for version in ["2.9.10", "2.15.1"] {
+        for (name, parse) in [
+            (
+                "routez.json",
+                (|b: &[u8]| serde_json::from_slice::<Routez>(b).is_ok()) as fn(&[u8]) -> bool,
+            ),
+            ("gatewayz.json", |b| {
+                serde_json::from_slice::<Gatewayz>(b)
+                    .map(Gatewayz::connections)
+                    .is_ok()
+            }),
+        ] {
+            let original = fixture(version, name);
+            assert!(parse(&original), "{version}/{name} itself must parse");
+            for _ in 0..cases() {
+                let _ = parse(&mutate(&original, &mut rng));
+            }
+        }
+    }
+    // Priority groups (2.11+), which the fixtures' consumers do not have.
+    let pinned = PINNED_JSZ.as_bytes();
+    let groups = |j: &Jsz| -> Vec<(String, bool)> {
+        let streams = j.account_details.iter().flat_map(|a| &a.stream_detail);
+        let consumers = streams.flat_map(|s| &s.consumer_detail);
+        consumers
+            .flat_map(|c| c.pinned_groups().map(|(g, p)| (g.to_string(), p)))
+            .collect()
+    };
+    let parsed = serde_json::from_slice::<Jsz>(pinned).unwrap();
+    assert_eq!(groups(&parsed), [("g".to_string(), true)]);
+    for _ in 0..cases() {
+        let mutated = mutate(pinned, &mut rng);
+        let whole = serde_json::from_slice::<Jsz>(&mutated).map(|j| groups(&j));
+        let pieces = split::parse(&mut &mutated[..]).map(|j| groups(&j));
+        assert_eq!(whole.ok(), pieces.ok());
+    }
     for advisory in ADVISORIES {
         assert!(parse_advisory(advisory.as_bytes()).is_ok(), "{advisory}");
         for _ in 0..cases() {
@@ -152,6 +190,9 @@ fn parsers_never_panic_on_mutated_input() {
         }
     }
 }
+
+/// A /jsz page with one consumer pinned in its priority group, as 2.11+ writes it.
+const PINNED_JSZ: &str = r#"{"now":"2026-01-01T00:00:00Z","account_details":[{"name":"$G","stream_detail":[{"name":"WORK","state":{"messages":3},"consumer_detail":[{"name":"pinned","config":{"ack_policy":"explicit","priority_policy":"pinned_client","priority_groups":["g"],"priority_timeout":60000000000},"priority_groups":[{"group":"g","pinned_client_id":"ZeZbcWnxlyIS6KfKD8kJ6q","pinned_ts":"2026-01-01T00:00:00Z"}],"num_pending":2}]}]}]}"#;
 
 const DISCONNECT: &str = r#"{"type":"io.nats.server.advisory.v1.client_disconnect","server":{"name":"s1"},"client":{"acc":"APP","name":"worker"},"reason":"Slow Consumer (Pending Bytes)"}"#;
 
@@ -237,7 +278,7 @@ fn strict_samples(text: &str) -> Vec<Sample> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutated_replies_never_break_the_exposition() {
     let rng = Mutex::new(Rng(0xD1B5_4A32_D192_ED03));
-    let originals: Vec<(String, Vec<u8>)> = ["varz", "connz", "jsz", "accstatz"]
+    let originals: Vec<(String, Vec<u8>)> = ["varz", "connz", "jsz", "accstatz", "routez", "gatewayz"]
         .iter()
         .map(|e| (format!("/{e}"), fixture("2.15.1", &format!("{e}.json"))))
         .collect();
@@ -251,7 +292,15 @@ async fn mutated_replies_never_break_the_exposition() {
         Reply::Fixed("200 OK", String::from_utf8_lossy(&body).into_owned())
     })
     .await;
-    let exporter = common::exporter(std::slice::from_ref(&endpoint.url), &["--timeout", "2s"]);
+    let exporter = common::exporter(
+        std::slice::from_ref(&endpoint.url),
+        &[
+            "--timeout",
+            "2s",
+            "--sources",
+            "varz,connz,jsz,accstatz,routez,gatewayz",
+        ],
+    );
     let mut parsed_ok = 0;
     for _ in 0..cases() / 10 {
         let text = common::scrape(&exporter).await;

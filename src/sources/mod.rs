@@ -6,7 +6,10 @@
 pub mod accstatz;
 pub mod connz;
 pub mod fetch;
+pub mod gatewayz;
 pub mod jsz;
+pub mod link_pending;
+pub mod routez;
 pub mod shape;
 pub mod varz;
 
@@ -25,11 +28,22 @@ pub enum Source {
     Jsz,
     /// `/accstatz`: per-account slow consumers.
     Accstatz,
+    /// `/routez`: pending bytes of each route connection (cluster).
+    Routez,
+    /// `/gatewayz`: pending bytes of each gateway connection (super-cluster).
+    Gatewayz,
 }
 
 impl Source {
     /// Every source, in the order they are reported.
-    pub const ALL: [Source; 4] = [Source::Varz, Source::Connz, Source::Jsz, Source::Accstatz];
+    pub const ALL: [Source; 6] = [
+        Source::Varz,
+        Source::Connz,
+        Source::Jsz,
+        Source::Accstatz,
+        Source::Routez,
+        Source::Gatewayz,
+    ];
 
     /// The `source` label value.
     pub fn as_str(self) -> &'static str {
@@ -38,6 +52,8 @@ impl Source {
             Source::Connz => "connz",
             Source::Jsz => "jsz",
             Source::Accstatz => "accstatz",
+            Source::Routez => "routez",
+            Source::Gatewayz => "gatewayz",
         }
     }
 }
@@ -46,7 +62,7 @@ impl Source {
 /// server, in the order they are reported ([`Source::ALL`]). A new source
 /// is one line here.
 pub fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
-    let all: [Box<dyn AnySource>; 4] = [
+    let all: [Box<dyn AnySource>; 6] = [
         Box::new(varz::VarzSource),
         Box::new(connz::ConnzSource::new(
             settings.connz_top,
@@ -54,6 +70,8 @@ pub fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
         )),
         Box::new(jsz::JszSource::new(settings.jsz_page_size)),
         Box::new(accstatz::AccstatzSource),
+        Box::new(routez::RoutezSource),
+        Box::new(gatewayz::GatewayzSource),
     ];
     all.into_iter()
         .filter(|s| settings.enabled.contains(&s.kind()))
@@ -70,6 +88,19 @@ pub fn endpoint_url(base: &Url, endpoint: &str, query: &[(&str, String)]) -> Url
             .extend_pairs(query.iter().map(|(k, v)| (*k, v.as_str())));
     }
     url
+}
+
+/// Whether a server of this version (`/varz` `version`, as `2.10.26` or
+/// `2.12.0-beta.1`) is at least `least`; a version that does not parse is not.
+pub fn version_at_least(version: &str, least: (u64, u64, u64)) -> bool {
+    let mut parts = version
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u64>().ok());
+    let mut next = || parts.next().flatten();
+    match (next(), next(), next()) {
+        (Some(major), Some(minor), Some(patch)) => (major, minor, patch) >= least,
+        _ => false,
+    }
 }
 
 /// Reads an optional RFC 3339 timestamp straight into Unix seconds, without
@@ -114,13 +145,28 @@ mod tests {
     #[test]
     fn per_target_keeps_the_enabled_sources_in_report_order() {
         let settings = SourceSettings {
-            enabled: vec![Source::Jsz, Source::Varz],
+            enabled: vec![Source::Gatewayz, Source::Jsz, Source::Varz],
             connz_top: 1,
             max_client_names: 1,
             jsz_page_size: 1,
         };
         let kinds: Vec<Source> = per_target(&settings).iter().map(|s| s.kind()).collect();
-        assert_eq!(kinds, [Source::Varz, Source::Jsz]);
+        assert_eq!(kinds, [Source::Varz, Source::Jsz, Source::Gatewayz]);
+    }
+
+    #[test]
+    fn versions_compare_by_number() {
+        for (v, want) in [
+            ("2.9.10", false),
+            ("2.10.25", false),
+            ("2.10.26", true),
+            ("2.11.0", true),
+            ("2.12.0-beta.1", true),
+            ("3", false),
+            ("", false),
+        ] {
+            assert_eq!(version_at_least(v, (2, 10, 26)), want, "{v}");
+        }
     }
 
     #[test]

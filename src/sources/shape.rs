@@ -14,7 +14,9 @@ use url::Url;
 
 use super::accstatz::Accstatz;
 use super::connz::{ClosedKey, TopPending};
+use super::gatewayz::GatewayPending;
 use super::jsz::JszPoll;
+use super::routez::RoutePending;
 use super::varz::Varz;
 use super::{Fetcher, Source};
 use crate::error::PollError;
@@ -54,6 +56,10 @@ pub struct TargetSnapshot {
     pub jsz: Option<JszPoll>,
     /// `/accstatz`, when polled successfully.
     pub accstatz: Option<Accstatz>,
+    /// Route connections, when `/routez` was polled successfully.
+    pub routes: Option<Vec<RoutePending>>,
+    /// Gateway connections, when `/gatewayz` was polled successfully.
+    pub gateways: Option<Vec<GatewayPending>>,
     /// Connections cut as slow consumers, counted so far.
     pub closed: BTreeMap<ClosedKey, u64>,
     /// One entry per polled source.

@@ -6,7 +6,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 
 use super::{ConsumerConfig, ConsumerInfo, ConsumerRow, StreamDetail, StreamRow};
-use crate::consumer_text::{write_family, BlockLabels};
+use crate::consumer_text::{push_label, write_family, BlockLabels};
 use crate::encode::{gauge_family, Num};
 use crate::exporter::Format;
 
@@ -174,10 +174,16 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 13] = [
     },
 ];
 
+/// The per-consumer family with a label of its own (`group`), written last.
+const PINNED_FAMILY: (&str, &str) = (
+    "nats_delivery_consumer_priority_group_pinned",
+    "1 when the server has pinned a client to this priority group of a pinned_client consumer, 0 when none is pinned (2.11+).",
+);
+
 /// How many per-consumer families there are; the exporter writes them on
 /// several threads, one family at a time, because at 10,000 consumers they
 /// are most of a scrape's encoding work.
-pub const CONSUMER_FAMILY_COUNT: usize = CONSUMER_FAMILIES.len() + CONSUMER_COUNTERS.len();
+pub const CONSUMER_FAMILY_COUNT: usize = CONSUMER_FAMILIES.len() + CONSUMER_COUNTERS.len() + 1;
 
 /// Appends per-consumer family number `index` (below [`CONSUMER_FAMILY_COUNT`])
 /// for a block of `consumers`; `labels` are their labels.
@@ -188,6 +194,9 @@ pub fn write_consumer_family(
     labels: BlockLabels,
     index: usize,
 ) {
+    if index == CONSUMER_FAMILY_COUNT - 1 {
+        return write_pinned_groups(out, format, consumers, labels);
+    }
     if let Some(&(name, help, value)) = index
         .checked_sub(CONSUMER_FAMILIES.len())
         .and_then(|i| CONSUMER_COUNTERS.get(i))
@@ -208,4 +217,29 @@ pub fn write_consumer_family(
         (family.name, family.help),
         series,
     );
+}
+
+/// Writes whether a client is pinned, per consumer and priority group. The
+/// pinned client's id is left out: it changes at every pin.
+fn write_pinned_groups(
+    out: &mut String,
+    format: Format,
+    consumers: &[ConsumerRow],
+    labels: BlockLabels,
+) {
+    let rows: Vec<(usize, String, bool)> = consumers
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, _, c, _))| {
+            c.pinned_groups().map(move |(group, pinned)| {
+                let mut more = ",".to_string();
+                push_label(&mut more, "group", group);
+                (i, more, pinned)
+            })
+        })
+        .collect();
+    let series = rows
+        .iter()
+        .map(|(i, more, pinned)| (labels.get(*i), more.as_str(), Num::U(u64::from(*pinned))));
+    write_family(out, format, MetricType::Gauge, PINNED_FAMILY, series);
 }

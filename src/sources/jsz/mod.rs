@@ -135,6 +135,38 @@ pub struct ConsumerInfo {
     pub paused: Option<bool>,
     /// Nanoseconds until a paused consumer resumes (2.11+, sent only while paused).
     pub pause_remaining: Option<i64>,
+    /// The state of the consumer's priority group (2.11+, only for consumers
+    /// with priority groups; the server reports the first group only).
+    pub priority_groups: Vec<PriorityGroup>,
+}
+
+/// One priority group's state in a consumer's info.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct PriorityGroup {
+    /// The group's name.
+    pub group: String,
+    /// The client the server pinned to the group (`pinned_client` policy);
+    /// absent or empty while none is. Changes at every pin: never a label.
+    pub pinned_client_id: String,
+}
+
+/// The `priority_policy` value of consumers that pin one client per group.
+pub const PINNED_CLIENT_POLICY: &str = "pinned_client";
+
+impl ConsumerInfo {
+    /// (group, whether a client is pinned) for each priority group of a
+    /// consumer with the `pinned_client` policy; empty for any other.
+    pub fn pinned_groups(&self) -> impl Iterator<Item = (&str, bool)> {
+        let pins = self
+            .config
+            .as_ref()
+            .is_some_and(|c| c.priority_policy == PINNED_CLIENT_POLICY);
+        self.priority_groups
+            .iter()
+            .filter(move |_| pins)
+            .map(|g| (g.group.as_str(), !g.pinned_client_id.is_empty()))
+    }
 }
 
 /// The consumer settings the exporter reports.
@@ -151,6 +183,8 @@ pub struct ConsumerConfig {
     pub filter_subject: String,
     /// Several subject filters (2.10+).
     pub filter_subjects: Vec<String>,
+    /// `pinned_client`, `overflow`, `prioritized` or empty (2.11+).
+    pub priority_policy: String,
 }
 
 impl ConsumerConfig {
@@ -312,13 +346,7 @@ impl MonitoringSource for JszSource {
 /// Whether a server of this version (`/varz` `version`, as `2.11.0` or
 /// `2.12.0-beta.1`) reports consumer pausing: 2.11 and later.
 pub fn reports_pausing(version: &str) -> bool {
-    let mut parts = version
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|p| p.parse::<u64>().ok());
-    match (parts.next().flatten(), parts.next().flatten()) {
-        (Some(major), Some(minor)) => (major, minor) >= (2, 11),
-        _ => false,
-    }
+    super::version_at_least(version, (2, 11, 0))
 }
 
 #[cfg(test)]
