@@ -209,7 +209,10 @@ mod tests {
         assert_eq!(c.monitor_urls[0].as_str(), "http://127.0.0.1:8222/");
         assert_eq!(c.listen.port(), 7778);
         assert_eq!(c.timeout, Duration::from_secs(5));
-        assert_eq!(c.sources, [Source::Varz, Source::Connz, Source::Jsz]);
+        assert_eq!(
+            c.sources,
+            [Source::Varz, Source::Connz, Source::Jsz, Source::Accstatz]
+        );
         assert_eq!(c.consumer_status_window, Duration::from_secs(300));
         assert_eq!(c.consumer_timestamp_reads, 50);
         for (text, secs) in [("0s", 0), ("0", 0), ("0m", 0), ("3s", 3)] {

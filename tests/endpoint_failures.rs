@@ -71,7 +71,9 @@ async fn broken_endpoints_are_down_and_the_rest_is_served() {
         failing.clone(),
         closed.clone(),
     ];
-    let exporter = common::exporter(&urls, &["--timeout", "1s"]);
+    // Every source, also those off by default.
+    let all_sources = Source::ALL.map(Source::as_str).join(",");
+    let exporter = common::exporter(&urls, &["--timeout", "1s", "--sources", &all_sources]);
 
     let started = Instant::now();
     let text = common::scrape(&exporter).await;
@@ -106,7 +108,7 @@ async fn broken_endpoints_are_down_and_the_rest_is_served() {
     assert_eq!(errors(&authority(&hanging), "timeout"), SOURCES);
     assert_eq!(errors(&authority(&garbage), "parse"), SOURCES);
     // The wrong shape only breaks /varz, whose slow_consumers must be a number;
-    // /connz, /jsz and /accstatz find none of their fields, and a missing field is not an error.
+    // /connz, /jsz, /accstatz, /routez and /gatewayz find none of their fields, and a missing field is not an error.
     assert_eq!(errors(&authority(&wrong_shape), "parse"), 1.0);
     assert_eq!(up(&authority(&wrong_shape), "varz"), Some(0.0));
     assert_eq!(up(&authority(&wrong_shape), "connz"), Some(1.0));

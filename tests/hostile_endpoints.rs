@@ -12,6 +12,11 @@ use nats_test_server::NatsServer;
 /// Failed polls per scrape of a broken endpoint: one per source.
 const SOURCES: f64 = Source::ALL.len() as f64;
 
+/// Every source, for `--sources`: some are off by default.
+fn all_sources() -> String {
+    Source::ALL.map(Source::as_str).join(",")
+}
+
 fn error_count(text: &str, server: &str, kind: &str) -> f64 {
     samples(
         text,
@@ -40,7 +45,6 @@ async fn oversized_replies_are_too_large_and_redirects_are_not_followed() {
         big.url.clone(),
         redirect.url.clone(),
     ];
-    let all_sources = Source::ALL.map(Source::as_str).join(",");
     let exporter = common::exporter(
         &urls,
         &[
@@ -49,7 +53,7 @@ async fn oversized_replies_are_too_large_and_redirects_are_not_followed() {
             "--max-reply-size",
             "8MiB",
             "--sources",
-            &all_sources,
+            &all_sources(),
         ],
     );
     let text = common::scrape(&exporter).await;
@@ -148,7 +152,10 @@ async fn two_urls_on_one_host_and_port_keep_their_series_apart() {
 async fn credentials_in_a_monitoring_url_never_reach_errors_or_pages() {
     let failing = fake_endpoint::start(|_| Reply::Fixed("200 OK", "not json".into())).await;
     let with_password = failing.url.replace("http://", "http://admin:s3cretMON@");
-    let exporter = common::exporter(std::slice::from_ref(&with_password), &[]);
+    let exporter = common::exporter(
+        std::slice::from_ref(&with_password),
+        &["--sources", &all_sources()],
+    );
     let text = common::scrape(&exporter).await;
     assert_eq!(error_count(&text, &failing.authority, "parse"), SOURCES);
     assert!(!text.contains("s3cretMON"));
@@ -158,7 +165,10 @@ async fn credentials_in_a_monitoring_url_never_reach_errors_or_pages() {
 #[tokio::test]
 async fn a_body_that_trickles_forever_times_out() {
     let slow = fake_endpoint::start(|_| Reply::Trickle).await;
-    let exporter = common::exporter(std::slice::from_ref(&slow.url), &["--timeout", "1s"]);
+    let exporter = common::exporter(
+        std::slice::from_ref(&slow.url),
+        &["--timeout", "1s", "--sources", &all_sources()],
+    );
     let started = std::time::Instant::now();
     let text = common::scrape(&exporter).await;
     // Generous bound: without a whole-reply timeout the scrape would never end.

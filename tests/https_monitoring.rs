@@ -23,7 +23,12 @@ async fn https_endpoints_with_and_without_the_ca() {
     assert!(server.monitor_url().starts_with("https://"));
     let url = [server.monitor_url()];
 
-    let trusted = common::exporter(&url, &["--monitor-tls-ca", &p("ca.pem")]);
+    // Every source, also those off by default.
+    let all_sources = Source::ALL.map(Source::as_str).join(",");
+    let trusted = common::exporter(
+        &url,
+        &["--monitor-tls-ca", &p("ca.pem"), "--sources", &all_sources],
+    );
     let text = common::scrape(&trusted).await;
     for source in Source::ALL.map(Source::as_str) {
         assert_eq!(

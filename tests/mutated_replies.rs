@@ -278,10 +278,11 @@ fn strict_samples(text: &str) -> Vec<Sample> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutated_replies_never_break_the_exposition() {
     let rng = Mutex::new(Rng(0xD1B5_4A32_D192_ED03));
-    let originals: Vec<(String, Vec<u8>)> = ["varz", "connz", "jsz", "accstatz", "routez", "gatewayz"]
-        .iter()
-        .map(|e| (format!("/{e}"), fixture("2.15.1", &format!("{e}.json"))))
-        .collect();
+    let originals: Vec<(String, Vec<u8>)> =
+        ["varz", "connz", "jsz", "accstatz", "routez", "gatewayz"]
+            .iter()
+            .map(|e| (format!("/{e}"), fixture("2.15.1", &format!("{e}.json"))))
+            .collect();
     let endpoint = fake_endpoint::start(move |path| {
         let original = originals
             .iter()
