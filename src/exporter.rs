@@ -10,6 +10,7 @@ use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use prometheus_client::registry::Registry;
 
+use crate::cardinality::fold::EPHEMERAL_LABEL;
 use crate::config::Config;
 use crate::consumer_text::ConsumerLabels;
 use crate::message_timestamps::MessageTimestamps;
@@ -232,7 +233,10 @@ impl Exposition {
     fn encode_parts(&self, snapshot: &Snapshot, format: Format) -> Vec<String> {
         let (_, consumers) = snapshot.rows();
         // Every per-consumer family repeats each consumer's labels: rendered once.
-        let labels = ConsumerLabels::new(&consumers);
+        let mut labels = ConsumerLabels::new(&consumers);
+        for f in &snapshot.folded {
+            labels.push(&f.account, &f.stream, EPHEMERAL_LABEL);
+        }
         let size = |i: usize| self.part_sizes[i].load(Ordering::Relaxed);
         // Largest first (by the last scrape), so that no thread is left
         // writing the biggest family (consumer status) alone at the end.

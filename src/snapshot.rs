@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
+use crate::cardinality::fold::{is_ephemeral, EphemeralFolds, FoldedRow};
 use crate::consumer_health::encode::{write_health_family, HEALTH_FAMILY_COUNT};
 use crate::consumer_health::ConsumerHealthRow;
 use crate::consumer_text::ConsumerLabels;
@@ -29,6 +30,8 @@ pub struct Snapshot {
     /// Each exported consumer's health, in the order of [`Snapshot::rows`];
     /// empty when consumer health is off.
     pub consumer_health: Vec<ConsumerHealthRow>,
+    /// Each stream's ephemeral consumers, summed; empty when they are kept.
+    pub folded: Vec<FoldedRow>,
 }
 
 impl Snapshot {
@@ -43,7 +46,20 @@ impl Snapshot {
             targets,
             leaders,
             consumer_health: Vec::new(),
+            folded: Vec::new(),
         }
+    }
+
+    /// Folds the ephemeral consumers into one row per stream, remembered in
+    /// `folds`, and takes them out of [`Snapshot::rows`] (and so out of
+    /// consumer health).
+    pub fn fold_ephemerals(&mut self, folds: &mut EphemeralFolds) {
+        let (streams, consumers) = self.rows();
+        let keep: Vec<bool> = consumers.iter().map(|r| !is_ephemeral(r.2)).collect();
+        let ephemerals: Vec<_> = consumers.iter().filter(|r| is_ephemeral(r.2)).collect();
+        let folded = folds.update(&streams, &ephemerals);
+        self.leaders.retain_consumers(&keep);
+        self.folded = folded;
     }
 
     /// The streams and consumers to export, each from its leader.
@@ -59,7 +75,8 @@ impl Snapshot {
 pub const CONSUMER_PARTS: usize = jsz::CONSUMER_FAMILY_COUNT + HEALTH_FAMILY_COUNT;
 
 /// Appends per-consumer part `index` (below [`CONSUMER_PARTS`]) of `snap`,
-/// whose consumers are `consumers` with their rendered `labels`.
+/// whose consumers are `consumers`; `labels` are their rendered labels,
+/// followed by those of the folded rows.
 pub fn write_consumer_part(
     out: &mut String,
     format: Format,
@@ -68,7 +85,10 @@ pub fn write_consumer_part(
     index: usize,
 ) {
     match index.checked_sub(jsz::CONSUMER_FAMILY_COUNT) {
-        None => jsz::write_consumer_family(out, format, consumers, labels, index),
+        None => {
+            let rows = (consumers, snap.folded.as_slice());
+            jsz::write_consumer_family(out, format, rows, labels, index)
+        }
         Some(i) => write_health_family(out, format, labels, &snap.consumer_health, i),
     }
 }
