@@ -141,6 +141,9 @@ impl Poller {
             let health_rows = lock().update(rows, now, &replies);
             snapshot.consumer_health = health_rows;
         }
+        if let Some(limit) = self.config.cardinality.max_jetstream_series {
+            snapshot.apply_budget(limit);
+        }
         snapshot
     }
 

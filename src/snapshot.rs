@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
+use crate::cardinality::budget::{self, plan, priority, BudgetReport};
 use crate::cardinality::fold::{is_ephemeral, EphemeralFolds, FoldedRow};
-use crate::consumer_health::encode::{write_health_family, HEALTH_FAMILY_COUNT};
+use crate::consumer_health::encode::{health_series, write_health_family, HEALTH_FAMILY_COUNT};
 use crate::consumer_health::ConsumerHealthRow;
 use crate::consumer_text::ConsumerLabels;
 use crate::encode::{counter_family, gauge_family};
@@ -32,6 +33,8 @@ pub struct Snapshot {
     pub consumer_health: Vec<ConsumerHealthRow>,
     /// Each stream's ephemeral consumers, summed; empty when they are kept.
     pub folded: Vec<FoldedRow>,
+    /// What `--max-jetstream-series` left out; `None` when there is no ceiling.
+    pub budget: Option<BudgetReport>,
 }
 
 impl Snapshot {
@@ -47,7 +50,36 @@ impl Snapshot {
             leaders,
             consumer_health: Vec::new(),
             folded: Vec::new(),
+            budget: None,
         }
+    }
+
+    /// Keeps the JetStream series under `limit`, see [`crate::cardinality::budget`];
+    /// call it once consumer health is known. Over the limit, the consumers
+    /// (and their health) are put in priority order.
+    pub fn apply_budget(&mut self, limit: u64) {
+        let (streams, consumers) = self.rows();
+        let fixed = streams
+            .iter()
+            .map(|(_, s)| jsz::stream_series(s))
+            .sum::<u64>()
+            + self.folded.len() as u64 * jsz::folded_series();
+        let detail: Vec<u64> = consumers
+            .iter()
+            .map(|(_, _, c, now)| jsz::consumer_series(c, *now))
+            .collect();
+        let health: Vec<u64> = self.consumer_health.iter().map(health_series).collect();
+        let order = priority(&consumers);
+        let plan = plan(limit, fixed, order, &detail, &health);
+        if plan.report.wanted > limit {
+            self.leaders.reorder_consumers(&plan.order, plan.keep);
+            if !self.consumer_health.is_empty() {
+                let health = &self.consumer_health;
+                let kept = plan.order[..plan.keep_health].iter().map(|&i| health[i]);
+                self.consumer_health = kept.collect();
+            }
+        }
+        self.budget = Some(plan.report);
     }
 
     /// Folds the ephemeral consumers into one row per stream, remembered in
@@ -142,6 +174,9 @@ impl Collector for SnapshotCollector {
             }
         }
         connz::encode_closed(&mut enc, &closed)?;
+        if let Some(report) = &snap.budget {
+            budget::encode(&mut enc, report)?;
+        }
         jsz::encode_streams(&mut enc, &streams)
     }
 }

@@ -1,11 +1,13 @@
 //! Cardinality under the operator's control: which accounts, streams and
-//! consumers are exported ([`patterns`]), and ephemeral consumers folded into
-//! one series per stream ([`fold`]).
+//! consumers are exported ([`patterns`]), ephemeral consumers folded into
+//! one series per stream ([`fold`]), and a ceiling on the JetStream series
+//! of one scrape ([`budget`]).
 //!
 //! Filtering happens as each `/jsz` page is parsed, before leaders are
 //! chosen: a name left out costs no series, no consumer-health memory and
 //! no message-timestamp reads.
 
+pub mod budget;
 pub mod fold;
 pub mod patterns;
 
@@ -40,6 +42,11 @@ pub struct CardinalityArgs {
     /// instead of folding them into one `consumer="__ephemeral__"` series per stream.
     #[arg(long, env = "NATS_DELIVERY_KEEP_EPHEMERAL_CONSUMERS")]
     pub keep_ephemeral_consumers: bool,
+    /// Most JetStream stream, consumer and consumer-health series per
+    /// scrape; past it consumer health, then whole consumers of lowest
+    /// priority (least num_pending) are left out, and counted. Off by default.
+    #[arg(long, env = "NATS_DELIVERY_MAX_JETSTREAM_SERIES", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_jetstream_series: Option<u64>,
 }
 
 impl CardinalityArgs {

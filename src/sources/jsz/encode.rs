@@ -82,6 +82,33 @@ pub fn encode_streams(enc: &mut DescriptorEncoder, streams: &[StreamRow]) -> fmt
     )
 }
 
+/// How many series [`encode_streams`] writes for `s`.
+pub fn stream_series(s: &StreamDetail) -> u64 {
+    let limited = |v: Option<i64>| u64::from(v.is_some_and(|x| x > 0));
+    let limits = s.config.as_ref().map_or(0, |c| {
+        limited(c.max_msgs) + limited(c.max_bytes) + limited(c.max_age)
+    });
+    5 + limits
+}
+
+/// How many series the per-consumer families write for consumer `c`.
+pub fn consumer_series(c: &ConsumerInfo, now: Option<f64>) -> u64 {
+    let gauges = CONSUMER_FAMILIES
+        .iter()
+        .filter(|f| (f.value)(c, now).is_some())
+        .count();
+    (gauges + CONSUMER_COUNTERS.len()) as u64
+}
+
+/// How many series the per-consumer families write for one folded row.
+pub fn folded_series() -> u64 {
+    let gauges = CONSUMER_FAMILIES
+        .iter()
+        .filter(|f| f.folded.is_some())
+        .count();
+    (gauges + CONSUMER_COUNTERS.len()) as u64
+}
+
 fn config_value(c: &ConsumerInfo, field: fn(&ConsumerConfig) -> Option<i64>) -> Option<i64> {
     c.config.as_ref().and_then(field).filter(|v| *v >= 0)
 }

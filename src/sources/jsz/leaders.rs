@@ -106,6 +106,12 @@ impl Leaders {
         self.consumers
             .retain(|_| keep.next().copied().unwrap_or(true));
     }
+
+    /// Puts the consumers in `order` (positions in the order of
+    /// [`Leaders::rows`]) and keeps the first `keep`.
+    pub fn reorder_consumers(&mut self, order: &[usize], keep: usize) {
+        self.consumers = order[..keep].iter().map(|&i| self.consumers[i]).collect();
+    }
 }
 
 /// [`select_leaders`] and [`Leaders::rows`] in one step.

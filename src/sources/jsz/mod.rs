@@ -19,7 +19,10 @@ use crate::error::PollError;
 mod encode;
 mod leaders;
 pub mod split;
-pub use encode::{encode_streams, write_consumer_family, CONSUMER_FAMILY_COUNT};
+pub use encode::{
+    consumer_series, encode_streams, folded_series, stream_series, write_consumer_family,
+    CONSUMER_FAMILY_COUNT,
+};
 pub use leaders::{select, select_leaders, ConsumerRow, Leaders, StreamRow};
 
 /// The fields of a `/jsz` reply the exporter uses. (`S` is the type of a
