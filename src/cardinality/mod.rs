@@ -89,7 +89,7 @@ impl JszFilter {
         if self.accounts.keeps_all() && self.streams.keeps_all() && self.consumers.keeps_all() {
             return;
         }
-        accounts.retain(|a| self.accounts.keeps(&a.name) || self.accounts.keeps(&a.id));
+        accounts.retain(|a| self.accounts.keeps_any(&[&a.name, &a.id]));
         for account in accounts {
             account
                 .stream_detail
@@ -147,5 +147,20 @@ mod tests {
         assert_eq!(jsz.account_details.len(), 1);
         assert_eq!(jsz.account_details[0].name, "tag");
         assert_eq!(args.filter().server_account(), Some("PUBKEY"));
+        // Excluded by either name.
+        for name in ["tag", "PUBKEY"] {
+            let args = CardinalityArgs {
+                exclude_accounts: vec![parse(name)],
+                ..CardinalityArgs::default()
+            };
+            let mut jsz: Jsz = serde_json::from_str(json).unwrap();
+            args.filter().apply(&mut jsz.account_details);
+            let names: Vec<_> = jsz
+                .account_details
+                .iter()
+                .map(|a| a.name.as_str())
+                .collect();
+            assert_eq!(names, ["A", "B"], "{name}");
+        }
     }
 }

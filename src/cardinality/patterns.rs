@@ -69,8 +69,19 @@ pub struct NameFilter {
 impl NameFilter {
     /// Whether `name` is kept: included (or no include given) and not excluded.
     pub fn keeps(&self, name: &str) -> bool {
-        (self.include.is_empty() || self.include.iter().any(|p| p.matches(name)))
-            && !self.exclude.iter().any(|p| p.matches(name))
+        self.keeps_any(&[name])
+    }
+
+    /// Whether a thing known by several `names` (an account's name tag and
+    /// its public key) is kept: some name included, or no include given,
+    /// and no name excluded.
+    pub fn keeps_any(&self, names: &[&str]) -> bool {
+        let any = |patterns: &[Pattern]| {
+            patterns
+                .iter()
+                .any(|p| names.iter().any(|name| p.matches(name)))
+        };
+        (self.include.is_empty() || any(&self.include)) && !any(&self.exclude)
     }
 
     /// Whether every name is kept.
@@ -118,6 +129,11 @@ mod tests {
         // `$` in account names such as `$G` is a regex character: escaped it is exact.
         let f = filter(&["\\$G"], &[]);
         assert!(f.keeps("$G") && !f.keeps("G"));
+        // Known by two names: either may be included, neither excluded.
+        let f = filter(&["ACME"], &[]);
+        assert!(f.keeps_any(&["ACME", "PUBKEY"]) && f.keeps_any(&["x", "ACME"]));
+        let f = filter(&[], &["ACME"]);
+        assert!(!f.keeps_any(&["ACME", "PUBKEY"]) && !f.keeps_any(&["PUBKEY", "ACME"]));
     }
 
     #[test]
