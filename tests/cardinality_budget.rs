@@ -1,7 +1,8 @@
 //! `--max-jetstream-series` against a real server: the exporter's own count
 //! of its JetStream series equals the lines it writes; past the ceiling it
 //! drops consumer health of the lowest-priority consumers first, then whole
-//! consumers (least num_pending first), and says how much it dropped.
+//! consumers (least num_pending first), never streams or folded
+//! ephemerals, and says how much it dropped.
 mod common;
 
 use std::collections::BTreeMap;
@@ -80,17 +81,29 @@ async fn the_ceiling_drops_health_first_then_the_least_pending_consumers() {
         .unwrap();
         common::publish_acked(&js, (0..i).map(|_| format!("s.{i}")), "x").await;
     }
+    // An ephemeral, folded: its series are never dropped.
+    s.create_consumer(consumer::pull::Config {
+        name: Some("eph".into()),
+        filter_subject: "s.9".into(),
+        inactive_threshold: std::time::Duration::from_secs(3600),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    const EPH: &str = "__ephemeral__";
 
     // A ceiling far away: nothing dropped, and the count is the output's.
     let text = scrape(&server, 1_000_000).await;
     let (streams, consumers) = jetstream_series(&text);
-    assert_eq!(consumers.len(), 6, "{consumers:?}");
+    assert_eq!(consumers.len(), 7, "{consumers:?}");
     let detail = |c: &str| consumers[c].0;
     let health = |c: &str| consumers[c].1;
     let all: u64 = streams + consumers.values().map(|(d, h)| d + h).sum::<u64>();
     assert_eq!(streams, 6, "5 families and max_messages");
+    assert_eq!(consumers[EPH], (6, 0));
+    let durables = consumers.iter().filter(|(c, _)| *c != EPH);
     assert!(
-        consumers.values().all(|&(d, h)| d >= 8 && h >= 7),
+        durables.map(|(_, v)| v).all(|&(d, h)| d >= 8 && h >= 7),
         "{consumers:?}"
     );
     assert_eq!(
@@ -117,7 +130,7 @@ async fn the_ceiling_drops_health_first_then_the_least_pending_consumers() {
     let text = scrape(&server, all - 1).await;
     let (_, kept) = jetstream_series(&text);
     assert_eq!(kept["c0"], (detail("c0"), 0));
-    for c in ["c1", "c2", "c3", "c4", "c5"] {
+    for c in ["c1", "c2", "c3", "c4", "c5", EPH] {
         assert_eq!(kept[c], consumers[c], "{c}");
     }
     assert_eq!(dropped(&text, "consumer_health"), health("c0"));
@@ -127,14 +140,14 @@ async fn the_ceiling_drops_health_first_then_the_least_pending_consumers() {
         all
     );
 
-    // Room for the streams and two consumers' detail: c5 and c4 stay,
-    // without health; the others are gone, and counted.
-    let limit = streams + detail("c5") + detail("c4");
+    // Room for the streams, the folded series and two consumers' detail:
+    // c5 and c4 stay, without health; the others are gone, and counted.
+    let limit = streams + detail(EPH) + detail("c5") + detail("c4");
     let text = scrape(&server, limit).await;
     let (kept_streams, kept) = jetstream_series(&text);
     assert_eq!(kept_streams, streams);
     let names: Vec<_> = kept.keys().cloned().collect();
-    assert_eq!(names, ["c4", "c5"]);
+    assert_eq!(names, [EPH, "c4", "c5"]);
     assert_eq!(kept["c5"], (detail("c5"), 0));
     let health_all: u64 = consumers.values().map(|(_, h)| h).sum();
     assert_eq!(dropped(&text, "consumer_health"), health_all);
@@ -144,12 +157,15 @@ async fn the_ceiling_drops_health_first_then_the_least_pending_consumers() {
         gauge(&text, "nats_delivery_jetstream_consumers_dropped", &[]),
         4
     );
-    assert_eq!(kept_streams + detail("c5") + detail("c4"), limit);
+    let written: u64 = kept.values().map(|(d, h)| d + h).sum();
+    assert_eq!(kept_streams + written, limit);
 
-    // Below the streams alone: streams stay, every consumer goes.
+    // Below the streams alone: streams and the folded series stay, every
+    // consumer goes.
     let text = scrape(&server, 1).await;
     let (kept_streams, kept) = jetstream_series(&text);
-    assert_eq!((kept_streams, kept.len()), (streams, 0));
+    assert_eq!(kept_streams, streams);
+    assert_eq!(kept.keys().collect::<Vec<_>>(), [EPH]);
     assert_eq!(
         gauge(&text, "nats_delivery_jetstream_consumers_dropped", &[]),
         6
