@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 # The server versions the real-server suites run against, each one a .tools/
 # name that scripts/install-deps.sh installs ("debian" is Debian 12's 2.9.10).
 # The first runs with the whole suite; each other one reruns the integration
-# tests (every test that starts a server is one) with NATS_SERVER_VERSION set.
+# tests (every test that starts a server is one) with NATS_SERVER_VERSION set,
+# two versions at a time: those runs mostly wait on servers (kills, restarts,
+# elections, timeouts), so two side by side take little longer than one.
 # SERVER_VERSIONS="2.12.8" runs one version only.
 SERVER_VERSIONS=${SERVER_VERSIONS:-"2.15.1 debian 2.10.26 2.11.11 2.12.8"}
 # How long each part took, printed at the end.
@@ -25,7 +27,8 @@ cargo build --workspace --all-targets --locked
 part "build"
 # Every cargo test run's output is kept to add up the results at the end.
 results=$(mktemp)
-trap 'rm -f "$results"' EXIT
+logs=$(mktemp -d)
+trap 'rm -rf "$results" "$logs"' EXIT
 # Every version runs to the end; the versions that failed are named and fail
 # the run after the last one.
 failed_versions=""
@@ -33,11 +36,25 @@ first=${SERVER_VERSIONS%% *}
 NATS_SERVER_VERSION=$first cargo test --workspace --locked --no-fail-fast 2>&1 | tee -a "$results" ||
   failed_versions+=" $first"
 part "cargo test --workspace ($first)"
-for v in ${SERVER_VERSIONS#"$first"}; do
-  echo "== integration tests against nats-server $v =="
-  NATS_SERVER_VERSION=$v cargo test --workspace --locked --no-fail-fast --test '*' 2>&1 | tee -a "$results" ||
-    failed_versions+=" $v"
-  part "integration tests ($v)"
+rerun() {
+  NATS_SERVER_VERSION=$1 cargo test --workspace --locked --no-fail-fast --test '*' >"$logs/$1" 2>&1
+}
+# shellcheck disable=SC2086 # the versions are words
+set -- ${SERVER_VERSIONS#"$first"}
+while [ $# -gt 0 ]; do
+  pair=("$1" "${2:-}")
+  pids=()
+  for v in "${pair[@]}"; do
+    [ -z "$v" ] || { rerun "$v" & pids+=("$!"); }
+  done
+  for i in "${!pids[@]}"; do
+    v=${pair[$i]}
+    wait "${pids[$i]}" || failed_versions+=" $v"
+    echo "== integration tests against nats-server $v =="
+    tee -a "$results" <"$logs/$v"
+  done
+  part "integration tests (${pair[*]})"
+  shift "${#pids[@]}"
 done
 if [ -n "$failed_versions" ]; then
   printf '%s' "$timings"

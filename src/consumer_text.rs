@@ -18,7 +18,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::encode::Num;
-use crate::exporter::{encode_registry, Format};
+use crate::exporter::Format;
+use crate::exposition::encode_registry;
 use crate::sources::jsz::ConsumerRow;
 
 /// Each exported consumer's labels, rendered once and escaped:
@@ -63,6 +64,26 @@ impl ConsumerLabels {
     pub fn get(&self, i: usize) -> &str {
         let start = i.checked_sub(1).map_or(0, |p| self.ends[p]);
         &self.text[start..self.ends[i]]
+    }
+
+    /// The labels from consumer `start` on, numbered from 0: those of a
+    /// block of consumers written as one piece of the text.
+    pub fn from(&self, start: usize) -> BlockLabels<'_> {
+        BlockLabels { all: self, start }
+    }
+}
+
+/// The rendered labels of a block of consumers: [`ConsumerLabels::from`].
+#[derive(Debug, Clone, Copy)]
+pub struct BlockLabels<'a> {
+    all: &'a ConsumerLabels,
+    start: usize,
+}
+
+impl<'a> BlockLabels<'a> {
+    /// The labels of the block's consumer `i`.
+    pub fn get(&self, i: usize) -> &'a str {
+        self.all.get(self.start + i)
     }
 }
 

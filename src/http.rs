@@ -11,6 +11,7 @@ use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use futures::StreamExt;
 
 use crate::exporter::{Exporter, Format};
 
@@ -79,24 +80,15 @@ pub fn negotiate(headers: &HeaderMap) -> Format {
 
 async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> impl IntoResponse {
     let format = negotiate(&headers);
-    let parts = exporter.scrape_parts(format).await;
-    let length = parts.iter().map(bytes::Bytes::len).sum::<usize>();
+    let text = exporter.scrape_stream(format).await;
     let content_type = match format {
         Format::Classic => prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
         Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
     };
-    // The parts are shared with every scraper of the same round: cloning a
-    // Bytes copies no text.
-    let chunks: Vec<_> = parts
-        .iter()
-        .map(|part| Ok::<_, std::convert::Infallible>(part.clone()))
-        .collect();
+    // Sent while it is written, so its length is not known beforehand.
     (
-        [
-            (header::CONTENT_TYPE, content_type.to_string()),
-            (header::CONTENT_LENGTH, length.to_string()),
-        ],
-        Body::from_stream(futures::stream::iter(chunks)),
+        [(header::CONTENT_TYPE, content_type.to_string())],
+        Body::from_stream(text.map(Ok::<_, std::convert::Infallible>)),
     )
 }
 

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use prometheus_client::collector::Collector;
@@ -106,22 +107,34 @@ impl Snapshot {
 /// exporter writes the parts on several threads and joins the text in order.
 pub const CONSUMER_PARTS: usize = jsz::CONSUMER_FAMILY_COUNT + HEALTH_FAMILY_COUNT;
 
-/// Appends per-consumer part `index` (below [`CONSUMER_PARTS`]) of `snap`,
-/// whose consumers are `consumers`; `labels` are their rendered labels,
-/// followed by those of the folded rows.
+/// Appends per-consumer part `index` (below [`CONSUMER_PARTS`]) of `snap`
+/// for the consumers in `block`: `consumers` are all of them, with their
+/// rendered `labels`, followed by those of the folded ephemerals, which
+/// are written with the last block. Written block by block, a family's text
+/// is its blocks' text in order, each block's starting with the family's
+/// header lines.
 pub fn write_consumer_part(
     out: &mut String,
     format: Format,
     snap: &Snapshot,
     (consumers, labels): (&[jsz::ConsumerRow], &ConsumerLabels),
-    index: usize,
+    (index, block): (usize, Range<usize>),
 ) {
+    let block_labels = labels.from(block.start);
     match index.checked_sub(jsz::CONSUMER_FAMILY_COUNT) {
         None => {
-            let rows = (consumers, snap.folded.as_slice());
-            jsz::write_consumer_family(out, format, rows, labels, index)
+            // The folded ephemerals follow the last block's consumers.
+            let last = block.end == consumers.len();
+            let folded = if last { snap.folded.as_slice() } else { &[] };
+            let rows = (&consumers[block], folded);
+            jsz::write_consumer_family(out, format, rows, block_labels, index)
         }
-        Some(i) => write_health_family(out, format, labels, &snap.consumer_health, i),
+        Some(i) => {
+            // Health is known for the first `consumer_health.len()` consumers.
+            let health = &snap.consumer_health;
+            let known = block.start.min(health.len())..block.end.min(health.len());
+            write_health_family(out, format, block_labels, &health[known], i)
+        }
     }
 }
 

@@ -76,15 +76,20 @@ async fn stuck_reader(port: u16) -> TcpStream {
     s
 }
 
-/// Reads whatever is left; returns the bytes read and whether the full
-/// announced body arrived.
+/// Reads whatever is left; returns the bytes read and whether the whole
+/// answer arrived (its chunked body's last chunk, or as many bytes as a
+/// Content-Length announced).
 fn drain(mut s: TcpStream) -> (usize, bool) {
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut all = Vec::new();
     let _ = s.read_to_end(&mut all);
     let text = String::from_utf8_lossy(&all);
     let head_end = text.find("\r\n\r\n").map_or(all.len(), |i| i + 4);
-    let length: usize = text
+    let head = text[..head_end].to_ascii_lowercase();
+    if head.contains("transfer-encoding: chunked") {
+        return (all.len(), text.ends_with("\r\n0\r\n\r\n"));
+    }
+    let length: usize = head
         .lines()
         .find_map(|l| l.strip_prefix("content-length: "))
         .and_then(|v| v.trim().parse().ok())
@@ -104,6 +109,13 @@ async fn a_reader_that_stops_reading_is_cut_off() {
         .unwrap();
     // Larger than what the kernel buffers for a reader that reads nothing.
     assert!(full.len() > 8_000_000, "{} bytes", full.len());
+    // A reader that reads at once gets the whole answer, as `drain` sees it.
+    let mut reader = TcpStream::connect(("127.0.0.1", e.port)).unwrap();
+    reader
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let (_, complete) = tokio::task::block_in_place(|| drain(reader));
+    assert!(complete, "a reader that reads got only part of the answer");
     let mut readers = Vec::new();
     for _ in 0..3 {
         readers.push(stuck_reader(e.port).await);

@@ -4,7 +4,7 @@
 use prometheus_client::metrics::MetricType;
 
 use super::{Age, ConsumerHealthRow, Status};
-use crate::consumer_text::{push_label, write_family, ConsumerLabels};
+use crate::consumer_text::{push_label, write_family, BlockLabels};
 use crate::encode::Num;
 use crate::exporter::Format;
 
@@ -14,7 +14,7 @@ use crate::exporter::Format;
 struct Target<'a> {
     out: &'a mut String,
     format: Format,
-    labels: &'a ConsumerLabels,
+    labels: BlockLabels<'a>,
     health: &'a [ConsumerHealthRow],
 }
 
@@ -100,19 +100,18 @@ pub fn health_series(h: &ConsumerHealthRow) -> u64 {
     Status::ALL.len() as u64 + 2 * ages.iter().flatten().count() as u64
 }
 
-/// Appends health family `index` (below [`HEALTH_FAMILY_COUNT`]) for the
-/// consumers whose health is known: `health` is in the order of the
-/// consumers `labels` were rendered from, and empty when consumer health is
-/// off.
+/// Appends health family `index` (below [`HEALTH_FAMILY_COUNT`]) for a
+/// block of consumers whose health is known: `health` is in the order of
+/// the consumers `labels` were rendered from, and empty when consumer
+/// health is off.
 pub fn write_health_family(
     out: &mut String,
     format: Format,
-    labels: &ConsumerLabels,
+    labels: BlockLabels,
     health: &[ConsumerHealthRow],
     index: usize,
 ) {
     let family = &HEALTH_FAMILIES[index];
-    let health = &health[..health.len().min(labels.count())];
     let target = Target {
         out,
         format,

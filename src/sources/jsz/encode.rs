@@ -7,7 +7,7 @@ use prometheus_client::metrics::MetricType;
 
 use super::{ConsumerConfig, ConsumerInfo, ConsumerRow, StreamDetail, StreamRow};
 use crate::cardinality::fold::FoldedRow;
-use crate::consumer_text::{write_family, ConsumerLabels};
+use crate::consumer_text::{write_family, BlockLabels};
 use crate::encode::{gauge_family, Num};
 use crate::exporter::Format;
 
@@ -230,13 +230,13 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 14] = [
 pub const CONSUMER_FAMILY_COUNT: usize = CONSUMER_FAMILIES.len() + CONSUMER_COUNTERS.len();
 
 /// Appends per-consumer family number `index` (below [`CONSUMER_FAMILY_COUNT`])
-/// of `consumers`, then of the `folded` ephemerals; `labels` are the labels
-/// of both, in that order.
+/// for a block of `consumers`, then of the `folded` ephemerals (given with
+/// the last block only); `labels` are the labels of both, in that order.
 pub fn write_consumer_family(
     out: &mut String,
     format: Format,
     (consumers, folded): (&[ConsumerRow], &[FoldedRow]),
-    labels: &ConsumerLabels,
+    labels: BlockLabels,
     index: usize,
 ) {
     let n = consumers.len();

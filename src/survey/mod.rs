@@ -1,0 +1,269 @@
+//! Asks every server of a cluster or supercluster at once, over one
+//! system-account connection, and accounts for the replies.
+//!
+//! A request on `$SYS.REQ.SERVER.PING.<KIND>` (VARZ, JSZ, CONNZ, STATSZ, ...)
+//! is answered by every server that sees it, each with its own identity and
+//! its reply to the monitoring request. Nothing says how many servers there
+//! are, so a survey ends when the servers expected have answered, when no
+//! reply came for a gap after the last one, or at the deadline, whichever is
+//! first. The servers expected are those given (a count) and those seen in
+//! earlier surveys: a server seen before that did not answer is named as
+//! missing, never forgotten in silence.
+//!
+//! Every survey has its own reply subject under one subscription: a reply to
+//! an earlier survey that arrives late is counted as late, not taken for an
+//! answer to the current one.
+
+mod roster;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+
+pub use roster::{Roster, SurveyOutcome};
+
+/// A server's identity as it signs every system reply.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct ServerInfo {
+    /// The server's name (its ID when none was configured).
+    pub name: String,
+    /// The server's ID; a new one after every restart unless configured.
+    pub id: String,
+    /// The cluster's name, if clustered.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// The JetStream domain, if any.
+    #[serde(default)]
+    pub domain: Option<String>,
+    /// The server's version.
+    #[serde(default, rename = "ver")]
+    pub version: String,
+}
+
+/// The error a server sent instead of data (a filter it did not match is
+/// not an error: such a server does not answer at all).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct ServerError {
+    /// The server's error code.
+    #[serde(default)]
+    pub code: i64,
+    /// What went wrong.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// One server's reply to a survey.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// Who answered.
+    pub server: ServerInfo,
+    /// The monitoring reply (what the same endpoint returns over HTTP), as
+    /// raw JSON for the source's own parser; or the server's error.
+    pub data: Result<Bytes, ServerError>,
+}
+
+/// The envelope of every system reply.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    server: ServerInfo,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+    #[serde(default)]
+    error: Option<ServerError>,
+}
+
+/// Why a reply could not be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ReplyError {
+    /// Not the envelope every server reply has.
+    #[error("not a server reply: {0}")]
+    Envelope(String),
+    /// An envelope with neither data nor an error.
+    #[error("a reply from {0} without data")]
+    Empty(String),
+}
+
+/// Reads one reply's envelope.
+pub fn parse_reply(payload: &[u8]) -> Result<Answer, ReplyError> {
+    let envelope: Envelope =
+        serde_json::from_slice(payload).map_err(|e| ReplyError::Envelope(e.to_string()))?;
+    let data = match (envelope.data, envelope.error) {
+        (_, Some(error)) => Err(error),
+        (Some(raw), None) => Ok(Bytes::copy_from_slice(raw.get().as_bytes())),
+        (None, None) => return Err(ReplyError::Empty(envelope.server.name)),
+    };
+    Ok(Answer {
+        server: envelope.server,
+        data,
+    })
+}
+
+/// Why a survey failed as a whole (single replies that fail are counted).
+#[derive(Debug, thiserror::Error)]
+pub enum SurveyError {
+    /// The request could not be sent.
+    #[error("cannot send the survey request: {0}")]
+    Publish(String),
+    /// The reply subscription is gone (the connection was closed).
+    #[error("the survey reply subscription ended")]
+    Closed,
+}
+
+/// How a survey waits for replies.
+#[derive(Debug, Clone, Copy)]
+pub struct Waiting {
+    /// Ends the survey this long after the last reply (or the request).
+    pub gap: Duration,
+    /// Ends the survey at the latest this long after the request.
+    pub deadline: Duration,
+}
+
+/// The replies routed to the survey waiting for them.
+#[derive(Debug, Default)]
+struct Routing {
+    /// The survey under way: its number and where its replies go.
+    current: Option<(u64, mpsc::UnboundedSender<Bytes>)>,
+    /// Replies to surveys that had ended.
+    late: u64,
+    /// Who sent them, not yet taken into the roster: a server that is
+    /// always slower than the others is still expected from then on.
+    late_servers: Vec<ServerInfo>,
+    /// Replies that could not be routed (a subject this survey never used).
+    unexpected: u64,
+}
+
+/// One system-account connection's surveys, one at a time.
+#[derive(Debug)]
+pub struct Survey {
+    client: async_nats::Client,
+    /// `<inbox>.` : survey `n` is answered on `<inbox>.n`.
+    reply_prefix: String,
+    next: AtomicU64,
+    routing: Arc<Mutex<Routing>>,
+    roster: Mutex<Roster>,
+    router: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Survey {
+    fn drop(&mut self) {
+        self.router.abort();
+    }
+}
+
+impl Survey {
+    /// Subscribes to the replies on `client`, which must be a system-account
+    /// connection; `expected` servers are awaited in every survey (0: only
+    /// those seen before).
+    pub async fn new(client: async_nats::Client, expected: usize) -> Result<Survey, SurveyError> {
+        let inbox = client.new_inbox();
+        let mut replies = client
+            .subscribe(format!("{inbox}.*"))
+            .await
+            .map_err(|e| SurveyError::Publish(e.to_string()))?;
+        let routing = Arc::new(Mutex::new(Routing::default()));
+        let reply_prefix = format!("{inbox}.");
+        let router = tokio::spawn({
+            let routing = routing.clone();
+            let prefix = reply_prefix.clone();
+            async move {
+                while let Some(m) = replies.next().await {
+                    let n: Option<u64> = m
+                        .subject
+                        .strip_prefix(prefix.as_str())
+                        .and_then(|n| n.parse().ok());
+                    let mut r = routing.lock().expect("routing lock");
+                    match (&r.current, n) {
+                        (Some((current, to)), Some(n)) if *current == n => {
+                            let _ = to.send(m.payload);
+                        }
+                        (_, Some(_)) => {
+                            r.late += 1;
+                            if let Ok(answer) = parse_reply(&m.payload) {
+                                r.late_servers.push(answer.server);
+                            }
+                        }
+                        (_, None) => r.unexpected += 1,
+                    }
+                }
+                // Ended: no survey can be answered any more.
+                routing.lock().expect("routing lock").current = None;
+            }
+        });
+        Ok(Survey {
+            client,
+            reply_prefix,
+            next: AtomicU64::new(1),
+            routing,
+            roster: Mutex::new(Roster::new(expected)),
+            router,
+        })
+    }
+
+    /// Asks every server for `kind` (`VARZ`, `JSZ`, ...) with `options` (a
+    /// JSON object: the endpoint's options and the server filters), and
+    /// waits as `waiting` says.
+    pub async fn ask(
+        &self,
+        kind: &str,
+        options: &serde_json::Value,
+        waiting: Waiting,
+    ) -> Result<SurveyOutcome, SurveyError> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let (to, mut replies) = mpsc::unbounded_channel();
+        let late_servers = {
+            let mut routing = self.routing.lock().expect("routing lock");
+            routing.current = Some((n, to));
+            std::mem::take(&mut routing.late_servers)
+        };
+        self.roster.lock().expect("roster lock").learn(late_servers);
+        let request = Bytes::from(options.to_string());
+        let subject = format!("$SYS.REQ.SERVER.PING.{kind}");
+        let reply = format!("{}{n}", self.reply_prefix);
+        let sent = self
+            .client
+            .publish_with_reply(subject, reply, request)
+            .await
+            .map_err(|e| SurveyError::Publish(e.to_string()));
+        let expected = self.roster.lock().expect("roster lock").expected();
+        let mut answers = Vec::new();
+        let mut broken = 0;
+        if sent.is_ok() {
+            let deadline = tokio::time::Instant::now() + waiting.deadline;
+            loop {
+                let until = deadline.min(tokio::time::Instant::now() + waiting.gap);
+                match tokio::time::timeout_at(until, replies.recv()).await {
+                    Ok(Some(payload)) => match parse_reply(&payload) {
+                        Ok(answer) => answers.push(answer),
+                        Err(_) => broken += 1,
+                    },
+                    Ok(None) => {
+                        self.end_survey();
+                        return Err(SurveyError::Closed);
+                    }
+                    Err(_) => break,
+                }
+                if expected > 0 && answers.len() >= expected {
+                    break;
+                }
+            }
+        }
+        self.end_survey();
+        sent?;
+        let late = self.routing.lock().expect("routing lock").late;
+        let mut roster = self.roster.lock().expect("roster lock");
+        Ok(roster.account(answers, broken, late))
+    }
+
+    fn end_survey(&self) {
+        self.routing.lock().expect("routing lock").current = None;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,80 @@
+//! Which servers a survey expects, and what became of each.
+
+use std::collections::BTreeMap;
+
+use super::{Answer, ServerInfo};
+
+/// The servers seen so far, by name, and how many are expected at least.
+#[derive(Debug, Default)]
+pub struct Roster {
+    at_least: usize,
+    seen: BTreeMap<String, ServerInfo>,
+}
+
+/// One survey, accounted for.
+#[derive(Debug, Clone, Default)]
+pub struct SurveyOutcome {
+    /// One answer per server, in the order they came.
+    pub answers: Vec<Answer>,
+    /// Servers seen before (or given as expected) that did not answer.
+    pub missing: Vec<ServerInfo>,
+    /// Servers expected: the count given, or the servers seen, if more.
+    pub expected: usize,
+    /// Replies that were not a server reply, this survey.
+    pub broken: u64,
+    /// Second replies from a server name already answered, this survey.
+    pub duplicates: u64,
+    /// Replies that came after their survey ended, so far.
+    pub late_total: u64,
+}
+
+impl Roster {
+    /// A roster expecting at least `at_least` servers.
+    pub fn new(at_least: usize) -> Roster {
+        Roster {
+            at_least,
+            seen: BTreeMap::new(),
+        }
+    }
+
+    /// Servers expected in the next survey.
+    pub fn expected(&self) -> usize {
+        self.at_least.max(self.seen.len())
+    }
+
+    /// Remembers `servers` (the newest identity of each name wins).
+    pub fn learn(&mut self, servers: impl IntoIterator<Item = ServerInfo>) {
+        for server in servers {
+            self.seen.insert(server.name.clone(), server);
+        }
+    }
+
+    /// Takes one survey's `answers` in: the first answer of each server
+    /// counts; every server seen that did not answer is missing.
+    pub fn account(&mut self, answers: Vec<Answer>, broken: u64, late_total: u64) -> SurveyOutcome {
+        let mut kept: Vec<Answer> = Vec::with_capacity(answers.len());
+        let mut duplicates = 0;
+        for answer in answers {
+            if kept.iter().any(|a| a.server.name == answer.server.name) {
+                duplicates += 1;
+            } else {
+                kept.push(answer);
+            }
+        }
+        self.learn(kept.iter().map(|a| a.server.clone()));
+        let missing = self
+            .seen
+            .values()
+            .filter(|s| !kept.iter().any(|a| a.server.name == s.name))
+            .cloned()
+            .collect();
+        SurveyOutcome {
+            answers: kept,
+            missing,
+            expected: self.expected(),
+            broken,
+            duplicates,
+            late_total,
+        }
+    }
+}

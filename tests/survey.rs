@@ -1,0 +1,145 @@
+//! Surveys over the system account, against a real 3-node cluster: every
+//! server answers once with its own monitoring reply; a killed server is
+//! named missing; a reply that comes after its survey ended is counted late
+//! and its server expected from then on.
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use nats_delivery_exporter::survey::{Survey, SurveyOutcome, Waiting};
+use nats_test_server::NatsServer;
+
+const ACCOUNTS: &str = r#"
+accounts {
+  SYS { users: [ { user: sys, password: sys-secret } ] }
+  APP { users: [ { user: app, password: app-secret } ], jetstream: enabled }
+}
+system_account: SYS
+"#;
+
+const WAITING: Waiting = Waiting {
+    gap: Duration::from_millis(500),
+    deadline: Duration::from_secs(5),
+};
+
+async fn system_client(server: &NatsServer) -> async_nats::Client {
+    async_nats::ConnectOptions::with_user_and_password("sys".into(), "sys-secret".into())
+        .connect(server.client_url())
+        .await
+        .expect("system account connection")
+}
+
+fn names(outcome: &SurveyOutcome) -> Vec<String> {
+    let mut names: Vec<_> = outcome
+        .answers
+        .iter()
+        .map(|a| a.server.name.clone())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Asks until all `n` servers answer (routes come up in the first seconds).
+async fn until_all_answer(survey: &Survey, n: usize) -> SurveyOutcome {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let outcome = survey
+            .ask("VARZ", &serde_json::json!({}), WAITING)
+            .await
+            .unwrap();
+        if outcome.answers.len() == n || Instant::now() > deadline {
+            return outcome;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_server_answers_once_and_a_silent_one_is_missing() {
+    let mut servers = nats_test_server::cluster(3, ACCOUNTS);
+    let client = system_client(&servers[0]).await;
+    let survey = Survey::new(client, 0).await.unwrap();
+
+    let outcome = until_all_answer(&survey, 3).await;
+    assert_eq!(names(&outcome), ["n0", "n1", "n2"]);
+    assert_eq!((outcome.expected, outcome.missing.len()), (3, 0));
+    assert_eq!((outcome.broken, outcome.duplicates), (0, 0));
+    for answer in &outcome.answers {
+        // Each one's data is that server's own /varz.
+        let varz: serde_json::Value =
+            serde_json::from_slice(answer.data.as_ref().unwrap()).unwrap();
+        assert_eq!(varz["server_name"], answer.server.name.as_str());
+        assert_eq!(varz["server_id"], answer.server.id.as_str());
+        assert_eq!(answer.server.cluster.as_deref(), Some("C"));
+    }
+
+    // All three expected, all three answered: the survey ends without
+    // waiting for the gap.
+    let started = Instant::now();
+    let jsz = survey
+        .ask(
+            "JSZ",
+            &serde_json::json!({"accounts": true}),
+            Waiting {
+                gap: Duration::from_secs(20),
+                deadline: Duration::from_secs(30),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(names(&jsz), ["n0", "n1", "n2"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "waited for the gap"
+    );
+
+    // n2 killed: named missing, still expected.
+    drop(servers.pop());
+    let outcome = survey
+        .ask("VARZ", &serde_json::json!({}), WAITING)
+        .await
+        .unwrap();
+    assert_eq!(names(&outcome), ["n0", "n1"]);
+    let missing: Vec<_> = outcome.missing.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(missing, ["n2"]);
+    assert_eq!(outcome.expected, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_reply_is_counted_and_its_server_expected() {
+    let server = NatsServer::builder().name("solo").config(ACCOUNTS).start();
+    let survey = Survey::new(system_client(&server).await, 0).await.unwrap();
+    // A responder in the system account that answers after the survey's
+    // gap, as a server far away or overloaded would.
+    let slow = system_client(&server).await;
+    let mut requests = slow.subscribe("$SYS.REQ.SERVER.PING.VARZ").await.unwrap();
+    slow.flush().await.unwrap();
+    tokio::spawn(async move {
+        while let Some(request) = requests.next().await {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let reply = r#"{"server":{"name":"far","id":"NFAR"},"data":{"server_name":"far"}}"#;
+            let _ = slow.publish(request.reply.unwrap(), reply.into()).await;
+            let _ = slow.flush().await;
+        }
+    });
+    let waiting = Waiting {
+        gap: Duration::from_millis(300),
+        deadline: Duration::from_secs(1),
+    };
+    let first = survey
+        .ask("VARZ", &serde_json::json!({}), waiting)
+        .await
+        .unwrap();
+    assert_eq!(names(&first), ["solo"]);
+    assert_eq!((first.expected, first.late_total), (1, 0));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The late reply was counted, and "far" is expected (and missing, as it
+    // is late again) from the next survey on.
+    let second = survey
+        .ask("VARZ", &serde_json::json!({}), waiting)
+        .await
+        .unwrap();
+    assert_eq!(names(&second), ["solo"]);
+    assert_eq!((second.expected, second.late_total), (2, 1));
+    let missing: Vec<_> = second.missing.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(missing, ["far"]);
+}
