@@ -70,7 +70,13 @@ impl Snapshot {
             .map(|(_, _, c, now)| jsz::consumer_series(c, *now))
             .collect();
         let health: Vec<u64> = self.consumer_health.iter().map(health_series).collect();
-        let order = priority(&consumers);
+        // Within the ceiling nothing moves: the consumers are not sorted.
+        let wanted = fixed + detail.iter().sum::<u64>() + health.iter().sum::<u64>();
+        let order = if wanted > limit {
+            priority(&consumers)
+        } else {
+            (0..consumers.len()).collect()
+        };
         let plan = plan(limit, fixed, order, &detail, &health);
         if plan.report.wanted > limit {
             self.leaders.reorder_consumers(&plan.order, plan.keep);
