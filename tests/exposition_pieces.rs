@@ -110,16 +110,23 @@ fn check_layout(text: &str, format: Format) -> BTreeMap<String, usize> {
     samples
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn families_written_in_blocks_make_one_valid_exposition() {
-    let reply = jsz_reply(0);
+/// One scrape in each format of an exporter reading `reply` as /jsz.
+async fn scrapes(reply: String) -> Vec<(Format, String)> {
     let endpoint = fake_endpoint::start(move |_| Reply::Fixed("200 OK", reply.clone())).await;
     let exporter = common::exporter(
         std::slice::from_ref(&endpoint.url),
         &["--sources", "jsz", "--timeout", "30s"],
     );
+    let mut out = Vec::new();
     for format in [Format::Classic, Format::OpenMetrics] {
-        let text = exporter.scrape(format).await;
+        out.push((format, exporter.scrape(format).await));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn families_written_in_blocks_make_one_valid_exposition() {
+    for (format, text) in scrapes(jsz_reply(0)).await {
         let samples = check_layout(&text, format);
         assert_eq!(
             samples["nats_delivery_consumer_ack_pending_messages"],
@@ -171,14 +178,7 @@ async fn families_written_in_blocks_make_one_valid_exposition() {
 /// one valid exposition, each family's samples together.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn folded_ephemerals_follow_the_last_block() {
-    let reply = jsz_reply(3);
-    let endpoint = fake_endpoint::start(move |_| Reply::Fixed("200 OK", reply.clone())).await;
-    let exporter = common::exporter(
-        std::slice::from_ref(&endpoint.url),
-        &["--sources", "jsz", "--timeout", "30s"],
-    );
-    for format in [Format::Classic, Format::OpenMetrics] {
-        let text = exporter.scrape(format).await;
+    for (format, text) in scrapes(jsz_reply(3)).await {
         let samples = check_layout(&text, format);
         let pending = "nats_delivery_consumer_ack_pending_messages";
         assert_eq!(samples[pending], CONSUMERS + 1);
