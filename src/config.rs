@@ -131,6 +131,11 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_CLIENT_REPORTS_MAX_BYTES", default_value_t = 65_536, value_parser = clap::value_parser!(u32).range(1024..=67_108_864))]
     pub client_reports_max_bytes: u32,
 
+    /// Which accounts, streams and consumers are exported, and ephemeral
+    /// consumers folded.
+    #[command(flatten)]
+    pub cardinality: crate::cardinality::CardinalityArgs,
+
     /// NATS connection of the advisory and system-event listeners.
     #[command(flatten)]
     pub nats: crate::nats_connection::NatsArgs,
@@ -215,6 +220,21 @@ mod tests {
         );
         assert_eq!(c.consumer_status_window, Duration::from_secs(300));
         assert_eq!(c.consumer_timestamp_reads, 50);
+        assert!(!c.cardinality.keep_ephemeral_consumers);
+        assert!(c.cardinality.filter().server_account().is_none());
+        let c = Config::try_parse_from([
+            "x",
+            "--include-account",
+            "A",
+            "--include-stream",
+            "S1",
+            "--include-stream",
+            "S2",
+        ])
+        .unwrap();
+        let filter = c.cardinality.filter();
+        assert_eq!(filter.server_account(), Some("A"));
+        assert!(filter.streams.keeps("S2") && !filter.streams.keeps("S3"));
         for (text, secs) in [("0s", 0), ("0", 0), ("0m", 0), ("3s", 3)] {
             let c = Config::try_parse_from(["x", "--consumer-status-window", text]).unwrap();
             assert_eq!(
@@ -243,6 +263,8 @@ mod tests {
             vec!["x", "--consumer-status-window", "-1s"],
             vec!["x", "--consumer-status-window", "0x"],
             vec!["x", "--consumer-timestamp-reads", "-1"],
+            vec!["x", "--include-stream", "("],
+            vec!["x", "--exclude-account", "a{2,1}"],
         ] {
             assert!(
                 Config::try_parse_from(&bad).is_err(),

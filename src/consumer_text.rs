@@ -39,15 +39,20 @@ impl ConsumerLabels {
             ends: Vec::with_capacity(consumers.len()),
         };
         for (account, stream, consumer, _) in consumers {
-            let out = &mut labels.text;
-            push_label(out, "account", account);
-            out.push(',');
-            push_label(out, "stream", stream);
-            out.push(',');
-            push_label(out, "consumer", &consumer.name);
-            labels.ends.push(out.len());
+            labels.push(account, stream, &consumer.name);
         }
         labels
+    }
+
+    /// Adds one more consumer's labels.
+    pub fn push(&mut self, account: &str, stream: &str, consumer: &str) {
+        let out = &mut self.text;
+        push_label(out, "account", account);
+        out.push(',');
+        push_label(out, "stream", stream);
+        out.push(',');
+        push_label(out, "consumer", consumer);
+        self.ends.push(out.len());
     }
 
     /// How many consumers there are.

@@ -17,6 +17,7 @@ use futures::Stream;
 use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::cardinality::fold::EPHEMERAL_LABEL;
 use crate::consumer_text::ConsumerLabels;
 use crate::exporter::Format;
 use crate::snapshot::{write_consumer_part, Snapshot, SnapshotCollector, CONSUMER_PARTS};
@@ -94,8 +95,14 @@ impl Exposition {
         let main = self.encode_main(snapshot, format);
         let (_, consumers) = snapshot.rows();
         // Every per-consumer family repeats each consumer's labels: rendered once.
-        let labels = ConsumerLabels::new(&consumers);
-        let blocks = consumers.len().div_ceil(BLOCK);
+        let mut labels = ConsumerLabels::new(&consumers);
+        for f in &snapshot.folded {
+            labels.push(&f.account, &f.stream, EPHEMERAL_LABEL);
+        }
+        // The folded ephemerals are written with the last block: there is
+        // one even when every consumer is folded.
+        let folded = usize::from(!snapshot.folded.is_empty());
+        let blocks = consumers.len().div_ceil(BLOCK).max(folded);
         let pieces = CONSUMER_PARTS * blocks;
         if head.send((main, pieces)).is_err() {
             return;

@@ -8,6 +8,7 @@
 pub mod advisories;
 pub mod args;
 pub mod byte_size;
+pub mod cardinality;
 pub mod client_reports;
 pub mod config;
 pub mod consumer_health;

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::future::join_all;
 use url::Url;
 
+use crate::cardinality::fold::EphemeralFolds;
 use crate::config::Config;
 use crate::consumer_health::{ConsumerHealth, Replies};
 use crate::error::PollError;
@@ -57,6 +58,8 @@ pub struct Poller {
     /// Reads the stored time of the messages consumer lag and age are
     /// measured from; `None` without a NATS connection.
     timestamps: Option<MessageTimestamps>,
+    /// Ephemeral consumers folded across polls; `None` when they are kept.
+    folds: Option<Mutex<EphemeralFolds>>,
 }
 
 impl Poller {
@@ -70,6 +73,7 @@ impl Poller {
             connz_top: config.connz_top,
             max_client_names: config.max_client_names,
             jsz_page_size: config.jsz_page_size,
+            jsz_filter: config.cardinality.filter(),
         };
         let targets = config
             .monitor_urls
@@ -83,12 +87,15 @@ impl Poller {
             .collect();
         let health = (!config.consumer_status_window.is_zero())
             .then(|| Mutex::new(ConsumerHealth::new(config.consumer_status_window)));
+        let folds = (!config.cardinality.keep_ephemeral_consumers)
+            .then(|| Mutex::new(EphemeralFolds::default()));
         Poller {
             config,
             fetch,
             targets,
             health,
             timestamps: None,
+            folds,
         }
     }
 
@@ -104,6 +111,9 @@ impl Poller {
         let mut targets = join_all(self.targets.iter().map(|t| self.poll_target(t))).await;
         distinct_server_labels(&mut targets, &self.targets);
         let mut snapshot = Snapshot::finished(targets);
+        if let Some(folds) = &self.folds {
+            snapshot.fold_ephemerals(&mut folds.lock().expect("ephemeral folds lock"));
+        }
         if let Some(health) = &self.health {
             // Locked for each step, never across an await: the timestamps
             // are to be read between the two. Single flight keeps polls one
@@ -130,6 +140,9 @@ impl Poller {
             };
             let health_rows = lock().update(rows, now, &replies);
             snapshot.consumer_health = health_rows;
+        }
+        if let Some(limit) = self.config.cardinality.max_jetstream_series {
+            snapshot.apply_budget(limit);
         }
         snapshot
     }

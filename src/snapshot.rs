@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::consumer_health::encode::{write_health_family, HEALTH_FAMILY_COUNT};
+use crate::cardinality::budget::{self, plan, priority, BudgetReport};
+use crate::cardinality::fold::{is_ephemeral, EphemeralFolds, FoldedRow};
+use crate::consumer_health::encode::{health_series, write_health_family, HEALTH_FAMILY_COUNT};
 use crate::consumer_health::ConsumerHealthRow;
 use crate::consumer_text::ConsumerLabels;
 use crate::encode::{counter_family, gauge_family};
@@ -33,6 +35,10 @@ pub struct Snapshot {
     /// Each exported consumer's health, in the order of [`Snapshot::rows`];
     /// empty when consumer health is off.
     pub consumer_health: Vec<ConsumerHealthRow>,
+    /// Each stream's ephemeral consumers, summed; empty when they are kept.
+    pub folded: Vec<FoldedRow>,
+    /// What `--max-jetstream-series` left out; `None` when there is no ceiling.
+    pub budget: Option<BudgetReport>,
 }
 
 impl Snapshot {
@@ -47,6 +53,8 @@ impl Snapshot {
             targets,
             leaders,
             consumer_health: Vec::new(),
+            folded: Vec::new(),
+            budget: None,
         }
     }
 
@@ -58,6 +66,52 @@ impl Snapshot {
     ) -> Vec<(&'a str, &'a T)> {
         let each = |t: &'a TargetSnapshot| reply(t).map(|r| (t.server.as_str(), r));
         self.targets.iter().filter_map(each).collect()
+    }
+
+    /// Keeps the JetStream series under `limit`, see [`crate::cardinality::budget`];
+    /// call it once consumer health is known. Over the limit, the consumers
+    /// (and their health) are put in priority order.
+    pub fn apply_budget(&mut self, limit: u64) {
+        let (streams, consumers) = self.rows();
+        let fixed = streams
+            .iter()
+            .map(|(_, s)| jsz::stream_series(s))
+            .sum::<u64>()
+            + self.folded.len() as u64 * jsz::folded_series();
+        let detail: Vec<u64> = consumers
+            .iter()
+            .map(|(_, _, c, now)| jsz::consumer_series(c, *now))
+            .collect();
+        let health: Vec<u64> = self.consumer_health.iter().map(health_series).collect();
+        // Within the ceiling nothing moves: the consumers are not sorted.
+        let wanted = fixed + detail.iter().sum::<u64>() + health.iter().sum::<u64>();
+        let order = if wanted > limit {
+            priority(&consumers)
+        } else {
+            (0..consumers.len()).collect()
+        };
+        let plan = plan(limit, fixed, order, &detail, &health);
+        if plan.report.wanted > limit {
+            self.leaders.reorder_consumers(&plan.order, plan.keep);
+            if !self.consumer_health.is_empty() {
+                let health = &self.consumer_health;
+                let kept = plan.order[..plan.keep_health].iter().map(|&i| health[i]);
+                self.consumer_health = kept.collect();
+            }
+        }
+        self.budget = Some(plan.report);
+    }
+
+    /// Folds the ephemeral consumers into one row per stream, remembered in
+    /// `folds`, and takes them out of [`Snapshot::rows`] (and so out of
+    /// consumer health).
+    pub fn fold_ephemerals(&mut self, folds: &mut EphemeralFolds) {
+        let (streams, consumers) = self.rows();
+        let keep: Vec<bool> = consumers.iter().map(|r| !is_ephemeral(r.2)).collect();
+        let ephemerals: Vec<_> = consumers.iter().filter(|r| is_ephemeral(r.2)).collect();
+        let folded = folds.update(&streams, &ephemerals);
+        self.leaders.retain_consumers(&keep);
+        self.folded = folded;
     }
 
     /// The streams and consumers to export, each from its leader.
@@ -74,8 +128,10 @@ pub const CONSUMER_PARTS: usize = jsz::CONSUMER_FAMILY_COUNT + HEALTH_FAMILY_COU
 
 /// Appends per-consumer part `index` (below [`CONSUMER_PARTS`]) of `snap`
 /// for the consumers in `block`: `consumers` are all of them, with their
-/// rendered `labels`. Written block by block, a family's text is its blocks'
-/// text in order, each block's starting with the family's header lines.
+/// rendered `labels`, followed by those of the folded ephemerals, which
+/// are written with the last block. Written block by block, a family's text
+/// is its blocks' text in order, each block's starting with the family's
+/// header lines.
 pub fn write_consumer_part(
     out: &mut String,
     format: Format,
@@ -85,7 +141,13 @@ pub fn write_consumer_part(
 ) {
     let block_labels = labels.from(block.start);
     match index.checked_sub(jsz::CONSUMER_FAMILY_COUNT) {
-        None => jsz::write_consumer_family(out, format, &consumers[block], block_labels, index),
+        None => {
+            // The folded ephemerals follow the last block's consumers.
+            let last = block.end == consumers.len();
+            let folded = if last { snap.folded.as_slice() } else { &[] };
+            let rows = (&consumers[block], folded);
+            jsz::write_consumer_family(out, format, rows, block_labels, index)
+        }
         Some(i) => {
             // Health is known for the first `consumer_health.len()` consumers.
             let health = &snap.consumer_health;
@@ -153,6 +215,9 @@ impl Collector for SnapshotCollector {
             .filter_map(|t| Some((t.server.as_str(), t.max_pending, t.gateways.as_deref()?)))
             .collect();
         gatewayz::encode(&mut enc, &gateways)?;
+        if let Some(report) = &snap.budget {
+            budget::encode(&mut enc, report)?;
+        }
         jsz::encode_streams(&mut enc, &streams)
     }
 }

@@ -38,6 +38,12 @@ fn wrong_flags_exit_2_with_one_line() {
         (vec!["--listen", "localhost"], "--listen"),
         (vec!["--connz-top", "0"], "--connz-top"),
         (vec!["--no-such-flag"], "--no-such-flag"),
+        (vec!["--include-stream", "orders("], "--include-stream"),
+        (vec!["--exclude-consumer", "*tmp"], "--exclude-consumer"),
+        (
+            vec!["--include-account", "[a-"],
+            "not a valid regular expression",
+        ),
     ] {
         let (code, _, stderr) = run(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");

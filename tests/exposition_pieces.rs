@@ -18,9 +18,14 @@ const CONSUMERS: usize = 2_600;
 /// `i` has `i` acks pending; only consumers 2,100 and on have delivered
 /// anything, and only consumers below 10 were ever acknowledged, so those
 /// two age families have samples in the last block or in the first only.
-fn jsz_reply() -> String {
+/// Stream S1 also has `ephemerals` ephemeral consumers, E`k` with `k + 1`
+/// acks pending.
+fn jsz_reply(ephemerals: usize) -> String {
     let streams: Vec<String> = (0..3)
         .map(|s| {
+            let ephemerals = (0..ephemerals).filter(|_| s == 1).map(|k| {
+                format!(r#"{{"name":"E{k}","config":{{"name":"E{k}"}},"num_ack_pending":{}}}"#, k + 1)
+            });
             let consumers: Vec<String> = (0..CONSUMERS)
                 .filter(|i| i % 3 == s)
                 .map(|i| {
@@ -36,6 +41,7 @@ fn jsz_reply() -> String {
                     };
                     format!(r#"{{"name":"C{i:04}","num_ack_pending":{i}{delivered}{acked}}}"#)
                 })
+                .chain(ephemerals)
                 .collect();
             format!(
                 r#"{{"name":"S{s}","state":{{"messages":1}},"consumer_detail":[{}]}}"#,
@@ -104,16 +110,23 @@ fn check_layout(text: &str, format: Format) -> BTreeMap<String, usize> {
     samples
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn families_written_in_blocks_make_one_valid_exposition() {
-    let reply = jsz_reply();
+/// One scrape in each format of an exporter reading `reply` as /jsz.
+async fn scrapes(reply: String) -> Vec<(Format, String)> {
     let endpoint = fake_endpoint::start(move |_| Reply::Fixed("200 OK", reply.clone())).await;
     let exporter = common::exporter(
         std::slice::from_ref(&endpoint.url),
         &["--sources", "jsz", "--timeout", "30s"],
     );
+    let mut out = Vec::new();
     for format in [Format::Classic, Format::OpenMetrics] {
-        let text = exporter.scrape(format).await;
+        out.push((format, exporter.scrape(format).await));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn families_written_in_blocks_make_one_valid_exposition() {
+    for (format, text) in scrapes(jsz_reply(0)).await {
         let samples = check_layout(&text, format);
         assert_eq!(
             samples["nats_delivery_consumer_ack_pending_messages"],
@@ -158,5 +171,25 @@ async fn families_written_in_blocks_make_one_valid_exposition() {
             let age = get("nats_delivery_consumer_last_ack_age_seconds", "");
             assert_eq!(age, (i < 10).then_some(6.0), "{labels}");
         }
+    }
+}
+
+/// The folded ephemerals are written with the last block of consumers: still
+/// one valid exposition, each family's samples together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn folded_ephemerals_follow_the_last_block() {
+    for (format, text) in scrapes(jsz_reply(3)).await {
+        let samples = check_layout(&text, format);
+        let pending = "nats_delivery_consumer_ack_pending_messages";
+        assert_eq!(samples[pending], CONSUMERS + 1);
+        assert_eq!(samples["nats_delivery_consumer_folded_consumers"], 1);
+        assert_eq!(samples["nats_delivery_consumer_status"], 7 * CONSUMERS);
+        let folded = r#"{account="A",stream="S1",consumer="__ephemeral__"}"#;
+        assert!(
+            text.contains(&format!("{pending}{folded} 6\n")),
+            "{format:?}"
+        );
+        let count = "nats_delivery_consumer_folded_consumers";
+        assert!(text.contains(&format!("{count}{folded} 3\n")), "{format:?}");
     }
 }

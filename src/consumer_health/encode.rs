@@ -93,6 +93,13 @@ const HEALTH_FAMILIES: [HealthFamily; 5] = [
 /// How many health families there are (parts of the exposition).
 pub const HEALTH_FAMILY_COUNT: usize = HEALTH_FAMILIES.len();
 
+/// How many series the health families write for one consumer.
+pub fn health_series(h: &ConsumerHealthRow) -> u64 {
+    let ages = [h.delivery_lag, h.oldest_unacked_age];
+    // The status family has a series per status; each age has its `_exact`.
+    Status::ALL.len() as u64 + 2 * ages.iter().flatten().count() as u64
+}
+
 /// Appends health family `index` (below [`HEALTH_FAMILY_COUNT`]) for a
 /// block of consumers whose health is known: `health` is in the order of
 /// the consumers `labels` were rendered from, and empty when consumer

@@ -68,7 +68,10 @@ pub fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
             settings.connz_top,
             settings.max_client_names,
         )),
-        Box::new(jsz::JszSource::new(settings.jsz_page_size)),
+        Box::new(jsz::JszSource::new(
+            settings.jsz_page_size,
+            settings.jsz_filter.clone(),
+        )),
         Box::new(accstatz::AccstatzSource),
         Box::new(routez::RoutezSource),
         Box::new(gatewayz::GatewayzSource),
@@ -149,6 +152,7 @@ mod tests {
             connz_top: 1,
             max_client_names: 1,
             jsz_page_size: 1,
+            jsz_filter: Default::default(),
         };
         let kinds: Vec<Source> = per_target(&settings).iter().map(|s| s.kind()).collect();
         assert_eq!(kinds, [Source::Varz, Source::Jsz, Source::Gatewayz]);

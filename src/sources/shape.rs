@@ -142,4 +142,6 @@ pub struct SourceSettings {
     pub max_client_names: usize,
     /// Accounts per /jsz request.
     pub jsz_page_size: u32,
+    /// The accounts, streams and consumers /jsz keeps.
+    pub jsz_filter: crate::cardinality::JszFilter,
 }

@@ -6,6 +6,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 
 use super::{ConsumerConfig, ConsumerInfo, ConsumerRow, StreamDetail, StreamRow};
+use crate::cardinality::fold::FoldedRow;
 use crate::consumer_text::{push_label, write_family, BlockLabels};
 use crate::encode::{gauge_family, Num};
 use crate::exporter::Format;
@@ -81,88 +82,130 @@ pub fn encode_streams(enc: &mut DescriptorEncoder, streams: &[StreamRow]) -> fmt
     )
 }
 
+/// How many series [`encode_streams`] writes for `s`.
+pub fn stream_series(s: &StreamDetail) -> u64 {
+    let limited = |v: Option<i64>| u64::from(v.is_some_and(|x| x > 0));
+    let limits = s.config.as_ref().map_or(0, |c| {
+        limited(c.max_msgs) + limited(c.max_bytes) + limited(c.max_age)
+    });
+    5 + limits
+}
+
+/// How many series the per-consumer families write for consumer `c`.
+pub fn consumer_series(c: &ConsumerInfo, now: Option<f64>) -> u64 {
+    let gauges = CONSUMER_FAMILIES
+        .iter()
+        .filter(|f| (f.value)(c, now).is_some())
+        .count();
+    (gauges + CONSUMER_COUNTERS.len() + c.pinned_groups().count()) as u64
+}
+
+/// How many series the per-consumer families write for one folded row.
+pub fn folded_series() -> u64 {
+    let gauges = CONSUMER_FAMILIES
+        .iter()
+        .filter(|f| f.folded.is_some())
+        .count();
+    (gauges + CONSUMER_COUNTERS.len()) as u64
+}
+
 fn config_value(c: &ConsumerInfo, field: fn(&ConsumerConfig) -> Option<i64>) -> Option<i64> {
     c.config.as_ref().and_then(field).filter(|v| *v >= 0)
 }
 
-/// One per-consumer family: its name, help and how to read its value.
+/// One per-consumer family: its name, help, how to read its value, and how
+/// to read it from a stream's folded ephemerals (`None`: a sum would mean
+/// nothing, the folded series has no sample).
 struct ConsumerFamily {
     name: &'static str,
     help: &'static str,
     value: fn(&ConsumerInfo, Option<f64>) -> Option<Num>,
+    folded: Option<fn(&FoldedRow) -> u64>,
 }
 
-/// How to read a per-consumer counter.
-type CounterValue = fn(&ConsumerInfo) -> u64;
+/// How to read a per-consumer counter, and the same from a folded row.
+type CounterValue = (fn(&ConsumerInfo) -> u64, fn(&FoldedRow) -> u64);
 
 /// The per-consumer counters (name without `_total`), written after the gauges.
 const CONSUMER_COUNTERS: [(&str, &str, CounterValue); 1] = [(
     "nats_delivery_consumer_deliveries",
     "Deliveries by this consumer, first or again (delivered.consumer_seq).",
-    |c| c.delivered.consumer_seq,
+    (|c| c.delivered.consumer_seq, |f| f.deliveries),
 )];
 
 /// The per-consumer families, in the order they are written.
-const CONSUMER_FAMILIES: [ConsumerFamily; 13] = [
+const CONSUMER_FAMILIES: [ConsumerFamily; 14] = [
     ConsumerFamily {
         name: "nats_delivery_consumer_pending_messages",
         help: "Messages in the stream this consumer has not yet delivered (backlog).",
         value: |c, _| Some(Num::U(c.num_pending)),
+        folded: Some(|f| f.pending),
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_ack_pending_messages",
         help: "Messages delivered and not yet acknowledged.",
         value: |c, _| Some(Num::U(c.num_ack_pending)),
+        folded: Some(|f| f.ack_pending),
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_max_ack_pending",
         help: "Unacknowledged messages at which the server stops delivering; absent when unlimited.",
         value: |c, _| config_value(c, |k| k.max_ack_pending).map(Num::I),
+        folded: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_redelivered_messages",
         help: "Unacknowledged messages that were delivered more than once (a level, not a count).",
         value: |c, _| Some(Num::U(c.num_redelivered)),
+        folded: Some(|f| f.redelivered),
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_waiting_pulls",
         help: "Pull requests waiting for messages.",
         value: |c, _| Some(Num::U(c.num_waiting)),
+        folded: Some(|f| f.waiting),
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_delivered_stream_sequence",
         help: "Stream sequence of the last message delivered.",
         value: |c, _| Some(Num::U(c.delivered.stream_seq)),
+        folded: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_ack_floor_stream_sequence",
         help: "Stream sequence below which every message is acknowledged.",
         value: |c, _| Some(Num::U(c.ack_floor.stream_seq)),
+        folded: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_max_deliver",
         help: "Deliveries after which a message is given up; absent when unlimited.",
         value: |c, _| config_value(c, |k| k.max_deliver).map(Num::I),
+        folded: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_ack_wait_seconds",
         help: "Time before an unacknowledged message is delivered again.",
         value: |c, _| config_value(c, |k| k.ack_wait).map(|ns| Num::F(ns as f64 / 1e9)),
+        folded: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_last_delivery_age_seconds",
         help: "Seconds since the consumer last delivered a message, by the server's clock; absent when never.",
         value: |c, now| age(now, c.delivered.last_active).map(Num::F),
+        folded: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_last_ack_age_seconds",
         help: "Seconds since a message of this consumer was last acknowledged, by the server's clock; absent when never.",
         value: |c, now| age(now, c.ack_floor.last_active).map(Num::F),
+        folded: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_paused",
         help: "1 when the consumer is paused, 0 when not; absent on servers that do not report pausing (before 2.11).",
         value: |c, _| c.paused.map(|p| Num::U(u64::from(p))),
+        folded: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_pause_remaining_seconds",
@@ -171,6 +214,13 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 13] = [
             let ns = c.pause_remaining.filter(|_| c.paused == Some(true))?;
             Some(Num::F(ns as f64 / 1e9))
         },
+        folded: None,
+    },
+    ConsumerFamily {
+        name: "nats_delivery_consumer_folded_consumers",
+        help: "Ephemeral consumers summed into this series (consumer=\"__ephemeral__\" only).",
+        value: |_, _| None,
+        folded: Some(|f| f.consumers),
     },
 ];
 
@@ -186,30 +236,40 @@ const PINNED_FAMILY: (&str, &str) = (
 pub const CONSUMER_FAMILY_COUNT: usize = CONSUMER_FAMILIES.len() + CONSUMER_COUNTERS.len() + 1;
 
 /// Appends per-consumer family number `index` (below [`CONSUMER_FAMILY_COUNT`])
-/// for a block of `consumers`; `labels` are their labels.
+/// for a block of `consumers`, then of the `folded` ephemerals (given with
+/// the last block only); `labels` are the labels of both, in that order.
 pub fn write_consumer_family(
     out: &mut String,
     format: Format,
-    consumers: &[ConsumerRow],
+    (consumers, folded): (&[ConsumerRow], &[FoldedRow]),
     labels: BlockLabels,
     index: usize,
 ) {
     if index == CONSUMER_FAMILY_COUNT - 1 {
+        // Folded ephemerals have no priority groups of their own.
         return write_pinned_groups(out, format, consumers, labels);
     }
-    if let Some(&(name, help, value)) = index
+    let n = consumers.len();
+    let folded_series = |value: fn(&FoldedRow) -> u64| {
+        let rows = folded.iter().enumerate();
+        rows.map(move |(i, f)| (labels.get(n + i), "", Num::U(value(f))))
+    };
+    if let Some(&(name, help, (value, folded_value))) = index
         .checked_sub(CONSUMER_FAMILIES.len())
         .and_then(|i| CONSUMER_COUNTERS.get(i))
     {
         let rows = consumers.iter().enumerate();
-        let series = rows.map(|(i, (_, _, c, _))| (labels.get(i), "", Num::U(value(c))));
+        let series = rows
+            .map(|(i, (_, _, c, _))| (labels.get(i), "", Num::U(value(c))))
+            .chain(folded_series(folded_value));
         return write_family(out, format, MetricType::Counter, (name, help), series);
     }
     let family = &CONSUMER_FAMILIES[index];
     let series = consumers
         .iter()
         .enumerate()
-        .filter_map(|(i, (_, _, c, now))| Some((labels.get(i), "", (family.value)(c, *now)?)));
+        .filter_map(|(i, (_, _, c, now))| Some((labels.get(i), "", (family.value)(c, *now)?)))
+        .chain(family.folded.into_iter().flat_map(folded_series));
     write_family(
         out,
         format,

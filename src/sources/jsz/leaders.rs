@@ -98,6 +98,22 @@ impl Leaders {
     }
 }
 
+impl Leaders {
+    /// Keeps the consumers whose `keep` entry (one per consumer, in the
+    /// order of [`Leaders::rows`]) is true.
+    pub fn retain_consumers(&mut self, keep: &[bool]) {
+        let mut keep = keep.iter();
+        self.consumers
+            .retain(|_| keep.next().copied().unwrap_or(true));
+    }
+
+    /// Puts the consumers in `order` (positions in the order of
+    /// [`Leaders::rows`]) and keeps the first `keep`.
+    pub fn reorder_consumers(&mut self, order: &[usize], keep: usize) {
+        self.consumers = order[..keep].iter().map(|&i| self.consumers[i]).collect();
+    }
+}
+
 /// [`select_leaders`] and [`Leaders::rows`] in one step.
 pub fn select<'a>(
     polls: &[(Option<&'a str>, &'a JszPoll)],

@@ -13,12 +13,16 @@ use url::Url;
 
 use super::shape::{MonitoringSource, TargetSnapshot};
 use super::{endpoint_url, unix_seconds, Fetcher, Source};
+use crate::cardinality::JszFilter;
 use crate::error::PollError;
 
 mod encode;
 mod leaders;
 pub mod split;
-pub use encode::{encode_streams, write_consumer_family, CONSUMER_FAMILY_COUNT};
+pub use encode::{
+    consumer_series, encode_streams, folded_series, stream_series, write_consumer_family,
+    CONSUMER_FAMILY_COUNT,
+};
 pub use leaders::{select, select_leaders, ConsumerRow, Leaders, StreamRow};
 
 /// The fields of a `/jsz` reply the exporter uses. (`S` is the type of a
@@ -173,6 +177,8 @@ impl ConsumerInfo {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct ConsumerConfig {
+    /// The durable name; empty for an ephemeral consumer.
+    pub durable_name: String,
     /// Deliveries before a message is given up; -1 means unlimited.
     pub max_deliver: Option<i64>,
     /// Nanoseconds before an unacknowledged message is redelivered.
@@ -222,18 +228,55 @@ pub struct JszPoll {
     pub accounts: Vec<AccountDetail>,
 }
 
-/// Reads every page of accounts with streams, consumers and configuration.
+/// Reads every page of accounts with streams, consumers and configuration,
+/// keeping what `filter` keeps (page by page, so that what it leaves out is
+/// never held for long).
+///
+/// When the filter names one account exactly, the server is asked for that
+/// account alone (`acc=`). The server looks it up by its own name (the
+/// public key in operator mode), not by a name tag: when that finds
+/// nothing, everything is read and filtered here.
 ///
 /// Servers from 2.10 on hand out the accounts ordered by name, so pages add
 /// up to the whole. nats-server 2.9 pages over its accounts in no fixed
 /// order: pages overlap and miss accounts. When the pages read are not in
 /// one ascending order, everything is read again in one request.
-pub async fn poll(fetch: &Fetcher, base: &Url, page_size: u32) -> Result<JszPoll, PollError> {
-    let (out, in_order) = read_pages(fetch, base, page_size).await?;
+pub async fn poll(
+    fetch: &Fetcher,
+    base: &Url,
+    page_size: u32,
+    filter: &JszFilter,
+) -> Result<JszPoll, PollError> {
+    if let Some(account) = filter.server_account() {
+        let pages = Pages {
+            account: Some(account),
+            size: page_size,
+        };
+        let (out, _) = read_pages(fetch, base, pages, filter).await?;
+        if !out.accounts.is_empty() {
+            return Ok(out);
+        }
+    }
+    let pages = Pages {
+        account: None,
+        size: page_size,
+    };
+    let (out, in_order) = read_pages(fetch, base, pages, filter).await?;
     if in_order {
         return Ok(out);
     }
-    Ok(read_pages(fetch, base, u32::MAX >> 1).await?.0)
+    let pages = Pages {
+        account: None,
+        size: u32::MAX >> 1,
+    };
+    Ok(read_pages(fetch, base, pages, filter).await?.0)
+}
+
+/// Which pages to read: of one account (`acc=`) or all, and their size.
+#[derive(Debug, Clone, Copy)]
+struct Pages<'a> {
+    account: Option<&'a str>,
+    size: u32,
 }
 
 /// Reads pages of `page_size` accounts until the last; returns the distinct
@@ -242,8 +285,10 @@ pub async fn poll(fetch: &Fetcher, base: &Url, page_size: u32) -> Result<JszPoll
 async fn read_pages(
     fetch: &Fetcher,
     base: &Url,
-    page_size: u32,
+    pages_to_read: Pages<'_>,
+    filter: &JszFilter,
 ) -> Result<(JszPoll, bool), PollError> {
+    let page_size = pages_to_read.size;
     let mut out = JszPoll::default();
     let mut seen = HashSet::new();
     let mut offset = 0usize;
@@ -251,18 +296,18 @@ async fn read_pages(
     let mut last_id: Option<String> = None;
     let mut in_order = true;
     loop {
-        let url = endpoint_url(
-            base,
-            "jsz",
-            &[
-                ("accounts", "true".into()),
-                ("streams", "true".into()),
-                ("consumers", "true".into()),
-                ("config", "true".into()),
-                ("offset", offset.to_string()),
-                ("limit", page_size.to_string()),
-            ],
-        );
+        let mut query = vec![
+            ("accounts", "true".into()),
+            ("streams", "true".into()),
+            ("consumers", "true".into()),
+            ("config", "true".into()),
+            ("offset", offset.to_string()),
+            ("limit", page_size.to_string()),
+        ];
+        if let Some(account) = pages_to_read.account {
+            query.push(("acc", account.to_string()));
+        }
+        let url = endpoint_url(base, "jsz", &query);
         // Pages run to 110 MB at 100,000 consumers: parsed as they arrive.
         let page = fetch.get_streamed(url, split::parse).await?;
         pages += 1;
@@ -270,7 +315,7 @@ async fn read_pages(
             out.now = unix_seconds(&page.now);
         }
         let len = page.account_details.len();
-        let mut fresh = 0;
+        let mut fresh = Vec::new();
         for a in page.account_details {
             let id = if a.id.is_empty() { &a.name } else { &a.id };
             if last_id.as_ref().is_some_and(|last| last >= id) {
@@ -278,16 +323,18 @@ async fn read_pages(
             }
             last_id = Some(id.clone());
             if seen.insert(a.name.clone()) {
-                fresh += 1;
-                out.accounts.push(a);
+                fresh.push(a);
             }
         }
+        let any_fresh = !fresh.is_empty();
+        filter.apply(&mut fresh);
+        out.accounts.append(&mut fresh);
         offset += len;
         // Stop at a short page, at the announced total, or when a server that
         // ignores paging hands back accounts already read.
         if page.disabled
             || len < page_size as usize
-            || fresh == 0
+            || !any_fresh
             || page.total.is_some_and(|t| offset >= t)
         {
             return Ok((out, in_order || pages == 1));
@@ -299,12 +346,13 @@ async fn read_pages(
 #[derive(Debug, Default)]
 pub struct JszSource {
     page_size: u32,
+    filter: JszFilter,
 }
 
 impl JszSource {
-    /// Reads `page_size` accounts per request.
-    pub fn new(page_size: u32) -> JszSource {
-        JszSource { page_size }
+    /// Reads `page_size` accounts per request and keeps what `filter` keeps.
+    pub fn new(page_size: u32, filter: JszFilter) -> JszSource {
+        JszSource { page_size, filter }
     }
 }
 
@@ -320,7 +368,7 @@ impl MonitoringSource for JszSource {
         fetch: &'a Fetcher,
         base: &'a Url,
     ) -> impl std::future::Future<Output = Result<JszPoll, PollError>> + Send + 'a {
-        poll(fetch, base, self.page_size)
+        poll(fetch, base, self.page_size, &self.filter)
     }
 
     fn absorb(&self, jsz: JszPoll, snap: &mut TargetSnapshot) {
