@@ -11,13 +11,25 @@ const WAIT: Duration = Duration::from_secs(30);
 
 /// Alerts no lab scenario makes fire, and why. The lab fails if an alert is
 /// neither driven nor listed here.
-pub const NOT_IN_LAB: &[(&str, &str)] = &[(
-    "NatsJetStreamConsumerStuck",
-    "fires only for consumers without a status (an exporter run with \
-     --consumer-status-window 0s); the lab's exporter has one, so its cause fires \
-     NatsJetStreamConsumerStopped (stopped consumer scenario) and the stuck alert \
-     must stay silent there; alerts/tests/consumer_health.test.yml covers it",
-)];
+pub const NOT_IN_LAB: &[(&str, &str)] = &[
+    (
+        "NatsJetStreamConsumerStuck",
+        "fires only for consumers without a status (an exporter run with \
+         --consumer-status-window 0s); the lab's exporter has one, so its cause fires \
+         NatsJetStreamConsumerStopped (stopped consumer scenario) and the stuck alert \
+         must stay silent there; alerts/tests/consumer_health.test.yml covers it",
+    ),
+    (
+        "NatsRouteNearMaxPending",
+        "the lab runs one server, without routes; tests/link_pending_held.rs holds \
+         bytes on a real route and alerts/tests/pressure.test.yml covers the rule",
+    ),
+    (
+        "NatsGatewayNearMaxPending",
+        "the lab runs one server, without gateways; tests/link_pending_held.rs holds \
+         bytes on a real gateway and alerts/tests/pressure.test.yml covers the rule",
+    ),
+];
 
 fn err(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!("{e}")

@@ -7,7 +7,16 @@
 use crate::promql_check::{dashboard_queries, files, read, substitute};
 use crate::Lab;
 
-/// Runs every dashboard query; a query without data fails the lab.
+/// Panels that have no data in the lab, and why: the lab fails on any other
+/// query without data.
+const EMPTY_IN_LAB: &[(&str, &str)] = &[(
+    "Routes and gateways closest to max_pending",
+    "the lab runs one server, without routes or gateways; \
+     tests/link_pending_held.rs holds route and gateway bytes on real servers",
+)];
+
+/// Runs every dashboard query; a query without data fails the lab, unless
+/// its panel is listed in [`EMPTY_IN_LAB`].
 pub async fn every_query_returns_data(lab: &mut Lab) -> anyhow::Result<()> {
     lab.report.scenario(
         "dashboards: every query of dashboards/*.json returns data",
@@ -33,8 +42,18 @@ pub async fn every_query_returns_data(lab: &mut Lab) -> anyhow::Result<()> {
             if series > 0 {
                 with_data += 1;
             }
-            lab.report
-                .check(series > 0, &format!("{}: {series} series", q.place));
+            let empty_why = EMPTY_IN_LAB
+                .iter()
+                .find(|(panel, _)| q.place.contains(&format!("panel \"{panel}\"")));
+            match empty_why {
+                Some((_, why)) if series == 0 => {
+                    lab.report
+                        .note(&format!("{}: no data, as expected: {why}", q.place));
+                }
+                _ => lab
+                    .report
+                    .check(series > 0, &format!("{}: {series} series", q.place)),
+            }
         }
     }
     lab.report.note(&format!(
