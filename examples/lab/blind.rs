@@ -25,6 +25,12 @@ pub const NOT_IN_LAB: &[(&str, &str)] = &[
          bytes on a real route and alerts/tests/pressure.test.yml covers the rule",
     ),
     (
+        "NatsDeliveryJetStreamSeriesCeilingReached",
+        "the lab's exporters run without --max-jetstream-series; \
+         tests/cardinality_budget.rs checks the gauges it reads and \
+         alerts/tests/exporter.test.yml the rule",
+    ),
+    (
         "NatsGatewayNearMaxPending",
         "the lab runs one server, without gateways; tests/link_pending_held.rs holds \
          bytes on a real gateway and alerts/tests/pressure.test.yml covers the rule",
