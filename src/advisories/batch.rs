@@ -169,12 +169,12 @@ impl Applier {
             incarnation: 0,
         };
         if !folded {
-            event.incarnation = self.incarnations.tag(&self.js, &a.stream, at, false).await;
+            event.incarnation = self.incarnation(a, at, false).await?;
         }
         if comparable && work.entry(store, key).seen(&event) {
             // Looks counted already: make sure the stream was not created
             // again since (its sequences start at 1 again).
-            event.incarnation = self.incarnations.tag(&self.js, &a.stream, at, true).await;
+            event.incarnation = self.incarnation(a, at, true).await?;
             if work.entry(store, key).seen(&event) {
                 work.entry(store, key).mark_applied(self.source, aseq);
                 return Some(Counted::Duplicate);
@@ -232,6 +232,21 @@ impl Applier {
         s.remember(event);
         s.mark_applied(self.source, aseq);
         Some(Counted::New)
+    }
+}
+
+impl Applier {
+    /// The incarnation tag of `a`'s stream; `None` (leave the advisory
+    /// unacknowledged, to be redelivered after `ack_wait`) while the
+    /// stream's creation time cannot be learned, as during an election.
+    async fn incarnation(&mut self, a: &Advisory, at: Option<i64>, fresh: bool) -> Option<i64> {
+        match self.incarnations.tag(&self.js, &a.stream, at, fresh).await {
+            Ok(tag) => Some(tag),
+            Err(e) => {
+                tracing::warn!(account = %self.account, stream = %a.stream, seq = a.stream_seq, "advisory left for later: cannot tell which stream it is about: {e}");
+                None
+            }
+        }
     }
 }
 

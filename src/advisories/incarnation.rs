@@ -13,6 +13,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
+
+use super::dead_letter::is_stream_not_found;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -42,7 +44,8 @@ pub fn tag(created: Option<i64>, at: Option<i64>) -> i64 {
 }
 
 impl Incarnations {
-    /// The incarnation tag of an advisory about `stream` stamped `at`.
+    /// The incarnation tag of an advisory about `stream` stamped `at`, or why
+    /// the stream's creation time could not be learned.
     /// `fresh` asks the server even if a recent answer is known: used when
     /// the event looks like one already counted, which is exactly when a
     /// re-created stream would be mistaken for the old one.
@@ -52,7 +55,7 @@ impl Incarnations {
         stream: &str,
         at: Option<i64>,
         fresh: bool,
-    ) -> i64 {
+    ) -> Result<i64, String> {
         let known = self
             .known
             .get(stream)
@@ -61,7 +64,8 @@ impl Incarnations {
         let created = match known {
             Some(c) => c,
             None => {
-                let c = created(js, stream).await;
+                // A failed lookup is not remembered: asked again next time.
+                let c = created(js, stream).await?;
                 // Bounded by the series cap upstream; a flood of unknown
                 // names still cannot grow this past what is kept.
                 if self.known.len() > 100_000 {
@@ -71,14 +75,25 @@ impl Incarnations {
                 c
             }
         };
-        tag(created, at)
+        Ok(tag(created, at))
     }
 }
 
-async fn created(js: &jetstream::Context, stream: &str) -> Option<i64> {
-    let mut s = js.get_stream(stream).await.ok()?;
-    let info = s.info().await.ok()?;
-    i64::try_from(info.created.unix_timestamp_nanos()).ok()
+/// The stream's creation time; `None` when the server says there is no such
+/// stream. Any other failure (a timeout, no leader during an election) is an
+/// error: taken for "gone", it would give an advisory the wrong tag and count
+/// it again under that tag.
+async fn created(js: &jetstream::Context, stream: &str) -> Result<Option<i64>, String> {
+    let mut s = match js.get_stream(stream).await {
+        Ok(s) => s,
+        Err(e) if is_stream_not_found(&e) => return Ok(None),
+        Err(e) => return Err(format!("stream {stream}: {e}")),
+    };
+    let info = s
+        .info()
+        .await
+        .map_err(|e| format!("stream {stream}: {e}"))?;
+    Ok(i64::try_from(info.created.unix_timestamp_nanos()).ok())
 }
 
 #[cfg(test)]
