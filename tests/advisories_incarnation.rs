@@ -59,7 +59,7 @@ async fn an_event_whose_stream_cannot_be_looked_up_waits_and_is_counted_once() {
 
     // The server sends the same event again (as after a leader change): a
     // copy of the advisory lands in ADV. It is the same death: not counted.
-    let mut adv = js.get_stream("ADV").await.unwrap();
+    let adv = js.get_stream("ADV").await.unwrap();
     let original = adv.get_raw_message(1).await.unwrap();
     app.publish(original.subject.to_string(), original.payload.clone())
         .await
