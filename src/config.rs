@@ -29,6 +29,24 @@ pub struct Config {
     )]
     pub monitor_urls: Vec<Url>,
 
+    /// Poll every server of the cluster or supercluster through one
+    /// system-account NATS connection (`--system-account`, `--nats-servers`)
+    /// instead of `--monitor-url`s: a survey finds the servers on every
+    /// scrape, and each is asked for its sources over NATS.
+    #[arg(long, env = "NATS_DELIVERY_SYSTEM_ACCOUNT_POLLING")]
+    pub system_account_polling: bool,
+
+    /// Servers each system-account survey waits for before it ends; 0
+    /// waits for every server seen since start (a server seen once and
+    /// silent now is reported down, never forgotten).
+    #[arg(long, env = "NATS_DELIVERY_SYSTEM_EXPECTED_SERVERS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub system_expected_servers: u32,
+
+    /// A system-account survey ends this long after the last reply, when
+    /// not every expected server has answered (within `--timeout` anyway).
+    #[arg(long, env = "NATS_DELIVERY_SYSTEM_SURVEY_GAP", default_value = "1s", value_parser = parse_duration)]
+    pub system_survey_gap: Duration,
+
     /// Address the exporter's HTTP server listens on (/metrics, /healthz, /).
     #[arg(long, env = "NATS_DELIVERY_LISTEN", default_value = "0.0.0.0:7778")]
     pub listen: SocketAddr,
@@ -147,8 +165,25 @@ pub struct Config {
 
 impl Config {
     /// Checks what single flags cannot: the same monitoring URL twice (its
-    /// series would be emitted twice). Returns the flag and the reason.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    /// series would be emitted twice), and polling through the system
+    /// account without its credentials or beside monitoring URLs that would
+    /// not be read (`monitor_urls_given`: `--monitor-url` was given, not
+    /// defaulted). Returns the flag and the reason.
+    pub fn validate(&self, monitor_urls_given: bool) -> Result<(), (&'static str, String)> {
+        if self.system_account_polling {
+            if self.advisories.system_account.is_none() {
+                return Err((
+                    "--system-account-polling",
+                    "needs the system account's credentials in --system-account".into(),
+                ));
+            }
+            if monitor_urls_given {
+                return Err((
+                    "--monitor-url",
+                    "not read with --system-account-polling: the servers are found through the system account".into(),
+                ));
+            }
+        }
         let mut seen = std::collections::HashSet::new();
         for url in &self.monitor_urls {
             let key = (

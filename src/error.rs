@@ -28,9 +28,19 @@ pub enum PollError {
     /// monitoring endpoint has no reason to send one elsewhere.
     #[error("redirect (HTTP status {0}) not followed")]
     Redirect(u16),
-    /// Any other failure of the HTTP request.
+    /// Any other failure of the request.
     #[error("request failed: {0}")]
     Request(String),
+    /// Polling through the system account: the server did not answer the
+    /// survey, or nothing answers its own subject any more.
+    #[error("no reply: {0}")]
+    NoReply(String),
+    /// Polling through the system account: the server answered with an error.
+    #[error("the server answered with an error: {0}")]
+    ServerError(String),
+    /// Polling through the system account: the NATS connection failed.
+    #[error("NATS: {0}")]
+    Nats(String),
 }
 
 impl PollError {
@@ -45,6 +55,9 @@ impl PollError {
             PollError::TooLarge(_) => "too_large",
             PollError::Redirect(_) => "redirect",
             PollError::Request(_) => "request",
+            PollError::NoReply(_) => "no_reply",
+            PollError::ServerError(_) => "server_error",
+            PollError::Nats(_) => "nats",
         }
     }
 

@@ -94,6 +94,14 @@ impl Exporter {
             .read_timestamps(timestamps);
     }
 
+    /// Polls the servers `polling` finds through the system account from now
+    /// on, instead of the monitoring URLs.
+    pub fn poll_through_system_account(&mut self, polling: crate::system_poll::SystemPolling) {
+        Arc::get_mut(&mut self.poller)
+            .expect("the polling is chosen before the first scrape")
+            .poll_through_system_account(polling);
+    }
+
     /// The registry, for other parts of the exporter (advisory listeners,
     /// application reports) to register their metrics in before serving.
     pub fn registry_mut(&mut self) -> &mut Registry {

@@ -30,4 +30,5 @@ pub mod snapshot;
 pub mod sources;
 pub mod survey;
 pub mod system_events;
+pub mod system_poll;
 pub mod web_config;

@@ -72,6 +72,12 @@ async fn run() -> Result<(), Failure> {
             .register_collector(Box::new(timestamps.clone()));
         exporter.read_timestamps(timestamps);
     }
+    if config.system_account_polling {
+        let polling = nats_delivery_exporter::system_poll::connect(&config)
+            .await
+            .map_err(|e| Failure::Start(e.into()))?;
+        exporter.poll_through_system_account(polling);
+    }
     if config.client_reports {
         start_client_reports(&config, &mut exporter)
             .await
@@ -82,7 +88,11 @@ async fn run() -> Result<(), Failure> {
         .local_addr()
         .context("the listening socket")
         .map_err(Failure::Serve)?;
-    tracing::info!(listen = %local, servers = ?config.monitor_urls.iter().map(redacted).collect::<Vec<_>>(), "serving /metrics");
+    if config.system_account_polling {
+        tracing::info!(listen = %local, "serving /metrics, polling the servers through the system account");
+    } else {
+        tracing::info!(listen = %local, servers = ?config.monitor_urls.iter().map(redacted).collect::<Vec<_>>(), "serving /metrics");
+    }
     let web = config.web_config.clone().unwrap_or_default();
     let router = nats_delivery_exporter::http::with_basic_auth(
         nats_delivery_exporter::http::router(exporter),
@@ -184,14 +194,17 @@ fn parse_flags() -> (Config, bool) {
     use clap::parser::ValueSource;
     use clap::{CommandFactory, FromArgMatches};
     let parsed = Config::command().try_get_matches().and_then(|m| {
-        let given = matches!(
-            m.value_source("nats_servers"),
-            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-        );
-        Config::from_arg_matches(&m).map(|c| (c, given))
+        let given = |id| {
+            matches!(
+                m.value_source(id),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            )
+        };
+        let (servers, urls) = (given("nats_servers"), given("monitor_urls"));
+        Config::from_arg_matches(&m).map(|c| (c, servers, urls))
     });
     match parsed {
-        Ok((config, given)) => match config.validate() {
+        Ok((config, given, urls_given)) => match config.validate(urls_given) {
             Ok(()) => (config, given),
             Err((flag, why)) => {
                 eprintln!("error: {flag}: {why} (see --help)");

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::future::join_all;
@@ -22,13 +22,15 @@ use crate::message_timestamps::MessageTimestamps;
 use crate::redact::redacted;
 use crate::snapshot::Snapshot;
 use crate::sources::{
-    self, AnySource, Fetcher, Source, SourceHealth, SourceSettings, TargetSnapshot,
+    self, AnySource, Fetcher, ServerLink, Source, SourceHealth, SourceSettings, TargetSnapshot,
 };
+use crate::system_poll::{SurveyReport, SystemPolling};
 
-/// One monitoring URL and what the exporter remembers about it between scrapes.
+/// One server and what the exporter remembers about it between scrapes.
 #[derive(Debug)]
 struct Target {
-    url: Url,
+    /// The monitoring URL; `None` for a server found by the system-account survey.
+    url: Option<Url>,
     /// The `server` label until the server's name is known, and whenever two
     /// targets would otherwise share one: `host:port`, plus the base path when
     /// another target has the same `host:port`.
@@ -60,6 +62,19 @@ pub struct Poller {
     timestamps: Option<MessageTimestamps>,
     /// Ephemeral consumers folded across polls; `None` when they are kept.
     folds: Option<Mutex<EphemeralFolds>>,
+    /// Polling through the system account instead of the monitoring URLs.
+    system: Option<SystemSide>,
+    settings: SourceSettings,
+}
+
+/// The servers found through the system account, by name, and the
+/// survey's counts so far.
+#[derive(Debug)]
+struct SystemSide {
+    polling: SystemPolling,
+    targets: Mutex<BTreeMap<String, Arc<Target>>>,
+    /// Broken and duplicate survey replies so far.
+    totals: Mutex<(u64, u64)>,
 }
 
 impl Poller {
@@ -80,7 +95,7 @@ impl Poller {
             .iter()
             .map(|url| Target {
                 identity: identity(url, &config.monitor_urls),
-                url: url.clone(),
+                url: Some(url.clone()),
                 sources: sources::per_target(&settings),
                 state: Mutex::default(),
             })
@@ -96,7 +111,20 @@ impl Poller {
             health,
             timestamps: None,
             folds,
+            system: None,
+            settings,
         }
+    }
+
+    /// Polls the servers `polling` finds through the system account instead
+    /// of the monitoring URLs.
+    pub fn poll_through_system_account(&mut self, polling: SystemPolling) {
+        self.targets.clear();
+        self.system = Some(SystemSide {
+            polling,
+            targets: Mutex::default(),
+            totals: Mutex::default(),
+        });
     }
 
     /// Reads message timestamps through `timestamps` on every poll, at most
@@ -108,9 +136,27 @@ impl Poller {
     /// Polls every source of every server once; each is bounded by `--timeout`.
     pub async fn poll(&self) -> Snapshot {
         let started = Instant::now();
-        let mut targets = join_all(self.targets.iter().map(|t| self.poll_target(t))).await;
-        distinct_server_labels(&mut targets, &self.targets);
+        let (targets, survey) = match &self.system {
+            None => {
+                let polls = self.targets.iter().map(|t| {
+                    let url = t.url.as_ref().expect("monitoring targets have a URL");
+                    let link = ServerLink::Http {
+                        fetch: &self.fetch,
+                        base: url,
+                    };
+                    self.poll_target(t, link, self.config.timeout)
+                });
+                let mut targets = join_all(polls).await;
+                distinct_server_labels(&mut targets, &self.targets);
+                (targets, None)
+            }
+            Some(system) => {
+                let (targets, report) = self.poll_system(system).await;
+                (targets, Some(report))
+            }
+        };
         let mut snapshot = Snapshot::finished(targets);
+        snapshot.survey = survey;
         if let Some(folds) = &self.folds {
             snapshot.fold_ephemerals(&mut folds.lock().expect("ephemeral folds lock"));
         }
@@ -147,17 +193,115 @@ impl Poller {
         snapshot
     }
 
-    /// Polls every source of `target` at once, then absorbs their replies in
-    /// the sources' order, settles the `server` label and finishes them.
-    async fn poll_target(&self, target: &Target) -> TargetSnapshot {
-        let polls = join_all(target.sources.iter().map(|source| {
-            timed(
-                self.config.timeout,
-                source.poll_boxed(&self.fetch, &target.url),
-            )
-        }))
-        .await;
+    /// Surveys the servers, then polls each that answered; each server seen
+    /// before that did not answer has every source down (`no_reply`).
+    async fn poll_system(&self, system: &SystemSide) -> (Vec<TargetSnapshot>, SurveyReport) {
+        let started = Instant::now();
+        let outcome = system.polling.survey(self.config.timeout).await;
+        let mut report = SurveyReport::default();
+        let target_of = |name: &str| {
+            let mut targets = system.targets.lock().expect("system targets lock");
+            targets
+                .entry(name.to_string())
+                .or_insert_with(|| {
+                    Arc::new(Target {
+                        url: None,
+                        identity: name.to_string(),
+                        sources: sources::per_target(&self.settings),
+                        state: Mutex::default(),
+                    })
+                })
+                .clone()
+        };
+        let (answers, down) = match outcome {
+            Ok(outcome) => {
+                let mut totals = system.totals.lock().expect("survey totals lock");
+                totals.0 += outcome.broken;
+                totals.1 += outcome.duplicates;
+                report = SurveyReport {
+                    up: true,
+                    expected: outcome.expected as u64,
+                    answered: outcome.answers.len() as u64,
+                    late_total: outcome.late_total,
+                    broken_total: totals.0,
+                    duplicates_total: totals.1,
+                };
+                let why = "the server did not answer the survey";
+                let missing = outcome.missing.iter();
+                let down: Vec<_> = missing
+                    .map(|s| (target_of(&s.name), why.to_string()))
+                    .collect();
+                (outcome.answers, down)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the system-account survey failed");
+                let (broken, duplicates) = *system.totals.lock().expect("survey totals lock");
+                report.broken_total = broken;
+                report.duplicates_total = duplicates;
+                let known: Vec<_> = system
+                    .targets
+                    .lock()
+                    .expect("system targets lock")
+                    .values()
+                    .map(|t| (t.clone(), e.to_string()))
+                    .collect();
+                (Vec::new(), known)
+            }
+        };
+        let left = self.config.timeout.saturating_sub(started.elapsed());
+        let polls = answers.iter().map(|answer| {
+            let target = target_of(&answer.server.name);
+            async move {
+                let link = ServerLink::System {
+                    requests: &system.polling.requests,
+                    name: &answer.server.name,
+                    id: &answer.server.id,
+                    varz: Some(&answer.data),
+                };
+                self.poll_target(&target, link, left).await
+            }
+        });
+        let mut snaps = join_all(polls).await;
+        for (target, why) in down {
+            let failed = target.sources.iter().map(|_| {
+                let error = if report.up {
+                    PollError::NoReply(why.clone())
+                } else {
+                    PollError::Nats(why.clone())
+                };
+                (Err(error), Duration::ZERO)
+            });
+            snaps.push(self.settle(&target, failed.collect()));
+        }
+        snaps.sort_by(|a, b| a.server.cmp(&b.server));
+        (snaps, report)
+    }
 
+    /// Polls every source of `target` through `link` at once, each within
+    /// `timeout`, then settles what they brought.
+    async fn poll_target(
+        &self,
+        target: &Target,
+        link: ServerLink<'_>,
+        timeout: Duration,
+    ) -> TargetSnapshot {
+        let polls = join_all(
+            target
+                .sources
+                .iter()
+                .map(|source| timed(timeout, source.poll_boxed(&link))),
+        )
+        .await;
+        self.settle(target, polls)
+    }
+
+    /// Absorbs the sources' replies in their order, settles the `server`
+    /// label and finishes them; a failed source is down and counted.
+    fn settle(
+        &self,
+        target: &Target,
+        polls: Vec<(Result<sources::shape::Absorb<'_>, PollError>, Duration)>,
+    ) -> TargetSnapshot {
         let now = unix_now();
         let mut state = target.state.lock().expect("target lock");
         let mut snap = TargetSnapshot {
@@ -175,7 +319,14 @@ impl Poller {
                     absorb(&mut snap);
                 }
                 Err(e) => {
-                    tracing::warn!(target = %redacted(&target.url), source = source.as_str(), error = %e, "poll failed");
+                    match &target.url {
+                        Some(url) => {
+                            tracing::warn!(target = %redacted(url), source = source.as_str(), error = %e, "poll failed")
+                        }
+                        None => {
+                            tracing::warn!(server = %target.identity, source = source.as_str(), error = %e, "poll failed")
+                        }
+                    }
                     *state
                         .errors
                         .entry(source)

@@ -23,6 +23,7 @@ use crate::sources::jsz;
 use crate::sources::routez;
 use crate::sources::varz;
 pub use crate::sources::{SourceHealth, TargetSnapshot};
+use crate::system_poll::SurveyReport;
 
 /// Everything one scrape saw, finished: the leader of each stream and
 /// consumer is chosen once here, not by every part of the exposition.
@@ -39,6 +40,9 @@ pub struct Snapshot {
     pub folded: Vec<FoldedRow>,
     /// What `--max-jetstream-series` left out; `None` when there is no ceiling.
     pub budget: Option<BudgetReport>,
+    /// The system-account survey's accounting; `None` when polling the
+    /// monitoring URLs.
+    pub survey: Option<SurveyReport>,
 }
 
 impl Snapshot {
@@ -55,6 +59,7 @@ impl Snapshot {
             consumer_health: Vec::new(),
             folded: Vec::new(),
             budget: None,
+            survey: None,
         }
     }
 
@@ -184,6 +189,9 @@ impl Collector for SnapshotCollector {
         };
         let (streams, _) = snap.rows();
         encode_health(&mut enc, &snap)?;
+        if let Some(survey) = &snap.survey {
+            crate::system_poll::report::encode(&mut enc, survey)?;
+        }
         varz::encode(&mut enc, &snap.answered(|t| t.varz.as_ref()))?;
         let top: Vec<_> = snap
             .targets

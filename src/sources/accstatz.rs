@@ -12,10 +12,9 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
-use url::Url;
 
 use super::shape::{MonitoringSource, TargetSnapshot};
-use super::{endpoint_url, Fetcher, Source};
+use super::{ServerLink, Source};
 use crate::encode::counter_family;
 use crate::error::PollError;
 
@@ -40,9 +39,9 @@ pub struct AccountStat {
 }
 
 /// Reads the server's `/accstatz`, unused accounts included.
-pub async fn poll(fetch: &Fetcher, base: &Url) -> Result<Accstatz, PollError> {
-    let url = endpoint_url(base, "accstatz", &[("unused", "true".into())]);
-    fetch.get_json(url).await
+pub async fn poll(link: &ServerLink<'_>) -> Result<Accstatz, PollError> {
+    link.get_json("accstatz", &[("unused", "true".into())])
+        .await
 }
 
 /// The `/accstatz` source of one server.
@@ -58,10 +57,9 @@ impl MonitoringSource for AccstatzSource {
 
     fn poll<'a>(
         &'a self,
-        fetch: &'a Fetcher,
-        base: &'a Url,
+        link: &'a ServerLink<'a>,
     ) -> impl std::future::Future<Output = Result<Accstatz, PollError>> + Send + 'a {
-        poll(fetch, base)
+        poll(link)
     }
 
     fn absorb(&self, reply: Accstatz, snap: &mut TargetSnapshot) {

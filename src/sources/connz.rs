@@ -13,10 +13,9 @@ use std::sync::Mutex;
 
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
-use url::Url;
 
 use super::shape::{MonitoringSource, TargetSnapshot};
-use super::{endpoint_url, Fetcher, Source};
+use super::{ServerLink, Source};
 use crate::encode::{counter_family, gauge_family};
 use crate::error::PollError;
 
@@ -77,21 +76,13 @@ pub struct TopPending {
 }
 
 /// Reads the `top` connections with the most pending bytes.
-pub async fn poll_top_pending(
-    fetch: &Fetcher,
-    base: &Url,
-    top: u32,
-) -> Result<TopPending, PollError> {
-    let url = endpoint_url(
-        base,
-        "connz",
-        &[
-            ("sort", "pending".into()),
-            ("limit", top.to_string()),
-            ("auth", "true".into()),
-        ],
-    );
-    let reply: Connz = fetch.get_json(url).await?;
+pub async fn poll_top_pending(link: &ServerLink<'_>, top: u32) -> Result<TopPending, PollError> {
+    let query = [
+        ("sort", "pending".into()),
+        ("limit", top.to_string()),
+        ("auth", "true".into()),
+    ];
+    let reply: Connz = link.get_json("connz", &query).await?;
     Ok(TopPending {
         connections: reply
             .connections
@@ -147,8 +138,7 @@ pub struct ClosedPoll {
 /// counted until [`ClosedTracker::apply`], so a poll that fails half-way
 /// counts nothing twice.
 pub async fn poll_closed(
-    fetch: &Fetcher,
-    base: &Url,
+    link: &ServerLink<'_>,
     known: (String, HashSet<u64>),
 ) -> Result<ClosedPoll, PollError> {
     let (known_server, known_cids) = known;
@@ -158,18 +148,14 @@ pub async fn poll_closed(
     let mut offset = 0;
     let mut page = CLOSED_FIRST_PAGE;
     'pages: while offset < CLOSED_RING {
-        let url = endpoint_url(
-            base,
-            "connz",
-            &[
-                ("state", "closed".into()),
-                ("sort", "stop".into()),
-                ("limit", page.to_string()),
-                ("offset", offset.to_string()),
-                ("auth", "true".into()),
-            ],
-        );
-        let reply: Connz = fetch.get_json(url).await?;
+        let query = [
+            ("state", "closed".into()),
+            ("sort", "stop".into()),
+            ("limit", page.to_string()),
+            ("offset", offset.to_string()),
+            ("auth", "true".into()),
+        ];
+        let reply: Connz = link.get_json("connz", &query).await?;
         if server_id.is_empty() {
             server_id = reply.server_id.clone();
         }
@@ -267,13 +253,12 @@ impl MonitoringSource for ConnzSource {
 
     fn poll<'a>(
         &'a self,
-        fetch: &'a Fetcher,
-        base: &'a Url,
+        link: &'a ServerLink<'a>,
     ) -> impl std::future::Future<Output = Result<Self::Reply, PollError>> + Send + 'a {
         let known = self.closed.lock().expect("connz lock").known();
         async move {
-            let top = poll_top_pending(fetch, base, self.top).await?;
-            let closed = poll_closed(fetch, base, known).await?;
+            let top = poll_top_pending(link, self.top).await?;
+            let closed = poll_closed(link, known).await?;
             Ok((top, closed))
         }
     }

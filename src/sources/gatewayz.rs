@@ -10,10 +10,9 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
-use url::Url;
 
 use super::shape::{MonitoringSource, TargetSnapshot};
-use super::{endpoint_url, link_pending, Fetcher, Source};
+use super::{link_pending, ServerLink, Source};
 use crate::error::PollError;
 
 /// The fields of a `/gatewayz` reply the exporter uses.
@@ -91,10 +90,9 @@ impl MonitoringSource for GatewayzSource {
 
     fn poll<'a>(
         &'a self,
-        fetch: &'a Fetcher,
-        base: &'a Url,
+        link: &'a ServerLink<'a>,
     ) -> impl std::future::Future<Output = Result<Gatewayz, PollError>> + Send + 'a {
-        fetch.get_json(endpoint_url(base, "gatewayz", &[]))
+        link.get_json("gatewayz", &[])
     }
 
     fn absorb(&self, reply: Gatewayz, snap: &mut TargetSnapshot) {

@@ -8,12 +8,14 @@ pub mod connz;
 pub mod fetch;
 pub mod gatewayz;
 pub mod jsz;
+pub mod link;
 pub mod link_pending;
 pub mod routez;
 pub mod shape;
 pub mod varz;
 
 pub use fetch::Fetcher;
+pub use link::ServerLink;
 pub use shape::{AnySource, MonitoringSource, SourceHealth, SourceSettings, TargetSnapshot};
 use url::Url;
 

@@ -9,10 +9,9 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
-use url::Url;
 
 use super::shape::{MonitoringSource, TargetSnapshot};
-use super::{endpoint_url, link_pending, Fetcher, Source};
+use super::{link_pending, ServerLink, Source};
 use crate::error::PollError;
 
 /// The fields of a `/routez` reply the exporter uses.
@@ -77,10 +76,9 @@ impl MonitoringSource for RoutezSource {
 
     fn poll<'a>(
         &'a self,
-        fetch: &'a Fetcher,
-        base: &'a Url,
+        link: &'a ServerLink<'a>,
     ) -> impl std::future::Future<Output = Result<Routez, PollError>> + Send + 'a {
-        fetch.get_json(endpoint_url(base, "routez", &[]))
+        link.get_json("routez", &[])
     }
 
     fn absorb(&self, reply: Routez, snap: &mut TargetSnapshot) {

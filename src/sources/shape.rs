@@ -10,7 +10,6 @@ use std::fmt;
 use std::future::Future;
 
 use futures::future::BoxFuture;
-use url::Url;
 
 use super::accstatz::Accstatz;
 use super::connz::{ClosedKey, TopPending};
@@ -18,7 +17,7 @@ use super::gatewayz::GatewayPending;
 use super::jsz::JszPoll;
 use super::routez::RoutePending;
 use super::varz::Varz;
-use super::{Fetcher, Source};
+use super::{ServerLink, Source};
 use crate::error::PollError;
 
 /// How one poll of one source of one server went.
@@ -75,11 +74,10 @@ pub trait MonitoringSource: Send + Sync + fmt::Debug {
     /// Which source this is (the `source` label).
     fn source(&self) -> Source;
 
-    /// Fetches and parses one reply from the server at `base`.
+    /// Fetches and parses one reply from the server `link` reaches.
     fn poll<'a>(
         &'a self,
-        fetch: &'a Fetcher,
-        base: &'a Url,
+        link: &'a ServerLink<'a>,
     ) -> impl Future<Output = Result<Self::Reply, PollError>> + Send + 'a;
 
     /// Takes a successful poll's reply into the snapshot (and the source's
@@ -102,8 +100,7 @@ pub trait AnySource: Send + Sync + fmt::Debug {
     /// [`MonitoringSource::poll`], its reply wrapped in its absorb step.
     fn poll_boxed<'a>(
         &'a self,
-        fetch: &'a Fetcher,
-        base: &'a Url,
+        link: &'a ServerLink<'a>,
     ) -> BoxFuture<'a, Result<Absorb<'a>, PollError>>;
     /// [`MonitoringSource::finish`].
     fn finish_boxed(&self, snap: &mut TargetSnapshot);
@@ -116,11 +113,10 @@ impl<S: MonitoringSource> AnySource for S {
 
     fn poll_boxed<'a>(
         &'a self,
-        fetch: &'a Fetcher,
-        base: &'a Url,
+        link: &'a ServerLink<'a>,
     ) -> BoxFuture<'a, Result<Absorb<'a>, PollError>> {
         Box::pin(async move {
-            let reply = self.poll(fetch, base).await?;
+            let reply = self.poll(link).await?;
             let absorb: Absorb<'a> = Box::new(move |snap| self.absorb(reply, snap));
             Ok(absorb)
         })

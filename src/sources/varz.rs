@@ -7,10 +7,8 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
-use url::Url;
-
 use super::shape::{MonitoringSource, TargetSnapshot};
-use super::{endpoint_url, Fetcher, Source};
+use super::{ServerLink, Source};
 use crate::encode::{counter_family, gauge_family};
 use crate::error::PollError;
 
@@ -83,8 +81,8 @@ impl Varz {
 }
 
 /// Reads the server's `/varz`.
-pub async fn poll(fetch: &Fetcher, base: &Url) -> Result<Varz, PollError> {
-    fetch.get_json(endpoint_url(base, "varz", &[])).await
+pub async fn poll(link: &ServerLink<'_>) -> Result<Varz, PollError> {
+    link.get_json("varz", &[]).await
 }
 
 /// The `/varz` source of one server.
@@ -100,10 +98,9 @@ impl MonitoringSource for VarzSource {
 
     fn poll<'a>(
         &'a self,
-        fetch: &'a Fetcher,
-        base: &'a Url,
+        link: &'a ServerLink<'a>,
     ) -> impl std::future::Future<Output = Result<Varz, PollError>> + Send + 'a {
-        poll(fetch, base)
+        poll(link)
     }
 
     /// The server's name and `max_pending` replace the last ones known only

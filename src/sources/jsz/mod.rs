@@ -9,10 +9,9 @@
 use std::collections::HashSet;
 
 use serde::Deserialize;
-use url::Url;
 
 use super::shape::{MonitoringSource, TargetSnapshot};
-use super::{endpoint_url, unix_seconds, Fetcher, Source};
+use super::{unix_seconds, ServerLink, Source};
 use crate::cardinality::JszFilter;
 use crate::error::PollError;
 
@@ -242,8 +241,7 @@ pub struct JszPoll {
 /// order: pages overlap and miss accounts. When the pages read are not in
 /// one ascending order, everything is read again in one request.
 pub async fn poll(
-    fetch: &Fetcher,
-    base: &Url,
+    link: &ServerLink<'_>,
     page_size: u32,
     filter: &JszFilter,
 ) -> Result<JszPoll, PollError> {
@@ -252,7 +250,7 @@ pub async fn poll(
             account: Some(account),
             size: page_size,
         };
-        let (out, _) = read_pages(fetch, base, pages, filter).await?;
+        let (out, _) = read_pages(link, pages, filter).await?;
         if !out.accounts.is_empty() {
             return Ok(out);
         }
@@ -261,7 +259,7 @@ pub async fn poll(
         account: None,
         size: page_size,
     };
-    let (out, in_order) = read_pages(fetch, base, pages, filter).await?;
+    let (out, in_order) = read_pages(link, pages, filter).await?;
     if in_order {
         return Ok(out);
     }
@@ -269,7 +267,7 @@ pub async fn poll(
         account: None,
         size: u32::MAX >> 1,
     };
-    Ok(read_pages(fetch, base, pages, filter).await?.0)
+    Ok(read_pages(link, pages, filter).await?.0)
 }
 
 /// Which pages to read: of one account (`acc=`) or all, and their size.
@@ -283,8 +281,7 @@ struct Pages<'a> {
 /// accounts, and whether every account read (repeats included) came after
 /// the one before it, as in one ordered list (always so for one page).
 async fn read_pages(
-    fetch: &Fetcher,
-    base: &Url,
+    link: &ServerLink<'_>,
     pages_to_read: Pages<'_>,
     filter: &JszFilter,
 ) -> Result<(JszPoll, bool), PollError> {
@@ -307,9 +304,8 @@ async fn read_pages(
         if let Some(account) = pages_to_read.account {
             query.push(("acc", account.to_string()));
         }
-        let url = endpoint_url(base, "jsz", &query);
         // Pages run to 110 MB at 100,000 consumers: parsed as they arrive.
-        let page = fetch.get_streamed(url, split::parse).await?;
+        let page = link.get_streamed("jsz", &query, split::parse).await?;
         pages += 1;
         if out.now.is_none() {
             out.now = unix_seconds(&page.now);
@@ -365,10 +361,9 @@ impl MonitoringSource for JszSource {
 
     fn poll<'a>(
         &'a self,
-        fetch: &'a Fetcher,
-        base: &'a Url,
+        link: &'a ServerLink<'a>,
     ) -> impl std::future::Future<Output = Result<JszPoll, PollError>> + Send + 'a {
-        poll(fetch, base, self.page_size, &self.filter)
+        poll(link, self.page_size, &self.filter)
     }
 
     fn absorb(&self, jsz: JszPoll, snap: &mut TargetSnapshot) {

@@ -1,0 +1,209 @@
+//! How the sources reach one server: its HTTP monitoring port, or a request
+//! over a system-account NATS connection. A source names the endpoint and
+//! its options once, as HTTP query pairs; the system-account side turns them
+//! into the JSON options the server's `$SYS.REQ.SERVER.<id>.<KIND>` handlers
+//! read, whose names and types differ (`consumers=true` over HTTP is
+//! `"consumer": true` over NATS, `state=closed` is `"state": 1`).
+
+use std::io::BufRead;
+
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use url::Url;
+
+use super::{endpoint_url, Fetcher};
+use crate::error::PollError;
+use crate::survey::ServerError;
+use crate::system_poll::SystemRequests;
+
+/// One server, as its sources reach it for one poll.
+#[derive(Debug, Clone, Copy)]
+pub enum ServerLink<'a> {
+    /// Its monitoring port.
+    Http {
+        /// The HTTP client and its limits.
+        fetch: &'a Fetcher,
+        /// The monitoring base URL.
+        base: &'a Url,
+    },
+    /// Requests to it alone over a system-account connection.
+    System {
+        /// The connection and its limits.
+        requests: &'a SystemRequests,
+        /// The server's name (`server_name` filters of account requests).
+        name: &'a str,
+        /// The server's ID, in its request subjects.
+        id: &'a str,
+        /// Its `/varz` (or the error it sent), already in this poll's survey answer.
+        varz: Option<&'a Result<Bytes, ServerError>>,
+    },
+}
+
+impl ServerLink<'_> {
+    /// Reads `endpoint` with `query` and parses the reply as `T`.
+    pub async fn get_json<T: DeserializeOwned>(
+        &self,
+        endpoint: &str,
+        query: &[(&str, String)],
+    ) -> Result<T, PollError> {
+        match *self {
+            ServerLink::Http { fetch, base } => {
+                fetch.get_json(endpoint_url(base, endpoint, query)).await
+            }
+            ServerLink::System { .. } => {
+                let body = self.system_reply(endpoint, query).await?;
+                serde_json::from_slice(&body).map_err(|e| PollError::Parse(e.to_string()))
+            }
+        }
+    }
+
+    /// [`ServerLink::get_json`] for large replies: over HTTP the body is
+    /// parsed as it arrives (see [`Fetcher::get_streamed`]); a NATS reply is
+    /// one message, parsed off the async runtime.
+    pub async fn get_streamed<T, P>(
+        &self,
+        endpoint: &str,
+        query: &[(&str, String)],
+        parse: P,
+    ) -> Result<T, PollError>
+    where
+        T: Send + 'static,
+        P: FnOnce(&mut dyn BufRead) -> Result<T, String> + Send + 'static,
+    {
+        match *self {
+            ServerLink::Http { fetch, base } => {
+                fetch
+                    .get_streamed(endpoint_url(base, endpoint, query), parse)
+                    .await
+            }
+            ServerLink::System { .. } => {
+                let body = self.system_reply(endpoint, query).await?;
+                let parsed = tokio::task::spawn_blocking(move || parse(&mut &body[..])).await;
+                match parsed {
+                    Ok(parsed) => parsed.map_err(PollError::Parse),
+                    Err(e) => Err(PollError::Parse(format!("parser stopped: {e}"))),
+                }
+            }
+        }
+    }
+
+    async fn system_reply(
+        &self,
+        endpoint: &str,
+        query: &[(&str, String)],
+    ) -> Result<Bytes, PollError> {
+        let ServerLink::System {
+            requests,
+            name,
+            id,
+            varz,
+        } = *self
+        else {
+            unreachable!("only called for system links")
+        };
+        if let (Some(varz), "varz") = (varz, endpoint) {
+            return varz
+                .clone()
+                .map_err(|e| crate::system_poll::server_error(&e));
+        }
+        let options = nats_options(endpoint, query)?;
+        requests.ask(name, id, endpoint, options).await
+    }
+}
+
+/// The JSON options of a system request for `endpoint`, from the query
+/// pairs the same request has over HTTP. A pair without a known meaning is
+/// an error rather than a silently different request.
+pub fn nats_options(endpoint: &str, query: &[(&str, String)]) -> Result<Value, PollError> {
+    let mut options = Map::new();
+    for (key, value) in query {
+        let flag = || Value::Bool(value == "true");
+        let number = || {
+            value
+                .parse::<u64>()
+                .map(Value::from)
+                .map_err(|_| unknown(endpoint, key, value))
+        };
+        let (name, value) = match (endpoint, *key) {
+            ("jsz", "acc") => ("account", Value::String(value.clone())),
+            ("jsz", "consumers") => ("consumer", flag()),
+            ("jsz", "accounts" | "streams" | "config") => (*key, flag()),
+            ("jsz" | "connz", "offset" | "limit") => (*key, number()?),
+            ("connz", "sort") => ("sort", Value::String(value.clone())),
+            ("connz", "auth") => ("auth", flag()),
+            // The server's ConnState: 0 open, 1 closed, 2 all.
+            ("connz", "state") => match value.as_str() {
+                "open" => ("state", Value::from(0)),
+                "closed" => ("state", Value::from(1)),
+                "all" => ("state", Value::from(2)),
+                _ => return Err(unknown(endpoint, key, value)),
+            },
+            ("accstatz", "unused") => ("include_unused", flag()),
+            _ => return Err(unknown(endpoint, key, value)),
+        };
+        options.insert(name.to_string(), value);
+    }
+    Ok(Value::Object(options))
+}
+
+fn unknown(endpoint: &str, key: &str, value: &str) -> PollError {
+    PollError::Request(format!(
+        "no system-account form of the {endpoint} option {key}={value}"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_options_become_the_servers_json_options() {
+        let jsz = nats_options(
+            "jsz",
+            &[
+                ("accounts", "true".into()),
+                ("consumers", "true".into()),
+                ("offset", "1024".into()),
+                ("acc", "APP".into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            jsz,
+            serde_json::json!({"accounts": true, "consumer": true, "offset": 1024, "account": "APP"})
+        );
+        let connz = nats_options(
+            "connz",
+            &[
+                ("state", "closed".into()),
+                ("sort", "stop".into()),
+                ("auth", "true".into()),
+                ("limit", "64".into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            connz,
+            serde_json::json!({"state": 1, "sort": "stop", "auth": true, "limit": 64})
+        );
+        assert_eq!(
+            nats_options("accstatz", &[("unused", "true".into())]).unwrap(),
+            serde_json::json!({"include_unused": true})
+        );
+        assert_eq!(nats_options("varz", &[]).unwrap(), serde_json::json!({}));
+    }
+
+    #[test]
+    fn options_without_a_known_form_are_refused() {
+        for (endpoint, key, value) in [
+            ("jsz", "leader-only", "true"),
+            ("connz", "state", "sleeping"),
+            ("connz", "limit", "many"),
+            ("varz", "x", "1"),
+        ] {
+            let e = nats_options(endpoint, &[(key, value.to_string())]).unwrap_err();
+            assert_eq!(e.kind(), "request", "{endpoint} {key}");
+        }
+    }
+}

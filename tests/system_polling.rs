@@ -1,0 +1,241 @@
+//! Polling a whole cluster through one system-account connection, against a
+//! real 3-node cluster with R3 streams: every server is reported, every
+//! stream and consumer once with the values HTTP polling of all three
+//! servers gives; a killed server is down for every source, named by the
+//! survey's counts, and its consumers come back once from their new leaders.
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::pull, stream};
+use clap::Parser;
+use futures::StreamExt;
+use nats_delivery_exporter::config::Config;
+use nats_delivery_exporter::exporter::Exporter;
+use nats_test_server::sample::{samples, value};
+use nats_test_server::NatsServer;
+
+const ACCOUNTS: &str = r#"
+accounts {
+  SYS { users: [ { user: sys, password: sys-secret } ] }
+  APP { users: [ { user: app, password: app-secret } ], jetstream: enabled }
+}
+system_account: SYS
+"#;
+
+const SOURCES: &str = "varz,connz,jsz,accstatz,routez";
+
+async fn system_exporter(server: &NatsServer) -> Exporter {
+    let config = Config::try_parse_from([
+        "nats-delivery-exporter",
+        "--system-account-polling",
+        "--system-account",
+        "user:sys:sys-secret",
+        "--nats-servers",
+        &server.client_url(),
+        "--system-survey-gap",
+        "300ms",
+        "--consumer-status-window",
+        "0s",
+        "--sources",
+        SOURCES,
+    ])
+    .expect("valid flags");
+    let polling = nats_delivery_exporter::system_poll::connect(&config)
+        .await
+        .expect("system polling");
+    let mut exporter = Exporter::new(config).expect("exporter");
+    exporter.poll_through_system_account(polling);
+    exporter
+}
+
+/// Every sample of the stream and consumer families, by series.
+fn jetstream_samples(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| {
+            l.starts_with("nats_delivery_stream_") || l.starts_with("nats_delivery_consumer_")
+        })
+        // Ages move between two scrapes.
+        .filter(|l| !l.contains("_age_seconds"))
+        .filter_map(|l| {
+            let (series, v) = l.rsplit_once(' ')?;
+            Some((series.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+fn up(text: &str, server: &str) -> Vec<(String, f64)> {
+    samples(text, "nats_delivery_up", &[("server", server)])
+}
+
+async fn app_setup(servers: &[NatsServer]) -> jetstream::Context {
+    let app = async_nats::ConnectOptions::with_user_and_password("app".into(), "app-secret".into())
+        .connect(servers[0].client_url())
+        .await
+        .unwrap();
+    let js = jetstream::new(app);
+    let st = common::wait_for_async(30, "a JetStream cluster ready for R3 streams", || {
+        let js = js.clone();
+        async move {
+            js.get_or_create_stream(stream::Config {
+                name: "WORK".into(),
+                subjects: vec!["work.>".into()],
+                num_replicas: 3,
+                ..Default::default()
+            })
+            .await
+            .ok()
+        }
+    })
+    .await;
+    for name in ["fast", "slow"] {
+        st.create_consumer(pull::Config {
+            durable_name: Some(name.into()),
+            ack_wait: Duration::from_secs(120),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    common::publish_acked(&js, (0..20).map(|i| format!("work.{i}")), "m").await;
+    let slow: jetstream::consumer::PullConsumer = st.get_consumer("slow").await.unwrap();
+    // Eight messages taken by "slow": five acknowledged, three held.
+    let mut taken = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while taken < 8 {
+        assert!(std::time::Instant::now() < deadline, "{taken} of 8 came");
+        let mut batch = slow
+            .fetch()
+            .max_messages(8 - taken)
+            .expires(Duration::from_secs(1))
+            .messages()
+            .await
+            .unwrap();
+        while let Some(m) = batch.next().await {
+            let m = m.unwrap();
+            if taken < 5 {
+                m.ack().await.unwrap();
+            }
+            taken += 1;
+        }
+    }
+    js
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
+    let mut servers = nats_test_server::cluster(3, ACCOUNTS);
+    let _js = app_setup(&servers).await;
+    let urls: Vec<String> = servers.iter().map(|s| s.monitor_url()).collect();
+    let http = common::exporter(
+        &urls,
+        &["--consumer-status-window", "0s", "--sources", SOURCES],
+    );
+    let system = system_exporter(&servers[0]).await;
+
+    // Every server found, every source up, the JetStream series equal to
+    // what HTTP polling of all three servers gives (acks settle meanwhile,
+    // so both are read until they agree).
+    let (via_http, via_system) = common::wait_for_async(30, "the same JetStream series", || {
+        let (http, system) = (&http, &system);
+        async move {
+            let h = common::scrape(http).await;
+            let s = common::scrape(system).await;
+            let same = jetstream_samples(&h) == jetstream_samples(&s)
+                && value(&s, "nats_delivery_survey_servers_answered", &[]) == Some(3.0);
+            same.then_some((h, s))
+        }
+    })
+    .await;
+    for name in ["n0", "n1", "n2"] {
+        let up = up(&via_system, name);
+        assert_eq!(up.len(), 5, "{name}: {up:?}");
+        assert!(up.iter().all(|(_, v)| *v == 1.0), "{name}: {up:?}");
+    }
+    let held = [("stream", "WORK"), ("consumer", "slow")];
+    let pick = |name| samples(&via_system, name, &held);
+    assert_eq!(
+        pick("nats_delivery_consumer_ack_pending_messages"),
+        samples(
+            &via_http,
+            "nats_delivery_consumer_ack_pending_messages",
+            &held
+        )
+    );
+    let ack_pending = pick("nats_delivery_consumer_ack_pending_messages");
+    assert_eq!(ack_pending.len(), 1, "reported once: {ack_pending:?}");
+    assert_eq!(ack_pending[0].1, 3.0);
+    assert_eq!(
+        value(
+            &via_system,
+            "nats_delivery_consumer_pending_messages",
+            &held
+        ),
+        Some(12.0)
+    );
+    assert_eq!(
+        value(
+            &via_system,
+            "nats_delivery_stream_messages",
+            &[("stream", "WORK")]
+        ),
+        Some(20.0)
+    );
+    assert_eq!(
+        value(&via_system, "nats_delivery_survey_servers_expected", &[]),
+        Some(3.0)
+    );
+    assert_eq!(
+        value(&via_system, "nats_delivery_survey_up", &[]),
+        Some(1.0)
+    );
+
+    // n2 killed: down for every source, the survey says one is missing,
+    // and each consumer is still reported once, from a leader that lives.
+    let _ = servers.remove(2);
+    let text = common::wait_for_async(60, "every consumer again, once each", || {
+        let system = &system;
+        async move {
+            let text = common::scrape(system).await;
+            let once = ["fast", "slow"].iter().all(|c| {
+                samples(
+                    &text,
+                    "nats_delivery_consumer_ack_pending_messages",
+                    &[("consumer", c)],
+                )
+                .len()
+                    == 1
+            });
+            once.then_some(text)
+        }
+    })
+    .await;
+    let down = up(&text, "n2");
+    assert_eq!(down.len(), 5, "{down:?}");
+    assert!(down.iter().all(|(_, v)| *v == 0.0), "{down:?}");
+    assert!(
+        value(
+            &text,
+            "nats_delivery_scrape_errors_total",
+            &[("server", "n2"), ("source", "jsz"), ("kind", "no_reply")]
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_survey_servers_expected", &[]),
+        Some(3.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_survey_servers_answered", &[]),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_consumer_ack_pending_messages", &held),
+        Some(3.0)
+    );
+    for name in ["n0", "n1"] {
+        assert!(up(&text, name).iter().all(|(_, v)| *v == 1.0), "{name}");
+    }
+}
