@@ -47,6 +47,13 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_SYSTEM_SURVEY_GAP", default_value = "1s", value_parser = parse_duration)]
     pub system_survey_gap: Duration,
 
+    /// Filters of the system-account survey, as the servers apply them: a
+    /// server answers only when its name contains `--system-server-name`,
+    /// its cluster's name contains `--system-cluster`, it has every tag of
+    /// `--system-tags` and its JetStream domain is `--system-domain`.
+    #[command(flatten)]
+    pub system_filter: crate::system_poll::filter::SurveyFilter,
+
     /// Address the exporter's HTTP server listens on (/metrics, /healthz, /).
     #[arg(long, env = "NATS_DELIVERY_LISTEN", default_value = "0.0.0.0:7778")]
     pub listen: SocketAddr,

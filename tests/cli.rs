@@ -244,6 +244,32 @@ fn unusable_values_are_refused_at_start() {
             "not a duration",
         ),
         (
+            vec!["--system-account-polling"],
+            "--system-account-polling",
+            "needs the system account's credentials",
+        ),
+        (
+            vec![
+                "--system-account-polling",
+                "--system-account",
+                "user:sys:pw",
+                "--monitor-url",
+                "http://127.0.0.1:1",
+            ],
+            "--monitor-url",
+            "not read with --system-account-polling",
+        ),
+        (
+            vec!["--system-expected-servers", "many"],
+            "--system-expected-servers",
+            "invalid digit",
+        ),
+        (
+            vec!["--system-survey-gap", "a while"],
+            "--system-survey-gap",
+            "not a duration",
+        ),
+        (
             vec!["--monitor-url", "http://a:1/x,http://a:1/x/"],
             "--monitor-url",
             "given twice",

@@ -16,9 +16,18 @@ use nats_delivery_exporter::exporter::Exporter;
 use nats_test_server::sample::{samples, value};
 use nats_test_server::NatsServer;
 
+/// The exporter's user holds only the permissions docs/operators.md gives.
 const ACCOUNTS: &str = r#"
 accounts {
-  SYS { users: [ { user: sys, password: sys-secret } ] }
+  SYS { users: [ { user: watcher, password: watcher-secret, permissions: {
+    publish: { allow: [
+      "$SYS.REQ.SERVER.PING.VARZ",
+      "$SYS.REQ.SERVER.*.VARZ", "$SYS.REQ.SERVER.*.CONNZ", "$SYS.REQ.SERVER.*.JSZ",
+      "$SYS.REQ.SERVER.*.ROUTEZ", "$SYS.REQ.SERVER.*.GATEWAYZ",
+      "$SYS.REQ.ACCOUNT.PING.STATZ"
+    ] },
+    subscribe: { allow: [ "_INBOX.>", "$SYS.ACCOUNT.*.DISCONNECT" ] }
+  } } ] }
   APP { users: [ { user: app, password: app-secret } ], jetstream: enabled }
 }
 system_account: SYS
@@ -26,22 +35,24 @@ system_account: SYS
 
 const SOURCES: &str = "varz,connz,jsz,accstatz,routez";
 
-async fn system_exporter(server: &NatsServer) -> Exporter {
-    let config = Config::try_parse_from([
+async fn system_exporter(server: &NatsServer, extra: &[&str]) -> Exporter {
+    let url = server.client_url();
+    let mut args = vec![
         "nats-delivery-exporter",
         "--system-account-polling",
         "--system-account",
-        "user:sys:sys-secret",
+        "user:watcher:watcher-secret",
         "--nats-servers",
-        &server.client_url(),
+        &url,
         "--system-survey-gap",
         "300ms",
         "--consumer-status-window",
         "0s",
         "--sources",
         SOURCES,
-    ])
-    .expect("valid flags");
+    ];
+    args.extend(extra);
+    let config = Config::try_parse_from(args).expect("valid flags");
     let polling = nats_delivery_exporter::system_poll::connect(&config)
         .await
         .expect("system polling");
@@ -132,7 +143,7 @@ async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
         &urls,
         &["--consumer-status-window", "0s", "--sources", SOURCES],
     );
-    let system = system_exporter(&servers[0]).await;
+    let system = system_exporter(&servers[0], &[]).await;
 
     // Every server found, every source up, the JetStream series equal to
     // what HTTP polling of all three servers gives (acks settle meanwhile,
@@ -148,6 +159,8 @@ async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
         }
     })
     .await;
+    nats_test_server::reference::assert_documented(&via_system);
+    nats_test_server::promtool::assert_metrics_clean(&via_system);
     for name in ["n0", "n1", "n2"] {
         let up = up(&via_system, name);
         assert_eq!(up.len(), 5, "{name}: {up:?}");
@@ -191,6 +204,30 @@ async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
         Some(1.0)
     );
 
+    // The servers' own filters: a name filter leaves two servers out,
+    // never expected, never reported; a cluster filter keeps all three.
+    let only_n1 = system_exporter(&servers[0], &["--system-server-name", "n1"]).await;
+    let text = common::scrape(&only_n1).await;
+    assert_eq!(up(&text, "n0").len() + up(&text, "n2").len(), 0, "{text}");
+    assert_eq!(up(&text, "n1").len(), 5, "{text}");
+    for gauge in ["expected", "answered"] {
+        let name = format!("nats_delivery_survey_servers_{gauge}");
+        assert_eq!(value(&text, &name, &[]), Some(1.0), "{gauge}");
+    }
+    let cluster = system_exporter(&servers[0], &["--system-cluster", "C"]).await;
+    let text = common::scrape(&cluster).await;
+    assert_eq!(
+        value(&text, "nats_delivery_survey_servers_answered", &[]),
+        Some(3.0)
+    );
+    let elsewhere = system_exporter(&servers[0], &["--system-cluster", "EAST"]).await;
+    let text = common::scrape(&elsewhere).await;
+    assert_eq!(
+        value(&text, "nats_delivery_survey_servers_answered", &[]),
+        Some(0.0)
+    );
+    assert!(!text.contains("nats_delivery_up{"), "{text}");
+
     // n2 killed: down for every source, the survey says one is missing,
     // and each consumer is still reported once, from a leader that lives.
     let _ = servers.remove(2);
@@ -231,6 +268,11 @@ async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
         value(&text, "nats_delivery_survey_servers_answered", &[]),
         Some(2.0)
     );
+    for (name, answered) in [("n0", 1.0), ("n1", 1.0), ("n2", 0.0)] {
+        let labels = [("server", name)];
+        let v = value(&text, "nats_delivery_survey_server_answered", &labels);
+        assert_eq!(v, Some(answered), "{name}");
+    }
     assert_eq!(
         value(&text, "nats_delivery_consumer_ack_pending_messages", &held),
         Some(3.0)
@@ -238,4 +280,51 @@ async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
     for name in ["n0", "n1"] {
         assert!(up(&text, name).iter().all(|(_, v)| *v == 1.0), "{name}");
     }
+}
+
+/// The binary itself: `--system-account-polling` connects, surveys and
+/// polls with no `--monitor-url` at all.
+#[tokio::test]
+async fn the_binary_polls_through_the_system_account() {
+    let server = NatsServer::builder()
+        .name("solo")
+        .jetstream()
+        .config(ACCOUNTS)
+        .start();
+    let port = nats_test_server::free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
+        .args([
+            "--system-account-polling",
+            "--nats-servers",
+            &server.client_url(),
+        ])
+        .args(["--system-account", "user:watcher:watcher-secret"])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("NATS_DELIVERY_LOG", "warn")
+        .env_remove("NATS_DELIVERY_MONITOR_URL")
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let text = common::wait_for_async(30, "solo polled through the system account", || {
+        let url = url.clone();
+        async move {
+            let text = reqwest::get(&url).await.ok()?.text().await.ok()?;
+            let jsz = value(
+                &text,
+                "nats_delivery_up",
+                &[("server", "solo"), ("source", "jsz")],
+            );
+            (jsz == Some(1.0)).then_some(text)
+        }
+    })
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(up(&text, "solo").len(), 4, "{text}");
+    assert!(up(&text, "solo").iter().all(|(_, v)| *v == 1.0), "{text}");
+    assert_eq!(
+        value(&text, "nats_delivery_survey_servers_answered", &[]),
+        Some(1.0)
+    );
+    assert!(!text.contains("127.0.0.1:8222"), "{text}");
 }

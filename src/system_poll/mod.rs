@@ -8,6 +8,7 @@
 //! server alone (`$SYS.REQ.SERVER.<id>.<KIND>`), so every source keeps the
 //! memory and the parsing it has over HTTP.
 
+pub mod filter;
 pub mod report;
 
 use bytes::Bytes;
@@ -134,6 +135,7 @@ pub async fn connect(config: &Config) -> Result<SystemPolling, SetupError> {
         survey,
         requests: SystemRequests::new(client, config.timeout, config.max_reply_size),
         gap: config.system_survey_gap,
+        filter: config.system_filter.options(),
     })
 }
 
@@ -152,6 +154,8 @@ pub struct SystemPolling {
     pub requests: SystemRequests,
     /// How long the survey waits after the last reply.
     pub gap: Duration,
+    /// The servers' own filters, sent with the survey.
+    pub filter: Value,
 }
 
 impl SystemPolling {
@@ -161,8 +165,6 @@ impl SystemPolling {
             gap: self.gap.min(deadline),
             deadline,
         };
-        self.survey
-            .ask("VARZ", &Value::Object(Default::default()), waiting)
-            .await
+        self.survey.ask("VARZ", &self.filter, waiting).await
     }
 }

@@ -23,6 +23,8 @@ pub struct SurveyReport {
     pub broken_total: u64,
     /// Second replies from a server that had answered, so far.
     pub duplicates_total: u64,
+    /// Each server known (by name), and whether it answered this survey.
+    pub servers: Vec<(String, bool)>,
 }
 
 /// Writes the survey families.
@@ -46,6 +48,15 @@ pub fn encode(enc: &mut DescriptorEncoder, report: &SurveyReport) -> fmt::Result
         "nats_delivery_survey_servers_answered",
         "Servers that answered the last survey; each expected server that did not has nats_delivery_up 0.",
         one(report.answered),
+    )?;
+    gauge_family(
+        enc,
+        "nats_delivery_survey_server_answered",
+        "Whether this server, seen since start, answered the last survey (1) or not (0).",
+        report
+            .servers
+            .iter()
+            .map(|(name, answered)| ([("server", name.as_str())], u64::from(*answered))),
     )?;
     counter_family(
         enc,
