@@ -31,6 +31,17 @@ pub const NOT_IN_LAB: &[(&str, &str)] = &[
          alerts/tests/exporter.test.yml the rule",
     ),
     (
+        "NatsDeliverySurveyServerMissing",
+        "the lab polls one server over HTTP; tests/system_polling.rs kills one \
+         server of three under system-account polling and checks the gauge the rule \
+         reads, and alerts/tests/exporter.test.yml the rule",
+    ),
+    (
+        "NatsDeliverySurveyDown",
+        "the lab polls one server over HTTP; alerts/tests/exporter.test.yml covers \
+         the rule, and tests/system_polling.rs the survey gauges",
+    ),
+    (
         "NatsGatewayNearMaxPending",
         "the lab runs one server, without gateways; tests/link_pending_held.rs holds \
          bytes on a real gateway and alerts/tests/pressure.test.yml covers the rule",
