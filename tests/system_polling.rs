@@ -29,6 +29,7 @@ accounts {
     subscribe: { allow: [ "_INBOX.>", "$SYS.ACCOUNT.*.DISCONNECT" ] }
   } } ] }
   APP { users: [ { user: app, password: app-secret } ], jetstream: enabled }
+  OPS { users: [ { user: ops, password: ops-secret } ], jetstream: enabled }
 }
 system_account: SYS
 "#;
@@ -50,6 +51,9 @@ async fn system_exporter(server: &NatsServer, extra: &[&str]) -> Exporter {
         "0s",
         "--sources",
         SOURCES,
+        // One account per JSZ request: paging over NATS too.
+        "--jsz-page-size",
+        "1",
     ];
     args.extend(extra);
     let config = Config::try_parse_from(args).expect("valid flags");
@@ -138,6 +142,19 @@ async fn app_setup(servers: &[NatsServer]) -> jetstream::Context {
 async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
     let mut servers = nats_test_server::cluster(3, ACCOUNTS);
     let _js = app_setup(&servers).await;
+    let ops = async_nats::ConnectOptions::with_user_and_password("ops".into(), "ops-secret".into())
+        .connect(servers[1].client_url())
+        .await
+        .unwrap();
+    let ops = jetstream::new(ops);
+    ops.create_stream(stream::Config {
+        name: "AUDIT".into(),
+        subjects: vec!["audit.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    common::publish_acked(&ops, (0..3).map(|i| format!("audit.{i}")), "m").await;
     let urls: Vec<String> = servers.iter().map(|s| s.monitor_url()).collect();
     let http = common::exporter(
         &urls,
@@ -195,6 +212,11 @@ async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
         ),
         Some(20.0)
     );
+    let audit = [("account", "OPS"), ("stream", "AUDIT")];
+    assert_eq!(
+        value(&via_system, "nats_delivery_stream_messages", &audit),
+        Some(3.0)
+    );
     assert_eq!(
         value(&via_system, "nats_delivery_survey_servers_expected", &[]),
         Some(3.0)
@@ -231,6 +253,14 @@ async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
     // n2 killed: down for every source, the survey says one is missing,
     // and each consumer is still reported once, from a leader that lives.
     let _ = servers.remove(2);
+    let first = common::scrape(&system).await;
+    let down = up(&first, "n2");
+    assert_eq!(down.len(), 5, "within one scrape: {down:?}");
+    assert!(down.iter().all(|(_, v)| *v == 0.0), "{down:?}");
+    assert_eq!(
+        value(&first, "nats_delivery_survey_servers_answered", &[]),
+        Some(2.0)
+    );
     let text = common::wait_for_async(60, "every consumer again, once each", || {
         let system = &system;
         async move {
