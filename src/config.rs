@@ -118,6 +118,13 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_CONSUMER_TIMESTAMP_READS", default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub consumer_timestamp_reads: u32,
 
+    /// Streams whose lost data (messages the server lost from its store) is
+    /// read per scrape over NATS, in turn, from the streams of the
+    /// `--nats-servers` connection's account; 0 = never read. Each read
+    /// lists every deleted sequence of its stream.
+    #[arg(long, env = "NATS_DELIVERY_STREAM_LOST_READS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub stream_lost_reads: u32,
+
     /// Most distinct (account, client name) pairs kept as label values for cut
     /// connections; more are counted under client_name="__overflow__".
     #[arg(long, env = "NATS_DELIVERY_MAX_CLIENT_NAMES", default_value_t = 1000)]

@@ -94,6 +94,16 @@ impl Exporter {
             .read_timestamps(timestamps);
     }
 
+    /// Reads streams' lost data through `reader` from now on (needs a
+    /// timestamp reader: the streams of its account are read).
+    pub fn read_stream_lost(&mut self, reader: crate::stream_lost::StreamLostReader) {
+        self.registry_mut()
+            .register_collector(Box::new(reader.clone()));
+        Arc::get_mut(&mut self.poller)
+            .expect("the reader is given before the first scrape")
+            .read_stream_lost(reader);
+    }
+
     /// Polls the servers `polling` finds through the system account from now
     /// on, instead of the monitoring URLs.
     pub fn poll_through_system_account(&mut self, polling: crate::system_poll::SystemPolling) {

@@ -28,6 +28,7 @@ pub mod redact;
 pub mod serve;
 pub mod snapshot;
 pub mod sources;
+pub mod stream_lost;
 pub mod survey;
 pub mod system_events;
 pub mod system_poll;

@@ -70,6 +70,13 @@ async fn run() -> Result<(), Failure> {
         exporter
             .registry_mut()
             .register_collector(Box::new(timestamps.clone()));
+        if config.stream_lost_reads > 0 {
+            let reader = nats_delivery_exporter::stream_lost::StreamLostReader::new(
+                timestamps.client(),
+                config.stream_lost_reads as usize,
+            );
+            exporter.read_stream_lost(reader);
+        }
         exporter.read_timestamps(timestamps);
     }
     if config.system_account_polling {
@@ -205,6 +212,10 @@ fn parse_flags() -> (Config, bool) {
     });
     match parsed {
         Ok((config, given, urls_given)) => match config.validate(urls_given) {
+            Ok(()) if config.stream_lost_reads > 0 && !given => {
+                eprintln!("error: --stream-lost-reads: needs --nats-servers, the connection the streams are read through (see --help)");
+                std::process::exit(2);
+            }
             Ok(()) => (config, given),
             Err((flag, why)) => {
                 eprintln!("error: {flag}: {why} (see --help)");

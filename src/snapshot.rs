@@ -23,6 +23,7 @@ use crate::sources::jsz;
 use crate::sources::routez;
 use crate::sources::varz;
 pub use crate::sources::{SourceHealth, TargetSnapshot};
+use crate::stream_lost::LostData;
 use crate::system_poll::SurveyReport;
 
 /// Everything one scrape saw, finished: the leader of each stream and
@@ -43,6 +44,8 @@ pub struct Snapshot {
     /// The system-account survey's accounting; `None` when polling the
     /// monitoring URLs.
     pub survey: Option<SurveyReport>,
+    /// Lost data of the streams read so far (account, stream, lost).
+    pub stream_lost: Vec<(String, String, LostData)>,
 }
 
 impl Snapshot {
@@ -60,6 +63,7 @@ impl Snapshot {
             folded: Vec::new(),
             budget: None,
             survey: None,
+            stream_lost: Vec::new(),
         }
     }
 
@@ -226,7 +230,8 @@ impl Collector for SnapshotCollector {
         if let Some(report) = &snap.budget {
             budget::encode(&mut enc, report)?;
         }
-        jsz::encode_streams(&mut enc, &streams)
+        jsz::encode_streams(&mut enc, &streams)?;
+        crate::stream_lost::encode(&mut enc, &snap.stream_lost)
     }
 }
 

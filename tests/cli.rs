@@ -265,6 +265,11 @@ fn unusable_values_are_refused_at_start() {
             "invalid digit",
         ),
         (
+            vec!["--stream-lost-reads", "5"],
+            "--stream-lost-reads",
+            "needs --nats-servers",
+        ),
+        (
             vec!["--system-survey-gap", "a while"],
             "--system-survey-gap",
             "not a duration",

@@ -31,6 +31,12 @@ pub const NOT_IN_LAB: &[(&str, &str)] = &[
          alerts/tests/exporter.test.yml the rule",
     ),
     (
+        "NatsJetStreamStreamDataLost",
+        "losing stored data takes a server stopped and a block file deleted; \
+         tests/stream_lost.rs does that on a real server and checks the gauge the \
+         rule reads, alerts/tests/loss.test.yml the rule",
+    ),
+    (
         "NatsDeliverySurveyServerMissing",
         "the lab polls one server over HTTP; tests/system_polling.rs kills one \
          server of three under system-account polling and checks the gauge the rule \

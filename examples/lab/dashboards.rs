@@ -16,6 +16,11 @@ const EMPTY_IN_LAB: &[(&str, &str)] = &[
          tests/link_pending_held.rs holds route and gateway bytes on real servers",
     ),
     (
+        "Stream data lost from the store",
+        "the lab damages no store; tests/stream_lost.rs deletes a block file of a \
+         stopped server and checks the gauge",
+    ),
+    (
         "Servers answering the system-account survey",
         "the lab polls its server over HTTP; tests/system_polling.rs checks the \
          survey gauges on a real 3-node cluster",

@@ -110,6 +110,11 @@ impl MessageTimestamps {
         }
     }
 
+    /// The connection, for other reads in the same account.
+    pub fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
     /// The account whose streams this reader can read.
     pub fn account(&self) -> String {
         lock(&self.inner.account).clone()

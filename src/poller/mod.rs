@@ -24,6 +24,7 @@ use crate::snapshot::Snapshot;
 use crate::sources::{
     self, AnySource, Fetcher, ServerLink, Source, SourceHealth, SourceSettings, TargetSnapshot,
 };
+use crate::stream_lost::StreamLostReader;
 use crate::system_poll::SystemPolling;
 
 mod system;
@@ -65,6 +66,8 @@ pub struct Poller {
     timestamps: Option<MessageTimestamps>,
     /// Ephemeral consumers folded across polls; `None` when they are kept.
     folds: Option<Mutex<EphemeralFolds>>,
+    /// Reads streams' lost data; `None` unless `--stream-lost-reads`.
+    stream_lost: Option<StreamLostReader>,
     /// Polling through the system account instead of the monitoring URLs.
     system: Option<SystemSide>,
     settings: SourceSettings,
@@ -104,9 +107,16 @@ impl Poller {
             health,
             timestamps: None,
             folds,
+            stream_lost: None,
             system: None,
             settings,
         }
+    }
+
+    /// Reads the lost data of the streams of the timestamp reader's account
+    /// through `reader` on every poll (with a timestamp reader only).
+    pub fn read_stream_lost(&mut self, reader: StreamLostReader) {
+        self.stream_lost = Some(reader);
     }
 
     /// Polls the servers `polling` finds through the system account instead
@@ -179,6 +189,21 @@ impl Poller {
             };
             let health_rows = lock().update(rows, now, &replies);
             snapshot.consumer_health = health_rows;
+        }
+        if let (Some(reader), Some(timestamps)) = (&self.stream_lost, &self.timestamps) {
+            let account = timestamps.account();
+            let (streams, _) = snapshot.rows();
+            let names: Vec<&str> = streams
+                .iter()
+                .filter(|(a, _)| *a == account)
+                .map(|(_, s)| s.name.as_str())
+                .collect();
+            let left = self.config.timeout.saturating_sub(started.elapsed());
+            let known = reader.read(&names, left).await;
+            snapshot.stream_lost = known
+                .into_iter()
+                .map(|(stream, lost)| (account.clone(), stream, lost))
+                .collect();
         }
         if let Some(limit) = self.config.cardinality.max_jetstream_series {
             snapshot.apply_budget(limit);

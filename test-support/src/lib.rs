@@ -198,12 +198,35 @@ impl NatsServer {
     /// with its JetStream store kept or, with `empty_store`, deleted first
     /// (what a rescheduled pod with ephemeral storage does).
     pub fn kill_and_restart(&mut self, empty_store: bool) {
+        self.kill_and_restart_after(|dir| {
+            if empty_store {
+                let _ = std::fs::remove_dir_all(dir.join("js"));
+            }
+        });
+    }
+
+    /// Kills the server with SIGKILL, lets `change` alter its directory
+    /// (the JetStream store is under `js/`), and starts it again on the
+    /// same ports.
+    pub fn kill_and_restart_after(&mut self, change: impl FnOnce(&Path)) {
         let _ = self.child.kill();
+        self.restart_after(change);
+    }
+
+    /// Stops the server with SIGTERM (it writes its store's index files as
+    /// it exits), lets `change` alter its directory, and starts it again on
+    /// the same ports.
+    pub fn stop_and_restart_after(&mut self, change: impl FnOnce(&Path)) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        self.restart_after(change);
+    }
+
+    fn restart_after(&mut self, change: impl FnOnce(&Path)) {
         let _ = self.child.wait();
         let dir = self.dir.path().to_path_buf();
-        if empty_store {
-            let _ = std::fs::remove_dir_all(dir.join("js"));
-        }
+        change(&dir);
         let conf_path = dir.join("server.conf");
         let conf = std::fs::read_to_string(&conf_path).expect("server config");
         let conf = conf
