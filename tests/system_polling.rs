@@ -348,8 +348,6 @@ async fn the_binary_polls_through_the_system_account() {
         }
     })
     .await;
-    let _ = child.kill();
-    let _ = child.wait();
     assert_eq!(up(&text, "solo").len(), 4, "{text}");
     assert!(up(&text, "solo").iter().all(|(_, v)| *v == 1.0), "{text}");
     assert_eq!(
@@ -357,4 +355,24 @@ async fn the_binary_polls_through_the_system_account() {
         Some(1.0)
     );
     assert!(!text.contains("127.0.0.1:8222"), "{text}");
+
+    // The exporter cut off: the survey is down, not every server missing.
+    drop(server);
+    let text = common::wait_for_async(30, "the survey down", || {
+        let url = url.clone();
+        async move {
+            let text = reqwest::get(&url).await.ok()?.text().await.ok()?;
+            let survey = value(&text, "nats_delivery_survey_up", &[]);
+            (survey == Some(0.0)).then_some(text)
+        }
+    })
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(up(&text, "solo").iter().all(|(_, v)| *v == 0.0), "{text}");
+    let nats = [("server", "solo"), ("source", "jsz"), ("kind", "nats")];
+    assert!(
+        value(&text, "nats_delivery_scrape_errors_total", &nats).is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
 }

@@ -159,8 +159,17 @@ pub struct SystemPolling {
 }
 
 impl SystemPolling {
-    /// Surveys every server for its `/varz`, within `deadline`.
+    /// Surveys every server for its `/varz`, within `deadline`. While the
+    /// connection is down the survey fails at once: a request queued for a
+    /// later connection would only wait out the deadline and then name
+    /// every server missing, when the exporter is the one cut off.
     pub async fn survey(&self, deadline: Duration) -> Result<SurveyOutcome, SurveyError> {
+        let state = self.requests.client.connection_state();
+        if state != async_nats::connection::State::Connected {
+            return Err(SurveyError::Publish(format!(
+                "the system-account connection is not up ({state})"
+            )));
+        }
         let waiting = Waiting {
             gap: self.gap.min(deadline),
             deadline,
