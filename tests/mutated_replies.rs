@@ -175,6 +175,28 @@ fn parsers_never_panic_on_mutated_input() {
         let pieces = split::parse(&mut &mutated[..]).map(|j| groups(&j));
         assert_eq!(whole.ok(), pieces.ok());
     }
+    // What the system account and STREAM.INFO answer: the envelope of a
+    // survey reply around a real /varz, and a stream's full state.
+    let varz = String::from_utf8(fixture("2.15.1", "varz.json")).unwrap();
+    let envelope = format!(
+        r#"{{"server":{{"name":"n1","host":"0.0.0.0","id":"NID","cluster":"C","ver":"2.15.1","seq":7,"time":"2026-01-01T00:00:00Z"}},"data":{varz}}}"#
+    );
+    let replies: [(&[u8], fn(&[u8]) -> bool); 2] = [
+        (envelope.as_bytes(), |b| {
+            nats_delivery_exporter::survey::parse_reply(b)
+                .map(|a| a.data.map(|d| serde_json::from_slice::<Varz>(&d).is_ok()))
+                .is_ok()
+        }),
+        (STREAM_INFO.as_bytes(), |b| {
+            nats_delivery_exporter::stream_lost::parse_info(b).is_ok()
+        }),
+    ];
+    for (original, parse) in replies {
+        assert!(parse(original), "{}", String::from_utf8_lossy(original));
+        for _ in 0..cases() {
+            let _ = parse(&mutate(original, &mut rng));
+        }
+    }
     for advisory in ADVISORIES {
         assert!(parse_advisory(advisory.as_bytes()).is_ok(), "{advisory}");
         for _ in 0..cases() {
@@ -190,6 +212,9 @@ fn parsers_never_panic_on_mutated_input() {
         }
     }
 }
+
+/// A STREAM.INFO reply with deleted details and lost data, as 2.11+ writes it.
+const STREAM_INFO: &str = r#"{"type":"io.nats.jetstream.api.v1.stream_info_response","config":{"name":"DATA","subjects":["data.>"]},"created":"2026-01-01T00:00:00Z","state":{"messages":963,"bytes":1000557,"first_seq":4038,"last_seq":5000,"num_deleted":2,"deleted":[4100,4101],"lost":{"msgs":[1,2,3],"bytes":3099},"consumer_count":0},"ts":"2026-01-01T00:00:01Z"}"#;
 
 /// A /jsz page with one consumer pinned in its priority group, as 2.11+ writes it.
 const PINNED_JSZ: &str = r#"{"now":"2026-01-01T00:00:00Z","account_details":[{"name":"$G","stream_detail":[{"name":"WORK","state":{"messages":3},"consumer_detail":[{"name":"pinned","config":{"ack_policy":"explicit","priority_policy":"pinned_client","priority_groups":["g"],"priority_timeout":60000000000},"priority_groups":[{"group":"g","pinned_client_id":"ZeZbcWnxlyIS6KfKD8kJ6q","pinned_ts":"2026-01-01T00:00:00Z"}],"num_pending":2}]}]}]}"#;

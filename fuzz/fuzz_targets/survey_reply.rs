@@ -1,0 +1,14 @@
+//! Any bytes as a system-account reply (a survey's answer or one server's):
+//! reading the envelope, then its data as `/varz`, may fail, never panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use nats_delivery_exporter::sources::varz::Varz;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(answer) = nats_delivery_exporter::survey::parse_reply(data) {
+        if let Ok(body) = answer.data {
+            let _ = serde_json::from_slice::<Varz>(&body);
+        }
+    }
+});
