@@ -181,7 +181,8 @@ fn parsers_never_panic_on_mutated_input() {
     let envelope = format!(
         r#"{{"server":{{"name":"n1","host":"0.0.0.0","id":"NID","cluster":"C","ver":"2.15.1","seq":7,"time":"2026-01-01T00:00:00Z"}},"data":{varz}}}"#
     );
-    let replies: [(&[u8], fn(&[u8]) -> bool); 2] = [
+    type Parse = fn(&[u8]) -> bool;
+    let replies: [(&[u8], Parse); 2] = [
         (envelope.as_bytes(), |b| {
             nats_delivery_exporter::survey::parse_reply(b)
                 .map(|a| a.data.map(|d| serde_json::from_slice::<Varz>(&d).is_ok()))
