@@ -49,12 +49,13 @@ async fn system_exporter(server: &NatsServer, extra: &[&str]) -> Exporter {
         "300ms",
         "--consumer-status-window",
         "0s",
-        "--sources",
-        SOURCES,
         // One account per JSZ request: paging over NATS too.
         "--jsz-page-size",
         "1",
     ];
+    if !extra.contains(&"--sources") {
+        args.extend(["--sources", SOURCES]);
+    }
     args.extend(extra);
     let config = Config::try_parse_from(args).expect("valid flags");
     let polling = nats_delivery_exporter::system_poll::connect(&config)
@@ -242,6 +243,11 @@ async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
         value(&text, "nats_delivery_survey_servers_answered", &[]),
         Some(3.0)
     );
+    // Without /varz the survey still names each server, so each stream
+    // and consumer is taken from its leader.
+    let jsz_only = system_exporter(&servers[0], &["--sources", "jsz"]).await;
+    let text = common::scrape(&jsz_only).await;
+    assert_eq!(jetstream_samples(&text), jetstream_samples(&via_http));
     let elsewhere = system_exporter(&servers[0], &["--system-cluster", "EAST"]).await;
     let text = common::scrape(&elsewhere).await;
     assert_eq!(

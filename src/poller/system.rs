@@ -85,6 +85,15 @@ impl Poller {
         let left = self.config.timeout.saturating_sub(started.elapsed());
         let polls = answers.iter().map(|answer| {
             let target = target_of(&answer.server.name);
+            {
+                // The survey names the server and its version, /varz or
+                // not: leaders are told by that name.
+                let mut state = target.state.lock().expect("target lock");
+                state.server_name = Some(answer.server.name.clone());
+                if !answer.server.version.is_empty() {
+                    state.server_version = Some(answer.server.version.clone());
+                }
+            }
             async move {
                 let link = ServerLink::System {
                     requests: &system.polling.requests,
