@@ -64,9 +64,12 @@ impl Admission {
         )
     }
 
-    /// Admits `message` or drops it, counted.
+    /// Decides about the next message, of `len` payload bytes, and counts
+    /// it: the queue to push it to if it is admitted, `None` if it is
+    /// dropped. Taking the length rather than the message lets the caller
+    /// move the message from where async-nats put it straight into the queue.
     #[inline]
-    pub fn offer(&mut self, message: Message) {
+    pub fn admit(&mut self, len: usize) -> Option<&mut VecDeque<Message>> {
         // What the application has taken, read once per batch: it only
         // grows, so a stale value can only overstate pending. Before a
         // message would be dropped or raise the high-water mark, it is read
@@ -76,7 +79,7 @@ impl Admission {
             self.delivered = self.taken_by_application();
         }
         self.taken += 1;
-        let len = message.payload.len() as u64;
+        let len = len as u64;
         let limits = self.stats.limits;
         let over = |(delivered, delivered_bytes): (u64, u64)| {
             let pending = self.admitted - delivered;
@@ -92,11 +95,12 @@ impl Admission {
         if over_limit {
             self.dropped += 1;
             self.dropped_bytes += len;
+            None
         } else {
             self.admitted += 1;
             self.admitted_bytes += len;
             self.high_water = self.high_water.max(pending + 1);
-            self.incoming.push_back(message);
+            Some(&mut self.incoming)
         }
     }
 
@@ -107,7 +111,10 @@ impl Admission {
     pub fn hand_over(&mut self, queue: &mut VecDeque<Message>) -> bool {
         if queue.is_empty() {
             // The application has taken everything: no copy, and the queue
-            // it emptied becomes the next `incoming`.
+            // it emptied becomes the next `incoming`. `clear` moves an empty
+            // ring's start back to the beginning of its buffer, so the
+            // messages keep going through the same few cache lines.
+            queue.clear();
             std::mem::swap(queue, &mut self.incoming);
         } else {
             queue.append(&mut self.incoming);

@@ -184,6 +184,8 @@ impl Stream for Subscription {
                 }
                 return Poll::Pending;
             }
+            // Back to the start of its buffer (see `Admission::hand_over`).
+            this.local.clear();
             std::mem::swap(&mut queue.messages, &mut this.local);
         }
         // Counted before it is handed out, and popped straight into the
@@ -230,7 +232,9 @@ async fn forward(
             loop {
                 match subscriber.poll_next_unpin(cx) {
                     Poll::Ready(Some(m)) => {
-                        admission.offer(m);
+                        if let Some(queue) = admission.admit(m.payload.len()) {
+                            queue.push_back(m);
+                        }
                         if admission.taken() == BATCH {
                             return Poll::Ready(Step::Batch);
                         }
