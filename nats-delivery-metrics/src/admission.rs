@@ -4,10 +4,10 @@
 //! they are handed to the application in one step.
 //!
 //! Why decide on the way in: an `async_nats::Message` is 184 bytes and every
-//! move is a copy. Collecting a batch first and sorting it afterwards copied
-//! each message twice more (into the batch and out of it), which was most of
-//! the crate's per-message cost for small payloads; now it is copied into
-//! the queue once and out of it once. While the application keeps up, the
+//! move is a copy; copying messages is most of what the crate adds per
+//! message. Collecting a batch first and sorting it afterwards moved each
+//! message into the batch and out of it again; now it is moved into the
+//! queue once and out of it once. While the application keeps up, the
 //! hand-over swaps two queues instead of copying.
 
 use std::collections::VecDeque;

@@ -189,7 +189,7 @@ impl Stream for Subscription {
             std::mem::swap(&mut queue.messages, &mut this.local);
         }
         // Counted before it is handed out, and popped straight into the
-        // return value: one copy of the message, as a plain subscriber makes.
+        // return value rather than through a local.
         let len = this.local.front().map_or(0, |m| m.payload.len());
         bump(&this.stats.delivered_bytes, len as u64);
         bump(&this.stats.delivered, 1);
