@@ -69,6 +69,7 @@
 //! README).
 #![deny(missing_docs)]
 
+mod admission;
 mod client;
 mod collector;
 mod events;

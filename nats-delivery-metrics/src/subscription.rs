@@ -23,6 +23,7 @@ use async_nats::{Message, Subscriber};
 use futures::{Stream, StreamExt};
 use tokio::sync::oneshot;
 
+use crate::admission::Admission;
 use crate::state::{bump, Shared, SubscriptionStats};
 use crate::{Error, ErrorKind};
 
@@ -183,12 +184,16 @@ impl Stream for Subscription {
                 }
                 return Poll::Pending;
             }
+            // Back to the start of its buffer (see `Admission::hand_over`).
+            this.local.clear();
             std::mem::swap(&mut queue.messages, &mut this.local);
         }
-        let message = this.local.pop_front().expect("local queue is not empty");
-        bump(&this.stats.delivered_bytes, message.payload.len() as u64);
+        // Counted before it is handed out, and popped straight into the
+        // return value rather than through a local.
+        let len = this.local.front().map_or(0, |m| m.payload.len());
+        bump(&this.stats.delivered_bytes, len as u64);
         bump(&this.stats.delivered, 1);
-        Poll::Ready(Some(message))
+        Poll::Ready(this.local.pop_front())
     }
 }
 
@@ -215,7 +220,7 @@ async fn forward(
     stats: Arc<SubscriptionStats>,
     mut stop: oneshot::Receiver<(Stop, StopReply)>,
 ) {
-    let mut batch = Vec::with_capacity(BATCH);
+    let mut admission = Admission::new(stats, BATCH);
     let mut stopping = false;
     loop {
         let step = poll_fn(|cx| {
@@ -227,19 +232,21 @@ async fn forward(
             loop {
                 match subscriber.poll_next_unpin(cx) {
                     Poll::Ready(Some(m)) => {
-                        batch.push(m);
-                        if batch.len() == BATCH {
+                        if let Some(queue) = admission.admit(m.payload.len()) {
+                            queue.push_back(m);
+                        }
+                        if admission.taken() == BATCH {
                             return Poll::Ready(Step::Batch);
                         }
                     }
                     Poll::Ready(None) => return Poll::Ready(Step::End),
-                    Poll::Pending if batch.is_empty() => return Poll::Pending,
+                    Poll::Pending if admission.taken() == 0 => return Poll::Pending,
                     Poll::Pending => return Poll::Ready(Step::Batch),
                 }
             }
         })
         .await;
-        admit(&queue, &stats, &mut batch);
+        hand_over(&queue, &mut admission);
         match step {
             Step::Batch => {}
             Step::End => break,
@@ -273,62 +280,19 @@ async fn forward(
     }
 }
 
-/// Moves a batch into the queue, dropping (and counting) what does not fit.
-fn admit(queue: &Queue, stats: &SubscriptionStats, batch: &mut Vec<Message>) {
-    if batch.is_empty() {
+/// Hands what the batch admitted to the application and wakes it.
+fn hand_over(queue: &Queue, admission: &mut Admission) {
+    if admission.taken() == 0 {
         return;
     }
-    let limits = stats.limits;
     let waker = {
         let mut q = queue.lock();
-        let mut admitted = stats.admitted.load(Ordering::Relaxed);
-        let mut admitted_bytes = stats.admitted_bytes.load(Ordering::Relaxed);
-        let mut dropped = 0;
-        let mut dropped_bytes = 0;
-        let mut high_water = stats.high_water.load(Ordering::Relaxed);
-        // What the application has taken, read once per batch: it only
-        // grows, so a stale value can only overstate pending. Before a
-        // message would be dropped or raise the high-water mark, it is read
-        // again, so both decisions use a fresh value; the common case (the
-        // application keeps up) reads no cache line the application writes.
-        let taken_by_application = || {
-            (
-                stats.delivered.load(Ordering::Acquire),
-                stats.delivered_bytes.load(Ordering::Acquire),
-            )
-        };
-        let (mut delivered, mut delivered_bytes) = taken_by_application();
-        for m in batch.drain(..) {
-            let len = m.payload.len() as u64;
-            let over = |delivered: u64, delivered_bytes: u64| {
-                let pending = admitted - delivered;
-                let over_limit = pending + 1 > limits.messages
-                    || admitted_bytes - delivered_bytes + len > limits.bytes;
-                (over_limit, pending)
-            };
-            let (mut over_limit, mut pending) = over(delivered, delivered_bytes);
-            if over_limit || pending + 1 > high_water {
-                (delivered, delivered_bytes) = taken_by_application();
-                (over_limit, pending) = over(delivered, delivered_bytes);
-            }
-            if over_limit {
-                dropped += 1;
-                dropped_bytes += len;
-            } else {
-                admitted += 1;
-                admitted_bytes += len;
-                high_water = high_water.max(pending + 1);
-                q.messages.push_back(m);
-            }
+        let ready = admission.hand_over(&mut q.messages);
+        if ready {
+            q.waker.take()
+        } else {
+            None
         }
-        stats
-            .admitted_bytes
-            .store(admitted_bytes, Ordering::Release);
-        stats.admitted.store(admitted, Ordering::Release);
-        bump(&stats.dropped_bytes, dropped_bytes);
-        bump(&stats.dropped, dropped);
-        stats.high_water.store(high_water, Ordering::Release);
-        q.waker.take()
     };
     if let Some(w) = waker {
         w.wake();
