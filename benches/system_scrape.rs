@@ -1,0 +1,320 @@
+//! Polling through the system account at scale, on a real 3-node cluster on
+//! loopback: S streams x C consumers (default 10 x 10), all R3, in a
+//! JetStream account beside the system account. In each round, interleaved
+//! and 300 ms apart: the raw
+//! `/jsz?accounts=true&streams=true&consumers=true&config=true` fetch of each
+//! server alone, the three at once, and a full `/metrics` scrape of three
+//! exporter binaries: polling through the system account
+//! (`--system-account-polling`, no `--monitor-url`), the same with
+//! `--consumer-status-window 0s`, and polling the three servers over HTTP
+//! (every `--monitor-url`). Every scrape must report each consumer once and
+//! every source up, and every raw fetch must hold every consumer, or the run
+//! stops: an empty scrape is never a fast one.
+//!
+//! `cargo bench --bench system_scrape`; `BENCH_STREAMS`, `BENCH_CONSUMERS`
+//! (the sizes), `BENCH_ROUNDS` (default 5), `BENCH_SETUP_CONCURRENCY`
+//! (consumers created at once, default 32); `BENCH_EXPORTER_ARGS` adds
+//! flags to every exporter measured. At 100 x 100 the servers' stores
+//! write thousands of Raft logs: `TMPDIR=/dev/shm` keeps that off the disk.
+
+#[path = "system_scrape/setup.rs"]
+mod setup;
+mod support;
+
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use nats_test_server::sample::{samples, value};
+use support::{cpu_seconds, env_args, env_or, median, min, status_kib, timed_get, wait_until_up};
+
+/// One exporter process under measurement and its figures.
+struct Measured {
+    name: &'static str,
+    child: Child,
+    url: String,
+    took: Vec<f64>,
+    cpu: Vec<f64>,
+    /// The slowest server's /jsz poll, as the exporter reports it.
+    jsz_poll: Vec<f64>,
+    text_bytes: usize,
+}
+
+impl Measured {
+    async fn start(name: &'static str, mut args: Vec<String>, http: &reqwest::Client) -> Measured {
+        args.extend(env_args("BENCH_EXPORTER_ARGS"));
+        let (child, listen) = support::spawn_exporter(&args);
+        wait_until_up(http, listen).await;
+        Measured {
+            name,
+            child,
+            url: format!("http://{listen}/metrics"),
+            took: Vec::new(),
+            cpu: Vec::new(),
+            jsz_poll: Vec::new(),
+            text_bytes: 0,
+        }
+    }
+
+    fn peak_mb(&self) -> f64 {
+        status_kib(self.child.id(), "VmHWM:") as f64 / 1024.0
+    }
+
+    /// One timed scrape, which must be complete.
+    async fn scrape(&mut self, http: &reqwest::Client, consumers: usize) {
+        let pid = self.child.id();
+        let before = cpu_seconds(pid);
+        let (took, body) = timed_get(http, &self.url).await;
+        self.cpu.push(cpu_seconds(pid) - before);
+        self.took.push(took);
+        self.text_bytes = body.len();
+        let text = String::from_utf8_lossy(&body);
+        if let Err(why) = complete(&text, consumers) {
+            panic!("{}: incomplete scrape: {why}", self.name);
+        }
+        let polls = samples(
+            &text,
+            "nats_delivery_scrape_duration_seconds",
+            &[("source", "jsz")],
+        );
+        self.jsz_poll
+            .push(polls.iter().map(|(_, v)| *v).fold(0.0, f64::max));
+    }
+}
+
+/// The exporter ends with the run, a panicking one too.
+impl Drop for Measured {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether a scrape reports each of the `consumers` once, and every source
+/// of the three servers up.
+fn complete(text: &str, consumers: usize) -> Result<(), String> {
+    let reported = samples(text, "nats_delivery_consumer_ack_pending_messages", &[]).len();
+    if reported != consumers {
+        return Err(format!("{reported} of {consumers} consumers"));
+    }
+    let up = samples(text, "nats_delivery_up", &[]);
+    let servers: std::collections::BTreeSet<&str> = up
+        .iter()
+        .filter_map(|(labels, _)| labels.split("server=\"").nth(1)?.split('"').next())
+        .collect();
+    if servers.len() != 3 || up.iter().any(|(_, v)| *v != 1.0) {
+        return Err(format!("servers {servers:?}, up {up:?}"));
+    }
+    Ok(())
+}
+
+/// The consumers a raw /jsz reply holds.
+fn consumers_in(jsz: &[u8]) -> usize {
+    let key = b"\"num_ack_pending\"";
+    jsz.windows(key.len()).filter(|w| w == key).count()
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg").unwrap_or_default()
+}
+
+#[tokio::main]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let streams = env_or("BENCH_STREAMS", 10);
+    let per_stream = env_or("BENCH_CONSUMERS", 10);
+    let rounds = env_or("BENCH_ROUNDS", 5);
+    let total = streams * per_stream;
+    let servers = nats_test_server::cluster(3, setup::ACCOUNTS);
+    let setup = Instant::now();
+    let parts = setup::create(&servers, streams, per_stream).await;
+    let setup_took = setup.elapsed();
+    println!(
+        "created {streams} R3 streams x {per_stream} R3 consumers in {setup_took:.1?}: cluster ready {:.1?}, streams {:.1?}, consumers {:.1?} ({} requests tried again)",
+        parts.cluster_ready, parts.streams, parts.consumers, parts.retries
+    );
+
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let jsz_urls: Vec<String> = servers
+        .iter()
+        .map(|s| {
+            format!(
+                "{}/jsz?accounts=true&streams=true&consumers=true&config=true",
+                s.monitor_url()
+            )
+        })
+        .collect();
+    // Every replica holds every consumer before anything is measured.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    for url in &jsz_urls {
+        while consumers_in(&timed_get(&http, url).await.1) != total {
+            assert!(Instant::now() < deadline, "{url}: not every consumer");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    let system = |extra: &[&str]| {
+        let mut args: Vec<String> = [
+            "--system-account-polling",
+            "--system-account",
+            "user:sys:sys-secret",
+            "--nats-servers",
+            &servers[0].client_url(),
+            // Message timestamps (consumer status) are read in the
+            // JetStream account.
+            "--nats-user",
+            "app",
+            "--nats-password",
+            "app-secret",
+        ]
+        .map(str::to_string)
+        .to_vec();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args
+    };
+    let monitor_urls: Vec<String> = servers
+        .iter()
+        .flat_map(|s| ["--monitor-url".to_string(), s.monitor_url()])
+        .collect();
+    let mut exporters = vec![
+        Measured::start("system account", system(&[]), &http).await,
+        Measured::start(
+            "system account, --consumer-status-window 0s",
+            system(&["--consumer-status-window", "0s"]),
+            &http,
+        )
+        .await,
+        Measured::start("HTTP, 3 --monitor-url", monitor_urls, &http).await,
+    ];
+    // Warm-up: the first survey waits out its gap, and leaders may still
+    // be settling; each exporter's scrape is complete before measuring.
+    for e in &mut exporters {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let text = String::from_utf8_lossy(&timed_get(&http, &e.url).await.1).into_owned();
+            match complete(&text, total) {
+                Ok(()) => break,
+                Err(why) if Instant::now() > deadline => {
+                    for line in text
+                        .lines()
+                        .filter(|l| l.starts_with("nats_delivery_survey_"))
+                    {
+                        eprintln!("{line}");
+                    }
+                    for server in &servers {
+                        eprintln!("{} warnings and errors:", server.name);
+                        let log = server.log();
+                        let notable = log
+                            .lines()
+                            .filter(|l| l.contains("[WRN]") || l.contains("[ERR]"));
+                        for line in notable.take(20) {
+                            eprintln!("  {line}");
+                        }
+                    }
+                    panic!("{}: {why}", e.name)
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+    }
+    println!("load before rounds: {}", loadavg().trim());
+
+    let (mut raw, mut slowest, mut all_at_once) = (vec![Vec::new(); 3], Vec::new(), Vec::new());
+    let mut raw_bytes = 0;
+    let settle = Duration::from_millis(300);
+    println!(
+        "round  raw n0   raw n1   raw n2   slowest  3 at once | system   ratio | system 0s window | HTTP x3  | system peak RSS"
+    );
+    for round in 0..rounds {
+        // Steps 0-2: one server's raw fetch; 3: the three at once; then
+        // each exporter. A different step goes first each round.
+        let steps = 4 + exporters.len();
+        for step in (0..steps).map(|k| (k + round) % steps) {
+            tokio::time::sleep(settle).await;
+            match step {
+                0..=2 => {
+                    let (took, body) = timed_get(&http, &jsz_urls[step]).await;
+                    assert_eq!(consumers_in(&body), total, "raw /jsz of n{step}");
+                    raw_bytes = raw_bytes.max(body.len());
+                    raw[step].push(took);
+                }
+                3 => {
+                    let start = Instant::now();
+                    let bodies =
+                        futures::future::join_all(jsz_urls.iter().map(|u| timed_get(&http, u)))
+                            .await;
+                    all_at_once.push(start.elapsed().as_secs_f64());
+                    for (_, body) in bodies {
+                        assert_eq!(consumers_in(&body), total, "raw /jsz, three at once");
+                    }
+                }
+                e => exporters[e - 4].scrape(&http, total).await,
+            }
+        }
+        let worst = raw.iter().map(|r| r[round]).fold(0.0, f64::max);
+        slowest.push(worst);
+        let took = |e: usize| exporters[e].took[round];
+        println!(
+            "{round:>5}  {:.3} s  {:.3} s  {:.3} s  {worst:.3} s  {:.3} s  | {:.3} s  {:.2}x | {:.3} s          | {:.3} s  | {:.1} MB",
+            raw[0][round],
+            raw[1][round],
+            raw[2][round],
+            all_at_once[round],
+            took(0),
+            took(0) / worst,
+            took(1),
+            took(2),
+            exporters[0].peak_mb(),
+        );
+    }
+    println!("load after rounds: {}", loadavg().trim());
+    println!();
+    println!("{streams} x {per_stream} R3 on 3 servers; setup {setup_took:.1?}; {rounds} rounds, medians (min)");
+    let row = |what: &str, v: &[f64], note: String| {
+        println!("{what:<46} {:.3} s ({:.3} s)  {note}", median(v), min(v));
+    };
+    for (n, r) in raw.iter().enumerate() {
+        row(&format!("raw /jsz of n{n}"), r, String::new());
+    }
+    row(
+        "raw /jsz, slowest of the three",
+        &slowest,
+        format!("({:.1} MB each)", raw_bytes as f64 / 1e6),
+    );
+    row("raw /jsz, three at once", &all_at_once, String::new());
+    for e in &exporters {
+        row(
+            &format!("scrape: {}", e.name),
+            &e.took,
+            format!(
+                "CPU {:.3} s, slowest /jsz poll {:.3} s, {:.1} MB text, peak RSS {:.1} MB",
+                median(&e.cpu),
+                median(&e.jsz_poll),
+                e.text_bytes as f64 / 1e6,
+                e.peak_mb()
+            ),
+        );
+    }
+    let ratios: Vec<f64> = exporters[0]
+        .took
+        .iter()
+        .zip(&slowest)
+        .map(|(s, r)| s / r)
+        .collect();
+    println!(
+        "system scrape / slowest raw fetch              {:.2}x median of rounds, {:.2}x of medians (target <= 1.5x)",
+        median(&ratios),
+        median(&exporters[0].took) / median(&slowest)
+    );
+    let text = String::from_utf8_lossy(&timed_get(&http, &exporters[0].url).await.1).into_owned();
+    let survey = |name: &str| value(&text, name, &[]).unwrap_or(f64::NAN);
+    println!(
+        "survey: {} of {} servers answered, {} late replies so far",
+        survey("nats_delivery_survey_servers_answered"),
+        survey("nats_delivery_survey_servers_expected"),
+        survey("nats_delivery_survey_late_replies_total"),
+    );
+}
