@@ -238,5 +238,5 @@ fn spawn_exporter(
 ) -> (std::process::Child, std::net::SocketAddr) {
     let mut args = vec!["--monitor-url".to_string(), server.monitor_url()];
     args.extend_from_slice(extra);
-    support::spawn_exporter(&args)
+    support::spawn_exporter(support::EXPORTER, &args)
 }

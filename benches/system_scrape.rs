@@ -7,15 +7,19 @@
 //! exporter binaries: polling through the system account
 //! (`--system-account-polling`, no `--monitor-url`), the same with
 //! `--consumer-status-window 0s`, and polling the three servers over HTTP
-//! (every `--monitor-url`). Every scrape must report each consumer once and
-//! every source up, and every raw fetch must hold every consumer, or the run
-//! stops: an empty scrape is never a fast one.
+//! (every `--monitor-url`). Every raw fetch must hold every consumer, or
+//! the run stops. A scrape that does not report each consumer once and
+//! every source of the three servers up is counted as incomplete, shown,
+//! and left out of the medians: an empty scrape is never a fast one.
 //!
 //! `cargo bench --bench system_scrape`; `BENCH_STREAMS`, `BENCH_CONSUMERS`
 //! (the sizes), `BENCH_ROUNDS` (default 5), `BENCH_SETUP_CONCURRENCY`
 //! (consumers created at once, default 32); `BENCH_EXPORTER_ARGS` adds
-//! flags to every exporter measured. At 100 x 100 the servers' stores
-//! write thousands of Raft logs: `TMPDIR=/dev/shm` keeps that off the disk.
+//! flags to every exporter measured; `BENCH_BASELINE_EXPORTER` names
+//! another build of the exporter, polled through the system account in the
+//! same rounds (before and after a change). At 100 x 100 the servers'
+//! stores write thousands of Raft logs: `TMPDIR=/dev/shm` keeps that off
+//! the disk.
 
 #[path = "system_scrape/setup.rs"]
 mod setup;
@@ -32,7 +36,10 @@ struct Measured {
     name: &'static str,
     child: Child,
     url: String,
-    took: Vec<f64>,
+    /// Each round's scrape time; `None` for an incomplete scrape.
+    took: Vec<Option<f64>>,
+    /// Why scrapes were incomplete, by round.
+    incomplete: Vec<(usize, String)>,
     cpu: Vec<f64>,
     /// The slowest server's /jsz poll, as the exporter reports it.
     jsz_poll: Vec<f64>,
@@ -40,15 +47,21 @@ struct Measured {
 }
 
 impl Measured {
-    async fn start(name: &'static str, mut args: Vec<String>, http: &reqwest::Client) -> Measured {
+    async fn start(
+        name: &'static str,
+        binary: &str,
+        mut args: Vec<String>,
+        http: &reqwest::Client,
+    ) -> Measured {
         args.extend(env_args("BENCH_EXPORTER_ARGS"));
-        let (child, listen) = support::spawn_exporter(&args);
+        let (child, listen) = support::spawn_exporter(binary, &args);
         wait_until_up(http, listen).await;
         Measured {
             name,
             child,
             url: format!("http://{listen}/metrics"),
             took: Vec::new(),
+            incomplete: Vec::new(),
             cpu: Vec::new(),
             jsz_poll: Vec::new(),
             text_bytes: 0,
@@ -59,18 +72,26 @@ impl Measured {
         status_kib(self.child.id(), "VmHWM:") as f64 / 1024.0
     }
 
-    /// One timed scrape, which must be complete.
+    /// The times of the complete scrapes.
+    fn complete_times(&self) -> Vec<f64> {
+        self.took.iter().flatten().copied().collect()
+    }
+
+    /// One timed scrape; an incomplete one counts as no time at all.
     async fn scrape(&mut self, http: &reqwest::Client, consumers: usize) {
         let pid = self.child.id();
         let before = cpu_seconds(pid);
         let (took, body) = timed_get(http, &self.url).await;
-        self.cpu.push(cpu_seconds(pid) - before);
-        self.took.push(took);
-        self.text_bytes = body.len();
+        let cpu = cpu_seconds(pid) - before;
         let text = String::from_utf8_lossy(&body);
         if let Err(why) = complete(&text, consumers) {
-            panic!("{}: incomplete scrape: {why}", self.name);
+            self.incomplete.push((self.took.len(), why));
+            self.took.push(None);
+            return;
         }
+        self.took.push(Some(took));
+        self.cpu.push(cpu);
+        self.text_bytes = body.len();
         let polls = samples(
             &text,
             "nats_delivery_scrape_duration_seconds",
@@ -180,15 +201,32 @@ async fn main() {
         .flat_map(|s| ["--monitor-url".to_string(), s.monitor_url()])
         .collect();
     let mut exporters = vec![
-        Measured::start("system account", system(&[]), &http).await,
+        Measured::start("system account", support::EXPORTER, system(&[]), &http).await,
         Measured::start(
             "system account, --consumer-status-window 0s",
+            support::EXPORTER,
             system(&["--consumer-status-window", "0s"]),
             &http,
         )
         .await,
-        Measured::start("HTTP, 3 --monitor-url", monitor_urls, &http).await,
+        Measured::start(
+            "HTTP, 3 --monitor-url",
+            support::EXPORTER,
+            monitor_urls,
+            &http,
+        )
+        .await,
     ];
+    let baseline = std::env::var("BENCH_BASELINE_EXPORTER").ok();
+    if let Some(binary) = &baseline {
+        let e = Measured::start(
+            "system account, baseline binary",
+            binary,
+            system(&[]),
+            &http,
+        );
+        exporters.push(e.await);
+    }
     // Warm-up: the first survey waits out its gap, and leaders may still
     // be settling; each exporter's scrape is complete before measuring.
     for e in &mut exporters {
@@ -226,7 +264,8 @@ async fn main() {
     let mut raw_bytes = 0;
     let settle = Duration::from_millis(300);
     println!(
-        "round  raw n0   raw n1   raw n2   slowest  3 at once | system   ratio | system 0s window | HTTP x3  | system peak RSS"
+        "round  raw n0   raw n1   raw n2   slowest  3 at once | system   ratio | system 0s window | HTTP x3  {}| system peak RSS",
+        if baseline.is_some() { "| baseline " } else { "" }
     );
     for round in 0..rounds {
         // Steps 0-2: one server's raw fetch; 3: the three at once; then
@@ -256,17 +295,24 @@ async fn main() {
         }
         let worst = raw.iter().map(|r| r[round]).fold(0.0, f64::max);
         slowest.push(worst);
-        let took = |e: usize| exporters[e].took[round];
+        let took = |e: &Measured| match e.took[round] {
+            Some(t) => format!("{t:.3} s "),
+            None => "INCOMPLETE".into(),
+        };
+        let ratio = match exporters[0].took[round] {
+            Some(t) => format!("{:.2}x", t / worst),
+            None => "  -  ".into(),
+        };
+        let scrapes: Vec<String> = exporters[1..].iter().map(took).collect();
         println!(
-            "{round:>5}  {:.3} s  {:.3} s  {:.3} s  {worst:.3} s  {:.3} s  | {:.3} s  {:.2}x | {:.3} s          | {:.3} s  | {:.1} MB",
+            "{round:>5}  {:.3} s  {:.3} s  {:.3} s  {worst:.3} s  {:.3} s  | {} {ratio} | {:<16} | {} | {:.1} MB",
             raw[0][round],
             raw[1][round],
             raw[2][round],
             all_at_once[round],
-            took(0),
-            took(0) / worst,
-            took(1),
-            took(2),
+            took(&exporters[0]),
+            scrapes[0],
+            scrapes[1..].join(" | "),
             exporters[0].peak_mb(),
         );
     }
@@ -286,9 +332,12 @@ async fn main() {
     );
     row("raw /jsz, three at once", &all_at_once, String::new());
     for e in &exporters {
+        for (round, why) in &e.incomplete {
+            println!("INCOMPLETE scrape, {}, round {round}: {why}", e.name);
+        }
         row(
             &format!("scrape: {}", e.name),
-            &e.took,
+            &e.complete_times(),
             format!(
                 "CPU {:.3} s, slowest /jsz poll {:.3} s, {:.1} MB text, peak RSS {:.1} MB",
                 median(&e.cpu),
@@ -302,12 +351,13 @@ async fn main() {
         .took
         .iter()
         .zip(&slowest)
-        .map(|(s, r)| s / r)
+        .filter_map(|(s, r)| Some((*s)? / r))
         .collect();
     println!(
-        "system scrape / slowest raw fetch              {:.2}x median of rounds, {:.2}x of medians (target <= 1.5x)",
+        "system scrape / slowest raw fetch              {:.2}x median of rounds, {:.2}x of medians (target <= 1.5x, every scrape complete: {} of {rounds} were)",
         median(&ratios),
-        median(&exporters[0].took) / median(&slowest)
+        median(&exporters[0].complete_times()) / median(&slowest),
+        rounds - exporters[0].incomplete.len(),
     );
     let text = String::from_utf8_lossy(&timed_get(&http, &exporters[0].url).await.1).into_owned();
     let survey = |name: &str| value(&text, name, &[]).unwrap_or(f64::NAN);

@@ -55,14 +55,17 @@ pub async fn timed_get(http: &reqwest::Client, url: &str) -> (f64, bytes::Bytes)
     (start.elapsed().as_secs_f64(), body)
 }
 
-/// Starts the exporter binary on a free port with `args` (which say what
+/// The exporter binary of this build.
+pub const EXPORTER: &str = env!("CARGO_BIN_EXE_nats-delivery-exporter");
+
+/// Starts the exporter `binary` on a free port with `args` (which say what
 /// it polls) and a 60 s timeout, logging warnings only.
-pub fn spawn_exporter(args: &[String]) -> (Child, SocketAddr) {
+pub fn spawn_exporter(binary: &str, args: &[String]) -> (Child, SocketAddr) {
     let listen = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
+    let child = std::process::Command::new(binary)
         .args(["--listen", &listen.to_string(), "--timeout", "60s"])
         .args(args)
         .env("NATS_DELIVERY_LOG", "warn")
