@@ -3,7 +3,9 @@
 //! JetStream account beside the system account. In each round, interleaved
 //! and 300 ms apart: the raw
 //! `/jsz?accounts=true&streams=true&consumers=true&config=true` fetch of each
-//! server alone, the three at once, and a full `/metrics` scrape of three
+//! server alone, the three at once, the same JSZ request as the exporter
+//! makes it through the system account (each server alone, the three at
+//! once), and a full `/metrics` scrape of three
 //! exporter binaries: polling through the system account
 //! (`--system-account-polling`, no `--monitor-url`), the same with
 //! `--consumer-status-window 0s`, and polling the three servers over HTTP
@@ -24,6 +26,8 @@
 #[path = "system_scrape/setup.rs"]
 mod setup;
 mod support;
+#[path = "system_scrape/system_raw.rs"]
+mod system_raw;
 
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -262,15 +266,18 @@ async fn main() {
 
     let (mut raw, mut slowest, mut all_at_once) = (vec![Vec::new(); 3], Vec::new(), Vec::new());
     let mut raw_bytes = 0;
+    let system_raw = system_raw::SystemRaw::connect(&servers, &http).await;
+    let (mut nats, mut nats_all, mut nats_bytes) = (vec![Vec::new(); 3], Vec::new(), 0);
     let settle = Duration::from_millis(300);
     println!(
-        "round  raw n0   raw n1   raw n2   slowest  3 at once | system   ratio | system 0s window | HTTP x3  {}| system peak RSS",
+        "round  raw n0   raw n1   raw n2   slowest  3 at once | NATS slowest, 3 at once | system   ratio | system 0s window | HTTP x3  {}| system peak RSS",
         if baseline.is_some() { "| baseline " } else { "" }
     );
     for round in 0..rounds {
-        // Steps 0-2: one server's raw fetch; 3: the three at once; then
-        // each exporter. A different step goes first each round.
-        let steps = 4 + exporters.len();
+        // Steps 0-2: one server's raw fetch; 3: the three at once; 4: the
+        // system request of each server alone, 5: of the three at once;
+        // then each exporter. A different step goes first each round.
+        let steps = 6 + exporters.len();
         for step in (0..steps).map(|k| (k + round) % steps) {
             tokio::time::sleep(settle).await;
             match step {
@@ -290,7 +297,26 @@ async fn main() {
                         assert_eq!(consumers_in(&body), total, "raw /jsz, three at once");
                     }
                 }
-                e => exporters[e - 4].scrape(&http, total).await,
+                4 => {
+                    for (n, times) in nats.iter_mut().enumerate() {
+                        if n > 0 {
+                            tokio::time::sleep(settle).await;
+                        }
+                        let (took, reply) = system_raw.jsz(n).await;
+                        assert_eq!(consumers_in(&reply), total, "system JSZ of n{n}");
+                        nats_bytes = nats_bytes.max(reply.len());
+                        times.push(took);
+                    }
+                }
+                5 => {
+                    let start = Instant::now();
+                    let replies = futures::future::join_all((0..3).map(|n| system_raw.jsz(n)));
+                    for (_, reply) in replies.await {
+                        assert_eq!(consumers_in(&reply), total, "system JSZ, three at once");
+                    }
+                    nats_all.push(start.elapsed().as_secs_f64());
+                }
+                e => exporters[e - 6].scrape(&http, total).await,
             }
         }
         let worst = raw.iter().map(|r| r[round]).fold(0.0, f64::max);
@@ -305,11 +331,13 @@ async fn main() {
         };
         let scrapes: Vec<String> = exporters[1..].iter().map(took).collect();
         println!(
-            "{round:>5}  {:.3} s  {:.3} s  {:.3} s  {worst:.3} s  {:.3} s  | {} {ratio} | {:<16} | {} | {:.1} MB",
+            "{round:>5}  {:.3} s  {:.3} s  {:.3} s  {worst:.3} s  {:.3} s  | {:.3} s  {:.3} s        | {} {ratio} | {:<16} | {} | {:.1} MB",
             raw[0][round],
             raw[1][round],
             raw[2][round],
             all_at_once[round],
+            nats.iter().map(|r| r[round]).fold(0.0, f64::max),
+            nats_all[round],
             took(&exporters[0]),
             scrapes[0],
             scrapes[1..].join(" | "),
@@ -331,6 +359,22 @@ async fn main() {
         format!("({:.1} MB each)", raw_bytes as f64 / 1e6),
     );
     row("raw /jsz, three at once", &all_at_once, String::new());
+    for (n, r) in nats.iter().enumerate() {
+        row(&format!("system request JSZ of n{n}"), r, String::new());
+    }
+    let nats_slowest: Vec<f64> = (0..rounds)
+        .map(|round| nats.iter().map(|r| r[round]).fold(0.0, f64::max))
+        .collect();
+    row(
+        "system request JSZ, slowest of the three",
+        &nats_slowest,
+        format!("({:.1} MB each)", nats_bytes as f64 / 1e6),
+    );
+    row(
+        "system request JSZ, three at once",
+        &nats_all,
+        String::new(),
+    );
     for e in &exporters {
         for (round, why) in &e.incomplete {
             println!("INCOMPLETE scrape, {}, round {round}: {why}", e.name);
