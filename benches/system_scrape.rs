@@ -23,114 +23,19 @@
 //! stores write thousands of Raft logs: `TMPDIR=/dev/shm` keeps that off
 //! the disk.
 
+#[path = "system_scrape/measured.rs"]
+mod measured;
 #[path = "system_scrape/setup.rs"]
 mod setup;
 mod support;
 #[path = "system_scrape/system_raw.rs"]
 mod system_raw;
 
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-use nats_test_server::sample::{samples, value};
-use support::{cpu_seconds, env_args, env_or, median, min, status_kib, timed_get, wait_until_up};
-
-/// One exporter process under measurement and its figures.
-struct Measured {
-    name: &'static str,
-    child: Child,
-    url: String,
-    /// Each round's scrape time; `None` for an incomplete scrape.
-    took: Vec<Option<f64>>,
-    /// Why scrapes were incomplete, by round.
-    incomplete: Vec<(usize, String)>,
-    cpu: Vec<f64>,
-    /// The slowest server's /jsz poll, as the exporter reports it.
-    jsz_poll: Vec<f64>,
-    text_bytes: usize,
-}
-
-impl Measured {
-    async fn start(
-        name: &'static str,
-        binary: &str,
-        mut args: Vec<String>,
-        http: &reqwest::Client,
-    ) -> Measured {
-        args.extend(env_args("BENCH_EXPORTER_ARGS"));
-        let (child, listen) = support::spawn_exporter(binary, &args);
-        wait_until_up(http, listen).await;
-        Measured {
-            name,
-            child,
-            url: format!("http://{listen}/metrics"),
-            took: Vec::new(),
-            incomplete: Vec::new(),
-            cpu: Vec::new(),
-            jsz_poll: Vec::new(),
-            text_bytes: 0,
-        }
-    }
-
-    fn peak_mb(&self) -> f64 {
-        status_kib(self.child.id(), "VmHWM:") as f64 / 1024.0
-    }
-
-    /// The times of the complete scrapes.
-    fn complete_times(&self) -> Vec<f64> {
-        self.took.iter().flatten().copied().collect()
-    }
-
-    /// One timed scrape; an incomplete one counts as no time at all.
-    async fn scrape(&mut self, http: &reqwest::Client, consumers: usize) {
-        let pid = self.child.id();
-        let before = cpu_seconds(pid);
-        let (took, body) = timed_get(http, &self.url).await;
-        let cpu = cpu_seconds(pid) - before;
-        let text = String::from_utf8_lossy(&body);
-        if let Err(why) = complete(&text, consumers) {
-            self.incomplete.push((self.took.len(), why));
-            self.took.push(None);
-            return;
-        }
-        self.took.push(Some(took));
-        self.cpu.push(cpu);
-        self.text_bytes = body.len();
-        let polls = samples(
-            &text,
-            "nats_delivery_scrape_duration_seconds",
-            &[("source", "jsz")],
-        );
-        self.jsz_poll
-            .push(polls.iter().map(|(_, v)| *v).fold(0.0, f64::max));
-    }
-}
-
-/// The exporter ends with the run, a panicking one too.
-impl Drop for Measured {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Whether a scrape reports each of the `consumers` once, and every source
-/// of the three servers up.
-fn complete(text: &str, consumers: usize) -> Result<(), String> {
-    let reported = samples(text, "nats_delivery_consumer_ack_pending_messages", &[]).len();
-    if reported != consumers {
-        return Err(format!("{reported} of {consumers} consumers"));
-    }
-    let up = samples(text, "nats_delivery_up", &[]);
-    let servers: std::collections::BTreeSet<&str> = up
-        .iter()
-        .filter_map(|(labels, _)| labels.split("server=\"").nth(1)?.split('"').next())
-        .collect();
-    if servers.len() != 3 || up.iter().any(|(_, v)| *v != 1.0) {
-        return Err(format!("servers {servers:?}, up {up:?}"));
-    }
-    Ok(())
-}
+use measured::{complete, Measured};
+use nats_test_server::sample::value;
+use support::{env_or, median, min, timed_get};
 
 /// The consumers a raw /jsz reply holds.
 fn consumers_in(jsz: &[u8]) -> usize {
@@ -268,6 +173,7 @@ async fn main() {
     let mut raw_bytes = 0;
     let system_raw = system_raw::SystemRaw::connect(&servers, &http).await;
     let (mut nats, mut nats_all, mut nats_bytes) = (vec![Vec::new(); 3], Vec::new(), 0);
+    let mut surveys = Vec::new();
     let settle = Duration::from_millis(300);
     println!(
         "round  raw n0   raw n1   raw n2   slowest  3 at once | NATS slowest, 3 at once | system   ratio | system 0s window | HTTP x3  {}| system peak RSS",
@@ -298,10 +204,9 @@ async fn main() {
                     }
                 }
                 4 => {
+                    surveys.push(system_raw.survey().await);
                     for (n, times) in nats.iter_mut().enumerate() {
-                        if n > 0 {
-                            tokio::time::sleep(settle).await;
-                        }
+                        tokio::time::sleep(settle).await;
                         let (took, reply) = system_raw.jsz(n).await;
                         assert_eq!(consumers_in(&reply), total, "system JSZ of n{n}");
                         nats_bytes = nats_bytes.max(reply.len());
@@ -375,6 +280,7 @@ async fn main() {
         &nats_all,
         String::new(),
     );
+    row("survey (VARZ, until 3 replies)", &surveys, String::new());
     for e in &exporters {
         for (round, why) in &e.incomplete {
             println!("INCOMPLETE scrape, {}, round {round}: {why}", e.name);

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures::StreamExt;
 use nats_test_server::NatsServer;
 
 /// A system-account connection and the IDs of the servers to ask.
@@ -52,5 +53,22 @@ impl SystemRaw {
             .await
             .unwrap();
         (start.elapsed().as_secs_f64(), reply.payload)
+    }
+
+    /// A VARZ survey as the exporter starts each poll with: the seconds
+    /// until every server has answered.
+    pub async fn survey(&self) -> f64 {
+        let inbox = self.client.new_inbox();
+        let mut replies = self.client.subscribe(inbox.clone()).await.unwrap();
+        self.client.flush().await.unwrap();
+        let start = Instant::now();
+        self.client
+            .publish_with_reply("$SYS.REQ.SERVER.PING.VARZ", inbox, "{}".into())
+            .await
+            .unwrap();
+        for _ in &self.ids {
+            replies.next().await.unwrap();
+        }
+        start.elapsed().as_secs_f64()
     }
 }
