@@ -13,50 +13,14 @@
 //! exporter with those flags is scraped in the same rounds, interleaved,
 //! and the two are compared (scrape time and peak memory).
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::pull, stream};
 use futures::stream::{self as fstream, StreamExt};
 use nats_test_server::NatsServer;
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-fn min(v: &[f64]) -> f64 {
-    v.iter().copied().fold(f64::INFINITY, f64::min)
-}
-
-/// utime + stime of a process, in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-    ticks / 100.0 // USER_HZ is 100 on Linux
-}
-
-/// A /proc/<pid>/status field in KiB.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
-async fn timed_get(http: &reqwest::Client, url: &str) -> (f64, bytes::Bytes) {
-    let start = Instant::now();
-    let body = http.get(url).send().await.unwrap().bytes().await.unwrap();
-    (start.elapsed().as_secs_f64(), body)
-}
+use support::{cpu_seconds, env_args, env_or, median, min, status_kib, timed_get, wait_until_up};
 
 /// One size's figures, for the closing table.
 struct Row {
@@ -146,16 +110,9 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         setup.elapsed()
     );
 
-    let args = |name: &str| -> Vec<String> {
-        std::env::var(name)
-            .unwrap_or_default()
-            .split_whitespace()
-            .map(str::to_string)
-            .collect()
-    };
-    let (mut exporter, listen) = spawn_exporter(&server, &args("BENCH_EXPORTER_ARGS"));
+    let (mut exporter, listen) = spawn_exporter(&server, &env_args("BENCH_EXPORTER_ARGS"));
     let pid = exporter.id();
-    let compare_args = args("BENCH_COMPARE_ARGS");
+    let compare_args = env_args("BENCH_COMPARE_ARGS");
     let mut other = (!compare_args.is_empty()).then(|| spawn_exporter(&server, &compare_args));
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(120))
@@ -274,40 +231,12 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
     }
 }
 
-/// Starts the exporter binary on a free port, polling `server`, with `extra` flags.
+/// Starts the exporter binary polling `server`, with `extra` flags.
 fn spawn_exporter(
     server: &NatsServer,
     extra: &[String],
 ) -> (std::process::Child, std::net::SocketAddr) {
-    let listen = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
-        .args([
-            "--monitor-url",
-            &server.monitor_url(),
-            "--listen",
-            &listen.to_string(),
-            "--timeout",
-            "60s",
-        ])
-        .args(extra)
-        .env("NATS_DELIVERY_LOG", "warn")
-        .spawn()
-        .unwrap();
-    (child, listen)
-}
-
-async fn wait_until_up(http: &reqwest::Client, listen: std::net::SocketAddr) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while http
-        .get(format!("http://{listen}/healthz"))
-        .send()
-        .await
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "exporter did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut args = vec!["--monitor-url".to_string(), server.monitor_url()];
+    args.extend_from_slice(extra);
+    support::spawn_exporter(support::EXPORTER, &args)
 }

@@ -1,0 +1,89 @@
+//! What the scrape benchmarks share: figures of a process from /proc, timed
+//! fetches, and the exporter binary started on a free port.
+
+use std::net::SocketAddr;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// The number in the environment variable `name`, or `default`.
+pub fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The words of the environment variable `name` (none when unset).
+pub fn env_args(name: &str) -> Vec<String> {
+    std::env::var(name)
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+pub fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+pub fn min(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+/// utime + stime of a process, in seconds.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0 // USER_HZ is 100 on Linux
+}
+
+/// A /proc/<pid>/status field in KiB.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// GETs `url`; the seconds it took and the body.
+pub async fn timed_get(http: &reqwest::Client, url: &str) -> (f64, bytes::Bytes) {
+    let start = Instant::now();
+    let body = http.get(url).send().await.unwrap().bytes().await.unwrap();
+    (start.elapsed().as_secs_f64(), body)
+}
+
+/// The exporter binary of this build.
+pub const EXPORTER: &str = env!("CARGO_BIN_EXE_nats-delivery-exporter");
+
+/// Starts the exporter `binary` on a free port with `args` (which say what
+/// it polls) and a 60 s timeout, logging warnings only.
+pub fn spawn_exporter(binary: &str, args: &[String]) -> (Child, SocketAddr) {
+    let listen = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let child = std::process::Command::new(binary)
+        .args(["--listen", &listen.to_string(), "--timeout", "60s"])
+        .args(args)
+        .env("NATS_DELIVERY_LOG", "warn")
+        .spawn()
+        .unwrap();
+    (child, listen)
+}
+
+/// Waits until the exporter listening on `listen` answers /healthz.
+pub async fn wait_until_up(http: &reqwest::Client, listen: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while http
+        .get(format!("http://{listen}/healthz"))
+        .send()
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "exporter did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
