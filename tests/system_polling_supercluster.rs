@@ -6,7 +6,8 @@
 //! values HTTP polling of every server gives, the gateway connections as
 //! HTTP polling sees them; a leaf node server is reached only when its leaf
 //! connection binds the system account; leader step-downs during polling
-//! never make a stream or consumer appear twice or change its values.
+//! never make a stream or consumer appear twice, nor (2.10 on) change its
+//! values.
 mod common;
 
 use std::collections::BTreeSet;
@@ -47,7 +48,9 @@ fn up(text: &str, server: &str) -> Vec<(String, f64)> {
     samples(text, "nats_delivery_up", &[("server", server)])
 }
 
-/// Every gateway connection's series (labels only: pending bytes may move).
+/// Every gateway connection's series, labels only: pending bytes move, and
+/// through the system account they include the exporter's own replies on
+/// their way through the gateways (a few KB at the moment of polling).
 fn gateway_series(text: &str) -> BTreeSet<String> {
     samples(text, "nats_delivery_gateway_pending_bytes", &[])
         .into_iter()
