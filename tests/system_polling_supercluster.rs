@@ -5,7 +5,8 @@
 //! reported with every source up, every stream and consumer once with the
 //! values HTTP polling of every server gives, the gateway connections as
 //! HTTP polling sees them; a leaf node server is reached only when its leaf
-//! connection binds the system account; leader step-downs during polling
+//! connection binds the system account (and an exporter connected to that
+//! leaf reaches every server too); leader step-downs during polling
 //! never make a stream or consumer appear twice, nor (2.10 on) change its
 //! values.
 mod common;
@@ -46,6 +47,15 @@ fn leaf(name: &str, hub: &NatsServer, accounts: &[(&str, &str)]) -> NatsServer {
 
 fn up(text: &str, server: &str) -> Vec<(String, f64)> {
     samples(text, "nats_delivery_up", &[("server", server)])
+}
+
+/// Checks that every server of [`REACHED`] has every source up.
+fn every_source_up(text: &str) {
+    for name in REACHED {
+        let up = up(text, name);
+        assert_eq!(up.len(), SOURCE_COUNT, "{name}: {up:?}");
+        assert!(up.iter().all(|(_, v)| *v == 1.0), "{name}: {up:?}");
+    }
 }
 
 /// Every gateway connection's series, labels only: pending bytes move, and
@@ -170,11 +180,7 @@ async fn one_system_connection_reports_the_supercluster_as_http_polling_does() {
         }
     })
     .await;
-    for name in REACHED {
-        let up = up(&via_system, name);
-        assert_eq!(up.len(), SOURCE_COUNT, "{name}: {up:?}");
-        assert!(up.iter().all(|(_, v)| *v == 1.0), "{name}: {up:?}");
-    }
+    every_source_up(&via_system);
     assert_eq!(
         value(&via_system, "nats_delivery_survey_servers_expected", &[]),
         Some(6.0)
@@ -185,6 +191,21 @@ async fn one_system_connection_reports_the_supercluster_as_http_polling_does() {
     // out of reach: it neither answers nor is expected.
     assert_eq!(up(&via_http, "leaf-app").len(), SOURCE_COUNT);
     assert!(up(&via_system, "leaf-app").is_empty(), "{via_system}");
+    // The other way round: connected to leaf-sys, the exporter reaches the
+    // hub's servers through the leaf connection, and reports the same.
+    let from_leaf = system_exporter(&leaves[0].client_url(), SOURCES).await;
+    let expected = jetstream_samples(&via_http);
+    let text = common::wait_for_async(30, "every server from the leaf", || {
+        let (from_leaf, expected) = (&from_leaf, &expected);
+        async move {
+            let t = common::scrape(from_leaf).await;
+            let all = value(&t, "nats_delivery_survey_servers_answered", &[]) == Some(6.0);
+            (all && jetstream_samples(&t) == *expected).then_some(t)
+        }
+    })
+    .await;
+    every_source_up(&text);
+    drop(from_leaf);
 
     // nats-server 2.9 clears a consumer's state when its leader steps
     // down, a moment before any replica stops naming that server the
