@@ -166,16 +166,19 @@ async fn one_system_connection_reports_the_supercluster_as_http_polling_does() {
     // Acks settle and gateway connections form meanwhile: both are read
     // until they agree, with every gateway connection there (each server
     // has one outbound connection to the other cluster, and one inbound
-    // from each server of the other cluster that chose it).
+    // from each server of the other cluster that chose it) and the five
+    // acks processed (until then both can agree on 8 awaiting an ack).
+    let held = [("stream", "WORK"), ("consumer", "slow")];
     let (via_http, via_system) = common::wait_for_async(60, "the same series", || {
-        let (http, system) = (&http, &system);
+        let (http, system, held) = (&http, &system, &held);
         async move {
             let h = common::scrape(http).await;
             let s = common::scrape(system).await;
             let same = jetstream_samples(&h) == jetstream_samples(&s)
                 && gateway_series(&h) == gateway_series(&s)
                 && gateways(&s, &[]) == 10
-                && value(&s, "nats_delivery_survey_servers_answered", &[]) == Some(6.0);
+                && value(&s, "nats_delivery_survey_servers_answered", &[]) == Some(6.0)
+                && value(&s, "nats_delivery_consumer_ack_pending_messages", held) == Some(3.0);
             same.then_some((h, s))
         }
     })
