@@ -32,7 +32,10 @@ pub struct Config {
     /// Poll every server of the cluster or supercluster through one
     /// system-account NATS connection (`--system-account`, `--nats-servers`)
     /// instead of `--monitor-url`s: a survey finds the servers on every
-    /// scrape, and each is asked for its sources over NATS.
+    /// scrape, and each is asked for its sources over NATS. Servers joined
+    /// by routes and gateways all answer; a leaf node server answers only
+    /// when one of its leaf connections binds the system account (a remote
+    /// with the system account's credentials and `account: <system account>`).
     #[arg(long, env = "NATS_DELIVERY_SYSTEM_ACCOUNT_POLLING")]
     pub system_account_polling: bool,
 

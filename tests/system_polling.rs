@@ -5,12 +5,9 @@
 //! survey's counts, and its consumers come back once from their new leaders.
 mod common;
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
-use async_nats::jetstream::{self, consumer::pull, stream};
+use async_nats::jetstream::{self, stream};
 use clap::Parser;
-use futures::StreamExt;
+use common::system_polling::{jetstream_samples, work_stream};
 use nats_delivery_exporter::config::Config;
 use nats_delivery_exporter::exporter::Exporter;
 use nats_test_server::sample::{samples, value};
@@ -66,83 +63,14 @@ async fn system_exporter(server: &NatsServer, extra: &[&str]) -> Exporter {
     exporter
 }
 
-/// Every sample of the stream and consumer families, by series.
-fn jetstream_samples(text: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|l| {
-            l.starts_with("nats_delivery_stream_") || l.starts_with("nats_delivery_consumer_")
-        })
-        // Ages move between two scrapes.
-        .filter(|l| !l.contains("_age_seconds"))
-        .filter_map(|l| {
-            let (series, v) = l.rsplit_once(' ')?;
-            Some((series.to_string(), v.parse().ok()?))
-        })
-        .collect()
-}
-
 fn up(text: &str, server: &str) -> Vec<(String, f64)> {
     samples(text, "nats_delivery_up", &[("server", server)])
-}
-
-async fn app_setup(servers: &[NatsServer]) -> jetstream::Context {
-    let app = async_nats::ConnectOptions::with_user_and_password("app".into(), "app-secret".into())
-        .connect(servers[0].client_url())
-        .await
-        .unwrap();
-    let js = jetstream::new(app);
-    let st = common::wait_for_async(30, "a JetStream cluster ready for R3 streams", || {
-        let js = js.clone();
-        async move {
-            js.get_or_create_stream(stream::Config {
-                name: "WORK".into(),
-                subjects: vec!["work.>".into()],
-                num_replicas: 3,
-                ..Default::default()
-            })
-            .await
-            .ok()
-        }
-    })
-    .await;
-    for name in ["fast", "slow"] {
-        st.create_consumer(pull::Config {
-            durable_name: Some(name.into()),
-            ack_wait: Duration::from_secs(120),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    }
-    common::publish_acked(&js, (0..20).map(|i| format!("work.{i}")), "m").await;
-    let slow: jetstream::consumer::PullConsumer = st.get_consumer("slow").await.unwrap();
-    // Eight messages taken by "slow": five acknowledged, three held.
-    let mut taken = 0;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while taken < 8 {
-        assert!(std::time::Instant::now() < deadline, "{taken} of 8 came");
-        let mut batch = slow
-            .fetch()
-            .max_messages(8 - taken)
-            .expires(Duration::from_secs(1))
-            .messages()
-            .await
-            .unwrap();
-        while let Some(m) = batch.next().await {
-            let m = m.unwrap();
-            if taken < 5 {
-                m.ack().await.unwrap();
-            }
-            taken += 1;
-        }
-    }
-    js
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
     let mut servers = nats_test_server::cluster(3, ACCOUNTS);
-    let _js = app_setup(&servers).await;
+    let _js = work_stream(&servers[0].client_url()).await;
     let ops = async_nats::ConnectOptions::with_user_and_password("ops".into(), "ops-secret".into())
         .connect(servers[1].client_url())
         .await

@@ -13,7 +13,10 @@
 pub mod promtool;
 pub mod reference;
 pub mod sample;
+mod supercluster;
 pub mod tls;
+
+pub use supercluster::supercluster;
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -167,6 +170,12 @@ impl NatsServer {
     /// `http://127.0.0.1:<monitor_port>` (`https://` with [`Builder::https`]).
     pub fn monitor_url(&self) -> String {
         format!("{}://127.0.0.1:{}", self.scheme, self.monitor_port)
+    }
+
+    /// The port the server listens on for leaf node connections, read from
+    /// its log (None without a `leafnodes { listen: ... }` block).
+    pub fn leafnode_port(&self) -> Option<u16> {
+        port_after(&self.log(), "Listening for leafnode connections on ")
     }
 
     /// The server's temporary directory (config, log, JetStream store).

@@ -78,3 +78,4 @@ where
 }
 pub mod fake_endpoint;
 pub mod scenarios;
+pub mod system_polling;

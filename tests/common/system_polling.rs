@@ -1,0 +1,118 @@
+//! Shared by the tests of polling through the system account: the
+//! accounts, the exporter, the JetStream scenario and the series compared
+//! with HTTP polling.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::pull, stream};
+use clap::Parser;
+use futures::StreamExt;
+use nats_delivery_exporter::config::Config;
+use nats_delivery_exporter::exporter::Exporter;
+
+/// A system account `SYS` and a JetStream account `APP`, one user each.
+pub const ACCOUNTS: &str = r#"
+accounts {
+  SYS { users: [ { user: sys, password: sys-secret } ] }
+  APP { users: [ { user: app, password: app-secret } ], jetstream: enabled }
+}
+system_account: SYS
+"#;
+
+/// An exporter polling every server it finds through the system account
+/// of `client_url`'s server, with `--sources sources` and no monitoring URL.
+pub async fn system_exporter(client_url: &str, sources: &str) -> Exporter {
+    let config = Config::try_parse_from([
+        "nats-delivery-exporter",
+        "--system-account-polling",
+        "--system-account",
+        "user:sys:sys-secret",
+        "--nats-servers",
+        client_url,
+        "--system-survey-gap",
+        "300ms",
+        "--consumer-status-window",
+        "0s",
+        "--sources",
+        sources,
+    ])
+    .expect("valid flags");
+    let polling = nats_delivery_exporter::system_poll::connect(&config)
+        .await
+        .expect("system polling");
+    let mut exporter = Exporter::new(config).expect("exporter");
+    exporter.poll_through_system_account(polling);
+    exporter
+}
+
+/// Every sample of the stream and consumer families, by series.
+pub fn jetstream_samples(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| {
+            l.starts_with("nats_delivery_stream_") || l.starts_with("nats_delivery_consumer_")
+        })
+        // Ages move between two scrapes.
+        .filter(|l| !l.contains("_age_seconds"))
+        .filter_map(|l| {
+            let (series, v) = l.rsplit_once(' ')?;
+            Some((series.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+/// As the `APP` user on `client_url`'s server: an R3 stream `WORK` of 20
+/// messages with two durable pull consumers, `fast` (nothing taken) and
+/// `slow` (eight taken: five acknowledged, three held for 120 s).
+pub async fn work_stream(client_url: &str) -> jetstream::Context {
+    let app = async_nats::ConnectOptions::with_user_and_password("app".into(), "app-secret".into())
+        .connect(client_url)
+        .await
+        .unwrap();
+    let js = jetstream::new(app);
+    let st = super::wait_for_async(30, "a JetStream cluster ready for R3 streams", || {
+        let js = js.clone();
+        async move {
+            js.get_or_create_stream(stream::Config {
+                name: "WORK".into(),
+                subjects: vec!["work.>".into()],
+                num_replicas: 3,
+                ..Default::default()
+            })
+            .await
+            .ok()
+        }
+    })
+    .await;
+    for name in ["fast", "slow"] {
+        st.create_consumer(pull::Config {
+            durable_name: Some(name.into()),
+            ack_wait: Duration::from_secs(120),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    super::publish_acked(&js, (0..20).map(|i| format!("work.{i}")), "m").await;
+    let slow: jetstream::consumer::PullConsumer = st.get_consumer("slow").await.unwrap();
+    let mut taken = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while taken < 8 {
+        assert!(std::time::Instant::now() < deadline, "{taken} of 8 came");
+        let mut batch = slow
+            .fetch()
+            .max_messages(8 - taken)
+            .expires(Duration::from_secs(1))
+            .messages()
+            .await
+            .unwrap();
+        while let Some(m) = batch.next().await {
+            let m = m.unwrap();
+            if taken < 5 {
+                m.ack().await.unwrap();
+            }
+            taken += 1;
+        }
+    }
+    js
+}
