@@ -325,3 +325,76 @@ async fn totals_written_while_no_stream_answers_are_sent_again() {
     let stored = store.entries.get("account").unwrap();
     assert_eq!((stored.revision, stored.totals.ack_floor), (1, 3));
 }
+
+/// An advisory acknowledged long ago and handed out again (a consumer
+/// replica that had not caught up becomes leader after a server is lost;
+/// here: the consumer made again from the stream's start while the exporter
+/// is stopped) is recognised as handled, not counted again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_advisories_handed_out_again_are_not_counted_again() {
+    let s = server();
+    let flags = ["--advisories-stream", "ADV"];
+    let app = client(&s, "app").await;
+    let js = jetstream::new(app.clone());
+    let subject = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C";
+    let labels = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
+    let name = "nats_delivery_jetstream_max_deliveries_total";
+    let publish = |seqs: std::ops::RangeInclusive<u64>| {
+        let app = app.clone();
+        async move {
+            for seq in seqs {
+                let body = format!(
+                    r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"S","consumer":"C","stream_seq":{seq},"deliveries":2}}"#
+                );
+                app.publish(subject, body.into()).await.unwrap();
+            }
+            app.flush().await.unwrap();
+        }
+    };
+    let first = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    // Two waves a probe apart: the series is stored with the first wave's
+    // sequences behind the ack floor.
+    publish(1..=20).await;
+    wait_value(&first.registry, name, &labels, 20.0, 20).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    publish(21..=40).await;
+    wait_value(&first.registry, name, &labels, 40.0, 20).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    first.stop().await;
+
+    let adv = js.get_stream("ADV").await.unwrap();
+    adv.delete_consumer("nats-delivery-exporter").await.unwrap();
+    adv.create_consumer(jetstream::consumer::pull::Config {
+        durable_name: Some("nats-delivery-exporter".into()),
+        ack_policy: jetstream::consumer::AckPolicy::Explicit,
+        deliver_policy: jetstream::consumer::DeliverPolicy::All,
+        max_deliver: -1,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+
+    let second = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    // Every advisory is handed out again; wait until all are acknowledged.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut c: jetstream::consumer::PullConsumer =
+            adv.get_consumer("nats-delivery-exporter").await.unwrap();
+        if c.info().await.unwrap().ack_floor.stream_sequence == 40 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not all acknowledged");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let text = second.text();
+    assert_eq!(sample(&text, name, &labels), Some(40.0), "{text}");
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_received_total", APP),
+        Some(40.0)
+    );
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        Some(0.0)
+    );
+    second.stop().await;
+}

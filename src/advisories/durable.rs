@@ -19,18 +19,17 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer, stream};
+use async_nats::jetstream::{self, consumer};
 use futures::StreamExt;
 use tokio::sync::watch;
 
 use super::batch::Applier;
-use super::dead_letter::{is_stream_not_found, DeadLetter};
-use super::incarnation::Incarnations;
+use super::durable_setup::setup;
+pub use super::durable_setup::{ensure_stream, DurableError};
 use super::metrics::AdvisoryMetrics;
-use super::parse::SUBJECTS;
 use super::store::TotalsStore;
 use super::totals::{Totals, ACCOUNT_KEY};
-use super::{subject_covers, AccountListener};
+use super::AccountListener;
 use crate::listener::{or_stop, retry_after, stopped, ErrorKind, ListenerError};
 use crate::nats_connection;
 
@@ -40,78 +39,6 @@ pub const BATCH: usize = 1000;
 /// pull consumer whose client drops messages stalls until redelivery).
 pub const SUBSCRIPTION_CAPACITY: usize = 4 * BATCH;
 
-/// Why durable mode cannot run (retried after a delay).
-#[derive(Debug, thiserror::Error)]
-pub enum DurableError {
-    /// The named stream exists but does not capture the advisory subjects.
-    #[error("advisory stream {stream:?} exists but its subjects {subjects:?} do not capture {missing:?}; use another name or add the subjects")]
-    StreamMismatch {
-        /// Stream name.
-        stream: String,
-        /// Its subjects.
-        subjects: Vec<String>,
-        /// Advisory subjects it does not capture.
-        missing: Vec<String>,
-    },
-    /// Anything else (connection, JetStream request).
-    #[error("{0}")]
-    Other(String),
-}
-
-fn other(e: impl std::fmt::Display) -> DurableError {
-    DurableError::Other(e.to_string())
-}
-
-/// Finds or creates the advisory stream; returns whether its subjects are
-/// exactly the advisory subjects (then the consumer needs no filter) and
-/// its creation time in Unix ns (what its sequences belong to).
-pub async fn ensure_stream(
-    js: &jetstream::Context,
-    name: &str,
-    max_age: Duration,
-    replicas: usize,
-) -> Result<(bool, i64), DurableError> {
-    match js.get_stream(name).await {
-        Ok(mut s) => {
-            let info = s.info().await.map_err(other)?;
-            let created = unix_nanos(info.created);
-            let subjects = info.config.subjects.clone();
-            let missing: Vec<String> = SUBJECTS
-                .iter()
-                .filter(|needed| !subjects.iter().any(|f| subject_covers(f, needed)))
-                .map(|s| s.to_string())
-                .collect();
-            if !missing.is_empty() {
-                return Err(DurableError::StreamMismatch {
-                    stream: name.to_string(),
-                    subjects,
-                    missing,
-                });
-            }
-            let exact = subjects.len() == SUBJECTS.len()
-                && SUBJECTS.iter().all(|s| subjects.iter().any(|f| f == s));
-            Ok((exact, created))
-        }
-        Err(e) if is_stream_not_found(&e) => {
-            let mut created = js
-                .create_stream(stream::Config {
-                    name: name.to_string(),
-                    subjects: SUBJECTS.iter().map(|s| s.to_string()).collect(),
-                    max_age,
-                    storage: stream::StorageType::File,
-                    num_replicas: replicas,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| other(format!("create advisory stream {name:?}: {e}")))?;
-            tracing::info!(stream = name, replicas, "created advisory stream");
-            let info = created.info().await.map_err(other)?;
-            Ok((true, unix_nanos(info.created)))
-        }
-        Err(e) => Err(other(format!("advisory stream {name:?}: {e}"))),
-    }
-}
-
 /// How long a batch may wait for more advisories once one has arrived.
 const GATHER: Duration = Duration::from_millis(20);
 
@@ -120,10 +47,6 @@ pub const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How often the listener checks that its consumer still exists.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
-
-fn unix_nanos(t: time::OffsetDateTime) -> i64 {
-    i64::try_from(t.unix_timestamp_nanos()).unwrap_or(0)
-}
 
 /// Runs the durable listener of one account until shutdown.
 pub async fn run(l: AccountListener, mut shutdown: watch::Receiver<bool>) {
@@ -381,105 +304,4 @@ async fn mirror(l: AccountListener, mut watch: async_nats::jetstream::kv::Watch)
             show(&l.account, &entry.key, &t, &l.metrics);
         }
     }
-}
-
-/// Finds or creates the advisory stream, the totals bucket, the dead-letter
-/// stream and the durable consumer, and starts pulling.
-async fn setup(
-    l: &AccountListener,
-    js: &jetstream::Context,
-) -> Result<
-    (
-        TotalsStore,
-        async_nats::jetstream::kv::Watch,
-        Applier,
-        consumer::PullConsumer,
-        consumer::pull::Stream,
-    ),
-    ListenerError,
-> {
-    let stream_name = l.args.stream.as_deref().unwrap_or_default();
-    let replicas = usize::from(l.args.replicas);
-    let (exact, source) = ensure_stream(js, stream_name, l.args.stream_max_age, replicas)
-        .await
-        .map_err(|e| match e {
-            DurableError::StreamMismatch { .. } => {
-                ListenerError::new(ErrorKind::StreamMismatch, e.to_string())
-            }
-            DurableError::Other(text) => ListenerError::request("advisory stream", text),
-        })?;
-    let (store, watch) = TotalsStore::open(js, &l.args.totals_bucket(), replicas).await?;
-    let dead_letter = match &l.args.dead_letter_stream {
-        Some(dl) => Some(
-            DeadLetter::setup(
-                js.clone(),
-                dl,
-                &l.args.dead_letter_subject_prefix,
-                l.args.dead_letter_terminated,
-                &l.account,
-                l.metrics.clone(),
-            )
-            .await
-            .map_err(|e| ListenerError::request("dead-letter stream", e))?,
-        ),
-        None => None,
-    };
-    // A consumer created again (deleted, or lost) starts after the ack floor
-    // stored with the totals: what was counted is not handed out again.
-    let deliver_policy = match store.entries.get(ACCOUNT_KEY) {
-        Some(s) if s.totals.source == source && s.totals.ack_floor > 0 => {
-            consumer::DeliverPolicy::ByStartSequence {
-                start_sequence: s.totals.ack_floor + 1,
-            }
-        }
-        _ => consumer::DeliverPolicy::All,
-    };
-    let advisory_stream = js
-        .get_stream_no_info(stream_name)
-        .await
-        .map_err(|e| ListenerError::request("advisory stream", e))?;
-    let consumer: consumer::PullConsumer = advisory_stream
-        .get_or_create_consumer(
-            &l.args.consumer,
-            consumer::pull::Config {
-                durable_name: Some(l.args.consumer.clone()),
-                description: Some("nats-delivery-exporter: counts delivery advisories".into()),
-                ack_policy: consumer::AckPolicy::Explicit,
-                ack_wait: l.args.ack_wait,
-                deliver_policy,
-                // Never give up on an advisory: a limit would drop counts and
-                // make advisories about the exporter's own consumer.
-                max_deliver: -1,
-                max_ack_pending: (BATCH * 10) as i64,
-                num_replicas: replicas,
-                filter_subjects: if exact {
-                    Vec::new()
-                } else {
-                    SUBJECTS.iter().map(|s| s.to_string()).collect()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .map_err(|e| {
-            ListenerError::request(&format!("durable consumer {:?}", l.args.consumer), e)
-        })?;
-    let messages = consumer
-        .stream()
-        .max_messages_per_batch(BATCH)
-        .heartbeat(Duration::from_secs(5))
-        .expires(Duration::from_secs(30))
-        .messages()
-        .await
-        .map_err(|e| ListenerError::request("advisory consumer", e))?;
-    let applier = Applier {
-        account: l.account.clone(),
-        source,
-        max_series: l.args.max_series,
-        js: js.clone(),
-        incarnations: Incarnations::default(),
-        dead_letter,
-        captures: Default::default(),
-    };
-    Ok((store, watch, applier, consumer, messages))
 }

@@ -16,6 +16,7 @@ pub mod batch;
 pub mod counting;
 pub mod dead_letter;
 pub mod durable;
+pub mod durable_setup;
 pub mod incarnation;
 pub mod live;
 pub mod metrics;

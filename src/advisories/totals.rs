@@ -4,10 +4,12 @@
 //! One key per (stream, consumer) series and one for the account. Each value
 //! carries, besides the totals, what makes a redelivered or re-sent advisory
 //! recognisable after a restart:
-//! - `applied`: the advisory stream's sequences already added to this key and
-//!   perhaps not yet acknowledged (pruned below the consumer's ack floor, which
-//!   the server never redelivers), with the advisory stream's creation time
-//!   they belong to (`source`);
+//! - `applied`: the advisory stream's sequences already added to this key,
+//!   with the advisory stream's creation time they belong to (`source`).
+//!   Everything at or below the consumer's ack floor was handled, so it is
+//!   kept as one range starting at 1: the value stays small, and an
+//!   acknowledged advisory handed out again (a consumer replica that had not
+//!   caught up becoming leader after a server is lost) is still recognised;
 //! - `recent`: the identities of the key's last [`RECENT_EVENTS`] events, so a
 //!   server that re-sends an advisory after a leader change is caught across
 //!   restarts too.
@@ -83,11 +85,17 @@ impl SeqRanges {
         }
     }
 
-    /// Forgets every sequence at or below `floor`.
-    pub fn prune(&mut self, floor: u64) {
+    /// Covers every sequence from 1 to `floor` with one range, keeping the
+    /// ranges above it: at most one range more than the sequences above
+    /// the floor need, however long the stream.
+    pub fn cover_through(&mut self, floor: u64) {
+        if floor == 0 {
+            return;
+        }
         self.0.retain(|&(_, end)| end > floor);
-        if let Some(first) = self.0.first_mut() {
-            first.0 = first.0.max(floor + 1);
+        match self.0.first_mut() {
+            Some(first) if first.0 <= floor + 1 => first.0 = 1,
+            _ => self.0.insert(0, (1, floor)),
         }
     }
 
@@ -199,10 +207,11 @@ impl Totals {
         self.recent.push(event);
     }
 
-    /// Forgets applied sequences the server will never redeliver.
+    /// Keeps the sequences at or below the ack floor as one range: every
+    /// one of them was handled (applied, or acknowledged as not ours).
     pub fn prune(&mut self, source: i64, ack_floor: u64) {
         if self.source == source {
-            self.applied.prune(ack_floor);
+            self.applied.cover_through(ack_floor);
         }
     }
 }
@@ -244,10 +253,20 @@ mod tests {
         }
         assert_eq!(r.0, vec![(1, 3), (5, 7), (10, 10)]);
         assert!(r.contains(6) && r.contains(10) && !r.contains(4) && !r.contains(11));
-        r.prune(5);
-        assert_eq!(r.0, vec![(6, 7), (10, 10)]);
-        r.prune(10);
-        assert_eq!(r.ranges(), 0);
+        r.cover_through(5);
+        assert_eq!(r.0, vec![(1, 7), (10, 10)]);
+        assert!(r.contains(4), "acknowledged: handled, even if never marked");
+        r.cover_through(10);
+        assert_eq!(r.0, vec![(1, 10)]);
+        r.cover_through(20);
+        assert_eq!(r.0, vec![(1, 20)]);
+        let mut gap = SeqRanges::default();
+        gap.insert(30);
+        gap.cover_through(20);
+        assert_eq!(gap.0, vec![(1, 20), (30, 30)]);
+        assert!(gap.contains(20) && !gap.contains(21) && gap.contains(30));
+        gap.cover_through(0);
+        assert_eq!(gap.ranges(), 2);
     }
 
     #[test]
