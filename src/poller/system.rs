@@ -9,7 +9,7 @@ use futures::future::join_all;
 
 use super::{Poller, Target};
 use crate::error::PollError;
-use crate::sources::{self, ServerLink, TargetSnapshot};
+use crate::sources::{self, ServerLink, SystemLink, TargetSnapshot};
 use crate::system_poll::{SurveyReport, SystemPolling};
 
 /// The servers found through the system account, by name, and the
@@ -95,12 +95,12 @@ impl Poller {
                 }
             }
             async move {
-                let link = ServerLink::System {
+                let link = ServerLink::System(SystemLink {
                     requests: &system.polling.requests,
                     name: &answer.server.name,
                     id: &answer.server.id,
                     varz: Some(&answer.data),
-                };
+                });
                 self.poll_target(&target, link, left).await
             }
         });

@@ -28,16 +28,20 @@ pub enum ServerLink<'a> {
         base: &'a Url,
     },
     /// Requests to it alone over a system-account connection.
-    System {
-        /// The connection and its limits.
-        requests: &'a SystemRequests,
-        /// The server's name (`server_name` filters of account requests).
-        name: &'a str,
-        /// The server's ID, in its request subjects.
-        id: &'a str,
-        /// Its `/varz` (or the error it sent), already in this poll's survey answer.
-        varz: Option<&'a Result<Bytes, ServerError>>,
-    },
+    System(SystemLink<'a>),
+}
+
+/// One server reached over a system-account connection.
+#[derive(Debug, Clone, Copy)]
+pub struct SystemLink<'a> {
+    /// The connection and its limits.
+    pub requests: &'a SystemRequests,
+    /// The server's name (`server_name` filters of account requests).
+    pub name: &'a str,
+    /// The server's ID, in its request subjects.
+    pub id: &'a str,
+    /// Its `/varz` (or the error it sent), already in this poll's survey answer.
+    pub varz: Option<&'a Result<Bytes, ServerError>>,
 }
 
 impl ServerLink<'_> {
@@ -51,8 +55,8 @@ impl ServerLink<'_> {
             ServerLink::Http { fetch, base } => {
                 fetch.get_json(endpoint_url(base, endpoint, query)).await
             }
-            ServerLink::System { .. } => {
-                let body = self.system_reply(endpoint, query).await?;
+            ServerLink::System(link) => {
+                let body = link.reply(endpoint, query).await?;
                 serde_json::from_slice(&body).map_err(|e| PollError::Parse(e.to_string()))
             }
         }
@@ -77,8 +81,8 @@ impl ServerLink<'_> {
                     .get_streamed(endpoint_url(base, endpoint, query), parse)
                     .await
             }
-            ServerLink::System { .. } => {
-                let body = self.system_reply(endpoint, query).await?;
+            ServerLink::System(link) => {
+                let body = link.reply(endpoint, query).await?;
                 let parsed = tokio::task::spawn_blocking(move || parse(&mut &body[..])).await;
                 match parsed {
                     Ok(parsed) => parsed.map_err(PollError::Parse),
@@ -87,28 +91,20 @@ impl ServerLink<'_> {
             }
         }
     }
+}
 
-    async fn system_reply(
-        &self,
-        endpoint: &str,
-        query: &[(&str, String)],
-    ) -> Result<Bytes, PollError> {
-        let ServerLink::System {
-            requests,
-            name,
-            id,
-            varz,
-        } = *self
-        else {
-            unreachable!("only called for system links")
-        };
-        if let (Some(varz), "varz") = (varz, endpoint) {
+impl SystemLink<'_> {
+    /// The server's reply to `endpoint` with the options `query` means.
+    async fn reply(&self, endpoint: &str, query: &[(&str, String)]) -> Result<Bytes, PollError> {
+        if let (Some(varz), "varz") = (self.varz, endpoint) {
             return varz
                 .clone()
                 .map_err(|e| crate::system_poll::server_error(&e));
         }
         let options = nats_options(endpoint, query)?;
-        requests.ask(name, id, endpoint, options).await
+        self.requests
+            .ask(self.name, self.id, endpoint, options)
+            .await
     }
 }
 

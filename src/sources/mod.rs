@@ -15,7 +15,7 @@ pub mod shape;
 pub mod varz;
 
 pub use fetch::Fetcher;
-pub use link::ServerLink;
+pub use link::{ServerLink, SystemLink};
 pub use shape::{AnySource, MonitoringSource, SourceHealth, SourceSettings, TargetSnapshot};
 use url::Url;
 
