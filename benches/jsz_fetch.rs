@@ -4,7 +4,9 @@
 //! (`get_streamed`),
 //! or as it arrives in pieces, one stream at a time (`get_streamed` with
 //! `jsz::split::parse`, what the exporter does). All include the loopback
-//! transfer, the same for each.
+//! transfer, the same for each. Then a reply already held whole (as a NATS
+//! reply is): cut in pieces, or parsed in one pass (`split::parse_whole`,
+//! what the exporter does with it).
 //!
 //! `cargo bench --bench jsz_fetch`; `BENCH_CONSUMERS` (default 100,000, in
 //! streams of 100, about 90 MB) and `BENCH_ROUNDS` (default 5).
@@ -136,5 +138,29 @@ async fn main() {
     println!(
         "get_streamed (split::parse)         {p:.3} s  ({:.2}x)",
         p / g
+    );
+    // A NATS reply (system-account polling) arrives whole: parsed from the
+    // slice in pieces, as over HTTP, or in one pass.
+    let mut held = [Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        for way in 0..2 {
+            let which = (way + round) % 2;
+            let start = Instant::now();
+            let jsz = match which {
+                0 => split::parse(&mut &body[..]),
+                _ => split::parse_whole(body),
+            };
+            held[which].push(start.elapsed().as_secs_f64());
+            assert_eq!(
+                jsz.unwrap().account_details[0].stream_detail.len(),
+                consumers.div_ceil(100)
+            );
+        }
+    }
+    let [pieces, whole] = held.map(median);
+    println!("held whole, split::parse            {pieces:.3} s");
+    println!(
+        "held whole, split::parse_whole      {whole:.3} s  ({:.2}x)",
+        whole / pieces
     );
 }

@@ -63,17 +63,21 @@ impl ServerLink<'_> {
     }
 
     /// [`ServerLink::get_json`] for large replies: over HTTP the body is
-    /// parsed as it arrives (see [`Fetcher::get_streamed`]); a NATS reply is
-    /// one message, parsed off the async runtime.
-    pub async fn get_streamed<T, P>(
+    /// parsed by `parse` as it arrives (see [`Fetcher::get_streamed`]); a
+    /// NATS reply is one message, already whole, so `whole` parses it in one
+    /// pass (cutting it in pieces first would read it twice), off the async
+    /// runtime. Both must give the same result for the same bytes.
+    pub async fn get_streamed<T, P, W>(
         &self,
         endpoint: &str,
         query: &[(&str, String)],
         parse: P,
+        whole: W,
     ) -> Result<T, PollError>
     where
         T: Send + 'static,
         P: FnOnce(&mut dyn BufRead) -> Result<T, String> + Send + 'static,
+        W: FnOnce(&[u8]) -> Result<T, String> + Send + 'static,
     {
         match *self {
             ServerLink::Http { fetch, base } => {
@@ -83,7 +87,7 @@ impl ServerLink<'_> {
             }
             ServerLink::System(link) => {
                 let body = link.reply(endpoint, query).await?;
-                let parsed = tokio::task::spawn_blocking(move || parse(&mut &body[..])).await;
+                let parsed = tokio::task::spawn_blocking(move || whole(&body)).await;
                 match parsed {
                     Ok(parsed) => parsed.map_err(PollError::Parse),
                     Err(e) => Err(PollError::Parse(format!("parser stopped: {e}"))),

@@ -304,8 +304,11 @@ async fn read_pages(
         if let Some(account) = pages_to_read.account {
             query.push(("acc", account.to_string()));
         }
-        // Pages run to 110 MB at 100,000 consumers: parsed as they arrive.
-        let page = link.get_streamed("jsz", &query, split::parse).await?;
+        // Pages run to 110 MB at 100,000 consumers: parsed as they arrive
+        // over HTTP; a NATS reply arrives whole.
+        let page = link
+            .get_streamed("jsz", &query, split::parse, split::parse_whole)
+            .await?;
         pages += 1;
         if out.now.is_none() {
             out.now = unix_seconds(&page.now);

@@ -98,6 +98,12 @@ impl Scan {
     }
 }
 
+/// Parses a `/jsz` reply already held whole (a NATS reply) in one pass:
+/// what [`parse`] gives for the same bytes.
+pub fn parse_whole(body: &[u8]) -> Result<Jsz, String> {
+    serde_json::from_slice(body).map_err(|e| e.to_string())
+}
+
 /// Reads a whole `/jsz` reply from `input` and parses it; errors are
 /// serde_json's text.
 pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
@@ -252,9 +258,7 @@ mod tests {
     }
 
     fn whole(body: &[u8]) -> Result<String, String> {
-        serde_json::from_slice::<Jsz>(body)
-            .map(|j| format!("{j:?}"))
-            .map_err(|e| e.to_string())
+        parse_whole(body).map(|j| format!("{j:?}"))
     }
 
     const TWO_ACCOUNTS: &str = r#"{"now":"2026-01-01T00:00:10Z","total":2,"account_details":[
