@@ -398,3 +398,67 @@ async fn acknowledged_advisories_handed_out_again_are_not_counted_again() {
     );
     second.stop().await;
 }
+
+/// A new consumer leader announces max deliveries again for every message
+/// still in its replicated state (nats-server 2.9 was seen sending 60 at
+/// once after a server of three was lost): far more than the last few events
+/// a series remembers. Each is the same death, counted once, across an
+/// exporter restart too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deaths_announced_again_by_a_new_leader_are_counted_once() {
+    let s = server();
+    let flags = ["--advisories-stream", "ADV"];
+    let app = client(&s, "app").await;
+    let js = jetstream::new(app.clone());
+    let st = stream(&js, "WORK", "work", -1).await;
+    let consumer = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
+    let labels = [
+        ("account", "APP"),
+        ("stream", "WORK"),
+        ("consumer", "worker"),
+    ];
+    let name = "nats_delivery_jetstream_max_deliveries_total";
+
+    let first = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let_die(&js, &consumer, 0, 40, 40).await;
+    wait_value(&first.registry, name, &labels, 40.0, 30).await;
+    let adv = js.get_stream("ADV").await.unwrap();
+    let announce_again = |seqs: std::ops::RangeInclusive<u64>| {
+        let (app, adv) = (app.clone(), adv.clone());
+        async move {
+            for seq in seqs {
+                let original = adv.get_raw_message(seq).await.unwrap();
+                app.publish(original.subject.to_string(), original.payload.clone())
+                    .await
+                    .unwrap();
+            }
+            app.flush().await.unwrap();
+        }
+    };
+    // While the exporter runs: 30 deaths announced again.
+    announce_again(1..=30).await;
+    let received = "nats_delivery_advisories_received_total";
+    wait_value(&first.registry, received, APP, 70.0, 30).await;
+    let text = first.text();
+    assert_eq!(sample(&text, name, &labels), Some(40.0), "{text}");
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        Some(30.0)
+    );
+    first.stop().await;
+
+    // While it is stopped: all 40 again; a new process knows them from the store.
+    announce_again(1..=40).await;
+    let second = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    wait_value(&second.registry, received, APP, 110.0, 30).await;
+    let text = second.text();
+    assert_eq!(sample(&text, name, &labels), Some(40.0), "{text}");
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        Some(70.0)
+    );
+    // A message that really dies now is still counted.
+    let_die(&js, &consumer, 40, 1, 111).await;
+    wait_value(&second.registry, name, &labels, 41.0, 30).await;
+    second.stop().await;
+}

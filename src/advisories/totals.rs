@@ -10,9 +10,15 @@
 //!   kept as one range starting at 1: the value stays small, and an
 //!   acknowledged advisory handed out again (a consumer replica that had not
 //!   caught up becoming leader after a server is lost) is still recognised;
+//! - `dead`: the stream sequences of the messages that exhausted max
+//!   deliveries in this series, as ranges. That happens once per message and
+//!   consumer, yet a new consumer leader re-announces it for every such
+//!   message still in its replicated state (nats-server 2.9 was seen
+//!   re-announcing 60 at once), so every one is remembered, not only the
+//!   last few;
 //! - `recent`: the identities of the key's last [`RECENT_EVENTS`] events, so a
-//!   server that re-sends an advisory after a leader change is caught across
-//!   restarts too.
+//!   server that re-sends a NAK advisory after a leader change is caught
+//!   across restarts too.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +26,11 @@ use serde::{Deserialize, Serialize};
 
 /// Events remembered per series for re-sent advisories.
 pub const RECENT_EVENTS: usize = 16;
+
+/// Ranges of dead messages kept per series. Consecutive sequences share one
+/// range; beyond this many ranges the lowest (oldest messages)
+/// are forgotten, bounding the stored value at about 20 KB.
+pub const DEAD_RANGES: usize = 1024;
 
 /// One event's identity: kind, message sequence, delivery count (NAKs) and
 /// the incarnation of the stream it happened in (see [`super::incarnation`]).
@@ -103,6 +114,14 @@ impl SeqRanges {
     pub fn ranges(&self) -> usize {
         self.0.len()
     }
+
+    /// Forgets the lowest ranges beyond `max`.
+    fn keep_highest(&mut self, max: usize) {
+        if self.0.len() > max {
+            let excess = self.0.len() - max;
+            self.0.drain(..excess);
+        }
+    }
 }
 
 /// What one key of the totals bucket holds. Series keys use the series
@@ -165,6 +184,12 @@ pub struct Totals {
     /// The last events added here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recent: Vec<EventId>,
+    /// Stream sequences of the messages that exhausted max deliveries here.
+    #[serde(default, skip_serializing_if = "is_empty_ranges")]
+    pub dead: SeqRanges,
+    /// The incarnation of the stream `dead` refers to.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub dead_incarnation: i64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -175,6 +200,14 @@ fn is_zero_i64(v: &i64) -> bool {
 }
 fn is_empty_ranges(r: &SeqRanges) -> bool {
     r.0.is_empty()
+}
+
+/// Max deliveries (kind 0) are announced again by a new consumer leader.
+/// Terminations are not (the message left the consumer's pending state) and
+/// stay among the recent events only: a message that exhausted max
+/// deliveries can still be terminated later by stream limits.
+fn is_death(event: &EventId) -> bool {
+    event.kind == 0
 }
 
 impl Totals {
@@ -194,13 +227,27 @@ impl Totals {
         self.applied.insert(aseq);
     }
 
-    /// True if `event` is among the recent events of this series.
+    /// True if `event` was counted here before: max deliveries of a message
+    /// known dead, or one of the recent events.
     pub fn seen(&self, event: &EventId) -> bool {
-        self.recent.contains(event)
+        let known_dead = is_death(event)
+            && self.dead_incarnation == event.incarnation
+            && self.dead.contains(event.seq);
+        known_dead || self.recent.contains(event)
     }
 
-    /// Remembers `event`, forgetting the oldest beyond [`RECENT_EVENTS`].
+    /// Remembers `event`: max deliveries in `dead` (a stream made again
+    /// starts the set anew), every event among the recent ones, forgetting the oldest
+    /// beyond [`RECENT_EVENTS`].
     pub fn remember(&mut self, event: EventId) {
+        if is_death(&event) {
+            if self.dead_incarnation != event.incarnation {
+                self.dead_incarnation = event.incarnation;
+                self.dead = SeqRanges::default();
+            }
+            self.dead.insert(event.seq);
+            self.dead.keep_highest(DEAD_RANGES);
+        }
         if self.recent.len() >= RECENT_EVENTS {
             self.recent.remove(0);
         }
@@ -281,6 +328,51 @@ mod tests {
     }
 
     #[test]
+    fn every_death_is_remembered_and_only_deaths() {
+        let event = |kind, seq, incarnation| EventId {
+            kind,
+            seq,
+            deliveries: 0,
+            incarnation,
+        };
+        let mut t = Totals::default();
+        for seq in (1..=100).step_by(2) {
+            t.remember(event(0, seq, 7));
+        }
+        t.remember(event(1, 500, 7));
+        for seq in 600..700 {
+            t.remember(event(2, seq, 7));
+        }
+        // Far beyond the recent events: deaths are still known.
+        assert!(t.seen(&event(0, 1, 7)) && t.seen(&event(0, 99, 7)));
+        assert!(!t.seen(&event(0, 2, 7)));
+        // A stream made again: the same sequence is another message.
+        assert!(!t.seen(&event(0, 1, 8)) && !t.seen(&event(0, 1, -7)));
+        // Terminations are not deaths to remember beyond the recent events,
+        // and a dead message may still be terminated.
+        assert!(!t.seen(&event(1, 500, 7)) && !t.seen(&event(1, 1, 7)));
+        assert_eq!(t.dead.ranges(), 50);
+        t.remember(event(0, 1, 8));
+        assert!(t.seen(&event(0, 1, 8)) && !t.seen(&event(0, 3, 7)));
+        assert_eq!((t.dead.ranges(), t.dead_incarnation), (1, 8));
+    }
+
+    #[test]
+    fn dead_ranges_are_bounded() {
+        let mut t = Totals::default();
+        for seq in 0..(DEAD_RANGES as u64 + 10) {
+            t.remember(EventId {
+                kind: 0,
+                seq: seq * 2 + 1,
+                deliveries: 0,
+                incarnation: 1,
+            });
+        }
+        assert_eq!(t.dead.ranges(), DEAD_RANGES);
+        assert!(!t.dead.contains(1) && t.dead.contains(2 * DEAD_RANGES as u64 + 19));
+    }
+
+    #[test]
     fn keys_are_valid_and_distinct() {
         assert_eq!(series_key("ORDERS", "billing-1"), "s.ORDERS.billing-1");
         assert_eq!(series_key("a.b", "c"), "s.a=2Eb.c");
@@ -306,7 +398,7 @@ mod tests {
         let json = serde_json::to_string(&t).unwrap();
         assert_eq!(
             json,
-            r#"{"stream":"S","consumer":"C","max_deliveries":3,"source":1,"applied":[[2,2]],"recent":[[0,9,0,-5]]}"#
+            r#"{"stream":"S","consumer":"C","max_deliveries":3,"source":1,"applied":[[2,2]],"recent":[[0,9,0,-5]],"dead":[[9,9]],"dead_incarnation":-5}"#
         );
         assert_eq!(serde_json::from_str::<Totals>(&json).unwrap(), t);
     }
