@@ -2,11 +2,19 @@
 //! the status rules read from them.
 //!
 //! Memory is bounded whatever the scrape rate: snapshots closer together
-//! than a slice of the window are merged into one entry, which keeps the
-//! newest values and remembers what the status rules need to know about
-//! every snapshot merged into it (was the backlog ever empty, did it fall,
-//! did a position go back, ...). So a consumer holds at most about
-//! [`MAX_ENTRIES`] entries, and no event between two kept entries is lost.
+//! than a slice of the window are merged into one entry, which remembers
+//! what the status rules need to know about every snapshot merged into it
+//! (was the backlog ever empty, did it fall, did a position go back, ...).
+//! So a consumer holds at most [`MAX_ENTRIES`] entries, and no event
+//! between two kept entries is lost.
+//!
+//! Every rule compares the window's start with its end, and each comparison
+//! is also a fact about the steps between consecutive snapshots: with no
+//! position gone back (the `rewound` rule comes first), the ack floor is
+//! the same at both ends exactly when no step moved it, and so on. So an
+//! entry holds only its time and facts (8 bytes), and the consumer only its
+//! newest positions, to compare the next snapshot with: about 150 bytes a
+//! consumer, allocated nowhere else.
 
 use super::Status;
 
@@ -36,13 +44,18 @@ pub struct Sample {
     pub waiting: u64,
 }
 
-/// Facts about one or more snapshots, as bits.
-const PENDING_ZERO: u8 = 1;
-const NOTHING_WAITS: u8 = 2;
-const ACK_PENDING_ZERO: u8 = 4;
-const PULLS_WAITED: u8 = 8;
-const PENDING_FELL: u8 = 16;
-const WENT_BACK: u8 = 32;
+/// Facts about one snapshot, as bits.
+const PENDING_ZERO: u16 = 1;
+const NOTHING_WAITS: u16 = 2;
+const ACK_PENDING_ZERO: u16 = 4;
+const PULLS_WAITED: u16 = 8;
+/// Facts about the step from one snapshot to the next.
+const PENDING_FELL: u16 = 16;
+const WENT_BACK: u16 = 32;
+const PENDING_ROSE: u16 = 64;
+/// The delivered position or the time it was reached changed.
+const DELIVERED: u16 = 128;
+const ACK_FLOOR_MOVED: u16 = 256;
 
 impl Sample {
     fn facts(&self) -> u8 {
@@ -59,138 +72,175 @@ impl Sample {
         if self.waiting > 0 {
             f |= PULLS_WAITED;
         }
-        f
+        f as u8
     }
 }
 
-/// The newest snapshot merged into an entry, only what the rules compare
-/// (48 bytes), its own `own` facts, and `facts` about every snapshot merged
-/// into the entry and every step to it from the entry before.
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    time: f64,
+/// The positions of the newest snapshot, which the next one is compared with.
+#[derive(Debug, Clone, Copy, Default)]
+struct Positions {
     delivered: u64,
     delivered_active: f64,
     ack_floor: u64,
     pending: u64,
-    own: u8,
-    facts: u8,
 }
 
-impl Entry {
-    fn of(s: &Sample) -> Entry {
-        Entry {
-            time: s.time,
+impl Positions {
+    fn of(s: &Sample) -> Positions {
+        Positions {
             delivered: s.delivered,
             delivered_active: s.delivered_active,
             ack_floor: s.ack_floor,
             pending: s.pending,
-            own: s.facts(),
-            facts: s.facts(),
         }
     }
 
     /// Facts about going from `self` to `next`.
-    fn change_to(&self, next: &Entry) -> u8 {
+    fn step_to(&self, next: &Positions) -> u16 {
         let mut f = 0;
         if next.pending < self.pending {
             f |= PENDING_FELL;
         }
+        if next.pending > self.pending {
+            f |= PENDING_ROSE;
+        }
         if next.delivered < self.delivered || next.ack_floor < self.ack_floor {
             f |= WENT_BACK;
         }
+        if next.delivered != self.delivered
+            || next.delivered_active.to_bits() != self.delivered_active.to_bits()
+        {
+            f |= DELIVERED;
+        }
+        if next.ack_floor != self.ack_floor {
+            f |= ACK_FLOOR_MOVED;
+        }
         f
-    }
-
-    fn same_delivery(&self, other: &Entry) -> bool {
-        self.delivered == other.delivered
-            && self.delivered_active.to_bits() == other.delivered_active.to_bits()
     }
 }
 
-/// A consumer's entries, oldest first.
+/// One or more merged snapshots: when the newest was taken (seconds after
+/// the window's base time), its `own` facts, and `facts` about every
+/// snapshot merged into the entry and every step to them from the snapshot
+/// before. An `f32` offset is exact to about 1e-7 of the window's span.
+#[derive(Debug, Clone, Copy, Default)]
+struct Entry {
+    offset: f32,
+    facts: u16,
+    own: u8,
+}
+
+/// A consumer's entries, oldest first, with the positions of its newest
+/// snapshot. Room for one entry more than a window keeps: a new entry is
+/// added before the oldest ones are dropped.
 #[derive(Debug, Default, Clone)]
 pub struct ConsumerWindow {
-    entries: std::collections::VecDeque<Entry>,
+    /// The time of the oldest entry's offset 0 (moved with the oldest entry).
+    base: f64,
+    newest: Positions,
+    entries: [Entry; MAX_ENTRIES + 1],
+    len: u8,
 }
 
 impl ConsumerWindow {
+    fn time(&self, i: usize) -> f64 {
+        self.base + f64::from(self.entries[i].offset)
+    }
+
     /// Adds one poll's snapshot and drops what the window no longer needs:
     /// every entry older than the newest one at least `window` old (the anchor).
     pub fn record(&mut self, s: Sample, window: f64) {
-        let len = self.entries.len();
+        let len = self.len();
         let slice = window / SLICES;
+        let positions = Positions::of(&s);
+        let own = s.facts();
+        let mut new = Entry {
+            offset: 0.0,
+            facts: u16::from(own),
+            own,
+        };
+        if len == 0 {
+            self.base = s.time;
+        } else {
+            new.facts |= self.newest.step_to(&positions);
+            // A server's clock read after another's may be a little behind:
+            // within one consumer's window time never goes back.
+            new.offset = ((s.time - self.base) as f32).max(self.entries[len - 1].offset);
+        }
+        self.newest = positions;
         // The newest entry takes snapshots until it is a slice after the one
         // before it: kept entries are a slice apart, so a window holds at
-        // most `MAX_ENTRIES`, allocated once.
-        let merge = len >= 2 && self.entries[len - 1].time - self.entries[len - 2].time < slice;
-        if len == 0 {
-            self.entries.reserve_exact(MAX_ENTRIES);
+        // most `MAX_ENTRIES` (the last slot is never needed; should rounding
+        // ever fill it, the newest entry takes the snapshot instead).
+        let full = len == self.entries.len();
+        let merge = len >= 2 && (full || self.time(len - 1) - self.time(len - 2) < slice);
+        if merge {
+            new.facts |= self.entries[len - 1].facts;
+            self.entries[len - 1] = new;
+        } else {
+            self.entries[len] = new;
+            self.len += 1;
         }
-        let mut new = Entry::of(&s);
-        match self.entries.back_mut() {
-            Some(newest) if merge => {
-                new.facts |= newest.facts | newest.change_to(&new);
-                *newest = new;
-            }
-            Some(newest) => {
-                new.facts |= newest.change_to(&new);
-                self.entries.push_back(new);
-            }
-            None => self.entries.push_back(new),
+        let mut drop = 0;
+        while drop + 1 < self.len() && self.time(drop + 1) <= s.time - window {
+            drop += 1;
         }
-        while self
-            .entries
-            .get(1)
-            .is_some_and(|e| e.time <= s.time - window)
-        {
-            self.entries.pop_front();
+        if drop > 0 {
+            let len = self.len();
+            self.entries.copy_within(drop..len, 0);
+            self.len -= drop as u8;
+            // Offsets start at the oldest entry again, so they stay small.
+            let shift = self.entries[0].offset;
+            self.base += f64::from(shift);
+            for e in &mut self.entries[..len - drop] {
+                e.offset -= shift;
+            }
         }
     }
 
     /// When this consumer was last seen.
     pub fn last_seen(&self) -> Option<f64> {
-        Some(self.entries.back()?.time)
+        Some(self.time(self.len().checked_sub(1)?))
     }
 
     /// Entries held (for tests of the memory bound).
     pub fn len(&self) -> usize {
-        self.entries.len()
+        usize::from(self.len)
     }
 
     /// True when nothing is held.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len == 0
     }
 
     /// The status at `now` by the rules after `paused` (the caller checks
     /// that first): `unknown` until a snapshot at least `window` old is held.
     pub fn status(&self, now: f64, window: f64) -> Status {
-        let Some(anchor) = self.entries.front() else {
-            return Status::Unknown;
-        };
-        if anchor.time > now - window || self.entries.len() < 2 {
+        if self.len() < 2 || self.time(0) > now - window {
             return Status::Unknown;
         }
-        let (start, end) = (anchor, self.entries.back().expect("two entries"));
         // The anchor counts by its own values only; what was merged into it
-        // is older than the window.
-        let facts = self
-            .entries
+        // is older than the window. The steps after it are in the entries
+        // after it.
+        let entries = &self.entries[..self.len()];
+        let facts = entries[1..]
             .iter()
-            .skip(1)
-            .fold(start.own, |f, e| f | e.facts);
-        let never = |fact: u8| facts & fact == 0;
+            .fold(u16::from(entries[0].own), |f, e| f | e.facts);
+        let never = |fact: u16| facts & fact == 0;
         if !never(WENT_BACK) {
             return Status::Rewound;
         }
-        if start.same_delivery(end) && never(NOTHING_WAITS) && never(PULLS_WAITED) {
+        // Positions only went forward: one that differs between start and
+        // end is one that some step moved.
+        if never(DELIVERED) && never(NOTHING_WAITS) && never(PULLS_WAITED) {
             return Status::Stopped;
         }
-        if start.ack_floor == end.ack_floor && never(ACK_PENDING_ZERO) {
+        if never(ACK_FLOOR_MOVED) && never(ACK_PENDING_ZERO) {
             return Status::Stalled;
         }
-        if never(PENDING_ZERO) && never(PENDING_FELL) && end.pending > start.pending {
+        // A backlog that never fell is higher at the end exactly when some
+        // step raised it.
+        if never(PENDING_ZERO) && never(PENDING_FELL) && !never(PENDING_ROSE) {
             return Status::Lagging;
         }
         Status::Ok
@@ -199,9 +249,11 @@ impl ConsumerWindow {
 
 #[cfg(test)]
 mod tests {
-    /// At most `SLICES + 3` entries of 48 bytes: under 1 KB per consumer.
+    /// 8-byte entries, and a whole consumer's window in one value: nothing
+    /// else is allocated for it.
     #[test]
-    fn an_entry_is_48_bytes() {
-        assert_eq!(std::mem::size_of::<super::Entry>(), 48);
+    fn a_window_is_small() {
+        assert_eq!(std::mem::size_of::<super::Entry>(), 8);
+        assert!(std::mem::size_of::<super::ConsumerWindow>() <= 144);
     }
 }
