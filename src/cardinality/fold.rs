@@ -29,7 +29,7 @@ pub const FORGET_AFTER_POLLS: u32 = 10;
 
 /// Whether `c` is an ephemeral consumer (see the module documentation).
 pub fn is_ephemeral(c: &ConsumerInfo) -> bool {
-    c.config.as_ref().is_some_and(|k| k.durable_name.is_empty())
+    c.config.as_ref().is_some_and(|k| !k.durable)
 }
 
 /// One stream's ephemeral consumers, summed.
