@@ -11,7 +11,9 @@
 //! `BENCH_EXPORTER_ARGS` adds flags to the exporter measured. With
 //! `BENCH_COMPARE_ARGS` (e.g. `--consumer-status-window 0s`) a second
 //! exporter with those flags is scraped in the same rounds, interleaved,
-//! and the two are compared (scrape time and peak memory).
+//! and the two are compared (scrape time and peak memory). `BENCH_HOLD=1`
+//! only sets up the first size and keeps its server running, for profiling
+//! an exporter started by hand.
 
 mod support;
 
@@ -109,6 +111,14 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         "created {streams} streams x {consumers} consumers in {:.1?}",
         setup.elapsed()
     );
+    if std::env::var_os("BENCH_HOLD").is_some() {
+        // For profiling an exporter by hand against the same server.
+        eprintln!(
+            "holding the server at {} until interrupted",
+            server.monitor_url()
+        );
+        std::future::pending::<()>().await;
+    }
 
     let (mut exporter, listen) = spawn_exporter(&server, &env_args("BENCH_EXPORTER_ARGS"));
     let pid = exporter.id();
