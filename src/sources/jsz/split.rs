@@ -98,6 +98,87 @@ impl Scan {
     }
 }
 
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\n' | b'\r' | b'\t')
+}
+
+/// Where scanning inside a stream got to.
+enum Within {
+    /// Scanned up to here (the end of the buffer, or the stream's end is
+    /// not yet known); go on from here.
+    More(usize),
+    /// The stream's closing bracket is at this index.
+    StreamEnds(usize),
+}
+
+impl Scan {
+    /// Scans `buf` from `i` inside a stream until the stream ends or the
+    /// buffer does, leaving out every whitespace byte after the first of a
+    /// run: `buf[*run..]` is what is still to be copied into `stream`.
+    fn within_stream(
+        &mut self,
+        buf: &[u8],
+        mut i: usize,
+        run: &mut usize,
+        stream: &mut Vec<u8>,
+    ) -> Within {
+        let n = buf.len();
+        while i < n {
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                    i += 1;
+                    continue;
+                }
+                match memchr::memchr2(b'"', b'\\', &buf[i..]) {
+                    None => return Within::More(n),
+                    Some(k) => {
+                        i += k;
+                        if buf[i] == b'"' {
+                            self.in_string = false;
+                        } else {
+                            self.escaped = true;
+                        }
+                        i += 1;
+                    }
+                }
+                continue;
+            }
+            let b = buf[i];
+            if is_space(b) {
+                let mut end = i + 1;
+                while end < n && is_space(buf[end]) {
+                    end += 1;
+                }
+                // The first byte of the run stays, unless the run began in
+                // the buffer before.
+                let keep = if self.after_space { i } else { i + 1 };
+                if end > keep {
+                    stream.extend_from_slice(&buf[*run..keep]);
+                    *run = end;
+                }
+                self.after_space = end == n;
+                i = end;
+                continue;
+            }
+            self.after_space = false;
+            match b {
+                b'"' => self.in_string = true,
+                b'{' | b'[' => self.depth += 1,
+                b'}' | b']' => {
+                    self.depth -= 1;
+                    if self.depth == 0 {
+                        return Within::StreamEnds(i);
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        Within::More(n)
+    }
+}
+
 /// Parses a `/jsz` reply already held whole (a NATS reply) in one pass:
 /// what [`parse`] gives for the same bytes.
 pub fn parse_whole(body: &[u8]) -> Result<Jsz, String> {
@@ -119,16 +200,34 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
         // Bytes from `run` on go to the stream being cut out, or else to
         // the skeleton.
         let mut run = 0;
-        for (i, &b) in buf.iter().enumerate() {
-            if !scan.in_string && matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+        let mut i = 0;
+        while i < buf.len() {
+            if scan.depth > 0 {
+                // Inside a stream, most of the reply: only strings,
+                // brackets and whitespace runs matter, so they are jumped to.
+                match scan.within_stream(buf, i, &mut run, &mut stream) {
+                    Within::More(next) => {
+                        i = next;
+                        continue;
+                    }
+                    Within::StreamEnds(at) => {
+                        stream.extend_from_slice(&buf[run..=at]);
+                        run = at + 1;
+                        i = at + 1;
+                        let parsed = serde_json::from_slice(&stream)
+                            .map_err(|e| format!("stream {}: {e}", streams.len() + 1))?;
+                        streams.push(parsed);
+                        stream.clear();
+                        continue;
+                    }
+                }
+            }
+            let b = buf[i];
+            i += 1;
+            if !scan.in_string && is_space(b) {
                 if scan.after_space {
-                    let to = if scan.depth > 0 {
-                        &mut stream
-                    } else {
-                        &mut skeleton
-                    };
-                    to.extend_from_slice(&buf[run..i]);
-                    run = i + 1;
+                    skeleton.extend_from_slice(&buf[run..i - 1]);
+                    run = i;
                 }
                 scan.after_space = true;
                 continue;
@@ -143,12 +242,10 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
                     scan.in_string = false;
                     continue;
                 }
-                if scan.depth == 0 {
-                    if scan.string.len() < KEY_MAX {
-                        scan.string.push(b);
-                    } else {
-                        scan.long_string = true;
-                    }
+                if scan.string.len() < KEY_MAX {
+                    scan.string.push(b);
+                } else {
+                    scan.long_string = true;
                 }
                 continue;
             }
@@ -158,11 +255,10 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
                     scan.string.clear();
                     scan.long_string = false;
                 }
-                b'{' | b'[' if scan.depth > 0 => scan.depth += 1,
                 b'{' if scan.at_stream() => {
-                    skeleton.extend_from_slice(&buf[run..i]);
+                    skeleton.extend_from_slice(&buf[run..i - 1]);
                     skeleton.extend_from_slice(b"null");
-                    run = i;
+                    run = i - 1;
                     scan.depth = 1;
                 }
                 b'{' | b'[' => {
@@ -176,17 +272,6 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
                         scan.deeper += 1;
                     }
                 }
-                b'}' | b']' if scan.depth > 0 => {
-                    scan.depth -= 1;
-                    if scan.depth == 0 {
-                        stream.extend_from_slice(&buf[run..=i]);
-                        run = i + 1;
-                        let parsed = serde_json::from_slice(&stream)
-                            .map_err(|e| format!("stream {}: {e}", streams.len() + 1))?;
-                        streams.push(parsed);
-                        stream.clear();
-                    }
-                }
                 b'}' | b']' => {
                     if scan.deeper > 0 {
                         scan.deeper -= 1;
@@ -195,8 +280,8 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
                     }
                     scan.key = None;
                 }
-                b':' if scan.depth == 0 => scan.key = Some(scan.key_of_string()),
-                b',' if scan.depth == 0 => scan.key = None,
+                b':' => scan.key = Some(scan.key_of_string()),
+                b',' => scan.key = None,
                 _ => {}
             }
         }
@@ -262,7 +347,7 @@ mod tests {
     }
 
     const TWO_ACCOUNTS: &str = r#"{"now":"2026-01-01T00:00:10Z","total":2,"account_details":[
-        {"name":"A","stream_detail":[{"name":"S1","state":{"messages":3},"consumer_detail":[{"name":"C","num_pending":4,"config":{"note":"}]{["}}]},{"name":"S2"}]},
+        {"name":"A","stream_detail":[{"name":"S1","state":{"messages":3},"consumer_detail":[{"name":"C","num_pending":4,"config":{"note":"}]{[\"]}\\"}}]},{"name":"S2"}]},
         {"name":"B","id":"b","stream_detail":[]},
         {"name":"C","stream\u005fdetail":[{"name":"escaped key"}]}]}"#;
 
@@ -283,6 +368,46 @@ mod tests {
         assert!(whole(TWO_ACCOUNTS.as_bytes())
             .unwrap()
             .contains("consumer_count: 0 }, consumer_detail: [ConsumerInfo { name: \"C\""));
+    }
+
+    /// Real replies (indented, as over HTTP) read in pieces of every small
+    /// size, and with bytes replaced anywhere (a few thousand cases each).
+    #[test]
+    fn real_replies_in_any_pieces_and_mutated_give_what_the_whole_gives() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut rnd = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for version in ["2.9.10", "2.15.1"] {
+            let path = format!(
+                "{}/tests/fixtures/{version}/jsz.json",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let body = std::fs::read(path).unwrap();
+            let expected = whole(&body).unwrap();
+            for size in 1..=9 {
+                let got = parse(&mut BufReader::with_capacity(size, &body[..]));
+                assert_eq!(format!("{:?}", got.unwrap()), expected, "pieces of {size}");
+            }
+            for _ in 0..3000 {
+                let mut mutated = body.clone();
+                for _ in 0..1 + rnd(3) {
+                    let at = rnd(mutated.len());
+                    mutated[at] = b"{}[]\",:\\ \n\t0a"[rnd(13)];
+                }
+                let size = 1 + rnd(40);
+                let got = parse(&mut BufReader::with_capacity(size, &mutated[..]));
+                assert_eq!(
+                    got.map(|j| format!("{j:?}")).ok(),
+                    whole(&mutated).ok(),
+                    "{}",
+                    String::from_utf8_lossy(&mutated)
+                );
+            }
+        }
     }
 
     #[test]
