@@ -185,13 +185,55 @@ pub fn parse_whole(body: &[u8]) -> Result<Jsz, String> {
     serde_json::from_slice(body).map_err(|e| e.to_string())
 }
 
+/// Streams cut out but not yet parsed, at most: a few hundred KB each at
+/// 100 consumers a stream.
+const STREAMS_IN_FLIGHT: usize = 4;
+
 /// Reads a whole `/jsz` reply from `input` and parses it; errors are
-/// serde_json's text.
+/// serde_json's text. The streams are parsed on a second thread while the
+/// reply is still being read and cut: on a loaded machine reading and
+/// parsing one after the other kept the exporter's poll behind the server.
 pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
+    std::thread::scope(|scope| {
+        let (to_parser, cut_out) = std::sync::mpsc::sync_channel::<Vec<u8>>(STREAMS_IN_FLIGHT);
+        let (give_back, given_back) = std::sync::mpsc::sync_channel(STREAMS_IN_FLIGHT + 2);
+        let parser = scope.spawn(move || {
+            let mut streams: Vec<StreamDetail> = Vec::new();
+            for mut bytes in cut_out {
+                let parsed = serde_json::from_slice(&bytes)
+                    .map_err(|e| format!("stream {}: {e}", streams.len() + 1))?;
+                streams.push(parsed);
+                bytes.clear();
+                // Its room serves a later stream; never waited for.
+                let _ = give_back.try_send(bytes);
+            }
+            Ok::<_, String>(streams)
+        });
+        let skeleton = cut(input, |stream| {
+            let next = given_back.try_recv().unwrap_or_default();
+            // A parser that stopped has failed: its error is the one to give.
+            to_parser.send(std::mem::replace(stream, next)).is_ok()
+        });
+        drop(to_parser);
+        // A stream's error concerns bytes before anything the cut failed on.
+        let streams = parser
+            .join()
+            .map_err(|_| "the stream parser panicked".to_string())??;
+        put_back(&skeleton?, streams)
+    })
+}
+
+/// Reads `input` to its end, hands each stream to `emit` as soon as its
+/// last byte is read (`emit` takes the bytes, leaving room for the next;
+/// false stops the reading), and returns the rest: the skeleton, with
+/// `null` where the streams were.
+fn cut(
+    input: &mut dyn BufRead,
+    mut emit: impl FnMut(&mut Vec<u8>) -> bool,
+) -> Result<Vec<u8>, String> {
     let mut scan = Scan::default();
     let mut skeleton = Vec::new();
     let mut stream = Vec::new();
-    let mut streams: Vec<StreamDetail> = Vec::new();
     loop {
         let buf = input.fill_buf().map_err(|e| e.to_string())?;
         if buf.is_empty() {
@@ -214,10 +256,9 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
                         stream.extend_from_slice(&buf[run..=at]);
                         run = at + 1;
                         i = at + 1;
-                        let parsed = serde_json::from_slice(&stream)
-                            .map_err(|e| format!("stream {}: {e}", streams.len() + 1))?;
-                        streams.push(parsed);
-                        stream.clear();
+                        if !emit(&mut stream) {
+                            return Err("the stream parser stopped".into());
+                        }
                         continue;
                     }
                 }
@@ -298,12 +339,17 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
         // Cut short inside a stream: the skeleton alone could look complete.
         skeleton.extend_from_slice(&stream);
     }
+    Ok(skeleton)
+}
+
+/// Parses the skeleton and puts the parsed streams back where they were cut out.
+fn put_back(skeleton: &[u8], streams: Vec<StreamDetail>) -> Result<Jsz, String> {
     let skeleton: Jsz<Option<StreamDetail>> =
-        serde_json::from_slice(&skeleton).map_err(|e| e.to_string())?;
+        serde_json::from_slice(skeleton).map_err(|e| e.to_string())?;
     // A `null` is a stream cut out, or a `null` in the reply, which is not a
     // stream: then there are more of them than streams cut out.
     let mut cut = streams.into_iter();
-    let mut put_back = |kept: Option<StreamDetail>| match kept {
+    let mut restore = |kept: Option<StreamDetail>| match kept {
         Some(stream) => Ok(stream),
         None => cut.next().ok_or("a stream is null; the reply is not /jsz"),
     };
@@ -315,7 +361,7 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
             stream_detail: a
                 .stream_detail
                 .into_iter()
-                .map(&mut put_back)
+                .map(&mut restore)
                 .collect::<Result<_, _>>()?,
         });
     }
