@@ -220,17 +220,32 @@ impl ConsumerHealth {
                 seqs.map(|seq| age(&st.history, seq, now, None).map_or(0.0, |a| a.seconds));
             ranked.push((unacked, lag, i, seqs));
         }
+        // Ties in the order of the rows: the same consumers every poll.
         let order = |a: &(f64, f64, usize, _), b: &(f64, f64, usize, _)| {
-            b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1))
+            b.0.total_cmp(&a.0)
+                .then(b.1.total_cmp(&a.1))
+                .then(a.2.cmp(&b.2))
         };
-        // All sorted: consumers at the same positions share requests, so
-        // `limit` requests may take more than `limit` consumers.
-        ranked.sort_by(order);
+        // Only the head of the order is used: consumers at the same
+        // positions share requests, so `limit` requests may take more than
+        // `limit` consumers, but rarely many more. The head is put in order
+        // a few times `limit` at a time, the rest only if that runs out.
+        let mut sorted = 0;
         let mut out: Vec<TimestampRequest> = Vec::new();
-        for (_, _, i, [lag, unacked]) in ranked {
+        for next in 0..ranked.len() {
             if out.len() == limit {
                 break;
             }
+            if next == sorted {
+                let rest = &mut ranked[sorted..];
+                let take = (4 * limit).min(rest.len());
+                if take < rest.len() {
+                    rest.select_nth_unstable_by(take - 1, order);
+                }
+                rest[..take].sort_unstable_by(order);
+                sorted += take;
+            }
+            let (_, _, i, [lag, unacked]) = ranked[next];
             let (account, stream, c, _) = consumers[i];
             for seq in [unacked, lag].into_iter().flatten() {
                 let req = request(account, stream, c, seq);
@@ -257,27 +272,32 @@ impl ConsumerHealth {
         self.record_streams(streams, latest);
         let window = self.window;
         let mut out = Vec::with_capacity(consumers.len());
-        for (account, stream, c, server_now) in consumers {
-            let now = server_now.unwrap_or(now);
+        // The rows of a stream's consumers come one after the other: its
+        // state is looked up once for each run of them.
+        for group in consumers.chunk_by(|a, b| a.0 == b.0 && a.1 == b.1) {
+            let (account, stream) = (group[0].0, group[0].1);
             let st = slot(slot(&mut self.accounts, account), stream);
-            let consumer = slot(&mut st.consumers, &c.name);
-            consumer.record(sample(c, now), window);
-            let status = if c.paused == Some(true) {
-                Status::Paused
-            } else {
-                consumer.status(now, window)
-            };
-            let [lag, unacked] = positions(c, st.first_seq).map(|seq| {
-                let reply = seq
-                    .filter(|_| !replies.is_empty())
-                    .and_then(|seq| replies.get(&request(account, stream, c, seq)));
-                age(&st.history, seq, now, reply)
-            });
-            out.push(ConsumerHealthRow {
-                status,
-                delivery_lag: lag,
-                oldest_unacked_age: unacked,
-            });
+            for &(_, _, c, server_now) in group {
+                let now = server_now.unwrap_or(now);
+                let consumer = slot(&mut st.consumers, &c.name);
+                consumer.record(sample(c, now), window);
+                let status = if c.paused == Some(true) {
+                    Status::Paused
+                } else {
+                    consumer.status(now, window)
+                };
+                let [lag, unacked] = positions(c, st.first_seq).map(|seq| {
+                    let reply = seq
+                        .filter(|_| !replies.is_empty())
+                        .and_then(|seq| replies.get(&request(account, stream, c, seq)));
+                    age(&st.history, seq, now, reply)
+                });
+                out.push(ConsumerHealthRow {
+                    status,
+                    delivery_lag: lag,
+                    oldest_unacked_age: unacked,
+                });
+            }
         }
         let forget_before = latest - window;
         for streams in self.accounts.values_mut() {

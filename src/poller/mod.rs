@@ -172,9 +172,11 @@ impl Poller {
             let reads = self.config.consumer_timestamp_reads as usize;
             let (streams, consumers) = snapshot.rows();
             let rows = (streams.as_slice(), consumers.as_slice());
-            let requests = lock().candidates(rows, now, reads);
             let replies = match &self.timestamps {
                 Some(timestamps) => {
+                    // Ranking every consumer costs some 20 ms at 100,000
+                    // consumers: only done when there is a reader.
+                    let requests = lock().candidates(rows, now, reads);
                     // A message below a stream's first sequence is gone: its
                     // cached time must not answer for a later one.
                     for (account, stream) in &streams {
