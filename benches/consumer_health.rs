@@ -54,7 +54,7 @@ fn main() {
         .collect();
     let mut consumers: Vec<ConsumerInfo> = (0..n_streams * per_stream)
         .map(|i| ConsumerInfo {
-            name: format!("C{}", i % per_stream),
+            name: format!("C{}", i % per_stream).into(),
             ..ConsumerInfo::default()
         })
         .collect();

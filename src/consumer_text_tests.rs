@@ -82,7 +82,7 @@ fn fast(format: Format, rows: &[(usize, &str, Num)], counter: bool) -> String {
     let infos: Vec<ConsumerInfo> = NAMES
         .iter()
         .map(|(_, _, c)| ConsumerInfo {
-            name: c.to_string(),
+            name: (*c).into(),
             ..ConsumerInfo::default()
         })
         .collect();
@@ -159,7 +159,7 @@ fn each_consumer_has_its_own_labels() {
     let infos: Vec<ConsumerInfo> = ["x", "y\"z"]
         .iter()
         .map(|n| ConsumerInfo {
-            name: n.to_string(),
+            name: (*n).into(),
             ..ConsumerInfo::default()
         })
         .collect();

@@ -116,6 +116,9 @@ impl Exposition {
                 let mut out = String::new();
                 let rows = (consumers.as_slice(), &labels);
                 write_consumer_part(&mut out, format, snapshot, rows, (part, block));
+                // Up to half of a piece is room it grew into; the pieces
+                // waiting to be sent are a few MB at the status family.
+                out.shrink_to_fit();
                 if sender.blocking_send(out).is_err() {
                     return;
                 }

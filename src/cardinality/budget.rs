@@ -60,7 +60,7 @@ pub fn priority(consumers: &[ConsumerRow]) -> Vec<usize> {
         bc.num_pending
             .cmp(&ac.num_pending)
             .then(bc.num_ack_pending.cmp(&ac.num_ack_pending))
-            .then((aa, as_, ac.name.as_str()).cmp(&(ba, bs, bc.name.as_str())))
+            .then((aa, as_, &*ac.name).cmp(&(ba, bs, &*bc.name)))
     });
     order
 }

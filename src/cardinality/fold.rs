@@ -120,7 +120,7 @@ impl EphemeralFolds {
             row.ack_pending += c.num_ack_pending;
             row.redelivered += c.num_redelivered;
             row.waiting += c.num_waiting;
-            live.insert(c.name.clone(), c.delivered.consumer_seq);
+            live.insert(c.name.to_string(), c.delivered.consumer_seq);
         }
         for fold in self.streams.values_mut() {
             fold.unseen += 1;

@@ -92,7 +92,7 @@ pub struct ConsumerHealthRow {
 #[derive(Debug)]
 pub struct ConsumerHealth {
     window: f64,
-    accounts: HashMap<String, HashMap<String, StreamState>>,
+    accounts: HashMap<Box<str>, HashMap<Box<str>, StreamState>>,
 }
 
 /// One stream's history and its consumers' windows.
@@ -101,13 +101,13 @@ struct StreamState {
     history: StreamHistory,
     /// The first sequence stored, as last polled.
     first_seq: u64,
-    consumers: HashMap<String, ConsumerWindow>,
+    consumers: HashMap<Box<str>, ConsumerWindow>,
 }
 
 /// `map[key]`, made (default) if missing; the key is copied only then.
-fn slot<'m, V: Default>(map: &'m mut HashMap<String, V>, key: &str) -> &'m mut V {
+fn slot<'m, V: Default>(map: &'m mut HashMap<Box<str>, V>, key: &str) -> &'m mut V {
     if !map.contains_key(key) {
-        map.insert(key.to_string(), V::default());
+        map.insert(key.into(), V::default());
     }
     map.get_mut(key).expect("just inserted")
 }

@@ -300,7 +300,7 @@ fn candidates_fill_the_budget_past_consumers_that_share_a_position() {
     });
     let one = [("A", "S", &f, Some(1200.0))];
     assert_eq!(h.candidates((&streams, &one), 0.0, 1)[0].filters, ["s.one"]);
-    f.config.as_mut().unwrap().filter_subjects = vec!["s.a".into(), "s.b".into()];
+    f.config.as_mut().unwrap().filter_subjects = vec!["s.a".into(), "s.b".into()].into();
     let many = [("A", "S", &f, Some(1200.0))];
     assert_eq!(
         h.candidates((&streams, &many), 0.0, 1)[0].filters,

@@ -8,7 +8,7 @@ use super::{ClusterInfo, ConsumerInfo, JszPoll, StreamDetail};
 fn leads(cluster: &Option<ClusterInfo>, server: Option<&str>) -> bool {
     match (cluster, server) {
         (None, _) => true,
-        (Some(c), Some(s)) => c.leader == s,
+        (Some(c), Some(s)) => &*c.leader == s,
         (Some(_), None) => false,
     }
 }
@@ -52,7 +52,7 @@ pub fn select_leaders(polls: &[Option<(Option<&str>, &JszPoll)>]) -> Leaders {
                     out.streams.push([at(p), at(a), at(s)]);
                 }
                 for (c, cons) in st.consumer_detail.iter().enumerate() {
-                    let key = (acc.name.as_str(), st.name.as_str(), cons.name.as_str());
+                    let key = (acc.name.as_str(), st.name.as_str(), &*cons.name);
                     if leads(&cons.cluster, server) && (!dedupe || seen_consumers.insert(key)) {
                         out.consumers.push([at(p), at(a), at(s), at(c)]);
                     }

@@ -57,7 +57,7 @@ pub struct AccountDetail<S = StreamDetail> {
 #[serde(default)]
 pub struct ClusterInfo {
     /// The leader's server name; empty while there is none.
-    pub leader: String,
+    pub leader: Box<str>,
 }
 
 /// One stream.
@@ -135,8 +135,10 @@ pub struct StreamState {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct ConsumerInfo {
-    /// Consumer name.
-    pub name: String,
+    /// Consumer name. (Names and lists that are only read are boxed: held
+    /// for every consumer of a poll, each `String` or `Vec` would take 8
+    /// bytes more.)
+    pub name: Box<str>,
     /// Set for consumers in a JetStream cluster.
     pub cluster: Option<ClusterInfo>,
     /// Present with `config=true`.
@@ -161,7 +163,7 @@ pub struct ConsumerInfo {
     pub pause_remaining: Option<i64>,
     /// The state of the consumer's priority group (2.11+, only for consumers
     /// with priority groups; the server reports the first group only).
-    pub priority_groups: Vec<PriorityGroup>,
+    pub priority_groups: Box<[PriorityGroup]>,
 }
 
 /// One priority group's state in a consumer's info.
@@ -205,9 +207,9 @@ pub struct ConsumerConfig {
     /// Unacknowledged messages at which delivery stops; -1 means unlimited.
     pub max_ack_pending: Option<i64>,
     /// The one subject filter (older form; empty for none).
-    pub filter_subject: String,
+    pub filter_subject: Box<str>,
     /// Several subject filters (2.10+).
-    pub filter_subjects: Vec<String>,
+    pub filter_subjects: Box<[String]>,
     /// Whether the priority policy (2.11+) is `pinned_client` (others are
     /// `overflow` and `prioritized`).
     #[serde(rename = "priority_policy", deserialize_with = "pins_clients")]
@@ -218,11 +220,11 @@ impl ConsumerConfig {
     /// The consumer's subject filters; empty when it takes every subject.
     pub fn filters(&self) -> Vec<String> {
         if !self.filter_subjects.is_empty() {
-            self.filter_subjects.clone()
+            self.filter_subjects.to_vec()
         } else if self.filter_subject.is_empty() {
             Vec::new()
         } else {
-            vec![self.filter_subject.clone()]
+            vec![self.filter_subject.to_string()]
         }
     }
 }
