@@ -8,13 +8,14 @@
 
 use std::collections::HashSet;
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
 use super::shape::{MonitoringSource, TargetSnapshot};
 use super::{unix_seconds, ServerLink, Source};
 use crate::cardinality::JszFilter;
 use crate::error::PollError;
 
+mod de;
 mod encode;
 mod leaders;
 pub mod split;
@@ -73,28 +74,8 @@ pub struct StreamDetail {
     /// Current contents.
     pub state: StreamState,
     /// Consumers.
-    #[serde(deserialize_with = "without_slack")]
+    #[serde(deserialize_with = "de::without_slack")]
     pub consumer_detail: Vec<ConsumerInfo>,
-}
-
-/// A list kept for the whole poll, without the room (up to as much again)
-/// it grew while it was parsed: at 100 consumers a stream that room was
-/// 28 of every 128 slots, some 9 MB at 100,000 consumers.
-fn without_slack<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
-    let mut v = Vec::<T>::deserialize(d)?;
-    v.shrink_to_fit();
-    Ok(v)
-}
-
-/// True for a string that is there and not empty; kept as a flag instead
-/// of the string where only that matters.
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    Ok(Option::<String>::deserialize(d)?.is_some_and(|s| !s.is_empty()))
-}
-
-/// True for the `pinned_client` priority policy.
-fn pins_clients<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    Ok(Option::<String>::deserialize(d)?.as_deref() == Some(PINNED_CLIENT_POLICY))
 }
 
 /// Stream limits; negative means unlimited.
@@ -198,7 +179,7 @@ impl ConsumerInfo {
 pub struct ConsumerConfig {
     /// Whether the consumer has a durable name (the name itself is `name`;
     /// an ephemeral consumer has none).
-    #[serde(rename = "durable_name", deserialize_with = "present")]
+    #[serde(rename = "durable_name", deserialize_with = "de::present")]
     pub durable: bool,
     /// Deliveries before a message is given up; -1 means unlimited.
     pub max_deliver: Option<i64>,
@@ -212,7 +193,7 @@ pub struct ConsumerConfig {
     pub filter_subjects: Box<[String]>,
     /// Whether the priority policy (2.11+) is `pinned_client` (others are
     /// `overflow` and `prioritized`).
-    #[serde(rename = "priority_policy", deserialize_with = "pins_clients")]
+    #[serde(rename = "priority_policy", deserialize_with = "de::pins_clients")]
     pub pins_clients: bool,
 }
 
