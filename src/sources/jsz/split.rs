@@ -14,6 +14,7 @@
 //! padded with them is never held whole either.
 
 use std::io::BufRead;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{AccountDetail, Jsz, StreamDetail};
 
@@ -194,14 +195,21 @@ const STREAMS_IN_FLIGHT: usize = 4;
 /// reply is still being read and cut: on a loaded machine reading and
 /// parsing one after the other kept the exporter's poll behind the server.
 pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
+    // Set by a parser that failed: the reading stops at its next piece of
+    // input, not only at the next stream's end (which an endless reply
+    // after a broken stream never reaches).
+    let failed = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let (to_parser, cut_out) = std::sync::mpsc::sync_channel::<Vec<u8>>(STREAMS_IN_FLIGHT);
         let (give_back, given_back) = std::sync::mpsc::sync_channel(STREAMS_IN_FLIGHT + 2);
+        let failed = &failed;
         let parser = scope.spawn(move || {
             let mut streams: Vec<StreamDetail> = Vec::new();
             for mut bytes in cut_out {
-                let parsed = serde_json::from_slice(&bytes)
-                    .map_err(|e| format!("stream {}: {e}", streams.len() + 1))?;
+                let parsed = serde_json::from_slice(&bytes).map_err(|e| {
+                    failed.store(true, Ordering::Release);
+                    format!("stream {}: {e}", streams.len() + 1)
+                })?;
                 streams.push(parsed);
                 bytes.clear();
                 // Its room serves a later stream; never waited for.
@@ -209,7 +217,7 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
             }
             Ok::<_, String>(streams)
         });
-        let skeleton = cut(input, |stream| {
+        let skeleton = cut(input, failed, |stream| {
             let next = given_back.try_recv().unwrap_or_default();
             // A parser that stopped has failed: its error is the one to give.
             to_parser.send(std::mem::replace(stream, next)).is_ok()
@@ -225,16 +233,20 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
 
 /// Reads `input` to its end, hands each stream to `emit` as soon as its
 /// last byte is read (`emit` takes the bytes, leaving room for the next;
-/// false stops the reading), and returns the rest: the skeleton, with
+/// false stops the reading, as does `stop` once set), and returns the rest: the skeleton, with
 /// `null` where the streams were.
 fn cut(
     input: &mut dyn BufRead,
+    stop: &AtomicBool,
     mut emit: impl FnMut(&mut Vec<u8>) -> bool,
 ) -> Result<Vec<u8>, String> {
     let mut scan = Scan::default();
     let mut skeleton = Vec::new();
     let mut stream = Vec::new();
     loop {
+        if stop.load(Ordering::Acquire) {
+            return Err("the stream parser stopped".into());
+        }
         let buf = input.fill_buf().map_err(|e| e.to_string())?;
         if buf.is_empty() {
             break;
