@@ -10,12 +10,14 @@
 //! `scripts/install-deps.sh` installs it; `nats-server` on `PATH`.
 #![deny(missing_docs)]
 
+mod cluster;
 pub mod promtool;
 pub mod reference;
 pub mod sample;
 mod supercluster;
 pub mod tls;
 
+pub use cluster::{cluster, wait_jetstream_ready};
 pub use supercluster::supercluster;
 
 use std::io::Write;
@@ -380,31 +382,6 @@ impl Drop for NatsServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// A JetStream cluster of `n` servers (`n0`, `n1`, ...) routed to each
-/// other on loopback, each with `config` added (accounts and the like).
-pub fn cluster(n: usize, config: &str) -> Vec<NatsServer> {
-    let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
-    let routes = ports
-        .iter()
-        .map(|p| format!("nats-route://127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    ports
-        .iter()
-        .enumerate()
-        .map(|(i, port)| {
-            NatsServer::builder()
-                .name(&format!("n{i}"))
-                .jetstream()
-                .config(config)
-                .config(&format!(
-                    "cluster {{ name: C, listen: \"127.0.0.1:{port}\", routes: [{routes}] }}"
-                ))
-                .start()
-        })
-        .collect()
 }
 
 /// A server version ("2.10.4", "2.12.0-RC.1") as numbers, for comparing

@@ -19,7 +19,8 @@ use crate::{free_port, port_after, NatsServer};
 /// to take one in between. The first cluster's gateways are the other
 /// clusters' seed gateways; the servers learn the rest from each other
 /// (route and gateway gossip). Returns the servers cluster by cluster, in
-/// the order given.
+/// the order given, once their one JetStream meta group is ready
+/// ([`crate::wait_jetstream_ready`]).
 pub fn supercluster(clusters: &[(&str, usize)], config: &str) -> Vec<Vec<NatsServer>> {
     let mut seed_gateway: Option<String> = None;
     let mut out: Vec<Vec<NatsServer>> = Vec::new();
@@ -62,6 +63,7 @@ pub fn supercluster(clusters: &[(&str, usize)], config: &str) -> Vec<Vec<NatsSer
         }
         out.push(servers);
     }
+    crate::wait_jetstream_ready(&out.iter().flatten().collect::<Vec<_>>());
     out
 }
 
