@@ -25,6 +25,7 @@ pub mod message_timestamps;
 pub mod nats_connection;
 pub mod poller;
 pub mod redact;
+pub mod seq_ranges;
 pub mod serve;
 pub mod snapshot;
 pub mod sources;

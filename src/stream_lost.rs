@@ -9,7 +9,9 @@
 //! a few streams per scrape in turn (`--stream-lost-reads`), each value kept
 //! until the stream is read again. The server keeps it in memory only: it
 //! starts again from none after a restart, and shrinks when lost sequences
-//! leave the stream. It is a level, exported as gauges.
+//! leave the stream. So it is exported twice: as gauges, what the server
+//! reports now, and as counters of the lost sequences found so far, each
+//! counted once ([`Found`]), which never go down when the record shrinks.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,20 +24,42 @@ use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
 use crate::encode::{counter_family, gauge_family};
+use crate::seq_ranges::SeqRanges;
 
-/// What one stream lost, as its server reports it now.
+/// What one stream lost: the server's record now, and what was found in
+/// its records so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LostData {
-    /// Sequences lost.
+    /// Sequences lost, as the server reports now.
     pub messages: u64,
+    /// Bytes lost, as the server reports now.
+    pub bytes: u64,
+    /// Lost sequences found so far, each counted once.
+    pub found_messages: u64,
+    /// Bytes of [`Self::found_messages`].
+    pub found_bytes: u64,
+}
+
+/// One STREAM.INFO reply's record of lost data.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LostRecord {
+    /// The lost sequences, ascending, each once.
+    pub sequences: Vec<u64>,
     /// Bytes lost.
     pub bytes: u64,
+    /// The stream's first sequence.
+    pub first_seq: u64,
+    /// When the stream was created: a stream made again under the same
+    /// name starts its sequences again.
+    pub created: String,
 }
 
 #[derive(Deserialize)]
 struct InfoReply {
     #[serde(default)]
     state: Option<InfoState>,
+    #[serde(default)]
+    created: String,
     #[serde(default)]
     error: Option<serde_json::Value>,
 }
@@ -44,6 +68,8 @@ struct InfoReply {
 struct InfoState {
     #[serde(default)]
     lost: Option<Lost>,
+    #[serde(default)]
+    first_seq: u64,
 }
 
 #[derive(Deserialize)]
@@ -55,16 +81,110 @@ struct Lost {
 }
 
 /// Reads one STREAM.INFO reply: no `lost` in a state means nothing lost.
-pub fn parse_info(payload: &[u8]) -> Result<LostData, String> {
+pub fn parse_info(payload: &[u8]) -> Result<LostRecord, String> {
     let reply: InfoReply = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
     if let Some(error) = reply.error {
         return Err(format!("the server answered {error}"));
     }
     let state = reply.state.ok_or("a stream info without state")?;
-    Ok(state.lost.map_or(LostData::default(), |l| LostData {
-        messages: l.msgs.map_or(0, |m| m.len() as u64),
-        bytes: l.bytes,
-    }))
+    let (mut sequences, bytes) = state
+        .lost
+        .map_or((Vec::new(), 0), |l| (l.msgs.unwrap_or_default(), l.bytes));
+    sequences.sort_unstable();
+    sequences.dedup();
+    Ok(LostRecord {
+        sequences,
+        bytes,
+        first_seq: state.first_seq,
+        created: reply.created,
+    })
+}
+
+/// Ranges of found sequences kept per stream at most; beyond, the lowest
+/// are forgotten (a lost block is one range, so this is thousands of
+/// separate losses).
+const FOUND_RANGES: usize = 4096;
+
+/// The lost sequences found in one stream's records so far, so that each
+/// is counted once however often the server reports it.
+///
+/// Bytes are reported only as a total per record, so the bytes of the new
+/// sequences are exact when the record holds only new ones, or exactly the
+/// last record's plus new ones; in any other case (a record that both lost
+/// old sequences and gained new ones since it was last read) they are
+/// estimated as the record's bytes shared out over its sequences.
+#[derive(Debug, Clone, Default)]
+pub struct Found {
+    created: String,
+    seen: SeqRanges,
+    last: SeqRanges,
+    last_count: u64,
+    last_bytes: u64,
+    messages: u64,
+    bytes: u64,
+}
+
+impl Found {
+    /// Takes in one record of the stream, read now.
+    pub fn absorb(&mut self, r: &LostRecord) {
+        if r.created != self.created {
+            // A new stream under this name: its sequences are not the old
+            // one's. What was counted stays counted.
+            *self = Found {
+                created: r.created.clone(),
+                messages: self.messages,
+                bytes: self.bytes,
+                ..Found::default()
+            };
+        }
+        let (mut new, mut old, mut old_all_last) = (0u64, 0u64, true);
+        for &s in &r.sequences {
+            if self.seen.contains(s) {
+                old += 1;
+                old_all_last &= self.last.contains(s);
+            } else {
+                new += 1;
+            }
+        }
+        if new > 0 {
+            self.messages += new;
+            self.bytes += if old == 0 {
+                r.bytes
+            } else if old_all_last && old == self.last_count {
+                r.bytes.saturating_sub(self.last_bytes)
+            } else {
+                (u128::from(r.bytes) * u128::from(new) / r.sequences.len() as u128) as u64
+            };
+        }
+        let mut last = SeqRanges::default();
+        for &s in &r.sequences {
+            self.seen.insert(s);
+            last.insert(s);
+        }
+        (self.last, self.last_count, self.last_bytes) = (last, r.sequences.len() as u64, r.bytes);
+        // Sequences below the stream's first can never be reported again.
+        let floor = r
+            .sequences
+            .first()
+            .map_or(r.first_seq, |&s| s.min(r.first_seq));
+        self.seen.forget_below(floor);
+        self.seen.keep_highest(FOUND_RANGES);
+    }
+
+    /// Lost messages and bytes counted so far.
+    pub fn counted(&self) -> (u64, u64) {
+        (self.messages, self.bytes)
+    }
+
+    /// The record now (`r`) with what was found so far.
+    fn data(&self, r: &LostRecord) -> LostData {
+        LostData {
+            messages: r.sequences.len() as u64,
+            bytes: r.bytes,
+            found_messages: self.messages,
+            found_bytes: self.bytes,
+        }
+    }
 }
 
 /// How one read ended: the `result` label.
@@ -74,7 +194,7 @@ const RESULTS: [&str; 3] = ["ok", "error", "timeout"];
 struct State {
     /// Where the next poll's reads start, in the sorted stream names.
     next: String,
-    known: BTreeMap<String, LostData>,
+    known: BTreeMap<String, (Found, LostData)>,
     results: [u64; RESULTS.len()],
 }
 
@@ -128,9 +248,11 @@ impl StreamLostReader {
         let mut state = self.state.lock().expect("stream lost lock");
         for (name, result) in results {
             match result {
-                Ok(lost) => {
+                Ok(record) => {
                     state.results[0] += 1;
-                    state.known.insert(name.to_string(), lost);
+                    let (found, data) = state.known.entry(name.to_string()).or_default();
+                    found.absorb(&record);
+                    *data = found.data(&record);
                 }
                 Err(i) => state.results[i] += 1,
             }
@@ -142,7 +264,7 @@ impl StreamLostReader {
         state
             .known
             .retain(|k, _| names.binary_search(&k.as_str()).is_ok());
-        state.known.iter().map(|(k, v)| (k.clone(), *v)).collect()
+        state.known.iter().map(|(k, v)| (k.clone(), v.1)).collect()
     }
 }
 
@@ -163,7 +285,7 @@ impl prometheus_client::collector::Collector for StreamLostReader {
     }
 }
 
-/// Writes the lost-data gauges of the streams read so far.
+/// Writes the lost-data gauges and counters of the streams read so far.
 pub fn encode(enc: &mut DescriptorEncoder, rows: &[(String, String, LostData)]) -> fmt::Result {
     let labels =
         |(a, s, _): &(String, String, LostData)| [("account", a.clone()), ("stream", s.clone())];
@@ -178,6 +300,18 @@ pub fn encode(enc: &mut DescriptorEncoder, rows: &[(String, String, LostData)]) 
         "nats_delivery_stream_lost_bytes",
         "Bytes the server lost from this stream's store, as it reports now.",
         rows.iter().map(|r| (labels(r), r.2.bytes)),
+    )?;
+    counter_family(
+        enc,
+        "nats_delivery_stream_lost_messages_found",
+        "Lost messages of this stream found in the server's records since the exporter started, each sequence counted once.",
+        rows.iter().map(|r| (labels(r), r.2.found_messages)),
+    )?;
+    counter_family(
+        enc,
+        "nats_delivery_stream_lost_bytes_found",
+        "Bytes of the lost messages found in this stream's records since the exporter started.",
+        rows.iter().map(|r| (labels(r), r.2.found_bytes)),
     )
 }
 
@@ -187,21 +321,63 @@ mod tests {
 
     #[test]
     fn lost_data_is_read_from_the_full_state() {
-        let reply =
-            br#"{"state":{"messages":5,"deleted":[2,3],"lost":{"msgs":[7,8,9],"bytes":300}}}"#;
+        let reply = br#"{"created":"2026-01-01T00:00:00Z","state":{"messages":5,"first_seq":2,"deleted":[2,3],"lost":{"msgs":[9,7,8,7],"bytes":300}}}"#;
         assert_eq!(
             parse_info(reply),
-            Ok(LostData {
-                messages: 3,
-                bytes: 300
+            Ok(LostRecord {
+                sequences: vec![7, 8, 9],
+                bytes: 300,
+                first_seq: 2,
+                created: "2026-01-01T00:00:00Z".into(),
             })
         );
         assert_eq!(
             parse_info(br#"{"state":{"messages":5}}"#),
-            Ok(LostData::default())
+            Ok(LostRecord::default())
         );
         assert!(parse_info(br#"{"error":{"code":404,"description":"stream not found"}}"#).is_err());
         assert!(parse_info(b"{}").is_err());
         assert!(parse_info(b"garbage").is_err());
+    }
+
+    fn record(sequences: &[u64], bytes: u64, first_seq: u64, created: &str) -> LostRecord {
+        LostRecord {
+            sequences: sequences.to_vec(),
+            bytes,
+            first_seq,
+            created: created.into(),
+        }
+    }
+
+    #[test]
+    fn each_lost_sequence_is_counted_once() {
+        let mut f = Found::default();
+        f.absorb(&record(&[5, 6, 7], 300, 1, "a"));
+        assert_eq!(f.counted(), (3, 300));
+        // Read again: nothing new.
+        f.absorb(&record(&[5, 6, 7], 300, 1, "a"));
+        assert_eq!(f.counted(), (3, 300));
+        // The record grew: the new bytes are the difference.
+        f.absorb(&record(&[5, 6, 7, 20, 21], 520, 1, "a"));
+        assert_eq!(f.counted(), (5, 520));
+        // The server restarted (its record is empty), then the same
+        // sequences are reported again: not counted again.
+        f.absorb(&record(&[], 0, 1, "a"));
+        assert_eq!(f.counted(), (5, 520));
+        f.absorb(&record(&[5, 6, 7], 300, 1, "a"));
+        assert_eq!(f.counted(), (5, 520));
+        // Only new ones: all their bytes.
+        f.absorb(&record(&[40, 41], 90, 1, "a"));
+        assert_eq!(f.counted(), (7, 610));
+        // Old ones left and a new one came since the last read: its bytes
+        // are the record's shared out over its sequences.
+        f.absorb(&record(&[41, 50], 100, 1, "a"));
+        assert_eq!(f.counted(), (8, 660));
+        // Sequences below the stream's first are forgotten, then a stream
+        // made again under the name counts its own sequences from the start.
+        f.absorb(&record(&[], 0, 45, "a"));
+        assert!(!f.seen.contains(41) && f.seen.contains(50));
+        f.absorb(&record(&[5, 6], 70, 1, "b"));
+        assert_eq!(f.counted(), (10, 730));
     }
 }

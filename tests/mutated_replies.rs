@@ -189,7 +189,18 @@ fn parsers_never_panic_on_mutated_input() {
                 .is_ok()
         }),
         (STREAM_INFO.as_bytes(), |b| {
-            nats_delivery_exporter::stream_lost::parse_info(b).is_ok()
+            use nats_delivery_exporter::stream_lost::{parse_info, Found};
+            let Ok(record) = parse_info(b) else {
+                return false;
+            };
+            // A record read twice counts its sequences once.
+            let mut found = Found::default();
+            found.absorb(&record);
+            let once = found.counted();
+            assert_eq!(once.0, record.sequences.len() as u64);
+            found.absorb(&record);
+            assert_eq!(found.counted(), once);
+            true
         }),
     ];
     for (original, parse) in replies {

@@ -1,7 +1,8 @@
 //! A stream's lost data, against a real server whose store lost a block
 //! file while it was down: the exporter reports what the server itself
 //! answers (`$JS.API.STREAM.INFO` with deleted details), stream by stream
-//! in turn as `--stream-lost-reads` allows.
+//! in turn as `--stream-lost-reads` allows, and counts each lost sequence
+//! once across server restarts and a second loss.
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
 use nats_delivery_exporter::message_timestamps::MessageTimestamps;
-use nats_delivery_exporter::stream_lost::{parse_info, LostData, StreamLostReader};
+use nats_delivery_exporter::stream_lost::{parse_info, LostRecord, StreamLostReader};
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 
@@ -34,7 +35,7 @@ fn blocks(dir: &Path, stream: &str) -> Vec<PathBuf> {
 }
 
 /// What the server answers itself.
-async fn server_says(client: &async_nats::Client, stream: &str) -> LostData {
+async fn server_says(client: &async_nats::Client, stream: &str) -> LostRecord {
     let reply = client
         .request(
             format!("$JS.API.STREAM.INFO.{stream}"),
@@ -51,6 +52,23 @@ fn lost(text: &str, stream: &str) -> (Option<f64>, Option<f64>) {
         value(text, "nats_delivery_stream_lost_messages", &labels),
         value(text, "nats_delivery_stream_lost_bytes", &labels),
     )
+}
+
+/// The counters: lost messages and bytes found so far.
+fn found(text: &str, stream: &str) -> (Option<f64>, Option<f64>) {
+    let labels = [("account", "$G"), ("stream", stream)];
+    (
+        value(
+            text,
+            "nats_delivery_stream_lost_messages_found_total",
+            &labels,
+        ),
+        value(text, "nats_delivery_stream_lost_bytes_found_total", &labels),
+    )
+}
+
+fn now(r: &LostRecord) -> (Option<f64>, Option<f64>) {
+    (Some(r.sequences.len() as f64), Some(r.bytes as f64))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,7 +102,10 @@ async fn lost_blocks_are_reported_as_the_server_reports_them() {
     // stream starts after the missing block); the exporter must still
     // equal what they say.
     if version >= vec![2, 11] {
-        assert!(truth.messages > 0, "the server reports no loss: {truth:?}");
+        assert!(
+            !truth.sequences.is_empty(),
+            "the server reports no loss: {truth:?}"
+        );
     } else {
         eprintln!("nats-server before 2.11 reports {truth:?} for the lost block");
     }
@@ -95,8 +116,9 @@ async fn lost_blocks_are_reported_as_the_server_reports_them() {
     exporter.read_timestamps(MessageTimestamps::new(client.clone(), "$G", 100));
     exporter.read_stream_lost(StreamLostReader::new(client.clone(), 2));
     let first = common::scrape(&exporter).await;
-    let want = (Some(truth.messages as f64), Some(truth.bytes as f64));
+    let want = now(&truth);
     assert_eq!(lost(&first, "DATA"), want, "{first}");
+    assert_eq!(found(&first, "DATA"), want, "all found in the first read");
     assert_eq!(lost(&first, "CALM"), (Some(0.0), Some(0.0)));
     assert_eq!(lost(&first, "THIRD"), (None, None), "not read yet");
     let second = common::scrape(&exporter).await;
@@ -107,7 +129,57 @@ async fn lost_blocks_are_reported_as_the_server_reports_them() {
         value(&second, "nats_delivery_stream_lost_reads_total", &ok),
         Some(4.0)
     );
+    assert_eq!(found(&second, "DATA"), want, "counted once");
     nats_test_server::reference::assert_documented(&second);
+
+    // Restarted without new damage, then with a second block of DATA gone:
+    // the server's record starts again from what it finds at each start,
+    // the counters only add sequences never reported before.
+    let mut seen: std::collections::BTreeSet<u64> = truth.sequences.iter().copied().collect();
+    let mut want_bytes = truth.bytes;
+    for damage in [false, true] {
+        server.stop_and_restart_after(|dir| {
+            if damage {
+                std::fs::remove_file(&blocks(dir, "DATA")[0]).unwrap();
+            }
+        });
+        let record = server_says(&client, "DATA").await;
+        eprintln!(
+            "after a restart (block removed: {damage}): {} lost, {} bytes, first sequence {}",
+            record.sequences.len(),
+            record.bytes,
+            record.first_seq
+        );
+        let new: Vec<u64> = record
+            .sequences
+            .iter()
+            .copied()
+            .filter(|s| !seen.contains(s))
+            .collect();
+        if !new.is_empty() {
+            assert_eq!(
+                new.len(),
+                record.sequences.len(),
+                "a record of new and old sequences"
+            );
+            want_bytes += record.bytes;
+        }
+        seen.extend(new);
+        // Two scrapes read all three streams at two a scrape.
+        common::scrape(&exporter).await;
+        let text = common::scrape(&exporter).await;
+        assert_eq!(lost(&text, "DATA"), now(&record), "{text}");
+        assert_eq!(
+            found(&text, "DATA"),
+            (Some(seen.len() as f64), Some(want_bytes as f64))
+        );
+    }
+    if version >= vec![2, 11] {
+        assert!(
+            seen.len() > truth.sequences.len(),
+            "the second block lost nothing"
+        );
+    }
 
     // A stream that is gone is forgotten.
     js.delete_stream("DATA").await.unwrap();
