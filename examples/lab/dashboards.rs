@@ -18,7 +18,7 @@ const EMPTY_IN_LAB: &[(&str, &str)] = &[
     (
         "Stream data lost from the store",
         "the lab damages no store; tests/stream_lost.rs deletes a block file of a \
-         stopped server and checks the gauge",
+         stopped server and checks the gauges and counters",
     ),
     (
         "Servers answering the system-account survey",
