@@ -58,6 +58,20 @@ impl SeqRanges {
         }
     }
 
+    /// Merges the lowest ranges into one until at most `max` are left
+    /// (`max` at least 1): the sequences between them then count as in the
+    /// set. For a set that must never count a sequence twice, this errs on
+    /// the side of not counting.
+    pub fn merge_lowest(&mut self, max: usize) {
+        let max = max.max(1);
+        if self.0.len() > max {
+            let merged = self.0.len() - max;
+            let start = self.0[0].0;
+            self.0.drain(..merged);
+            self.0[0].0 = start;
+        }
+    }
+
     /// Number of ranges (the stored size).
     pub fn ranges(&self) -> usize {
         self.0.len()
@@ -106,7 +120,12 @@ mod tests {
         }
         cut.forget_below(4);
         assert_eq!(cut.0, vec![(4, 5), (9, 9)]);
-        cut.keep_highest(1);
-        assert_eq!(cut.0, vec![(9, 9)]);
+        cut.insert(20);
+        cut.merge_lowest(2);
+        assert_eq!(cut.0, vec![(4, 9), (20, 20)]);
+        cut.merge_lowest(0);
+        assert_eq!(cut.0, vec![(4, 20)]);
+        cut.keep_highest(0);
+        assert_eq!(cut.ranges(), 0);
     }
 }

@@ -101,8 +101,9 @@ pub fn parse_info(payload: &[u8]) -> Result<LostRecord, String> {
 }
 
 /// Ranges of found sequences kept per stream at most; beyond, the lowest
-/// are forgotten (a lost block is one range, so this is thousands of
-/// separate losses).
+/// are merged into one, so a later loss in the gaps between them is not
+/// counted (a lost block is one range, so this takes thousands of separate
+/// losses).
 const FOUND_RANGES: usize = 4096;
 
 /// The lost sequences found in one stream's records so far, so that each
@@ -168,7 +169,7 @@ impl Found {
             .first()
             .map_or(r.first_seq, |&s| s.min(r.first_seq));
         self.seen.forget_below(floor);
-        self.seen.keep_highest(FOUND_RANGES);
+        self.seen.merge_lowest(FOUND_RANGES);
     }
 
     /// Lost messages and bytes counted so far.
@@ -379,5 +380,18 @@ mod tests {
         assert!(!f.seen.contains(41) && f.seen.contains(50));
         f.absorb(&record(&[5, 6], 70, 1, "b"));
         assert_eq!(f.counted(), (10, 730));
+    }
+
+    #[test]
+    fn past_the_range_limit_nothing_is_counted_twice() {
+        let mut f = Found::default();
+        // Every other sequence: one range each, more than are kept.
+        let lost: Vec<u64> = (0..FOUND_RANGES as u64 + 10).map(|i| 2 * i + 1).collect();
+        let r = record(&lost, lost.len() as u64, 1, "a");
+        f.absorb(&r);
+        assert_eq!(f.counted().0, lost.len() as u64);
+        f.absorb(&r);
+        assert_eq!(f.counted().0, lost.len() as u64);
+        assert!(f.seen.ranges() <= FOUND_RANGES);
     }
 }
