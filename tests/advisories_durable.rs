@@ -281,6 +281,63 @@ async fn a_deleted_consumer_is_noticed_and_made_again_after_what_was_counted() {
     running.stop().await;
 }
 
+/// A consumer deleted while no listener runs is noticed when the next one
+/// sets up: it finds the totals of an earlier consumer and no consumer, counts
+/// `consumer_missing` and makes it again after what was counted. A first
+/// start, with nothing stored, counts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_deleted_while_no_listener_runs_is_noticed_at_setup() {
+    let s = server();
+    let flags = ["--advisories-stream", "ADV"];
+    let first = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let js = jetstream::new(client(&s, "app").await);
+    let app = client(&s, "app").await;
+    let advisory = |seq: u64| {
+        format!(
+            r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"S","consumer":"C","stream_seq":{seq},"deliveries":2}}"#
+        )
+    };
+    let subject = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C";
+    let labels = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
+    let name = "nats_delivery_jetstream_max_deliveries_total";
+    let errors = "nats_delivery_advisory_listener_errors_total";
+    let missing = [("account", "APP"), ("kind", "consumer_missing")];
+    for seq in 1..=5 {
+        app.publish(subject, advisory(seq).into()).await.unwrap();
+    }
+    app.flush().await.unwrap();
+    wait_value(&first.registry, name, &labels, 5.0, 20).await;
+    assert_eq!(
+        sample(&first.text(), errors, &missing),
+        None,
+        "a first start"
+    );
+    // Let a probe store the ack floor past those five, then stop.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    first.stop().await;
+    let adv = js.get_stream("ADV").await.unwrap();
+    adv.delete_consumer("nats-delivery-exporter").await.unwrap();
+    for seq in 6..=10 {
+        app.publish(subject, advisory(seq).into()).await.unwrap();
+    }
+    app.flush().await.unwrap();
+    let second = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    assert_eq!(sample(&second.text(), errors, &missing), Some(1.0));
+    // The stored five and the five new ones; none of the first five again.
+    wait_value(&second.registry, name, &labels, 10.0, 30).await;
+    let text = second.text();
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_received_total", APP),
+        Some(10.0)
+    );
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        Some(0.0),
+        "the first five were handed out again"
+    );
+    second.stop().await;
+}
+
 /// A write that reaches no stream (no responders: in a cluster, right after
 /// the bucket is made, the server may not yet know where its stream lives) is
 /// sent again until the stream answers, and fails clearly if it never does.

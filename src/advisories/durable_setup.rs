@@ -147,32 +147,55 @@ pub(super) async fn setup(
         .get_stream_no_info(stream_name)
         .await
         .map_err(|e| ListenerError::request("advisory stream", e))?;
-    let consumer: consumer::PullConsumer = advisory_stream
-        .get_or_create_consumer(
-            &l.args.consumer,
-            consumer::pull::Config {
-                durable_name: Some(l.args.consumer.clone()),
-                description: Some("nats-delivery-exporter: counts delivery advisories".into()),
-                ack_policy: consumer::AckPolicy::Explicit,
-                ack_wait: l.args.ack_wait,
-                deliver_policy,
-                // Never give up on an advisory: a limit would drop counts and
-                // make advisories about the exporter's own consumer.
-                max_deliver: -1,
-                max_ack_pending: (BATCH * 10) as i64,
-                num_replicas: replicas,
-                filter_subjects: if exact {
-                    Vec::new()
-                } else {
-                    SUBJECTS.iter().map(|s| s.to_string()).collect()
-                },
-                ..Default::default()
-            },
-        )
+    let resumes = matches!(
+        deliver_policy,
+        consumer::DeliverPolicy::ByStartSequence { .. }
+    );
+    let config = consumer::pull::Config {
+        durable_name: Some(l.args.consumer.clone()),
+        description: Some("nats-delivery-exporter: counts delivery advisories".into()),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ack_wait: l.args.ack_wait,
+        deliver_policy,
+        // Never give up on an advisory: a limit would drop counts and
+        // make advisories about the exporter's own consumer.
+        max_deliver: -1,
+        max_ack_pending: (BATCH * 10) as i64,
+        num_replicas: replicas,
+        filter_subjects: if exact {
+            Vec::new()
+        } else {
+            SUBJECTS.iter().map(|s| s.to_string()).collect()
+        },
+        ..Default::default()
+    };
+    let failed =
+        |e: String| ListenerError::request(&format!("durable consumer {:?}", l.args.consumer), e);
+    let consumer: consumer::PullConsumer = match advisory_stream
+        .get_consumer(&l.args.consumer)
         .await
-        .map_err(|e| {
-            ListenerError::request(&format!("durable consumer {:?}", l.args.consumer), e)
-        })?;
+    {
+        Ok(c) => c,
+        Err(e) if ErrorKind::of_request(&e.to_string()) == ErrorKind::ConsumerMissing => {
+            if resumes {
+                // The totals say it existed: it was deleted (or lost) while
+                // no session watched, which is counted as a session that
+                // sees it go counts it.
+                l.metrics
+                    .listener_error(&l.account, ErrorKind::ConsumerMissing.as_label());
+                tracing::warn!(
+                    account = %l.account,
+                    consumer = %l.args.consumer,
+                    "the advisory consumer was gone; made again, starting after what was counted"
+                );
+            }
+            advisory_stream
+                .create_consumer(config)
+                .await
+                .map_err(|e| failed(e.to_string()))?
+        }
+        Err(e) => return Err(failed(e.to_string())),
+    };
     // One line per session says where counting resumes: enough to tell,
     // after a fault, whether advisories handed out again were recognised.
     let stored = store.entries.get(ACCOUNT_KEY).map(|s| &s.totals);
