@@ -10,6 +10,23 @@ use nats_delivery_exporter::advisories::durable::{ensure_stream, DurableError};
 
 const APP: &[(&str, &str)] = &[("account", "APP")];
 
+/// Publishes what the server sends when messages `seqs` of consumer `C` on
+/// stream `S` run out of deliveries: one max-deliveries advisory each.
+async fn announce_deaths(app: &async_nats::Client, seqs: std::ops::RangeInclusive<u64>) {
+    for seq in seqs {
+        let body = format!(
+            r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"S","consumer":"C","stream_seq":{seq},"deliveries":2}}"#
+        );
+        app.publish(
+            "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C",
+            body.into(),
+        )
+        .await
+        .unwrap();
+    }
+    app.flush().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn advisories_made_while_the_exporter_is_stopped_are_counted_after_restart() {
     let s = server();
@@ -201,15 +218,7 @@ async fn an_advisory_stream_deleted_under_the_exporter_is_created_again() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let app = client(&s, "app").await;
-    for seq in 1..=5 {
-        app.publish(
-            "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C",
-            format!(r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"S","consumer":"C","stream_seq":{seq},"deliveries":2}}"#).into(),
-        )
-        .await
-        .unwrap();
-    }
-    app.flush().await.unwrap();
+    announce_deaths(&app, 1..=5).await;
     let labels = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
     wait_value(
         &running.registry,
@@ -237,28 +246,16 @@ async fn a_deleted_consumer_is_noticed_and_made_again_after_what_was_counted() {
     let running = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
     let js = jetstream::new(client(&s, "app").await);
     let app = client(&s, "app").await;
-    let advisory = |seq: u64| {
-        format!(
-            r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"S","consumer":"C","stream_seq":{seq},"deliveries":2}}"#
-        )
-    };
-    let subject = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C";
     let labels = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
     let name = "nats_delivery_jetstream_max_deliveries_total";
-    for seq in 1..=5 {
-        app.publish(subject, advisory(seq).into()).await.unwrap();
-    }
-    app.flush().await.unwrap();
+    announce_deaths(&app, 1..=5).await;
     wait_value(&running.registry, name, &labels, 5.0, 20).await;
     // Let a probe see the ack floor past those five, then delete the consumer.
     tokio::time::sleep(Duration::from_secs(6)).await;
     let adv = js.get_stream("ADV").await.unwrap();
     adv.delete_consumer("nats-delivery-exporter").await.unwrap();
     // Five more arrive while it is gone: the stream keeps them.
-    for seq in 6..=10 {
-        app.publish(subject, advisory(seq).into()).await.unwrap();
-    }
-    app.flush().await.unwrap();
+    announce_deaths(&app, 6..=10).await;
     let kind = [("account", "APP"), ("kind", "consumer_missing")];
     wait_value(
         &running.registry,
@@ -292,20 +289,11 @@ async fn a_consumer_deleted_while_no_listener_runs_is_noticed_at_setup() {
     let first = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
     let js = jetstream::new(client(&s, "app").await);
     let app = client(&s, "app").await;
-    let advisory = |seq: u64| {
-        format!(
-            r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"S","consumer":"C","stream_seq":{seq},"deliveries":2}}"#
-        )
-    };
-    let subject = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C";
     let labels = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
     let name = "nats_delivery_jetstream_max_deliveries_total";
     let errors = "nats_delivery_advisory_listener_errors_total";
     let missing = [("account", "APP"), ("kind", "consumer_missing")];
-    for seq in 1..=5 {
-        app.publish(subject, advisory(seq).into()).await.unwrap();
-    }
-    app.flush().await.unwrap();
+    announce_deaths(&app, 1..=5).await;
     wait_value(&first.registry, name, &labels, 5.0, 20).await;
     assert_eq!(
         sample(&first.text(), errors, &missing),
@@ -317,10 +305,7 @@ async fn a_consumer_deleted_while_no_listener_runs_is_noticed_at_setup() {
     first.stop().await;
     let adv = js.get_stream("ADV").await.unwrap();
     adv.delete_consumer("nats-delivery-exporter").await.unwrap();
-    for seq in 6..=10 {
-        app.publish(subject, advisory(seq).into()).await.unwrap();
-    }
-    app.flush().await.unwrap();
+    announce_deaths(&app, 6..=10).await;
     let second = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
     assert_eq!(sample(&second.text(), errors, &missing), Some(1.0));
     // The stored five and the five new ones; none of the first five again.
@@ -393,28 +378,15 @@ async fn acknowledged_advisories_handed_out_again_are_not_counted_again() {
     let flags = ["--advisories-stream", "ADV"];
     let app = client(&s, "app").await;
     let js = jetstream::new(app.clone());
-    let subject = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C";
     let labels = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
     let name = "nats_delivery_jetstream_max_deliveries_total";
-    let publish = |seqs: std::ops::RangeInclusive<u64>| {
-        let app = app.clone();
-        async move {
-            for seq in seqs {
-                let body = format!(
-                    r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"S","consumer":"C","stream_seq":{seq},"deliveries":2}}"#
-                );
-                app.publish(subject, body.into()).await.unwrap();
-            }
-            app.flush().await.unwrap();
-        }
-    };
     let first = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
     // Two waves a probe apart: the series is stored with the first wave's
     // sequences behind the ack floor.
-    publish(1..=20).await;
+    announce_deaths(&app, 1..=20).await;
     wait_value(&first.registry, name, &labels, 20.0, 20).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
-    publish(21..=40).await;
+    announce_deaths(&app, 21..=40).await;
     wait_value(&first.registry, name, &labels, 40.0, 20).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     first.stop().await;
