@@ -59,6 +59,29 @@ fn slow_reader(mut sub: Subscription, every: u64) -> Arc<AtomicU64> {
     read
 }
 
+/// What the server sent to subscription `sid` of the storm of `n`: the
+/// ground truth. On a loaded machine the count once stayed 2,042 short of
+/// what the publisher flushed (2 workers, 16 bytes, publisher in another
+/// process, in CI), so a count that has not moved for 5 s is final too.
+async fn sent_by_server(server: &NatsServer, sid: u64, n: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (mut last, mut unchanged_since) = (u64::MAX, Instant::now());
+    loop {
+        let sent = server_subscription_msgs(server, CONNECTION, sid);
+        if sent != last {
+            (last, unchanged_since) = (sent, Instant::now());
+        }
+        if sent == n || unchanged_since.elapsed() > Duration::from_secs(5) {
+            return sent;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server's count of the storm still moves after 2 minutes: {sent} of {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn storm(workers: usize, len: usize, n: u64, publisher: Publisher) {
     eprintln!("storm: {workers} workers, {n} x {len} bytes, publisher {publisher:?}");
     // Room for the whole storm in the server's per-client buffer: a server
@@ -108,21 +131,12 @@ fn storm(workers: usize, len: usize, n: u64, publisher: Publisher) {
             }
         }
 
+        let sent = sent_by_server(&server, sid, n).await;
         let deadline = Instant::now() + Duration::from_secs(120);
-        // The ground truth is what the server sent to the subscription. On
-        // a loaded machine it once stayed 2,042 short of what the publisher
-        // flushed (2 workers, 16 bytes, publisher in another process, in CI):
-        // a count that has not moved for 5 s is final.
-        let (mut last_sent, mut unchanged_since) = (u64::MAX, Instant::now());
         loop {
-            let sent = server_subscription_msgs(&server, CONNECTION, sid);
-            if sent != last_sent {
-                (last_sent, unchanged_since) = (sent, Instant::now());
-            }
-            let settled = sent == n || unchanged_since.elapsed() > Duration::from_secs(5);
             let t = totals();
             let accounted = t.delivered_messages + t.dropped_messages + t.pending_messages;
-            if settled && accounted == sent && t.pending_messages == 0 {
+            if accounted == sent && t.pending_messages == 0 {
                 eprintln!(
                     "  exact: delivered {} + dropped {} = {sent} sent by the server, of {n} published",
                     t.delivered_messages, t.dropped_messages
@@ -225,12 +239,10 @@ fn drops_in_a_smaller_async_nats_channel_are_counted_by_the_audit() {
             let t = metrics.subscription_totals(SUBJECT).unwrap();
             t.delivered_messages + t.dropped_messages + t.pending_messages
         };
-        common::wait_for("the server to send the storm", || {
-            server_subscription_msgs(&server, CONNECTION, sid) == n
-        })
-        .await;
+        let sent = sent_by_server(&server, sid, n).await;
         // At rest: the reader has emptied the subscription and the accounted
         // total has not moved for half a second.
+        let deadline = Instant::now() + Duration::from_secs(120);
         let mut last = (u64::MAX, 0);
         loop {
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -244,9 +256,22 @@ fn drops_in_a_smaller_async_nats_channel_are_counted_by_the_audit() {
             if now == last && now.1 == 0 {
                 break;
             }
+            assert!(
+                Instant::now() < deadline,
+                "not at rest after 2 minutes: accounted {} with {} pending, of {sent} sent",
+                now.0,
+                now.1
+            );
             last = now;
         }
-        let dropped_by_async_nats = n - accounted();
+        let dropped_by_async_nats = sent
+            .checked_sub(accounted())
+            .expect("the subscription accounted for more than the server sent");
+        eprintln!(
+            "  {sent} sent by the server, {} accounted for by the subscription, \
+             {dropped_by_async_nats} dropped by async-nats",
+            accounted()
+        );
         assert!(
             dropped_by_async_nats > 0,
             "a 1,000-message channel overflows"

@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 mod cluster;
+mod ports;
 pub mod promtool;
 pub mod reference;
 pub mod sample;
@@ -18,6 +19,7 @@ mod supercluster;
 pub mod tls;
 
 pub use cluster::{cluster, wait_jetstream_ready};
+pub use ports::free_port;
 pub use supercluster::supercluster;
 
 use std::io::Write;
@@ -388,17 +390,6 @@ impl Drop for NatsServer {
 /// with `>=`: `[2, 10, 4]`; a part that is not a number counts as 0.
 pub fn version_numbers(version: &str) -> Vec<u64> {
     version.split('.').map(|p| p.parse().unwrap_or(0)).collect()
-}
-
-/// A TCP port free on 127.0.0.1 at this moment, chosen by the OS (never a
-/// well-known one), for a process that must be given its port in advance,
-/// such as a server restarted on the same port or an exporter's listener.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind 127.0.0.1:0")
-        .local_addr()
-        .expect("local address")
-        .port()
 }
 
 /// A plain blocking HTTP/1.0 GET against a loopback monitoring endpoint,
