@@ -1,7 +1,6 @@
-//! The forwarding task's side of the pending limits: every message is
-//! admitted or dropped (and counted) as it leaves the async-nats subscriber,
-//! and the admitted ones wait in a queue of the forwarding task's own until
-//! they are handed to the application in one step.
+//! The pending limits: every message is admitted or dropped (and counted)
+//! as it leaves the async-nats subscriber, and the admitted ones wait in a
+//! queue until they are handed to the application in one step.
 //!
 //! Why decide on the way in: an `async_nats::Message` is 184 bytes and every
 //! move is a copy; copying messages is most of what the crate adds per
@@ -19,14 +18,15 @@ use async_nats::Message;
 use crate::state::SubscriptionStats;
 
 /// Counts and admitted messages of one subscription not yet published to
-/// the application. The forwarding task is the only writer of the counters
-/// it publishes, so it keeps the running totals here and stores them.
+/// the application. Only the holder of the subscription's intake lock writes
+/// the counters it publishes, so it keeps the running totals here and
+/// stores them.
 #[derive(Debug)]
 pub(crate) struct Admission {
     stats: Arc<SubscriptionStats>,
     /// Admitted, not yet handed over.
     incoming: VecDeque<Message>,
-    /// Messages taken from async-nats since the last hand-over.
+    /// Messages taken from async-nats since the counts were last published.
     taken: usize,
     admitted: u64,
     admitted_bytes: u64,
@@ -50,11 +50,6 @@ impl Admission {
             high_water: 0,
             delivered: (0, 0),
         }
-    }
-
-    /// Messages taken since the last hand-over, admitted or dropped.
-    pub fn taken(&self) -> usize {
-        self.taken
     }
 
     fn taken_by_application(&self) -> (u64, u64) {
@@ -104,11 +99,30 @@ impl Admission {
         }
     }
 
-    /// Moves the admitted messages to the application's `queue` and
-    /// publishes the counts; call with the queue locked, so the application
-    /// never sees a message before it is counted as admitted. True if the
-    /// queue holds messages for the application.
-    pub fn hand_over(&mut self, queue: &mut VecDeque<Message>) -> bool {
+    /// Messages admitted so far.
+    pub fn admitted(&self) -> u64 {
+        self.admitted
+    }
+
+    /// Publishes the counts and starts the next batch; call with the intake
+    /// locked, before [`Self::hand_over`], so the application never sees a
+    /// message before it is counted as admitted.
+    pub fn publish(&mut self) {
+        self.taken = 0;
+        let s = &self.stats;
+        s.admitted_bytes
+            .store(self.admitted_bytes, Ordering::Release);
+        s.admitted.store(self.admitted, Ordering::Release);
+        s.dropped_bytes.store(self.dropped_bytes, Ordering::Release);
+        s.dropped.store(self.dropped, Ordering::Release);
+        s.high_water.store(self.high_water, Ordering::Release);
+    }
+
+    /// Moves the admitted messages to the application's `queue`.
+    pub fn hand_over(&mut self, queue: &mut VecDeque<Message>) {
+        if self.incoming.is_empty() {
+            return;
+        }
         if queue.is_empty() {
             // The application has taken everything: no copy, and the queue
             // it emptied becomes the next `incoming`. `clear` moves an empty
@@ -119,14 +133,5 @@ impl Admission {
         } else {
             queue.append(&mut self.incoming);
         }
-        self.taken = 0;
-        let s = &self.stats;
-        s.admitted_bytes
-            .store(self.admitted_bytes, Ordering::Release);
-        s.admitted.store(self.admitted, Ordering::Release);
-        s.dropped_bytes.store(self.dropped_bytes, Ordering::Release);
-        s.dropped.store(self.dropped, Ordering::Release);
-        s.high_water.store(self.high_water, Ordering::Release);
-        !queue.is_empty()
     }
 }

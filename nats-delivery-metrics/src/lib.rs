@@ -29,19 +29,21 @@
 //!
 //! # How drops are counted, and what "never drops" means
 //!
-//! An instrumented [`Subscription`] runs a small forwarding task that takes
-//! every message out of the async-nats subscriber as soon as it arrives and
-//! puts it into the crate's own queue. That queue enforces
-//! [`PendingLimits`]; a message that does not fit is dropped and counted in
-//! `nats_delivery_client_dropped_messages_total{client,subscription}`. For
-//! every message the forwarding task received,
-//! `received = delivered + dropped + pending` holds exactly.
+//! An instrumented [`Subscription`] takes every message out of the
+//! async-nats subscriber itself, when the application polls it, and admits
+//! it into the crate's own queue or drops it: the queue enforces
+//! [`PendingLimits`], and a message that does not fit is dropped and counted
+//! in `nats_delivery_client_dropped_messages_total{client,subscription}`. An
+//! application that does not poll (busy elsewhere, or blocked) does not stop
+//! this: a watchdog task per [`ClientMetrics`] takes what waits every 10 ms,
+//! so the limits hold and a drop is counted within 10 ms of its arrival. For
+//! every message taken, `received = delivered + dropped + pending` holds
+//! exactly; no task stands between async-nats and the application.
 //!
-//! In front of the forwarding task is async-nats' own channel. A storm of
-//! small messages can fill it even though the forwarding task never waits
-//! for the application (async-nats' connection task reads the socket in long
-//! bursts while the forwarding task waits in the same worker's next-to-run
-//! slot), so [`ClientMetrics::connect_options`] gives it a capacity of
+//! In front of the crate's queue is async-nats' own channel. async-nats'
+//! connection task reads the socket in long bursts, so a storm of small
+//! messages can fill that channel between two takes; so
+//! [`ClientMetrics::connect_options`] gives it a capacity of
 //! [`ASYNC_NATS_SUBSCRIPTION_CAPACITY`] (2^28) messages: what waits there is
 //! memory, not loss. Against the server's own per-subscription count,
 //! `delivered + dropped + pending` is then exact at rest, on any runtime.
@@ -75,6 +77,7 @@ mod collector;
 mod events;
 #[cfg(feature = "http-server")]
 mod http;
+mod intake;
 mod jetstream;
 mod limits;
 #[cfg(feature = "reports")]
@@ -102,8 +105,8 @@ pub use totals::{ConnectionEventTotals, SubscriptionTotals};
 /// The `subscription_capacity` [`ClientMetrics::connect_options`] gives
 /// async-nats: 2^28 messages. async-nats allocates its channels as they fill,
 /// so this costs nothing until messages wait; it means async-nats would only
-/// drop after 268,435,456 messages of one subscription wait for the
-/// forwarding task, i.e. never before memory runs out.
+/// drop after 268,435,456 messages of one subscription waited to be taken
+/// (which happens at least every 10 ms), i.e. never before memory runs out.
 pub const ASYNC_NATS_SUBSCRIPTION_CAPACITY: usize = 1 << 28;
 
 use state::{Shared, SubscriptionStats};
@@ -273,7 +276,7 @@ impl ClientMetrics {
     /// still waiting in async-nats' channels, dropped by async-nats, or for
     /// subscribers and requests this crate does not see. With
     /// [`Self::connect_options`] and only instrumented subscriptions it
-    /// returns to exactly 0 once the forwarding tasks have caught up; a value
+    /// returns to exactly 0 within 10 ms once messages stop arriving; a value
     /// that stays is the exact number of messages async-nats dropped.
     /// `None` before the first subscription.
     pub fn unforwarded_messages(&self) -> Option<u64> {

@@ -1,14 +1,16 @@
-//! Counters shared by the forwarding tasks, the application's streams, the
-//! event callback, the collector and the report publisher.
+//! Counters shared by the subscriptions' intakes, the application's
+//! streams, the event callback, the collector and the report publisher.
 //!
-//! Every per-subscription number has exactly one writer (the forwarding task
-//! or the application's stream), so the hot path does plain loads and stores
-//! on atomics, no read-modify-write and no lock per message.
+//! Every per-subscription number has exactly one writer at a time (the
+//! holder of the subscription's intake lock, or the application's stream),
+//! so the hot path does plain loads and stores on atomics, no
+//! read-modify-write.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+use crate::intake::Watchdog;
 use crate::jetstream::ConsumerStats;
 use crate::limits::PendingLimits;
 
@@ -27,22 +29,22 @@ pub(crate) fn bump(counter: &AtomicU64, n: u64) {
 pub(crate) struct SubscriptionStats {
     pub name: Arc<str>,
     pub limits: PendingLimits,
-    /// Messages the forwarding task put into the subscription's queue (writer: forwarder).
+    /// Messages admitted into the subscription's queue (writer: the intake).
     pub admitted: AtomicU64,
-    /// Payload bytes of `admitted` (writer: forwarder).
+    /// Payload bytes of `admitted` (writer: the intake).
     pub admitted_bytes: AtomicU64,
-    /// Messages dropped because a limit was reached (writer: forwarder).
+    /// Messages dropped because a limit was reached (writer: the intake).
     pub dropped: AtomicU64,
-    /// Payload bytes of `dropped` (writer: forwarder).
+    /// Payload bytes of `dropped` (writer: the intake).
     pub dropped_bytes: AtomicU64,
-    /// Highest number of pending messages seen (writer: forwarder).
+    /// Highest number of pending messages seen (writer: the intake).
     pub high_water: AtomicU64,
     /// Messages handed to the application (writer: the application's stream).
     pub delivered: AtomicU64,
     /// Payload bytes of `delivered` (writer: the application's stream).
     pub delivered_bytes: AtomicU64,
     /// Set when the application drops its `Subscription`: from then on only
-    /// its counters are reported, even while its forwarding task winds down.
+    /// its counters are reported, even while its intake winds down.
     pub closed: AtomicBool,
 }
 
@@ -64,7 +66,7 @@ impl SubscriptionStats {
 
     /// Pending messages and bytes: admitted but not yet handed out. Reading
     /// `delivered` before `admitted` keeps the difference from going negative.
-    /// Messages the forwarding task took out of the async-nats subscriber
+    /// Messages taken out of the async-nats subscriber
     /// (admitted or dropped). Both counters only grow.
     pub fn taken(&self) -> u64 {
         self.admitted.load(Ordering::Acquire) + self.dropped.load(Ordering::Acquire)
@@ -162,6 +164,8 @@ pub(crate) struct Shared {
     /// Messages of that connection handed to the application outside
     /// instrumented subscriptions (replies to `InstrumentedClient::request`).
     pub taken_elsewhere: AtomicU64,
+    /// Takes messages for subscriptions whose application does not poll.
+    pub watchdog: Watchdog,
 }
 
 /// Aggregated numbers of all subscriptions sharing one name.
@@ -197,6 +201,7 @@ impl Shared {
             consumers: Mutex::new(Vec::new()),
             connection: OnceLock::new(),
             taken_elsewhere: AtomicU64::new(0),
+            watchdog: Watchdog::default(),
         }
     }
 

@@ -1,36 +1,28 @@
-//! An instrumented subscription: a forwarding task drains the async-nats
-//! subscriber into the crate's own bounded queue, which enforces the pending
-//! limits and counts every message it refuses.
+//! An instrumented subscription: the application's stream takes messages
+//! out of the async-nats subscriber itself and admits or drops (and counts)
+//! each against the pending limits; a watchdog does the same for an
+//! application that does not poll (see [`crate::intake`]).
 //!
 //! Why the async-nats queue does not drop: `ClientMetrics::connect_options`
 //! sizes it (`subscription_capacity`) to 2^28 messages. A smaller channel is
-//! not safe even though the forwarding task never waits for the application:
-//! async-nats' connection task reads the socket in long bursts while the
-//! forwarding task waits in the same worker's next-to-run slot, which other
-//! workers cannot steal, so 65,536 small messages can arrive before it runs.
-//! What async-nats' channel holds is memory, not loss; the connection audit
+//! not safe: async-nats' connection task reads the socket in long bursts, so
+//! 65,536 small messages can arrive between two takes. What async-nats'
+//! channel holds is memory, not loss; the connection audit
 //! (`Shared::unforwarded`) shows it, and shows any drop should the channel
 //! have been made smaller again.
 
 use std::collections::VecDeque;
-use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, Waker};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use async_nats::{Message, Subscriber};
-use futures::{Stream, StreamExt};
-use tokio::sync::oneshot;
+use futures::Stream;
 
-use crate::admission::Admission;
+use crate::intake::{lock, Intake};
 use crate::state::{bump, Shared, SubscriptionStats};
 use crate::{Error, ErrorKind};
-
-type StopReply = oneshot::Sender<Result<(), async_nats::UnsubscribeError>>;
-
-/// Messages taken from the async-nats channel per queue lock.
-const BATCH: usize = 256;
 
 /// How the application ended the subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,22 +33,6 @@ enum Stop {
     Drain,
 }
 
-#[derive(Debug, Default)]
-struct QueueState {
-    messages: VecDeque<Message>,
-    waker: Option<Waker>,
-    ended: bool,
-}
-
-#[derive(Debug, Default)]
-struct Queue(Mutex<QueueState>);
-
-impl Queue {
-    fn lock(&self) -> MutexGuard<'_, QueueState> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
 /// A subscription whose drops are counted exactly; a [`Stream`] of
 /// [`async_nats::Message`], used like an async-nats `Subscriber`.
 ///
@@ -65,11 +41,12 @@ impl Queue {
 /// or [`Subscription::drain`] and read the stream to its end.
 #[derive(Debug)]
 pub struct Subscription {
-    queue: Arc<Queue>,
-    /// Messages taken from `queue` in one swap, handed out one by one.
+    intake: Arc<Mutex<Intake>>,
+    /// Admitted messages taken from the intake in one swap, handed out one
+    /// by one.
     local: VecDeque<Message>,
     stats: Arc<SubscriptionStats>,
-    stop: Option<oneshot::Sender<(Stop, StopReply)>>,
+    stopped: bool,
     shared: Arc<Shared>,
     sid: Option<u64>,
 }
@@ -82,14 +59,13 @@ impl Subscription {
     ) -> Self {
         let sid = sid_of(&subscriber);
         shared.add_subscription(stats.clone(), sid);
-        let queue = Arc::new(Queue::default());
-        let (stop_tx, stop_rx) = oneshot::channel();
-        tokio::spawn(forward(subscriber, queue.clone(), stats.clone(), stop_rx));
+        let intake = Arc::new(Mutex::new(Intake::new(subscriber, stats.clone())));
+        shared.watchdog.watch(&intake);
         Subscription {
-            queue,
+            intake,
             local: VecDeque::new(),
             stats,
-            stop: Some(stop_tx),
+            stopped: false,
             shared,
             sid,
         }
@@ -157,13 +133,19 @@ impl Subscription {
                 "the subscription was already stopped",
             )
         };
-        let stop = self.stop.take().ok_or_else(stopped)?;
-        let (reply, result) = oneshot::channel();
-        stop.send((how, reply)).map_err(|_| stopped())?;
-        result
-            .await
-            .map_err(|_| stopped())?
-            .map_err(|e| Error::new(ErrorKind::Unsubscribe, e))
+        if self.stopped {
+            return Err(stopped());
+        }
+        let mut subscriber = lock(&self.intake).lend_subscriber().ok_or_else(stopped)?;
+        self.stopped = true;
+        // Awaited without the lock; meanwhile nobody takes from the
+        // subscriber, and what async-nats holds is taken once it is back.
+        let done = match how {
+            Stop::Unsubscribe => subscriber.unsubscribe().await,
+            Stop::Drain => subscriber.drain().await,
+        };
+        lock(&self.intake).return_subscriber(subscriber, done.is_err());
+        done.map_err(|e| Error::new(ErrorKind::Unsubscribe, e))
     }
 }
 
@@ -173,20 +155,15 @@ impl Stream for Subscription {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Message>> {
         let this = self.get_mut();
         if this.local.is_empty() {
-            let mut queue = this.queue.lock();
-            if queue.messages.is_empty() {
-                if queue.ended {
-                    return Poll::Ready(None);
-                }
-                match &queue.waker {
-                    Some(w) if w.will_wake(cx.waker()) => {}
-                    _ => queue.waker = Some(cx.waker().clone()),
-                }
-                return Poll::Pending;
+            let mut intake = lock(&this.intake);
+            intake.take_for_application(cx, &mut this.local);
+            if this.local.is_empty() {
+                return if intake.ended() {
+                    Poll::Ready(None)
+                } else {
+                    Poll::Pending
+                };
             }
-            // Back to the start of its buffer (see `Admission::hand_over`).
-            this.local.clear();
-            std::mem::swap(&mut queue.messages, &mut this.local);
         }
         // Counted before it is handed out, and popped straight into the
         // return value rather than through a local.
@@ -199,103 +176,12 @@ impl Stream for Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        // The forwarding task sees its stop channel close and ends.
+        // The intake, and with it the async-nats subscriber (which
+        // unsubscribes), goes when the watchdog lets go of it too.
         self.stats.closed.store(true, Ordering::Release);
         if let Some(sid) = self.sid {
             self.shared.forget_sid(sid);
         }
-    }
-}
-
-/// What one wake-up of the forwarding task found.
-enum Step {
-    Batch,
-    End,
-    Stop(Option<(Stop, StopReply)>),
-}
-
-async fn forward(
-    mut subscriber: Subscriber,
-    queue: Arc<Queue>,
-    stats: Arc<SubscriptionStats>,
-    mut stop: oneshot::Receiver<(Stop, StopReply)>,
-) {
-    let mut admission = Admission::new(stats, BATCH);
-    let mut stopping = false;
-    loop {
-        let step = poll_fn(|cx| {
-            if !stopping {
-                if let Poll::Ready(r) = Pin::new(&mut stop).poll(cx) {
-                    return Poll::Ready(Step::Stop(r.ok()));
-                }
-            }
-            loop {
-                match subscriber.poll_next_unpin(cx) {
-                    Poll::Ready(Some(m)) => {
-                        if let Some(queue) = admission.admit(m.payload.len()) {
-                            queue.push_back(m);
-                        }
-                        if admission.taken() == BATCH {
-                            return Poll::Ready(Step::Batch);
-                        }
-                    }
-                    Poll::Ready(None) => return Poll::Ready(Step::End),
-                    Poll::Pending if admission.taken() == 0 => return Poll::Pending,
-                    Poll::Pending => return Poll::Ready(Step::Batch),
-                }
-            }
-        })
-        .await;
-        hand_over(&queue, &mut admission);
-        match step {
-            Step::Batch => {}
-            Step::End => break,
-            Step::Stop(None) => {
-                // The application dropped its Subscription: nobody will read
-                // what is pending; dropping `subscriber` unsubscribes.
-                break;
-            }
-            Step::Stop(Some((how, reply))) => {
-                stopping = true;
-                let done = match how {
-                    Stop::Unsubscribe => subscriber.unsubscribe().await,
-                    Stop::Drain => subscriber.drain().await,
-                };
-                let failed = done.is_err();
-                let _ = reply.send(done);
-                if failed {
-                    break;
-                }
-                // Keep reading: async-nats still yields what it had buffered.
-            }
-        }
-    }
-    let waker = {
-        let mut q = queue.lock();
-        q.ended = true;
-        q.waker.take()
-    };
-    if let Some(w) = waker {
-        w.wake();
-    }
-}
-
-/// Hands what the batch admitted to the application and wakes it.
-fn hand_over(queue: &Queue, admission: &mut Admission) {
-    if admission.taken() == 0 {
-        return;
-    }
-    let waker = {
-        let mut q = queue.lock();
-        let ready = admission.hand_over(&mut q.messages);
-        if ready {
-            q.waker.take()
-        } else {
-            None
-        }
-    };
-    if let Some(w) = waker {
-        w.wake();
     }
 }
 
