@@ -178,9 +178,9 @@ async fn main() {
         for (slot, mode) in order.into_iter().enumerate() {
             // Subjects of one length, named by the slot, not the mode: every
             // byte of a MSG line costs time ("Instrumented" against "Plain"
-            // made the instrumented rounds 5 % slower with the same code in
-            // both), and with the plain subscriber in both, the rounds with
-            // one subject were a steady 2 to 4 % faster than the other's.
+            // made the instrumented rounds 2 to 6 % slower with the same code
+            // in both), and with the plain subscriber in both, the rounds of
+            // one of two one-letter subjects came out 2 to 5 % faster.
             let subject = format!("bench.{r}.{slot}");
             let (rate, cpu) =
                 round(mode, n, &subject, &subscriber, &publisher, &metrics, len).await;

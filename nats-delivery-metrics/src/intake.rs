@@ -15,8 +15,8 @@
 //!   the message arrived.
 //!
 //! A separate forwarding task per subscription did the same before, and
-//! cost a second task wake-up and queue per message: 5 to 11 % of the
-//! throughput of 16-byte messages.
+//! cost a second task wake-up and queue per message: 80 to 120 ns of CPU
+//! per 1 KiB message, against 0 to 20 ns now.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
