@@ -136,16 +136,40 @@ impl Subscription {
         if self.stopped {
             return Err(stopped());
         }
-        let mut subscriber = lock(&self.intake).lend_subscriber().ok_or_else(stopped)?;
-        self.stopped = true;
+        let subscriber = lock(&self.intake).lend_subscriber().ok_or_else(stopped)?;
+        let mut lent = Lent {
+            intake: &self.intake,
+            subscriber: Some(subscriber),
+        };
         // Awaited without the lock; meanwhile nobody takes from the
         // subscriber, and what async-nats holds is taken once it is back.
+        let subscriber = lent.subscriber.as_mut().expect("lent above");
         let done = match how {
             Stop::Unsubscribe => subscriber.unsubscribe().await,
             Stop::Drain => subscriber.drain().await,
         };
-        lock(&self.intake).return_subscriber(subscriber, done.is_err());
+        if let Some(subscriber) = lent.subscriber.take() {
+            lock(&self.intake).return_subscriber(subscriber, done.is_err());
+        }
+        self.stopped = true;
         done.map_err(|e| Error::new(ErrorKind::Unsubscribe, e))
+    }
+}
+
+/// The subscriber while `unsubscribe` or `drain` awaits it. If that future
+/// is dropped part-way (a timeout around it, while async-nats' command
+/// channel is full), the subscriber goes back to the intake, still
+/// subscribed: the stream goes on and the call can be made again.
+struct Lent<'a> {
+    intake: &'a Mutex<Intake>,
+    subscriber: Option<Subscriber>,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        if let Some(subscriber) = self.subscriber.take() {
+            lock(self.intake).return_subscriber(subscriber, false);
+        }
     }
 }
 
