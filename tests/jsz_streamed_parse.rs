@@ -62,32 +62,41 @@ const MB: usize = 1 << 20;
 async fn a_64_mb_jsz_reply_is_parsed_without_holding_it_whole() {
     let jsz = r#"{"now":"2026-01-01T00:00:10Z","account_details":[{"name":"A","stream_detail":[
         {"name":"S","state":{"messages":1},"consumer_detail":[{"name":"C","num_ack_pending":7}]}]}]}"#;
-    let body = 64 * MB;
-    let big = fake_endpoint::start(move |_| {
-        Reply::SpacedJson(jsz.to_string(), (body - jsz.len()) as u64)
-    })
-    .await;
-    let exporter = common::exporter(
-        std::slice::from_ref(&big.url),
-        &["--sources", "jsz", "--timeout", "60s"],
-    );
-    let before = IN_USE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
-    let text = common::scrape(&exporter).await;
-    let peak = PEAK.load(Ordering::Relaxed) - before;
+    // Padded outside the streams, then inside one (after its `"state":`),
+    // where a stream is kept as sent until it grows large.
+    let inside = jsz.find(r#""state":"#).unwrap() + 8;
+    for at in [1, inside] {
+        let body = 64 * MB;
+        let big = fake_endpoint::start(move |_| {
+            Reply::SpacedJson(jsz.to_string(), at, (body - jsz.len()) as u64)
+        })
+        .await;
+        let exporter = common::exporter(
+            std::slice::from_ref(&big.url),
+            &["--sources", "jsz", "--timeout", "60s"],
+        );
+        let before = IN_USE.load(Ordering::Relaxed);
+        PEAK.store(before, Ordering::Relaxed);
+        let text = common::scrape(&exporter).await;
+        let peak = PEAK.load(Ordering::Relaxed) - before;
 
-    let labels = [("account", "A"), ("stream", "S"), ("consumer", "C")];
-    assert_eq!(
-        value(
-            &text,
-            "nats_delivery_consumer_ack_pending_messages",
-            &labels
-        ),
-        Some(7.0),
-        "{text}"
-    );
-    assert_eq!(big.requests(), 1);
-    // Gathering the reply first would hold all 64 MB; chunks in flight and
-    // the parser's buffer are a few MB at most.
-    assert!(peak < 16 * MB, "heap grew by {} MB", peak / MB);
+        let labels = [("account", "A"), ("stream", "S"), ("consumer", "C")];
+        assert_eq!(
+            value(
+                &text,
+                "nats_delivery_consumer_ack_pending_messages",
+                &labels
+            ),
+            Some(7.0),
+            "padded at {at}: {text}"
+        );
+        assert_eq!(big.requests(), 1);
+        // Gathering the reply first would hold all 64 MB; chunks in flight
+        // and the parser's buffers are a few MB at most.
+        assert!(
+            peak < 16 * MB,
+            "padded at {at}: heap grew by {} MB",
+            peak / MB
+        );
+    }
 }

@@ -20,9 +20,9 @@ pub enum Reply {
     Endless,
     /// A chunked body starting with `prefix`, then spaces, never ending.
     EndlessAfter(&'static str),
-    /// `json` with `n` spaces after its first byte, honestly announced: a
-    /// large reply whose parsed form is small.
-    SpacedJson(String, u64),
+    /// `json` with `n` spaces after its first `at` bytes, honestly
+    /// announced: a large reply whose parsed form is small.
+    SpacedJson(String, usize, u64),
     /// A chunked body trickling one byte every 100 ms, forever.
     Trickle,
     /// A 302 to `location`.
@@ -134,13 +134,13 @@ async fn serve(
                 s.write_all(chunk.as_bytes()).await?;
             }
         }
-        Reply::SpacedJson(json, n) => {
+        Reply::SpacedJson(json, at, n) => {
             let head = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 json.len() as u64 + n
             );
             s.write_all(head.as_bytes()).await?;
-            s.write_all(&json.as_bytes()[..1]).await?;
+            s.write_all(&json.as_bytes()[..at]).await?;
             let block = vec![b' '; 1 << 16];
             let mut left = n;
             while left > 0 {
@@ -148,7 +148,7 @@ async fn serve(
                 s.write_all(&block[..k]).await?;
                 left -= k as u64;
             }
-            s.write_all(&json.as_bytes()[1..]).await?;
+            s.write_all(&json.as_bytes()[at..]).await?;
         }
         Reply::Trickle => {
             s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n")

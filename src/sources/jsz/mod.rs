@@ -19,6 +19,7 @@ mod de;
 mod encode;
 mod leaders;
 pub mod split;
+mod stream_end;
 pub use encode::{
     consumer_series, encode_streams, folded_series, stream_series, write_consumer_family,
     CONSUMER_FAMILY_COUNT,

@@ -4,18 +4,23 @@
 //! `null` where the streams were) is parsed last and the streams put back.
 //!
 //! Why: parsing from a slice is about twice as fast as serde_json's
-//! `from_reader`, and a stream is at most a few MB, so neither the whole
-//! reply nor more than one stream of it is held at once. The cut is found by
-//! a scan that only follows strings and brackets; anything it does not
-//! recognise (an escaped key, a repeated key) stays in the skeleton and is
-//! parsed there, so the result is always what parsing the whole would give.
-//! A stream that is not JSON fails as soon as it ends; the rest of the reply
-//! is checked at its end. Whitespace runs are kept as one byte, so a reply
-//! padded with them is never held whole either.
+//! `from_reader`, and a stream is at most a few MB, so the whole reply is
+//! never held, only the few streams being parsed. The cut is found by a
+//! scan that only follows strings and brackets (inside a stream, braces:
+//! see `stream_end`); anything it does not recognise (an escaped key, a
+//! repeated key) stays in the skeleton and is parsed there, so the result
+//! is always what parsing the whole would give. A stream that is not JSON
+//! fails as soon as it ends; the rest of the reply is checked at its end.
+//! Whitespace runs outside streams, and inside a stream once it is large,
+//! are kept as one byte, so a reply padded with them is never held whole
+//! either.
 
 use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::Mutex;
 
+use super::stream_end::{InStream, StreamBytes};
 use super::{AccountDetail, Jsz, StreamDetail};
 
 /// Keys a stream's way from the root passes through; others are `Other`.
@@ -54,8 +59,8 @@ struct Scan {
     frames: Vec<Frame>,
     /// Open beyond those: only counted, a stream is never that deep.
     deeper: usize,
-    /// Open brackets of the stream being cut out; 0 outside one.
-    depth: usize,
+    /// Where the scan is in the stream being cut out; depth 0 outside one.
+    stream: InStream,
     /// The byte before was whitespace outside a string: a run of them is
     /// kept as its first, so that padding cannot fill the memory.
     after_space: bool,
@@ -103,83 +108,6 @@ fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\n' | b'\r' | b'\t')
 }
 
-/// Where scanning inside a stream got to.
-enum Within {
-    /// Scanned up to here (the end of the buffer, or the stream's end is
-    /// not yet known); go on from here.
-    More(usize),
-    /// The stream's closing bracket is at this index.
-    StreamEnds(usize),
-}
-
-impl Scan {
-    /// Scans `buf` from `i` inside a stream until the stream ends or the
-    /// buffer does, leaving out every whitespace byte after the first of a
-    /// run: `buf[*run..]` is what is still to be copied into `stream`.
-    fn within_stream(
-        &mut self,
-        buf: &[u8],
-        mut i: usize,
-        run: &mut usize,
-        stream: &mut Vec<u8>,
-    ) -> Within {
-        let n = buf.len();
-        while i < n {
-            if self.in_string {
-                if self.escaped {
-                    self.escaped = false;
-                    i += 1;
-                    continue;
-                }
-                match memchr::memchr2(b'"', b'\\', &buf[i..]) {
-                    None => return Within::More(n),
-                    Some(k) => {
-                        i += k;
-                        if buf[i] == b'"' {
-                            self.in_string = false;
-                        } else {
-                            self.escaped = true;
-                        }
-                        i += 1;
-                    }
-                }
-                continue;
-            }
-            let b = buf[i];
-            if is_space(b) {
-                let mut end = i + 1;
-                while end < n && is_space(buf[end]) {
-                    end += 1;
-                }
-                // The first byte of the run stays, unless the run began in
-                // the buffer before.
-                let keep = if self.after_space { i } else { i + 1 };
-                if end > keep {
-                    stream.extend_from_slice(&buf[*run..keep]);
-                    *run = end;
-                }
-                self.after_space = end == n;
-                i = end;
-                continue;
-            }
-            self.after_space = false;
-            match b {
-                b'"' => self.in_string = true,
-                b'{' | b'[' => self.depth += 1,
-                b'}' | b']' => {
-                    self.depth -= 1;
-                    if self.depth == 0 {
-                        return Within::StreamEnds(i);
-                    }
-                }
-                _ => {}
-            }
-            i += 1;
-        }
-        Within::More(n)
-    }
-}
-
 /// Parses a `/jsz` reply already held whole (a NATS reply) in one pass:
 /// what [`parse`] gives for the same bytes.
 pub fn parse_whole(body: &[u8]) -> Result<Jsz, String> {
@@ -191,44 +119,90 @@ pub fn parse_whole(body: &[u8]) -> Result<Jsz, String> {
 const STREAMS_IN_FLIGHT: usize = 4;
 
 /// Reads a whole `/jsz` reply from `input` and parses it; errors are
-/// serde_json's text. The streams are parsed on a second thread while the
-/// reply is still being read and cut: on a loaded machine reading and
-/// parsing one after the other kept the exporter's poll behind the server.
+/// serde_json's text. The streams are parsed on up to two more threads
+/// while the reply is still being read and cut: on a loaded machine
+/// reading and parsing one after the other kept the exporter's poll behind
+/// the server, and parsing is most of the work.
 pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
     // Set by a parser that failed: the reading stops at its next piece of
     // input, not only at the next stream's end (which an endless reply
     // after a broken stream never reaches).
     let failed = AtomicBool::new(false);
+    let parsers = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
+    let (to_parsers, cut_out) = std::sync::mpsc::sync_channel(STREAMS_IN_FLIGHT);
+    let cut_out = Mutex::new(cut_out);
     std::thread::scope(|scope| {
-        let (to_parser, cut_out) = std::sync::mpsc::sync_channel::<Vec<u8>>(STREAMS_IN_FLIGHT);
         let (give_back, given_back) = std::sync::mpsc::sync_channel(STREAMS_IN_FLIGHT + 2);
-        let failed = &failed;
-        let parser = scope.spawn(move || {
-            let mut streams: Vec<StreamDetail> = Vec::new();
-            for mut bytes in cut_out {
-                let parsed = serde_json::from_slice(&bytes).map_err(|e| {
-                    failed.store(true, Ordering::Release);
-                    format!("stream {}: {e}", streams.len() + 1)
-                })?;
-                streams.push(parsed);
-                bytes.clear();
-                // Its room serves a later stream; never waited for.
-                let _ = give_back.try_send(bytes);
-            }
-            Ok::<_, String>(streams)
-        });
+        let (failed, cut_out) = (&failed, &cut_out);
+        let parsers: Vec<_> = (0..parsers)
+            .map(|_| {
+                let give_back = give_back.clone();
+                scope.spawn(move || parse_streams(cut_out, &give_back, failed))
+            })
+            .collect();
+        drop(give_back);
+        let mut count = 0;
         let skeleton = cut(input, failed, |stream| {
             let next = given_back.try_recv().unwrap_or_default();
-            // A parser that stopped has failed: its error is the one to give.
-            to_parser.send(std::mem::replace(stream, next)).is_ok()
+            count += 1;
+            // Parsers that stopped have failed: their error is the one to give.
+            to_parsers.send((count - 1, stream.take(next))).is_ok()
         });
-        drop(to_parser);
+        drop(to_parsers);
+        let mut streams: Vec<Option<StreamDetail>> = Vec::new();
+        streams.resize_with(count, || None);
+        let mut first_error: Option<(usize, String)> = None;
+        for parser in parsers {
+            let parsed = parser
+                .join()
+                .map_err(|_| "the stream parser panicked".to_string())?;
+            match parsed {
+                Ok(parsed) => {
+                    for (at, stream) in parsed {
+                        streams[at] = Some(stream);
+                    }
+                }
+                Err((at, e)) if first_error.as_ref().is_none_or(|(first, _)| at < *first) => {
+                    first_error = Some((at, e));
+                }
+                Err(_) => {}
+            }
+        }
         // A stream's error concerns bytes before anything the cut failed on.
-        let streams = parser
-            .join()
-            .map_err(|_| "the stream parser panicked".to_string())??;
+        if let Some((at, e)) = first_error {
+            return Err(format!("stream {}: {e}", at + 1));
+        }
+        let streams = streams.into_iter().collect::<Option<Vec<_>>>();
+        let streams = streams.ok_or("the stream parser stopped")?;
         put_back(&skeleton?, streams)
     })
+}
+
+/// Parses the streams `cut_out` hands out, each with its place in the
+/// reply, until there are no more; the first that fails stops the rest.
+fn parse_streams(
+    cut_out: &Mutex<Receiver<(usize, Vec<u8>)>>,
+    give_back: &SyncSender<Vec<u8>>,
+    failed: &AtomicBool,
+) -> Result<Vec<(usize, StreamDetail)>, (usize, String)> {
+    let mut streams = Vec::new();
+    loop {
+        let next = cut_out.lock().map_err(|_| (0, "lock".to_string()))?.recv();
+        let Ok((at, mut bytes)) = next else {
+            return Ok(streams);
+        };
+        if failed.load(Ordering::Acquire) {
+            return Ok(streams);
+        }
+        let parsed = serde_json::from_slice(&bytes).map_err(|e| {
+            failed.store(true, Ordering::Release);
+            (at, e.to_string())
+        })?;
+        streams.push((at, parsed));
+        bytes.clear();
+        // Its room serves a later stream; never waited for.
+        let _ = give_back.try_send(bytes);
+    }
 }
 
 /// Reads `input` to its end, hands each stream to `emit` as soon as its
@@ -238,11 +212,11 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
 fn cut(
     input: &mut dyn BufRead,
     stop: &AtomicBool,
-    mut emit: impl FnMut(&mut Vec<u8>) -> bool,
+    mut emit: impl FnMut(&mut StreamBytes) -> bool,
 ) -> Result<Vec<u8>, String> {
     let mut scan = Scan::default();
     let mut skeleton = Vec::new();
-    let mut stream = Vec::new();
+    let mut stream = StreamBytes::default();
     loop {
         if stop.load(Ordering::Acquire) {
             return Err("the stream parser stopped".into());
@@ -256,24 +230,18 @@ fn cut(
         let mut run = 0;
         let mut i = 0;
         while i < buf.len() {
-            if scan.depth > 0 {
-                // Inside a stream, most of the reply: only strings,
-                // brackets and whitespace runs matter, so they are jumped to.
-                match scan.within_stream(buf, i, &mut run, &mut stream) {
-                    Within::More(next) => {
-                        i = next;
-                        continue;
-                    }
-                    Within::StreamEnds(at) => {
-                        stream.extend_from_slice(&buf[run..=at]);
-                        run = at + 1;
-                        i = at + 1;
-                        if !emit(&mut stream) {
-                            return Err("the stream parser stopped".into());
-                        }
-                        continue;
-                    }
+            if scan.stream.depth > 0 {
+                // Inside a stream, most of the reply: see `stream_end`.
+                let Some(at) = scan.stream.find_end(buf, i) else {
+                    break;
+                };
+                stream.extend(&buf[run..=at]);
+                run = at + 1;
+                i = at + 1;
+                if !emit(&mut stream) {
+                    return Err("the stream parser stopped".into());
                 }
+                continue;
             }
             let b = buf[i];
             i += 1;
@@ -312,7 +280,7 @@ fn cut(
                     skeleton.extend_from_slice(&buf[run..i - 1]);
                     skeleton.extend_from_slice(b"null");
                     run = i - 1;
-                    scan.depth = 1;
+                    scan.stream.depth = 1;
                 }
                 b'{' | b'[' => {
                     let key = scan.key.take().unwrap_or(Key::None);
@@ -339,17 +307,17 @@ fn cut(
             }
         }
         let rest = &buf[run..];
-        if scan.depth > 0 {
-            stream.extend_from_slice(rest);
+        if scan.stream.depth > 0 {
+            stream.extend(rest);
         } else {
             skeleton.extend_from_slice(rest);
         }
         let n = buf.len();
         input.consume(n);
     }
-    if scan.depth > 0 {
+    if scan.stream.depth > 0 {
         // Cut short inside a stream: the skeleton alone could look complete.
-        skeleton.extend_from_slice(&stream);
+        skeleton.extend_from_slice(&stream.bytes);
     }
     Ok(skeleton)
 }
