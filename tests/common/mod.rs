@@ -37,18 +37,36 @@ pub async fn wait_for<T>(secs: u64, what: &str, mut check: impl FnMut() -> Optio
 }
 
 /// Publishes `payload` to each of `subjects` through JetStream and waits
-/// for every PubAck.
+/// for every PubAck; a publish that no stream answered is sent again, for
+/// up to 10 s.
 pub async fn publish_acked(
     js: &async_nats::jetstream::Context,
     subjects: impl IntoIterator<Item = String>,
     payload: &'static str,
 ) {
+    use async_nats::jetstream::context::PublishErrorKind;
     for subject in subjects {
-        js.publish(subject, payload.into())
-            .await
-            .expect("publish")
-            .await
-            .expect("puback");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let ack = js
+                .publish(subject.clone(), payload.into())
+                .await
+                .expect("publish")
+                .await;
+            match ack {
+                Ok(_) => break,
+                // No stream answered: in a cluster just formed, a new
+                // stream's subjects can reach this server after the stream
+                // is created. Nothing was stored, so it is sent again.
+                Err(e)
+                    if e.kind() == PublishErrorKind::StreamNotFound
+                        && std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("puback for {subject}: {e:?}"),
+            }
+        }
     }
 }
 
