@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Mutex;
 
-use super::stream_end::{InStream, StreamBytes};
+use super::stream_end::{is_space, step_in_string, InStream, StreamBytes};
 use super::{AccountDetail, Jsz, StreamDetail};
 
 /// Keys a stream's way from the root passes through; others are `Other`.
@@ -104,10 +104,6 @@ impl Scan {
     }
 }
 
-fn is_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\n' | b'\r' | b'\t')
-}
-
 /// Parses a `/jsz` reply already held whole (a NATS reply) in one pass:
 /// what [`parse`] gives for the same bytes.
 pub fn parse_whole(body: &[u8]) -> Result<Jsz, String> {
@@ -187,7 +183,8 @@ fn parse_streams(
 ) -> Result<Vec<(usize, StreamDetail)>, (usize, String)> {
     let mut streams = Vec::new();
     loop {
-        let next = cut_out.lock().map_err(|_| (0, "lock".to_string()))?.recv();
+        // Nothing panics while holding the lock: a poisoned one still works.
+        let next = cut_out.lock().unwrap_or_else(|e| e.into_inner()).recv();
         let Ok((at, mut bytes)) = next else {
             return Ok(streams);
         };
@@ -255,12 +252,9 @@ fn cut(
             }
             scan.after_space = false;
             if scan.in_string {
-                if scan.escaped {
-                    scan.escaped = false;
-                } else if b == b'\\' {
-                    scan.escaped = true;
-                } else if b == b'"' {
-                    scan.in_string = false;
+                step_in_string(&mut scan.in_string, &mut scan.escaped, b);
+                if !scan.in_string {
+                    // The closing quote: the string read is complete.
                     continue;
                 }
                 if scan.string.len() < KEY_MAX {

@@ -32,6 +32,23 @@ pub struct InStream {
     pub escaped: bool,
 }
 
+/// JSON's whitespace.
+pub fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\n' | b'\r' | b'\t')
+}
+
+/// Follows a string over its byte `b`: after a backslash the byte is
+/// escaped; an unescaped `"` ends the string (`in_string` false).
+pub fn step_in_string(in_string: &mut bool, escaped: &mut bool, b: u8) {
+    if *escaped {
+        *escaped = false;
+    } else if b == b'\\' {
+        *escaped = true;
+    } else if b == b'"' {
+        *in_string = false;
+    }
+}
+
 /// Where a block of 64 bytes has the bytes that matter: bit `i` for `block[i]`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Masks {
@@ -105,9 +122,15 @@ impl InStream {
     pub fn find_end(&mut self, buf: &[u8], from: usize) -> Option<usize> {
         let mut i = from;
         while i < buf.len() {
+            // The buffer's last bytes, or a block that starts escaped: one
+            // byte at a time.
             let Some(block) = buf.get(i..i + 64).filter(|_| !self.escaped) else {
                 let end = buf.len().min(i + 64);
-                return self.bytes(buf, i, end).or_else(|| self.find_end(buf, end));
+                if let Some(at) = self.bytes(buf, i, end) {
+                    return Some(at);
+                }
+                i = end;
+                continue;
             };
             let block: &[u8; 64] = block.try_into().expect("64 bytes");
             let m = masks(block);
@@ -152,13 +175,7 @@ impl InStream {
     fn bytes(&mut self, buf: &[u8], from: usize, to: usize) -> Option<usize> {
         for (at, &b) in buf.iter().enumerate().take(to).skip(from) {
             if self.in_string {
-                if self.escaped {
-                    self.escaped = false;
-                } else if b == b'\\' {
-                    self.escaped = true;
-                } else if b == b'"' {
-                    self.in_string = false;
-                }
+                step_in_string(&mut self.in_string, &mut self.escaped, b);
                 continue;
             }
             match b {
@@ -220,14 +237,8 @@ impl StreamBytes {
         for read in self.compacted..self.bytes.len() {
             let b = self.bytes[read];
             if self.in_string {
-                if self.escaped {
-                    self.escaped = false;
-                } else if b == b'\\' {
-                    self.escaped = true;
-                } else if b == b'"' {
-                    self.in_string = false;
-                }
-            } else if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+                step_in_string(&mut self.in_string, &mut self.escaped, b);
+            } else if is_space(b) {
                 if self.after_space {
                     continue;
                 }
@@ -295,6 +306,19 @@ mod tests {
                 .or_else(|| s.find_end(second, 0).map(|at| at + cut));
             assert_eq!(found, Some(body.len() - 1), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn escapes_at_every_block_end_cost_no_stack() {
+        // A backslash as the last byte of every block: each next block
+        // starts escaped and is read byte by byte.
+        let block = format!("{}\\", "a".repeat(63));
+        let body = format!("\"{}\\{}x\"}}", "a".repeat(62), block.repeat(200_000));
+        let mut s = InStream {
+            depth: 1,
+            ..InStream::default()
+        };
+        assert_eq!(s.find_end(body.as_bytes(), 0), Some(body.len() - 1));
     }
 
     #[test]
