@@ -23,6 +23,10 @@ part "install-deps"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 part "fmt + clippy"
+# Broken doc links and stray HTML in doc comments, with and without features.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --document-private-items
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --all-features
+part "doc"
 cargo build --workspace --all-targets --locked
 part "build"
 # Every cargo test run's output is kept to add up the results at the end.

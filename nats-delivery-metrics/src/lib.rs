@@ -65,7 +65,7 @@
 //! # Serving the metrics
 //!
 //! The application serves its own `Registry`. With the `http-server` feature,
-//! [`serve`] is a minimal `/metrics` endpoint. With
+//! `serve` is a minimal `/metrics` endpoint. With
 //! `ClientMetrics::publish_reports` (feature `reports`) the totals travel
 //! over NATS to the nats-delivery-exporter instead (wire format in the
 //! README).

@@ -165,7 +165,7 @@ pub struct AdvisoryArgs {
     )]
     pub dead_letter_stream: Option<String>,
 
-    /// Subject prefix of dead-letter copies: <prefix>.<stream>.<consumer>.
+    /// Subject prefix of dead-letter copies: `<prefix>.<stream>.<consumer>`.
     #[arg(
         id = "dead_letter_subject_prefix",
         value_name = "PREFIX",
