@@ -154,6 +154,7 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
     let (mut raw, mut scrape, mut cpu, mut jsz_poll) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut raw_bytes, mut scrape_bytes) = (0, 0);
+    let (mut raw_first, mut text_sent) = (Vec::new(), Vec::new());
     // The order alternates and each request starts after a pause: the
     // server's garbage collection after one 11 MB reply must not fall on
     // whichever request happens to come next.
@@ -163,22 +164,24 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         for which in (0..kinds).map(|k| (k + round) % kinds) {
             tokio::time::sleep(settle).await;
             if let (2, Some(url)) = (which, &other_url) {
-                other_scrape.push(timed_read(&http, url, 0).await.0);
+                other_scrape.push(timed_read(&http, url, 0).await.seconds);
                 continue;
             }
             if which == 0 {
-                let (t, n, _) = timed_read(&http, &jsz_url, 0).await;
-                raw.push(t);
-                raw_bytes = n;
+                let read = timed_read(&http, &jsz_url, 0).await;
+                raw.push(read.seconds);
+                raw_first.push(read.first_byte);
+                raw_bytes = read.bytes;
                 continue;
             }
             let before = cpu_seconds(pid);
             // The registry part, with the scrape's own durations, comes first.
-            let (t, n, head) = timed_read(&http, &metrics_url, HEAD_KEPT).await;
+            let read = timed_read(&http, &metrics_url, HEAD_KEPT).await;
             cpu.push(cpu_seconds(pid) - before);
-            scrape.push(t);
-            scrape_bytes = n;
-            let text = String::from_utf8_lossy(&head);
+            scrape.push(read.seconds);
+            text_sent.push(read.seconds - read.first_byte);
+            scrape_bytes = read.bytes;
+            let text = String::from_utf8_lossy(&read.head);
             let polled = nats_test_server::sample::value(
                 &text,
                 "nats_delivery_scrape_duration_seconds",
@@ -216,6 +219,11 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         format!("({:.1} MB)", raw_bytes as f64 / 1e6),
     );
     row(
+        "  of which first byte",
+        &raw_first,
+        "(the server's work before it sends)".into(),
+    );
+    row(
         "exporter scrape",
         &scrape,
         format!("({:.1} MB of text)", scrape_bytes as f64 / 1e6),
@@ -224,6 +232,11 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         "  of which /jsz poll",
         &jsz_poll,
         "(fetch and parse, as the exporter reports it)".into(),
+    );
+    row(
+        "  of which text sent",
+        &text_sent,
+        "(from the text's first byte to its last)".into(),
     );
     row("exporter CPU per scrape", &cpu, String::new());
     println!(

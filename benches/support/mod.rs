@@ -56,22 +56,42 @@ pub async fn timed_get(http: &reqwest::Client, url: &str) -> (f64, bytes::Bytes)
     (start.elapsed().as_secs_f64(), body)
 }
 
-/// GETs `url` as a scraper that does not keep the body: read as it
-/// arrives, only its first `keep` bytes held. The seconds it took, the
-/// body's length and those first bytes. Holding a body of 190 MB in one
-/// piece costs the client more than the server's side of a scrape takes
-/// to change, so where only the time matters the body is not held.
+/// One GET read as [`timed_read`] reads it.
 #[allow(dead_code)]
-pub async fn timed_read(http: &reqwest::Client, url: &str, keep: usize) -> (f64, usize, Vec<u8>) {
+pub struct TimedRead {
+    /// Seconds from the request to the body's last byte.
+    pub seconds: f64,
+    /// Seconds from the request to the body's first byte: for a scrape,
+    /// when the exporter's poll was done and its text began.
+    pub first_byte: f64,
+    /// The body's length.
+    pub bytes: usize,
+    /// The body's first bytes, as many as asked for.
+    pub head: Vec<u8>,
+}
+
+/// GETs `url` as a scraper that does not keep the body: read as it
+/// arrives, only its first `keep` bytes held. Holding a body of 190 MB in
+/// one piece costs the client more than the server's side of a scrape
+/// takes to change, so where only the time matters the body is not held.
+#[allow(dead_code)]
+pub async fn timed_read(http: &reqwest::Client, url: &str, keep: usize) -> TimedRead {
     let start = Instant::now();
     let mut response = http.get(url).send().await.unwrap();
-    let (mut len, mut head) = (0, Vec::new());
+    let (mut bytes, mut head, mut first_byte) = (0, Vec::new(), None);
     while let Some(chunk) = response.chunk().await.unwrap() {
-        len += chunk.len();
+        first_byte.get_or_insert_with(|| start.elapsed().as_secs_f64());
+        bytes += chunk.len();
         let room = keep.saturating_sub(head.len()).min(chunk.len());
         head.extend_from_slice(&chunk[..room]);
     }
-    (start.elapsed().as_secs_f64(), len, head)
+    let seconds = start.elapsed().as_secs_f64();
+    TimedRead {
+        seconds,
+        first_byte: first_byte.unwrap_or(seconds),
+        bytes,
+        head,
+    }
 }
 
 /// The exporter binary of this build.
