@@ -11,6 +11,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 
 use crate::cardinality::budget::{self, plan, priority, BudgetReport};
 use crate::cardinality::fold::{is_ephemeral, EphemeralFolds, FoldedRow};
+use crate::cardinality::series::ConsumerSeries;
 use crate::consumer_health::encode::{health_series, write_health_family, HEALTH_FAMILY_COUNT};
 use crate::consumer_health::ConsumerHealthRow;
 use crate::consumer_text::ConsumerLabels;
@@ -46,6 +47,8 @@ pub struct Snapshot {
     pub survey: Option<SurveyReport>,
     /// Lost data of the streams read so far (account, stream, lost).
     pub stream_lost: Vec<(String, String, LostData)>,
+    /// Which per-consumer series are written.
+    pub series: ConsumerSeries,
 }
 
 impl Snapshot {
@@ -64,6 +67,7 @@ impl Snapshot {
             budget: None,
             survey: None,
             stream_lost: Vec::new(),
+            series: ConsumerSeries::default(),
         }
     }
 
@@ -82,16 +86,19 @@ impl Snapshot {
     /// (and their health) are put in priority order.
     pub fn apply_budget(&mut self, limit: u64) {
         let (streams, consumers) = self.rows();
+        let series = &self.series;
         let fixed = streams
             .iter()
             .map(|(_, s)| jsz::stream_series(s))
             .sum::<u64>()
-            + self.folded.len() as u64 * jsz::folded_series();
+            + self.folded.len() as u64 * jsz::folded_series(series);
         let detail: Vec<u64> = consumers
             .iter()
-            .map(|(_, _, c, now)| jsz::consumer_series(c, *now))
+            .map(|(_, _, c, now)| jsz::consumer_series(c, *now, series))
             .collect();
-        let health: Vec<u64> = self.consumer_health.iter().map(health_series).collect();
+        let health: Vec<u64> = (self.consumer_health.iter())
+            .map(|h| health_series(h, series))
+            .collect();
         // Within the ceiling nothing moves: the consumers are not sorted.
         let wanted = fixed + detail.iter().sum::<u64>() + health.iter().sum::<u64>();
         let order = if wanted > limit {
@@ -155,13 +162,14 @@ pub fn write_consumer_part(
             let last = block.end == consumers.len();
             let folded = if last { snap.folded.as_slice() } else { &[] };
             let rows = (&consumers[block], folded);
-            jsz::write_consumer_family(out, format, rows, block_labels, index)
+            let family = (index, &snap.series);
+            jsz::write_consumer_family(out, format, rows, block_labels, family)
         }
         Some(i) => {
             // Health is known for the first `consumer_health.len()` consumers.
             let health = &snap.consumer_health;
             let known = block.start.min(health.len())..block.end.min(health.len());
-            write_health_family(out, format, block_labels, &health[known], i)
+            write_health_family(out, format, block_labels, &health[known], (i, &snap.series))
         }
     }
 }

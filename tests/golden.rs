@@ -153,7 +153,7 @@ async fn exposition_matches_golden_files_for_each_server_version() {
             capture(&d, binary).await;
         }
         let url = serve_fixtures(d.clone()).await;
-        let exporter = common::exporter(&[url], &[]);
+        let exporter = common::exporter(std::slice::from_ref(&url), &[]);
         let text = common::scrape(&exporter).await;
         nats_test_server::reference::assert_documented(&text);
         let got = stable(&text);
@@ -162,6 +162,17 @@ async fn exposition_matches_golden_files_for_each_server_version() {
             std::fs::write(&golden, &got).unwrap();
         }
         seen.extend(nats_test_server::reference::exposed(&text).into_keys());
+        // The golden file has what default flags write; the opt-in
+        // families are checked against METRICS.md too.
+        let every = [
+            "--consumer-status-series",
+            "all",
+            "--consumer-opt-in-metrics",
+            "all",
+        ];
+        let all_text = common::scrape(&common::exporter(&[url], &every)).await;
+        nats_test_server::reference::assert_documented(&all_text);
+        seen.extend(nats_test_server::reference::exposed(&all_text).into_keys());
         let want = std::fs::read_to_string(&golden).unwrap_or_default();
         if got != want {
             problems.push(format!(

@@ -15,8 +15,12 @@ async fn scenario(version: &str) {
     // Five more arrive and wait in the backlog.
     common::publish_acked(&js, (10..15).map(|i| format!("orders.{i}")), "x").await;
 
-    let exporter = common::exporter(&[server.monitor_url()], &["--sources", "varz,jsz"]);
+    // Every family, the opt-in ones too.
+    let flags = ["--sources", "varz,jsz", "--consumer-opt-in-metrics", "all"];
+    let exporter = common::exporter(&[server.monitor_url()], &flags);
     let text = common::scrape(&exporter).await;
+    let default = common::exporter(&[server.monitor_url()], &flags[..2]);
+    let default_text = common::scrape(&default).await;
     let c = [
         ("account", "$G"),
         ("stream", "ORDERS"),
@@ -108,6 +112,31 @@ async fn scenario(version: &str) {
         Some(3600.0)
     );
     nats_test_server::reference::assert_documented(&text);
+    // By default the opt-in families are left out, and the others are the same.
+    for family in [
+        "nats_delivery_consumer_ack_wait_seconds",
+        "nats_delivery_consumer_last_delivery_age_seconds",
+        "nats_delivery_consumer_last_ack_age_seconds",
+        "nats_delivery_consumer_deliveries_total",
+    ] {
+        assert!(v(family).is_some(), "{version}: {family}");
+        assert_eq!(
+            value(&default_text, family, &c),
+            None,
+            "{version}: {family}"
+        );
+    }
+    for family in [
+        "nats_delivery_consumer_ack_pending_messages",
+        "nats_delivery_consumer_redelivered_messages",
+        "nats_delivery_consumer_max_deliver",
+    ] {
+        assert_eq!(
+            value(&default_text, family, &c),
+            v(family),
+            "{version}: {family}"
+        );
+    }
 }
 
 /// Runs on the version under test (`scripts/test.sh` runs it on each).

@@ -85,7 +85,14 @@ async fn the_pinned_gauge_follows_the_server_through_pin_and_unpin() {
             .await
             .unwrap();
     }
-    let exporter = common::exporter(&[server.monitor_url()], &["--sources", "varz,jsz"]);
+    // The pinned gauge is opt-in.
+    let flags = [
+        "--sources",
+        "varz,jsz",
+        "--consumer-opt-in-metrics",
+        "nats_delivery_consumer_priority_group_pinned",
+    ];
+    let exporter = common::exporter(&[server.monitor_url()], &flags);
     let pinned = |text: &str| {
         let labels = [("stream", "WORK"), ("consumer", "pinned"), ("group", "g")];
         value(
@@ -106,6 +113,15 @@ async fn the_pinned_gauge_follows_the_server_through_pin_and_unpin() {
     );
     assert_eq!(server_groups(&server, "spill")[0]["group"], "o");
     nats_test_server::reference::assert_documented(&text);
+    // Not written by default.
+    let default = common::exporter(&[server.monitor_url()], &flags[..2]);
+    let default_text = common::scrape(&default).await;
+    assert!(samples(
+        &default_text,
+        "nats_delivery_consumer_priority_group_pinned",
+        &[]
+    )
+    .is_empty());
 
     // A pull in group g pins this client.
     let inbox = client.new_inbox();

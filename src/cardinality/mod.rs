@@ -10,8 +10,10 @@
 pub mod budget;
 pub mod fold;
 pub mod patterns;
+pub mod series;
 
 use patterns::{parse_pattern, NameFilter, Pattern};
+use series::{parse_opt_in, ConsumerSeries, OptInChoice, StatusSeries};
 
 use crate::sources::jsz::AccountDetail;
 
@@ -47,9 +49,26 @@ pub struct CardinalityArgs {
     /// priority (least num_pending) are left out, and counted. Off by default.
     #[arg(long, env = "NATS_DELIVERY_MAX_JETSTREAM_SERIES", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_jetstream_series: Option<u64>,
+    /// How `nats_delivery_consumer_status` is written: `current`, one series
+    /// per consumer (its status, at 1), or `all`, one per consumer and
+    /// status (1 for the current one, 0 for the six others).
+    #[arg(long, env = "NATS_DELIVERY_CONSUMER_STATUS_SERIES", value_enum, default_value_t = StatusSeries::Current)]
+    pub consumer_status_series: StatusSeries,
+    /// Per-consumer metrics written only when named here (comma-separated
+    /// or repeated), or `all`: nats_delivery_consumer_deliveries_total,
+    /// _ack_wait_seconds, _last_delivery_age_seconds, _last_ack_age_seconds,
+    /// _pause_remaining_seconds, _priority_group_pinned,
+    /// _delivery_lag_exact, _oldest_unacked_age_exact.
+    #[arg(long, env = "NATS_DELIVERY_CONSUMER_OPT_IN_METRICS", value_name = "METRIC", value_delimiter = ',', value_parser = parse_opt_in)]
+    pub consumer_opt_in_metrics: Vec<OptInChoice>,
 }
 
 impl CardinalityArgs {
+    /// The per-consumer series these flags write.
+    pub fn consumer_series(&self) -> ConsumerSeries {
+        ConsumerSeries::new(self.consumer_status_series, &self.consumer_opt_in_metrics)
+    }
+
     /// The name filters these flags give.
     pub fn filter(&self) -> JszFilter {
         let filter = |include: &[Pattern], exclude: &[Pattern]| NameFilter {

@@ -214,14 +214,27 @@ impl ConsumerWindow {
     }
 
     /// The status at `now` by the rules after `paused` (the caller checks
-    /// that first): `unknown` until a snapshot at least `window` old is held.
+    /// that first), as soon as the snapshots held decide it: `unknown` only
+    /// while they do not.
+    ///
+    /// Once a snapshot at least `window` old is held, the rules read the
+    /// window from it. Before, the snapshots held are the end of the window
+    /// and its start is unseen. An unseen snapshot could only add facts
+    /// (a step back, a delivery, a backlog of 0, ...), and each rule after
+    /// `rewound` needs some fact never to have happened: so a fact held
+    /// rules out for good every status that needs it absent. `rewound` is
+    /// certain once a step back is held; `ok` once `stopped`, `stalled` and
+    /// `lagging` are all ruled out. (A step back before the first snapshot
+    /// is never seen, whatever the window.)
     pub fn status(&self, now: f64, window: f64) -> Status {
-        if self.len() < 2 || self.time(0) > now - window {
+        let Some(first) = self.len().checked_sub(1).map(|_| self.time(0)) else {
             return Status::Unknown;
-        }
-        // The anchor counts by its own values only; what was merged into it
-        // is older than the window. The steps after it are in the entries
-        // after it.
+        };
+        let full = self.len() >= 2 && first <= now - window;
+        // The anchor of a full window counts by its own values only; what
+        // was merged into it is older than the window. The steps after it
+        // are in the entries after it. Before the window is full, the first
+        // entry is the first snapshot, nothing merged into it.
         let entries = &self.entries[..self.len()];
         let facts = entries[1..]
             .iter()
@@ -232,15 +245,26 @@ impl ConsumerWindow {
         }
         // Positions only went forward: one that differs between start and
         // end is one that some step moved.
-        if never(DELIVERED) && never(NOTHING_WAITS) && never(PULLS_WAITED) {
-            return Status::Stopped;
-        }
-        if never(ACK_FLOOR_MOVED) && never(ACK_PENDING_ZERO) {
-            return Status::Stalled;
-        }
+        let may_be_stopped = never(DELIVERED) && never(NOTHING_WAITS) && never(PULLS_WAITED);
+        let may_be_stalled = never(ACK_FLOOR_MOVED) && never(ACK_PENDING_ZERO);
         // A backlog that never fell is higher at the end exactly when some
         // step raised it.
-        if never(PENDING_ZERO) && never(PENDING_FELL) && !never(PENDING_ROSE) {
+        let may_be_lagging = never(PENDING_ZERO) && never(PENDING_FELL);
+        if !full {
+            let undecided = may_be_stopped || may_be_stalled || may_be_lagging;
+            return if undecided {
+                Status::Unknown
+            } else {
+                Status::Ok
+            };
+        }
+        if may_be_stopped {
+            return Status::Stopped;
+        }
+        if may_be_stalled {
+            return Status::Stalled;
+        }
+        if may_be_lagging && !never(PENDING_ROSE) {
             return Status::Lagging;
         }
         Status::Ok

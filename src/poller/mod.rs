@@ -160,6 +160,7 @@ impl Poller {
         };
         let mut snapshot = Snapshot::finished(targets);
         snapshot.survey = survey;
+        snapshot.series = self.config.cardinality.consumer_series();
         if let Some(folds) = &self.folds {
             snapshot.fold_ephemerals(&mut folds.lock().expect("ephemeral folds lock"));
         }

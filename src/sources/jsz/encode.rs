@@ -7,6 +7,7 @@ use prometheus_client::metrics::MetricType;
 
 use super::{ConsumerConfig, ConsumerInfo, ConsumerRow, StreamDetail, StreamRow};
 use crate::cardinality::fold::FoldedRow;
+use crate::cardinality::series::{ConsumerSeries, OptIn};
 use crate::consumer_text::{push_label, write_family, BlockLabels};
 use crate::encode::{gauge_family, Num};
 use crate::exporter::Format;
@@ -91,47 +92,68 @@ pub fn stream_series(s: &StreamDetail) -> u64 {
     5 + limits
 }
 
-/// How many series the per-consumer families write for consumer `c`.
-pub fn consumer_series(c: &ConsumerInfo, now: Option<f64>) -> u64 {
+/// How many series the per-consumer families in `series` write for consumer `c`.
+pub fn consumer_series(c: &ConsumerInfo, now: Option<f64>, series: &ConsumerSeries) -> u64 {
     let gauges = CONSUMER_FAMILIES
         .iter()
-        .filter(|f| (f.value)(c, now).is_some())
+        .filter(|f| series.writes(f.opt_in) && (f.value)(c, now).is_some())
         .count();
-    (gauges + CONSUMER_COUNTERS.len() + c.pinned_groups().count()) as u64
+    let pinned = if series.writes(PINNED_OPT_IN) {
+        c.pinned_groups().count()
+    } else {
+        0
+    };
+    (gauges + counters(series).count() + pinned) as u64
 }
 
-/// How many series the per-consumer families write for one folded row.
-pub fn folded_series() -> u64 {
+/// How many series the per-consumer families in `series` write for one folded row.
+pub fn folded_series(series: &ConsumerSeries) -> u64 {
     let gauges = CONSUMER_FAMILIES
         .iter()
-        .filter(|f| f.folded.is_some())
+        .filter(|f| f.folded.is_some() && series.writes(f.opt_in))
         .count();
-    (gauges + CONSUMER_COUNTERS.len()) as u64
+    (gauges + counters(series).count()) as u64
+}
+
+/// The per-consumer counters `series` writes.
+fn counters(series: &ConsumerSeries) -> impl Iterator<Item = &'static ConsumerCounter> + '_ {
+    CONSUMER_COUNTERS.iter().filter(|c| series.writes(c.opt_in))
 }
 
 fn config_value(c: &ConsumerInfo, field: fn(&ConsumerConfig) -> Option<i64>) -> Option<i64> {
     c.config.as_ref().and_then(field).filter(|v| *v >= 0)
 }
 
-/// One per-consumer family: its name, help, how to read its value, and how
+/// One per-consumer family: its name, help, how to read its value, how
 /// to read it from a stream's folded ephemerals (`None`: a sum would mean
-/// nothing, the folded series has no sample).
+/// nothing, the folded series has no sample), and whether it is written
+/// only when asked for.
 struct ConsumerFamily {
     name: &'static str,
     help: &'static str,
     value: fn(&ConsumerInfo, Option<f64>) -> Option<Num>,
     folded: Option<fn(&FoldedRow) -> u64>,
+    opt_in: Option<OptIn>,
 }
 
-/// How to read a per-consumer counter, and the same from a folded row.
-type CounterValue = (fn(&ConsumerInfo) -> u64, fn(&FoldedRow) -> u64);
+/// One per-consumer counter (name without `_total`): how to read it, and
+/// the same from a folded row.
+struct ConsumerCounter {
+    name: &'static str,
+    help: &'static str,
+    value: fn(&ConsumerInfo) -> u64,
+    folded: fn(&FoldedRow) -> u64,
+    opt_in: Option<OptIn>,
+}
 
-/// The per-consumer counters (name without `_total`), written after the gauges.
-const CONSUMER_COUNTERS: [(&str, &str, CounterValue); 1] = [(
-    "nats_delivery_consumer_deliveries",
-    "Deliveries by this consumer, first or again (delivered.consumer_seq).",
-    (|c| c.delivered.consumer_seq, |f| f.deliveries),
-)];
+/// The per-consumer counters, written after the gauges.
+const CONSUMER_COUNTERS: [ConsumerCounter; 1] = [ConsumerCounter {
+    name: "nats_delivery_consumer_deliveries",
+    help: "Deliveries by this consumer, first or again (delivered.consumer_seq).",
+    value: |c| c.delivered.consumer_seq,
+    folded: |f| f.deliveries,
+    opt_in: Some(OptIn::Deliveries),
+}];
 
 /// The per-consumer families, in the order they are written.
 const CONSUMER_FAMILIES: [ConsumerFamily; 14] = [
@@ -140,72 +162,84 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 14] = [
         help: "Messages in the stream this consumer has not yet delivered (backlog).",
         value: |c, _| Some(Num::U(c.num_pending)),
         folded: Some(|f| f.pending),
+        opt_in: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_ack_pending_messages",
         help: "Messages delivered and not yet acknowledged.",
         value: |c, _| Some(Num::U(c.num_ack_pending)),
         folded: Some(|f| f.ack_pending),
+        opt_in: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_max_ack_pending",
         help: "Unacknowledged messages at which the server stops delivering; absent when unlimited.",
         value: |c, _| config_value(c, |k| k.max_ack_pending).map(Num::I),
         folded: None,
+        opt_in: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_redelivered_messages",
         help: "Unacknowledged messages that were delivered more than once (a level, not a count).",
         value: |c, _| Some(Num::U(c.num_redelivered)),
         folded: Some(|f| f.redelivered),
+        opt_in: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_waiting_pulls",
         help: "Pull requests waiting for messages.",
         value: |c, _| Some(Num::U(c.num_waiting)),
         folded: Some(|f| f.waiting),
+        opt_in: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_delivered_stream_sequence",
         help: "Stream sequence of the last message delivered.",
         value: |c, _| Some(Num::U(c.delivered.stream_seq)),
         folded: None,
+        opt_in: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_ack_floor_stream_sequence",
         help: "Stream sequence below which every message is acknowledged.",
         value: |c, _| Some(Num::U(c.ack_floor.stream_seq)),
         folded: None,
+        opt_in: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_max_deliver",
         help: "Deliveries after which a message is given up; absent when unlimited.",
         value: |c, _| config_value(c, |k| k.max_deliver).map(Num::I),
         folded: None,
+        opt_in: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_ack_wait_seconds",
         help: "Time before an unacknowledged message is delivered again.",
         value: |c, _| config_value(c, |k| k.ack_wait).map(|ns| Num::F(ns as f64 / 1e9)),
         folded: None,
+        opt_in: Some(OptIn::AckWait),
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_last_delivery_age_seconds",
         help: "Seconds since the consumer last delivered a message, by the server's clock; absent when never.",
         value: |c, now| age(now, c.delivered.last_active).map(Num::F),
         folded: None,
+        opt_in: Some(OptIn::LastDeliveryAge),
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_last_ack_age_seconds",
         help: "Seconds since a message of this consumer was last acknowledged, by the server's clock; absent when never.",
         value: |c, now| age(now, c.ack_floor.last_active).map(Num::F),
         folded: None,
+        opt_in: Some(OptIn::LastAckAge),
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_paused",
         help: "1 when the consumer is paused, 0 when not; absent on servers that do not report pausing (before 2.11).",
         value: |c, _| c.paused.map(|p| Num::U(u64::from(p))),
         folded: None,
+        opt_in: None,
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_pause_remaining_seconds",
@@ -215,16 +249,19 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 14] = [
             Some(Num::F(ns as f64 / 1e9))
         },
         folded: None,
+        opt_in: Some(OptIn::PauseRemaining),
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_folded_consumers",
         help: "Ephemeral consumers summed into this series (consumer=\"__ephemeral__\" only).",
         value: |_, _| None,
         folded: Some(|f| f.consumers),
+        opt_in: None,
     },
 ];
 
 /// The per-consumer family with a label of its own (`group`), written last.
+const PINNED_OPT_IN: Option<OptIn> = Some(OptIn::PriorityGroupPinned);
 const PINNED_FAMILY: (&str, &str) = (
     "nats_delivery_consumer_priority_group_pinned",
     "1 when the server has pinned a client to this priority group of a pinned_client consumer, 0 when none is pinned (2.11+).",
@@ -238,33 +275,45 @@ pub const CONSUMER_FAMILY_COUNT: usize = CONSUMER_FAMILIES.len() + CONSUMER_COUN
 /// Appends per-consumer family number `index` (below [`CONSUMER_FAMILY_COUNT`])
 /// for a block of `consumers`, then of the `folded` ephemerals (given with
 /// the last block only); `labels` are the labels of both, in that order.
+/// A family `series` does not write is left out.
 pub fn write_consumer_family(
     out: &mut String,
     format: Format,
     (consumers, folded): (&[ConsumerRow], &[FoldedRow]),
     labels: BlockLabels,
-    index: usize,
+    (index, series): (usize, &ConsumerSeries),
 ) {
     if index == CONSUMER_FAMILY_COUNT - 1 {
         // Folded ephemerals have no priority groups of their own.
-        return write_pinned_groups(out, format, consumers, labels);
+        if series.writes(PINNED_OPT_IN) {
+            write_pinned_groups(out, format, consumers, labels);
+        }
+        return;
     }
     let n = consumers.len();
     let folded_series = |value: fn(&FoldedRow) -> u64| {
         let rows = folded.iter().enumerate();
         rows.map(move |(i, f)| (labels.get(n + i), "", Num::U(value(f))))
     };
-    if let Some(&(name, help, (value, folded_value))) = index
+    if let Some(counter) = index
         .checked_sub(CONSUMER_FAMILIES.len())
         .and_then(|i| CONSUMER_COUNTERS.get(i))
     {
+        if !series.writes(counter.opt_in) {
+            return;
+        }
         let rows = consumers.iter().enumerate();
-        let series = rows
+        let value = counter.value;
+        let written = rows
             .map(|(i, (_, _, c, _))| (labels.get(i), "", Num::U(value(c))))
-            .chain(folded_series(folded_value));
-        return write_family(out, format, MetricType::Counter, (name, help), series);
+            .chain(folded_series(counter.folded));
+        let family = (counter.name, counter.help);
+        return write_family(out, format, MetricType::Counter, family, written);
     }
     let family = &CONSUMER_FAMILIES[index];
+    if !series.writes(family.opt_in) {
+        return;
+    }
     let series = consumers
         .iter()
         .enumerate()

@@ -1,0 +1,149 @@
+//! The series budget per consumer, counted on a real server: a consumer
+//! with every limit set, paused and with a pinned_client priority group
+//! (2.11+) has at most the number of series METRICS.md's sizing table
+//! states for default flags, exactly; one like the scrape benchmark's has
+//! fewer; and with every opt-in family and the whole status state set,
+//! both have every series the families can write.
+mod common;
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use nats_test_server::NatsServer;
+use serde_json::{json, Value};
+
+/// The per-consumer series of `stream`/`consumer` in an exposition, by family.
+fn series_of(text: &str, stream: &str, consumer: &str) -> Vec<String> {
+    let (s, c) = (
+        format!("stream=\"{stream}\""),
+        format!("consumer=\"{consumer}\""),
+    );
+    text.lines()
+        .filter(|l| !l.starts_with('#') && l.contains(&s) && l.contains(&c))
+        .map(|l| l.split(['{', ' ']).next().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// "at most N series per consumer with default flags", as METRICS.md's
+/// sizing table states it.
+fn documented_budget() -> usize {
+    let path = nats_test_server::workspace_root().join("METRICS.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    let phrase = " series per consumer with default flags";
+    let at = text
+        .find(phrase)
+        .expect("METRICS.md states the series budget");
+    let number = text[..at].rsplit("at most ").next().unwrap();
+    number.trim_matches('*').trim().parse().unwrap()
+}
+
+async fn api(client: &async_nats::Client, subject: String, body: Value) {
+    let reply = client
+        .request(subject, body.to_string().into())
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_slice(&reply.payload).unwrap();
+    assert!(v.get("error").is_none(), "{v}");
+}
+
+#[tokio::test]
+async fn a_consumer_costs_at_most_the_documented_series() {
+    let server = NatsServer::builder().jetstream().start();
+    let client = async_nats::connect(server.client_url()).await.unwrap();
+    let version = client.server_info().version;
+    let since_2_11 = nats_test_server::version_numbers(&version) >= vec![2, 11];
+    let js = jetstream::new(client.clone());
+    js.create_stream(jetstream::stream::Config {
+        name: "S".into(),
+        subjects: vec!["s.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // As the scrape benchmark's: defaults (max_ack_pending 1,000 set by
+    // the server, max_deliver unlimited).
+    api(
+        &client,
+        "$JS.API.CONSUMER.CREATE.S.plain".into(),
+        json!({"stream_name": "S", "config": {"durable_name": "plain", "ack_policy": "explicit"}}),
+    )
+    .await;
+    // Every limit; paused with a pinned_client group where the server has them.
+    let mut config = json!({
+        "durable_name": "full",
+        "ack_policy": "explicit",
+        "max_deliver": 5,
+        "max_ack_pending": 100,
+        "ack_wait": 30_000_000_000u64,
+    });
+    if since_2_11 {
+        let until = time::OffsetDateTime::now_utc() + Duration::from_secs(3600);
+        let until = until
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap();
+        config["pause_until"] = json!(until);
+        config["priority_policy"] = json!("pinned_client");
+        config["priority_groups"] = json!(["g"]);
+        config["priority_timeout"] = json!(60_000_000_000u64);
+    }
+    api(
+        &client,
+        "$JS.API.CONSUMER.CREATE.S.full".into(),
+        json!({"stream_name": "S", "config": config}),
+    )
+    .await;
+    // Stored messages, so that the stream has times to estimate lag from.
+    common::publish_acked(&js, (0..3).map(|i| format!("s.{i}")), "x").await;
+
+    let url = [server.monitor_url()];
+    let default = common::exporter(&url, &["--sources", "varz,jsz"]);
+    let everything = common::exporter(
+        &url,
+        &[
+            "--sources",
+            "varz,jsz",
+            "--consumer-status-series",
+            "all",
+            "--consumer-opt-in-metrics",
+            "all",
+        ],
+    );
+    // A first scrape reads /varz, which tells whether pausing is reported.
+    common::scrape(&default).await;
+    common::scrape(&everything).await;
+    let text = common::scrape(&default).await;
+    let all_text = common::scrape(&everything).await;
+
+    let budget = documented_budget();
+    let full = series_of(&text, "S", "full");
+    // 6 levels and positions, max_ack_pending, max_deliver, paused (2.11+),
+    // status, delivery lag, oldest unacknowledged age.
+    let paused = usize::from(since_2_11);
+    assert_eq!(full.len(), budget - 1 + paused, "{version}: {full:?}");
+    let plain = series_of(&text, "S", "plain");
+    assert_eq!(plain.len(), budget - 2 + paused, "{version}: {plain:?}");
+    for family in [
+        "nats_delivery_consumer_status",
+        "nats_delivery_consumer_delivery_lag_seconds",
+    ] {
+        assert!(full.iter().any(|f| f == family), "{family}: {full:?}");
+    }
+
+    // Everything: the six other statuses at 0, deliveries_total, ack_wait,
+    // the two _exact gauges, and on 2.11+ pause_remaining and the pinned
+    // gauge; never delivered, so neither last_*_age.
+    let all_full = series_of(&all_text, "S", "full");
+    assert_eq!(
+        all_full.len(),
+        full.len() + 6 + 4 + 2 * paused,
+        "{version}: {all_full:?}"
+    );
+    let all_plain = series_of(&all_text, "S", "plain");
+    assert_eq!(
+        all_plain.len(),
+        plain.len() + 6 + 4,
+        "{version}: {all_plain:?}"
+    );
+    nats_test_server::reference::assert_documented(&text);
+    nats_test_server::reference::assert_documented(&all_text);
+}
