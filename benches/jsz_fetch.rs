@@ -1,7 +1,6 @@
 //! The ways `Fetcher` can read a `/jsz` reply, on one synthetic body served
-//! from this process: gathered whole then parsed from the slice
-//! (`get_json`), parsed as it arrives by serde_json's `from_reader`
-//! (`get_streamed`),
+//! from this process: gathered whole then parsed from the slice, parsed as
+//! it arrives by serde_json's `from_reader` (`get_streamed`),
 //! or as it arrives in pieces, one stream at a time (`get_streamed` with
 //! `jsz::split::parse`, what the exporter does). All include the loopback
 //! transfer, the same for each. Then a reply already held whole (as a NATS
@@ -16,6 +15,7 @@
 use std::time::{Duration, Instant};
 
 use nats_delivery_exporter::sources::jsz::{split, Jsz};
+use nats_delivery_exporter::sources::kept::KeptBudget;
 use nats_delivery_exporter::sources::Fetcher;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -124,15 +124,26 @@ async fn main() {
             // A different way goes first each round.
             let which = (way + round) % 3;
             let start = Instant::now();
+            let kept = KeptBudget::unlimited();
             let jsz: Jsz = match which {
-                0 => fetch.get_json(url.clone()).await.unwrap(),
+                0 => fetch
+                    .get_streamed(url.clone(), &kept, |body| {
+                        let mut whole = Vec::new();
+                        body.read_to_end(&mut whole).map_err(|e| e.to_string())?;
+                        serde_json::from_slice(&whole).map_err(|e| e.to_string())
+                    })
+                    .await
+                    .unwrap(),
                 1 => fetch
-                    .get_streamed(url.clone(), |body| {
+                    .get_streamed(url.clone(), &kept, |body| {
                         serde_json::from_reader(body).map_err(|e| e.to_string())
                     })
                     .await
                     .unwrap(),
-                _ => fetch.get_streamed(url.clone(), split::parse).await.unwrap(),
+                _ => fetch
+                    .get_streamed(url.clone(), &kept, split::parse)
+                    .await
+                    .unwrap(),
             };
             let took = start.elapsed().as_secs_f64();
             let parsed: usize = jsz.account_details[0]
@@ -149,7 +160,7 @@ async fn main() {
         "/jsz of {consumers} consumers, {:.1} MB, median of {rounds}",
         body.len() as f64 / 1e6
     );
-    println!("get_json (gather, from_slice)       {g:.3} s");
+    println!("gathered whole, from_slice          {g:.3} s");
     println!(
         "get_streamed (from_reader)          {s:.3} s  ({:.2}x)",
         s / g

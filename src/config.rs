@@ -71,6 +71,14 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_MAX_REPLY_SIZE", default_value = "256MiB", value_parser = parse_byte_size)]
     pub max_reply_size: usize,
 
+    /// Most memory the replies of one server may keep in one poll (e.g.
+    /// 64MiB), counted as they are parsed: the values kept (a consumer with
+    /// what the exporter holds for it, about 550 bytes), never whitespace or
+    /// fields the exporter does not use; a reply that would keep more leaves
+    /// its source down with kind="too_large".
+    #[arg(long, env = "NATS_DELIVERY_MAX_KEPT_SIZE", default_value = "64MiB", value_parser = parse_byte_size)]
+    pub max_kept_size: usize,
+
     /// A /metrics answer whose reader takes nothing for this long is cut off.
     #[arg(long, env = "NATS_DELIVERY_WRITE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub write_timeout: Duration,

@@ -24,6 +24,10 @@ pub enum PollError {
     /// The reply is larger than `--max-reply-size` (announced or counted).
     #[error("reply larger than the limit of {0} bytes (--max-reply-size)")]
     TooLarge(usize),
+    /// The server's replies of this poll would keep more than
+    /// `--max-kept-size` in memory.
+    #[error("the server's replies keep more than the limit of {0} bytes (--max-kept-size)")]
+    TooMuchKept(usize),
     /// The server answered with a redirect, which is not followed: a
     /// monitoring endpoint has no reason to send one elsewhere.
     #[error("redirect (HTTP status {0}) not followed")]
@@ -52,7 +56,7 @@ impl PollError {
             PollError::Status(_) => "http_status",
             PollError::Body(_) => "body",
             PollError::Parse(_) => "parse",
-            PollError::TooLarge(_) => "too_large",
+            PollError::TooLarge(_) | PollError::TooMuchKept(_) => "too_large",
             PollError::Redirect(_) => "redirect",
             PollError::Request(_) => "request",
             PollError::NoReply(_) => "no_reply",

@@ -21,6 +21,7 @@ use crate::error::PollError;
 use crate::message_timestamps::MessageTimestamps;
 use crate::redact::redacted;
 use crate::snapshot::Snapshot;
+use crate::sources::kept::KeptBudget;
 use crate::sources::{
     self, AnySource, Fetcher, ServerLink, Source, SourceHealth, SourceSettings, TargetSnapshot,
 };
@@ -141,13 +142,15 @@ impl Poller {
         let started = Instant::now();
         let (targets, survey) = match &self.system {
             None => {
-                let polls = self.targets.iter().map(|t| {
+                let polls = self.targets.iter().map(|t| async move {
                     let url = t.url.as_ref().expect("monitoring targets have a URL");
+                    let kept = KeptBudget::new(self.config.max_kept_size);
                     let link = ServerLink::Http {
                         fetch: &self.fetch,
                         base: url,
+                        kept: &kept,
                     };
-                    self.poll_target(t, link, self.config.timeout)
+                    self.poll_target(t, link, self.config.timeout).await
                 });
                 let mut targets = join_all(polls).await;
                 distinct_server_labels(&mut targets, &self.targets);

@@ -9,6 +9,7 @@ use futures::future::join_all;
 
 use super::{Poller, Target};
 use crate::error::PollError;
+use crate::sources::kept::KeptBudget;
 use crate::sources::{self, ServerLink, SystemLink, TargetSnapshot};
 use crate::system_poll::{SurveyReport, SystemPolling};
 
@@ -95,11 +96,13 @@ impl Poller {
                 }
             }
             async move {
+                let kept = KeptBudget::new(self.config.max_kept_size);
                 let link = ServerLink::System(SystemLink {
                     requests: &system.polling.requests,
                     name: &answer.server.name,
                     id: &answer.server.id,
                     varz: Some(&answer.data),
+                    kept: &kept,
                 });
                 self.poll_target(&target, link, left).await
             }

@@ -6,6 +6,7 @@
 //! followed, and errors never carry the URL (it may hold credentials).
 
 use std::io::{BufRead, Read};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
@@ -13,6 +14,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use url::Url;
 
+use super::kept::{self, ChargedReader, KeptBudget};
 use crate::error::PollError;
 
 /// Chunks read but not yet parsed, per streamed reply: enough to keep the
@@ -58,18 +60,21 @@ impl Fetcher {
         self.timeout
     }
 
-    /// GETs `url` and parses its JSON body as `T`, all within the timeout.
-    ///
-    /// For small replies: the body is gathered into one buffer and parsed
-    /// from that slice, which is the fastest but holds the body and its
-    /// parsed form at once. On a 54 MB `/jsz` body (`benches/jsz_fetch.rs`,
-    /// transfer included) this took 0.15-0.17 s, serde_json's `from_reader`
-    /// fed through [`Fetcher::get_streamed`] 0.27-0.50 s, and
-    /// `jsz::split::parse` through it 0.19-0.23 s.
-    pub async fn get_json<T: DeserializeOwned>(&self, url: Url) -> Result<T, PollError> {
-        self.within_timeout(async {
-            let body = self.get_body(url).await?;
-            serde_json::from_slice(&body).map_err(|e| PollError::Parse(e.to_string()))
+    /// GETs `url` and parses its JSON body as `T` as it arrives (see
+    /// [`Fetcher::get_streamed`]), all within the timeout: the body is
+    /// never held whole, and what the parse can keep is charged to `kept`
+    /// ([`ChargedReader`]), so that a reply padded with whitespace, or with
+    /// values without end, costs memory only for what is kept, and only up
+    /// to the budget.
+    pub async fn get_json<T: DeserializeOwned + Send + 'static>(
+        &self,
+        url: Url,
+        kept: &Arc<KeptBudget>,
+    ) -> Result<T, PollError> {
+        let budget = kept.clone();
+        self.get_streamed(url, kept, move |body| {
+            let reader = ChargedReader::new(body, budget);
+            serde_json::from_reader(reader).map_err(|e| e.to_string())
         })
         .await
     }
@@ -77,11 +82,17 @@ impl Fetcher {
     /// GETs `url` and hands its body to `parse` as it arrives, on a
     /// blocking thread fed chunk by chunk, so that at most a few chunks of a
     /// large reply (`/jsz`: 110 MB at 100,000 consumers) are held at any
-    /// time, never the whole. Same limits and errors as
-    /// [`Fetcher::get_json`]; an error of `parse` is a
-    /// [`PollError::Parse`], and a reply that is not JSON fails as soon as
-    /// `parse` sees it.
-    pub async fn get_streamed<T, P>(&self, url: Url, parse: P) -> Result<T, PollError>
+    /// time, never the whole. `parse` runs in `kept`'s [`kept::scope`] and
+    /// charges it with what it holds. Same limits and errors as
+    /// [`Fetcher::get_json`]; an error of `parse` is a [`PollError::Parse`],
+    /// or [`PollError::TooMuchKept`] when a charge was refused, and a reply
+    /// that is not JSON fails as soon as `parse` sees it.
+    pub async fn get_streamed<T, P>(
+        &self,
+        url: Url,
+        kept: &Arc<KeptBudget>,
+        parse: P,
+    ) -> Result<T, PollError>
     where
         T: Send + 'static,
         P: FnOnce(&mut dyn BufRead) -> Result<T, String> + Send + 'static,
@@ -89,8 +100,10 @@ impl Fetcher {
         self.within_timeout(async {
             let mut response = self.get_checked(url).await?;
             let (chunks, from_network) = mpsc::channel(CHUNKS_IN_FLIGHT);
-            let parser =
-                tokio::task::spawn_blocking(move || parse(&mut ChunkReader::new(from_network)));
+            let budget = kept.clone();
+            let parser = tokio::task::spawn_blocking(move || {
+                kept::scope(&budget, || parse(&mut ChunkReader::new(from_network)))
+            });
             let mut counted = 0;
             while let Some(chunk) = self.next_chunk(&mut response, &mut counted).await? {
                 if chunks.send(chunk).await.is_err() {
@@ -102,7 +115,11 @@ impl Fetcher {
             // short. (A broken connection returned above, dropping the parser.)
             drop(chunks);
             match parser.await {
-                Ok(parsed) => parsed.map_err(PollError::Parse),
+                Ok(Ok(parsed)) => Ok(parsed),
+                Ok(Err(e)) if e.contains(kept::REFUSED) => {
+                    Err(PollError::TooMuchKept(kept.limit()))
+                }
+                Ok(Err(e)) => Err(PollError::Parse(e)),
                 Err(e) => Err(PollError::Parse(format!("parser stopped: {e}"))),
             }
         })
@@ -165,19 +182,6 @@ impl Fetcher {
             }
         }
         Ok(chunk)
-    }
-
-    async fn get_body(&self, url: Url) -> Result<Vec<u8>, PollError> {
-        let mut response = self.get_checked(url).await?;
-        // The header is a hint only: a lying one can neither make the buffer
-        // bigger than the limit nor stop the count in `next_chunk`.
-        let expected = response.content_length().unwrap_or(0) as usize;
-        let mut body = Vec::with_capacity(expected.min(self.max_reply_size));
-        let mut counted = 0;
-        while let Some(chunk) = self.next_chunk(&mut response, &mut counted).await? {
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
     }
 }
 

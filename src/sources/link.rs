@@ -6,12 +6,14 @@
 //! `"consumer": true` over NATS, `state=closed` is `"state": 1`).
 
 use std::io::BufRead;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use url::Url;
 
+use super::kept::{self, KeptBudget};
 use super::{endpoint_url, Fetcher};
 use crate::error::PollError;
 use crate::survey::ServerError;
@@ -26,6 +28,8 @@ pub enum ServerLink<'a> {
         fetch: &'a Fetcher,
         /// The monitoring base URL.
         base: &'a Url,
+        /// What this poll's replies may keep.
+        kept: &'a Arc<KeptBudget>,
     },
     /// Requests to it alone over a system-account connection.
     System(SystemLink<'a>),
@@ -42,18 +46,44 @@ pub struct SystemLink<'a> {
     pub id: &'a str,
     /// Its `/varz` (or the error it sent), already in this poll's survey answer.
     pub varz: Option<&'a Result<Bytes, ServerError>>,
+    /// What this poll's replies may keep (a NATS reply is whole when it
+    /// arrives, at most the server's `max_payload`: only what its parse
+    /// keeps is charged).
+    pub kept: &'a Arc<KeptBudget>,
 }
 
-impl ServerLink<'_> {
+impl<'a> ServerLink<'a> {
+    /// What this poll's replies may keep.
+    pub fn kept(&self) -> &'a Arc<KeptBudget> {
+        match self {
+            ServerLink::Http { kept, .. } => kept,
+            ServerLink::System(link) => link.kept,
+        }
+    }
+
+    /// The same server, its replies charged to `kept` (a share of this
+    /// link's budget, for one part of a poll).
+    pub fn with_kept<'b>(&self, kept: &'b Arc<KeptBudget>) -> ServerLink<'b>
+    where
+        'a: 'b,
+    {
+        match *self {
+            ServerLink::Http { fetch, base, .. } => ServerLink::Http { fetch, base, kept },
+            ServerLink::System(link) => ServerLink::System(SystemLink { kept, ..link }),
+        }
+    }
+
     /// Reads `endpoint` with `query` and parses the reply as `T`.
-    pub async fn get_json<T: DeserializeOwned>(
+    pub async fn get_json<T: DeserializeOwned + Send + 'static>(
         &self,
         endpoint: &str,
         query: &[(&str, String)],
     ) -> Result<T, PollError> {
         match *self {
-            ServerLink::Http { fetch, base } => {
-                fetch.get_json(endpoint_url(base, endpoint, query)).await
+            ServerLink::Http { fetch, base, kept } => {
+                fetch
+                    .get_json(endpoint_url(base, endpoint, query), kept)
+                    .await
             }
             ServerLink::System(link) => {
                 let body = link.reply(endpoint, query).await?;
@@ -80,16 +110,23 @@ impl ServerLink<'_> {
         W: FnOnce(&[u8]) -> Result<T, String> + Send + 'static,
     {
         match *self {
-            ServerLink::Http { fetch, base } => {
+            ServerLink::Http { fetch, base, kept } => {
                 fetch
-                    .get_streamed(endpoint_url(base, endpoint, query), parse)
+                    .get_streamed(endpoint_url(base, endpoint, query), kept, parse)
                     .await
             }
             ServerLink::System(link) => {
                 let body = link.reply(endpoint, query).await?;
-                let parsed = tokio::task::spawn_blocking(move || whole(&body)).await;
+                let budget = link.kept.clone();
+                let parsed =
+                    tokio::task::spawn_blocking(move || kept::scope(&budget, || whole(&body)))
+                        .await;
                 match parsed {
-                    Ok(parsed) => parsed.map_err(PollError::Parse),
+                    Ok(Ok(parsed)) => Ok(parsed),
+                    Ok(Err(e)) if e.contains(kept::REFUSED) => {
+                        Err(PollError::TooMuchKept(link.kept.limit()))
+                    }
+                    Ok(Err(e)) => Err(PollError::Parse(e)),
                     Err(e) => Err(PollError::Parse(format!("parser stopped: {e}"))),
                 }
             }

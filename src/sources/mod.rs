@@ -8,6 +8,7 @@ pub mod connz;
 pub mod fetch;
 pub mod gatewayz;
 pub mod jsz;
+pub mod kept;
 pub mod link;
 pub mod link_pending;
 pub mod routez;

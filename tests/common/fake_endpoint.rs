@@ -23,6 +23,9 @@ pub enum Reply {
     /// `json` with `n` spaces after its first `at` bytes, honestly
     /// announced: a large reply whose parsed form is small.
     SpacedJson(String, usize, u64),
+    /// A chunked body starting with the first text, then the second
+    /// again and again, never ending.
+    Repeat(String, &'static str),
     /// A chunked body trickling one byte every 100 ms, forever.
     Trickle,
     /// A 302 to `location`.
@@ -149,6 +152,17 @@ async fn serve(
                 left -= k as u64;
             }
             s.write_all(&json.as_bytes()[at..]).await?;
+        }
+        Reply::Repeat(prefix, unit) => {
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+                .await?;
+            s.write_all(format!("{:x}\r\n{prefix}\r\n", prefix.len()).as_bytes())
+                .await?;
+            let units = unit.repeat((1 << 16) / unit.len().max(1) + 1);
+            let chunk = format!("{:x}\r\n{units}\r\n", units.len());
+            loop {
+                s.write_all(chunk.as_bytes()).await?;
+            }
         }
         Reply::Trickle => {
             s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n")

@@ -10,12 +10,13 @@ use std::collections::HashSet;
 
 use serde::Deserialize;
 
+use super::kept::KeptBudget;
 use super::shape::{MonitoringSource, TargetSnapshot};
 use super::{unix_seconds, ServerLink, Source};
 use crate::cardinality::JszFilter;
 use crate::error::PollError;
 
-mod de;
+pub mod de;
 mod encode;
 mod leaders;
 pub mod split;
@@ -25,11 +26,15 @@ pub use encode::{
     CONSUMER_FAMILY_COUNT,
 };
 pub use leaders::{select, select_leaders, ConsumerRow, Leaders, StreamRow};
+pub(crate) use stream_end::{is_space, step_in_string};
 
 /// The fields of a `/jsz` reply the exporter uses. (`S` is the type of a
 /// stream: while a reply is parsed in pieces, streams cut out are `None`.)
 #[derive(Debug, Default, Deserialize)]
-#[serde(default, bound(deserialize = "S: Deserialize<'de> + Default"))]
+#[serde(
+    default,
+    bound(deserialize = "S: Deserialize<'de> + Default + de::Kept")
+)]
 pub struct Jsz<S = StreamDetail> {
     /// The server's clock when it answered.
     pub now: String,
@@ -38,12 +43,16 @@ pub struct Jsz<S = StreamDetail> {
     /// Accounts with JetStream on this server (all pages).
     pub total: Option<usize>,
     /// This page of accounts.
+    #[serde(deserialize_with = "de::list")]
     pub account_details: Vec<AccountDetail<S>>,
 }
 
 /// One account's streams.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default, bound(deserialize = "S: Deserialize<'de> + Default"))]
+#[serde(
+    default,
+    bound(deserialize = "S: Deserialize<'de> + Default + de::Kept")
+)]
 pub struct AccountDetail<S = StreamDetail> {
     /// Account name (its name tag where one is set).
     pub name: String,
@@ -51,6 +60,7 @@ pub struct AccountDetail<S = StreamDetail> {
     /// servers from 2.10 on order the pages.
     pub id: String,
     /// The account's streams.
+    #[serde(deserialize_with = "de::list")]
     pub stream_detail: Vec<S>,
 }
 
@@ -75,7 +85,7 @@ pub struct StreamDetail {
     /// Current contents.
     pub state: StreamState,
     /// Consumers.
-    #[serde(deserialize_with = "de::without_slack")]
+    #[serde(deserialize_with = "de::list")]
     pub consumer_detail: Vec<ConsumerInfo>,
 }
 
@@ -145,6 +155,7 @@ pub struct ConsumerInfo {
     pub pause_remaining: Option<i64>,
     /// The state of the consumer's priority group (2.11+, only for consumers
     /// with priority groups; the server reports the first group only).
+    #[serde(deserialize_with = "de::boxed_list")]
     pub priority_groups: Box<[PriorityGroup]>,
 }
 
@@ -191,6 +202,7 @@ pub struct ConsumerConfig {
     /// The one subject filter (older form; empty for none).
     pub filter_subject: Box<str>,
     /// Several subject filters (2.10+).
+    #[serde(deserialize_with = "de::boxed_list")]
     pub filter_subjects: Box<[String]>,
     /// Whether the priority policy (2.11+) is `pinned_client` (others are
     /// `overflow` and `prioritized`).
@@ -269,6 +281,10 @@ pub async fn poll(
     if in_order {
         return Ok(out);
     }
+    // Read again: what the pages out of order keep is let go.
+    let kept = out.accounts.iter().map(de::Kept::kept_bytes).sum();
+    link.kept().release(kept);
+    drop(out);
     let pages = Pages {
         account: None,
         size: u32::MAX >> 1,
@@ -311,8 +327,12 @@ async fn read_pages(
             query.push(("acc", account.to_string()));
         }
         // Pages run to 110 MB at 100,000 consumers: parsed as they arrive
-        // over HTTP; a NATS reply arrives whole.
+        // over HTTP; a NATS reply arrives whole. A page charges a share of
+        // the poll's budget as it is parsed; once it is filtered, the poll's
+        // budget is charged with what it keeps instead.
+        let share = KeptBudget::share(link.kept());
         let page = link
+            .with_kept(&share)
             .get_streamed("jsz", &query, split::parse, split::parse_whole)
             .await?;
         pages += 1;
@@ -333,6 +353,11 @@ async fn read_pages(
         }
         let any_fresh = !fresh.is_empty();
         filter.apply(&mut fresh);
+        drop(share);
+        let keeps = fresh.iter().map(de::Kept::kept_bytes).sum();
+        if !link.kept().charge(keeps) {
+            return Err(PollError::TooMuchKept(link.kept().limit()));
+        }
         out.accounts.append(&mut fresh);
         offset += len;
         // Stop at a short page, at the announced total, or when a server that

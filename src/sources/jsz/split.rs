@@ -22,6 +22,7 @@ use std::sync::Mutex;
 
 use super::stream_end::{is_space, step_in_string, InStream, StreamBytes};
 use super::{AccountDetail, Jsz, StreamDetail};
+use crate::sources::kept::{self, KeptBudget};
 
 /// Keys a stream's way from the root passes through; others are `Other`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -114,12 +115,25 @@ pub fn parse_whole(body: &[u8]) -> Result<Jsz, String> {
 /// 100 consumers a stream.
 const STREAMS_IN_FLIGHT: usize = 4;
 
+/// Text held to be parsed is charged this many times its room: once for
+/// itself, once for what its parse may hold besides the values it keeps
+/// (serde's scratch as it skips nested lists, the skeleton's strings).
+const HELD_TEXT: usize = 2;
+
+/// The room of a stream parsed is handed back for a later one up to this
+/// size (rooms waiting are not charged); a larger one (a stream of
+/// thousands of consumers) is freed.
+const ROOM_KEPT: usize = 1 << 20;
+
 /// Reads a whole `/jsz` reply from `input` and parses it; errors are
 /// serde_json's text. The streams are parsed on up to two more threads
 /// while the reply is still being read and cut: on a loaded machine
 /// reading and parsing one after the other kept the exporter's poll behind
-/// the server, and parsing is most of the work.
+/// the server, and parsing is most of the work. The bytes held (the
+/// skeleton, the streams not yet parsed) and the consumers parsed are
+/// charged to this thread's budget ([`kept::current`]).
 pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
+    let budget = kept::current();
     // Set by a parser that failed: the reading stops at its next piece of
     // input, not only at the next stream's end (which an endless reply
     // after a broken stream never reaches).
@@ -129,16 +143,18 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
     let cut_out = Mutex::new(cut_out);
     std::thread::scope(|scope| {
         let (give_back, given_back) = std::sync::mpsc::sync_channel(STREAMS_IN_FLIGHT + 2);
-        let (failed, cut_out) = (&failed, &cut_out);
+        let (failed, cut_out, budget) = (&failed, &cut_out, &budget);
         let parsers: Vec<_> = (0..parsers)
             .map(|_| {
                 let give_back = give_back.clone();
-                scope.spawn(move || parse_streams(cut_out, &give_back, failed))
+                scope.spawn(move || {
+                    kept::scope(budget, || parse_streams(cut_out, &give_back, failed))
+                })
             })
             .collect();
         drop(give_back);
         let mut count = 0;
-        let skeleton = cut(input, failed, |stream| {
+        let skeleton = cut(input, (failed, budget), |stream| {
             let next = given_back.try_recv().unwrap_or_default();
             count += 1;
             // Parsers that stopped have failed: their error is the one to give.
@@ -175,49 +191,74 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
 }
 
 /// Parses the streams `cut_out` hands out, each with its place in the
-/// reply, until there are no more; the first that fails stops the rest.
+/// reply, until there are no more; the first that fails stops the rest:
+/// from then on every parser only takes the streams the cut still hands
+/// out, unparsed, so that the cut never waits for a parser that stopped.
 fn parse_streams(
     cut_out: &Mutex<Receiver<(usize, Vec<u8>)>>,
     give_back: &SyncSender<Vec<u8>>,
     failed: &AtomicBool,
 ) -> Result<Vec<(usize, StreamDetail)>, (usize, String)> {
+    let budget = kept::current();
     let mut streams = Vec::new();
+    let mut error = None;
     loop {
         // Nothing panics while holding the lock: a poisoned one still works.
         let next = cut_out.lock().unwrap_or_else(|e| e.into_inner()).recv();
         let Ok((at, mut bytes)) = next else {
-            return Ok(streams);
+            return error.map_or(Ok(streams), Err);
         };
-        if failed.load(Ordering::Acquire) {
-            return Ok(streams);
+        if !failed.load(Ordering::Acquire) {
+            match serde_json::from_slice(&bytes) {
+                Ok(parsed) => streams.push((at, parsed)),
+                Err(e) => {
+                    failed.store(true, Ordering::Release);
+                    error = Some((at, e.to_string()));
+                }
+            }
         }
-        let parsed = serde_json::from_slice(&bytes).map_err(|e| {
-            failed.store(true, Ordering::Release);
-            (at, e.to_string())
-        })?;
-        streams.push((at, parsed));
+        // The cut charged the bytes' room; parsed (or passed over), they
+        // are given back (what the stream keeps is charged by its parse).
+        budget.release(HELD_TEXT * bytes.capacity());
         bytes.clear();
         // Its room serves a later stream; never waited for.
-        let _ = give_back.try_send(bytes);
+        if bytes.capacity() <= ROOM_KEPT {
+            let _ = give_back.try_send(bytes);
+        }
     }
 }
 
 /// Reads `input` to its end, hands each stream to `emit` as soon as its
 /// last byte is read (`emit` takes the bytes, leaving room for the next;
 /// false stops the reading, as does `stop` once set), and returns the rest: the skeleton, with
-/// `null` where the streams were.
+/// `null` where the streams were. The room the skeleton and the stream
+/// being cut take is charged to `budget` as it grows (a stream's charge
+/// goes with it to its parser); a refused charge stops the reading.
 fn cut(
     input: &mut dyn BufRead,
-    stop: &AtomicBool,
+    (stop, budget): (&AtomicBool, &KeptBudget),
     mut emit: impl FnMut(&mut StreamBytes) -> bool,
 ) -> Result<Vec<u8>, String> {
     let mut scan = Scan::default();
     let mut skeleton = Vec::new();
     let mut stream = StreamBytes::default();
+    // The room of the skeleton and of the stream being cut, as charged.
+    let (mut skeleton_charged, mut stream_charged) = (0, 0);
+    let grown = |room: usize, charged: &mut usize| {
+        let more = room.saturating_sub(*charged);
+        *charged = (*charged).max(room);
+        if budget.charge(more) {
+            Ok(())
+        } else {
+            Err(budget.refused())
+        }
+    };
     loop {
         if stop.load(Ordering::Acquire) {
             return Err("the stream parser stopped".into());
         }
+        grown(HELD_TEXT * skeleton.capacity(), &mut skeleton_charged)?;
+        grown(HELD_TEXT * stream.bytes.capacity(), &mut stream_charged)?;
         let buf = input.fill_buf().map_err(|e| e.to_string())?;
         if buf.is_empty() {
             break;
@@ -235,6 +276,10 @@ fn cut(
                 stream.extend(&buf[run..=at]);
                 run = at + 1;
                 i = at + 1;
+                // The stream's room goes charged to its parser, which gives
+                // it back; the next stream's room is charged anew.
+                grown(HELD_TEXT * stream.bytes.capacity(), &mut stream_charged)?;
+                stream_charged = 0;
                 if !emit(&mut stream) {
                     return Err("the stream parser stopped".into());
                 }

@@ -3,6 +3,8 @@
 
 use std::io::BufReader;
 
+use crate::sources::kept::{self, KeptBudget};
+
 use super::*;
 
 /// `parse` over `body` read 7 bytes at a time, so that cuts fall
@@ -109,4 +111,116 @@ fn fails_where_parsing_the_whole_fails() {
     // Nesting deeper than anything a stream has costs no memory per level.
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
     assert!(in_pieces(deep.as_bytes()).is_err());
+}
+
+/// `body` parsed by `parse` in pieces and by `parse_whole`, each in a
+/// budget of `limit` bytes: the results and what each left charged.
+fn in_budget(body: &[u8], limit: usize) -> [(Result<Jsz, String>, usize); 2] {
+    let run = |f: &dyn Fn() -> Result<Jsz, String>| {
+        let budget = KeptBudget::new(limit);
+        let parsed = kept::scope(&budget, f);
+        (parsed, budget.used())
+    };
+    [
+        run(&|| parse(&mut BufReader::with_capacity(7, body))),
+        run(&|| parse_whole(body)),
+    ]
+}
+
+fn kept_by(jsz: &Jsz) -> usize {
+    use super::super::de::Kept;
+    jsz.account_details.iter().map(Kept::kept_bytes).sum()
+}
+
+#[test]
+fn what_a_reply_keeps_is_charged_as_it_is_parsed() {
+    let path = format!(
+        "{}/tests/fixtures/2.15.1/jsz.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let body = std::fs::read(path).unwrap();
+    let [(pieces, _), (whole, whole_used)] = in_budget(&body, usize::MAX);
+    let (pieces, whole) = (pieces.unwrap(), whole.unwrap());
+    // Parsed whole, each list charges its items: what the reply keeps, exactly.
+    assert_eq!(whole_used, kept_by(&whole));
+    let consumers = whole.account_details[0].stream_detail[0]
+        .consumer_detail
+        .len();
+    assert!(kept_by(&whole) > consumers * super::super::de::HELD_PER_CONSUMER);
+    // Cut in pieces, the same values; the charge left is an upper bound
+    // (the skeleton's text stays charged until the page is settled).
+    assert_eq!(format!("{pieces:?}"), format!("{whole:?}"));
+    let [(_, pieces_used), _] = in_budget(&body, usize::MAX);
+    assert!(pieces_used >= kept_by(&pieces) / 2, "{pieces_used}");
+    // A budget one byte short stops both ways, with an error that says so.
+    for (parsed, _) in in_budget(&body, whole_used - 1) {
+        let e = parsed.unwrap_err();
+        assert!(e.contains(kept::REFUSED), "{e}");
+    }
+}
+
+/// `unit` again and again, never ending.
+struct Repeat {
+    unit: &'static [u8],
+    at: usize,
+}
+
+impl std::io::Read for Repeat {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        for b in buf.iter_mut() {
+            *b = self.unit[self.at];
+            self.at = (self.at + 1) % self.unit.len();
+        }
+        Ok(buf.len())
+    }
+}
+
+#[test]
+fn a_reply_without_end_stops_at_the_budget() {
+    use std::io::Read;
+    // Accounts in the skeleton, consumers in one stream, streams one after
+    // another; and lists nested in what is skipped.
+    let cases = [
+        (r#"{"account_details":["#, r#"{"name":"A"},"#),
+        (
+            r#"{"account_details":[{"name":"A","stream_detail":[{"name":"S","consumer_detail":["#,
+            r#"{"name":"c","x":[[[[1]]]]},"#,
+        ),
+        (
+            r#"{"account_details":[{"name":"A","stream_detail":["#,
+            r#"{"name":"S","consumer_detail":[{"name":"c"}]},"#,
+        ),
+        (r#"{"x":"#, "[[[[[[[["),
+    ];
+    for (lead, unit) in cases {
+        let budget = KeptBudget::new(8 << 20);
+        let endless = Repeat {
+            unit: unit.as_bytes(),
+            at: 0,
+        };
+        let mut input = BufReader::new(lead.as_bytes().chain(endless));
+        let parsed = kept::scope(&budget, || parse(&mut input));
+        let e = parsed.unwrap_err();
+        assert!(e.contains(kept::REFUSED), "{lead}{unit}: {e}");
+        assert!(budget.used() <= 8 << 20);
+    }
+}
+
+#[test]
+fn a_broken_stream_followed_by_many_stops_the_cut() {
+    // The parsers stop at the first stream, and the cut has many more to
+    // hand out from the same buffer: it must not wait for them forever.
+    let streams = vec![r#"{"name":"s"}"#; 1000].join(",");
+    let body = format!(
+        r#"{{"account_details":[{{"name":"A","stream_detail":[{{"name":nope}},{streams}]}}]}}"#
+    );
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let parsed = parse(&mut BufReader::with_capacity(1 << 20, body.as_bytes()));
+        let _ = done.send(parsed.map(drop));
+    });
+    let parsed = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the parse ends");
+    assert!(parsed.unwrap_err().starts_with("stream 1:"));
 }

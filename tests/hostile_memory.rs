@@ -1,0 +1,180 @@
+//! Memory follows what is kept, not what is sent: the exporter binary, with
+//! default flags, polls an endpoint that answers every source at once with
+//! a reply without end (whitespace, lists of valid-looking entries, one
+//! huge string, in turn at every place a source keeps or skips), and its
+//! peak resident memory stays under 128 MB while every source is left down.
+mod common;
+
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use common::fake_endpoint::{self, Reply};
+use nats_test_server::sample::{samples, value};
+
+/// The most the exporter may hold, with default flags, whatever it is sent.
+const PEAK_LIMIT: u64 = 128_000_000;
+
+/// Scrapes per kind of reply: each takes a reply of every source, and each
+/// `/jsz` another of the places below.
+const SCRAPES: usize = 4;
+
+struct Exporter {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Exporter {
+    fn start(monitor_url: &str) -> Exporter {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
+            .args(["--monitor-url", monitor_url])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("NATS_DELIVERY_LOG", "error")
+            .spawn()
+            .unwrap();
+        Exporter {
+            child,
+            url: format!("http://127.0.0.1:{port}/metrics"),
+        }
+    }
+
+    /// Peak resident memory so far (`VmHWM`), in bytes.
+    fn peak(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        kib * 1024
+    }
+}
+
+/// A hostile reply for `path`, the `n`th `/jsz` asked for: the text that
+/// leads to where it goes on without end, and what repeats.
+type Hostile = fn(&str, usize) -> (String, &'static str);
+
+/// Where a `/jsz` reply's endless part goes: outside the streams (the
+/// skeleton, held until the end), inside one stream (held until the stream
+/// ends), or as streams one after the other (each parsed as it ends).
+const JSZ_PLACES: [&str; 3] = [
+    r#"{"account_details":["#,
+    r#"{"account_details":[{"name":"A","stream_detail":[{"name":"S","consumer_detail":["#,
+    r#"{"account_details":[{"name":"A","stream_detail":["#,
+];
+
+fn whitespace(path: &str, n: usize) -> (String, &'static str) {
+    let lead = match path {
+        p if p.starts_with("/jsz") => JSZ_PLACES[n % 2],
+        _ => r#"{"server_id":"#,
+    };
+    (lead.to_string(), "      \n")
+}
+
+fn lists(path: &str, n: usize) -> (String, &'static str) {
+    match path {
+        p if p.starts_with("/jsz") => match n % 3 {
+            0 => (JSZ_PLACES[0].into(), r#"{"name":"A","id":"B"},"#),
+            1 => (JSZ_PLACES[1].into(), r#"{"name":"c","num_pending":1},"#),
+            _ => (
+                JSZ_PLACES[2].into(),
+                r#"{"name":"S","consumer_detail":[{"name":"c"},{"name":"d"}]},"#,
+            ),
+        },
+        p if p.starts_with("/connz") => (
+            r#"{"connections":["#.into(),
+            r#"{"cid":1,"name":"n","account":"a","pending_bytes":1},"#,
+        ),
+        p if p.starts_with("/accstatz") => (
+            r#"{"account_statz":["#.into(),
+            r#"{"acc":"a","slow_consumers":1},"#,
+        ),
+        // A list of lists the exporter skips.
+        _ => (r#"{"tags":["#.into(), "[1,[2]],"),
+    }
+}
+
+fn strings(path: &str, n: usize) -> (String, &'static str) {
+    let lead = match path {
+        p if p.starts_with("/jsz") => match n % 2 {
+            0 => format!(r#"{}{{"name":""#, JSZ_PLACES[0]),
+            _ => format!(r#"{}{{"name":""#, JSZ_PLACES[1]),
+        },
+        p if p.starts_with("/connz") => r#"{"connections":[{"name":""#.into(),
+        p if p.starts_with("/accstatz") => r#"{"account_statz":[{"acc":""#.into(),
+        _ => r#"{"server_name":""#.into(),
+    };
+    (lead, "abcdefgh")
+}
+
+/// Polls an endpoint answering every source with `hostile` replies;
+/// returns the exporter's peak memory.
+async fn peak_against(kind: &str, hostile: Hostile) -> u64 {
+    let jsz_asked = Arc::new(AtomicUsize::new(0));
+    let asked = jsz_asked.clone();
+    let endpoint = fake_endpoint::start(move |path| {
+        let n = if path.starts_with("/jsz") {
+            asked.fetch_add(1, Ordering::SeqCst)
+        } else {
+            0
+        };
+        let (lead, unit) = hostile(path, n);
+        Reply::Repeat(lead, unit)
+    })
+    .await;
+    let exporter = Exporter::start(&endpoint.url);
+    let mut text = String::new();
+    for _ in 0..SCRAPES {
+        text = common::wait_for_async(30, "a scrape", || async {
+            reqwest::get(&exporter.url).await.ok()?.text().await.ok()
+        })
+        .await;
+    }
+    let server = endpoint.authority.as_str();
+    for source in ["varz", "connz", "jsz", "accstatz"] {
+        let labels = [("server", server), ("source", source)];
+        assert_eq!(
+            value(&text, "nats_delivery_up", &labels),
+            Some(0.0),
+            "{kind}: {source}"
+        );
+        let errors: f64 = samples(&text, "nats_delivery_scrape_errors_total", &labels)
+            .iter()
+            .map(|(_, v)| v)
+            .sum();
+        assert!(
+            errors >= SCRAPES as f64,
+            "{kind}: {source}: {errors} errors"
+        );
+    }
+    assert!(jsz_asked.load(Ordering::SeqCst) >= SCRAPES);
+    let peak = exporter.peak();
+    println!("{kind}: peak {:.1} MB", peak as f64 / 1e6);
+    peak
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_without_end_on_every_source_keep_memory_bounded() {
+    let kinds: [(&str, Hostile); 3] = [
+        ("whitespace", whitespace),
+        ("lists", lists),
+        ("huge strings", strings),
+    ];
+    for (kind, hostile) in kinds {
+        let peak = peak_against(kind, hostile).await;
+        assert!(
+            peak <= PEAK_LIMIT,
+            "{kind}: peak {:.1} MB",
+            peak as f64 / 1e6
+        );
+    }
+}
