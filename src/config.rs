@@ -280,6 +280,23 @@ mod tests {
         );
         assert_eq!(c.consumer_status_window, Duration::from_secs(300));
         assert_eq!(c.consumer_timestamp_reads, 50);
+        assert_eq!(c.max_kept_size, 64 << 20);
+        assert_eq!(
+            c.cardinality.consumer_series(),
+            crate::cardinality::series::ConsumerSeries::default()
+        );
+        let c = Config::try_parse_from([
+            "x",
+            "--consumer-status-series",
+            "all",
+            "--consumer-opt-in-metrics",
+            "all",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.cardinality.consumer_series(),
+            crate::cardinality::series::ConsumerSeries::all()
+        );
         assert!(!c.cardinality.keep_ephemeral_consumers);
         assert!(c.cardinality.filter().server_account().is_none());
         let c = Config::try_parse_from([
@@ -325,6 +342,13 @@ mod tests {
             vec!["x", "--consumer-timestamp-reads", "-1"],
             vec!["x", "--include-stream", "("],
             vec!["x", "--exclude-account", "a{2,1}"],
+            vec!["x", "--consumer-status-series", "none"],
+            vec![
+                "x",
+                "--consumer-opt-in-metrics",
+                "nats_delivery_consumer_status",
+            ],
+            vec!["x", "--max-kept-size", "0"],
         ] {
             assert!(
                 Config::try_parse_from(&bad).is_err(),

@@ -44,6 +44,18 @@ fn wrong_flags_exit_2_with_one_line() {
             vec!["--include-account", "[a-"],
             "not a valid regular expression",
         ),
+        (
+            vec![
+                "--consumer-opt-in-metrics",
+                "nats_delivery_consumer_pending_messages",
+            ],
+            "not an opt-in consumer metric",
+        ),
+        (
+            vec!["--consumer-status-series", "some"],
+            "--consumer-status-series",
+        ),
+        (vec!["--max-kept-size", "0"], "greater than zero"),
     ] {
         let (code, _, stderr) = run(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");

@@ -146,6 +146,12 @@ fn exporter_command(
             "--consumer-status-window",
             &format!("{STATUS_WINDOW_SECS}s"),
         ])
+        // Default series, but the two opt-in `_exact` gauges, which the
+        // lab checks against the stored messages' times.
+        .args([
+            "--consumer-opt-in-metrics",
+            "nats_delivery_consumer_delivery_lag_exact,nats_delivery_consumer_oldest_unacked_age_exact",
+        ])
         .args(["--nats-servers", &nats.client_url()])
         .args(["--nats-client-name", client_name])
         .args(["--nats-user", user, "--nats-account-name", account])
