@@ -143,9 +143,25 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
     if let Some((_, l)) = &other {
         wait_until_up(&http, *l).await;
     }
-    // One warm-up of each; the first scrape also reads the closed-connection ring.
+    // One warm-up of each; the first scrape also reads the closed-connection
+    // ring. It asks for gzip, to say whether the exporter answers compressed
+    // (then a compressed scrape would be measured too).
     let _ = timed_read(&http, &jsz_url, 0).await;
-    let _ = timed_read(&http, &metrics_url, 0).await;
+    let warm_up = http
+        .get(&metrics_url)
+        .header("Accept-Encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    let encoding = warm_up.headers().get("content-encoding").cloned();
+    let _ = warm_up.bytes().await.unwrap();
+    println!(
+        "asked for gzip, the exporter answered {}",
+        encoding.map_or(
+            "uncompressed (no compressed scrape to measure)".into(),
+            |e| { format!("with Content-Encoding {e:?}") }
+        )
+    );
     if let Some(url) = &other_url {
         let _ = timed_read(&http, url, 0).await;
     }

@@ -2,7 +2,9 @@
 //! default flags, polls an endpoint that answers every source at once with
 //! a reply without end (whitespace, lists of valid-looking entries, one
 //! huge string, in turn at every place a source keeps or skips), and its
-//! peak resident memory stays under 128 MB while every source is left down.
+//! peak resident memory stays under 128 MB while every source is left down;
+//! and the largest `/jsz` reply it accepts (as many consumers as the budget
+//! takes) keeps it under 128 MB too, consumer health and text included.
 mod common;
 
 use std::process::{Child, Command};
@@ -160,6 +162,79 @@ async fn peak_against(kind: &str, hostile: Hostile) -> u64 {
     let peak = exporter.peak();
     println!("{kind}: peak {:.1} MB", peak as f64 / 1e6);
     peak
+}
+
+/// Consumers of a reply that the default budget takes: each one counts 800
+/// bytes (`sources::jsz::de`), a stream of 100 some 80 KB kept and 87 KB
+/// while it is parsed, and 96 MiB hold about 1,200 such streams.
+const MOST_CONSUMERS: usize = 120_000;
+
+/// A `/jsz` reply of `consumers` consumers, 100 a stream, each with a
+/// message waiting (a status to decide, lag to estimate).
+fn jsz_of(consumers: usize) -> String {
+    let stream = |s: usize| {
+        let consumers: Vec<String> = (0..100)
+            .map(|c| format!(r#"{{"name":"c{c:02}","num_pending":1}}"#))
+            .collect();
+        format!(
+            r#"{{"name":"S{s:05}","state":{{"messages":1,"first_seq":1,"last_seq":1,"first_ts":"2026-01-01T00:00:00Z","last_ts":"2026-01-01T00:00:00Z"}},"consumer_detail":[{}]}}"#,
+            consumers.join(",")
+        )
+    };
+    let streams: Vec<String> = (0..consumers / 100).map(stream).collect();
+    format!(
+        r#"{{"now":"2026-01-01T00:00:10Z","account_details":[{{"name":"A","stream_detail":[{}]}}]}}"#,
+        streams.join(",")
+    )
+}
+
+/// The exporter's text after `SCRAPES` scrapes of an endpoint answering
+/// `/jsz` with a reply of `consumers` consumers, its `server` label, and its
+/// peak memory.
+async fn scrapes_of(consumers: usize) -> (String, String, u64) {
+    let jsz = jsz_of(consumers);
+    let endpoint = fake_endpoint::start(move |path| {
+        let body = if path.starts_with("/jsz") {
+            jsz.clone()
+        } else {
+            "{}".into()
+        };
+        Reply::Fixed("200 OK", body)
+    })
+    .await;
+    let exporter = Exporter::start(&endpoint.url);
+    let mut text = String::new();
+    for _ in 0..SCRAPES {
+        text = common::wait_for_async(60, "a scrape", || async {
+            reqwest::get(&exporter.url).await.ok()?.text().await.ok()
+        })
+        .await;
+    }
+    (text, endpoint.authority.clone(), exporter.peak())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_reply_taken_keeps_memory_bounded() {
+    let (text, server, peak) = scrapes_of(MOST_CONSUMERS).await;
+    let labels = [("server", server.as_str()), ("source", "jsz")];
+    assert_eq!(value(&text, "nats_delivery_up", &labels), Some(1.0));
+    let statuses = samples(&text, "nats_delivery_consumer_status", &[]);
+    assert_eq!(statuses.len(), MOST_CONSUMERS);
+    println!(
+        "{MOST_CONSUMERS} consumers: peak {:.1} MB",
+        peak as f64 / 1e6
+    );
+    assert!(peak <= PEAK_LIMIT, "peak {:.1} MB", peak as f64 / 1e6);
+    // Some 10,000 consumers more pass the budget: refused, whole.
+    let (text, server, _) = scrapes_of(MOST_CONSUMERS + 10_000).await;
+    let labels = [("server", server.as_str()), ("source", "jsz")];
+    assert_eq!(value(&text, "nats_delivery_up", &labels), Some(0.0));
+    let too_large = [("server", server.as_str()), ("kind", "too_large")];
+    assert_eq!(
+        value(&text, "nats_delivery_scrape_errors_total", &too_large),
+        Some(SCRAPES as f64)
+    );
+    assert!(samples(&text, "nats_delivery_consumer_status", &[]).is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

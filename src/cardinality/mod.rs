@@ -54,8 +54,9 @@ pub struct CardinalityArgs {
     /// status (1 for the current one, 0 for the six others).
     #[arg(long, env = "NATS_DELIVERY_CONSUMER_STATUS_SERIES", value_enum, default_value_t = StatusSeries::Current)]
     pub consumer_status_series: StatusSeries,
-    /// Per-consumer metrics written only when named here (comma-separated
-    /// or repeated), or `all`: nats_delivery_consumer_deliveries_total,
+    /// Per-consumer metrics written only when named here by their full
+    /// names (comma-separated or repeated), or `all`:
+    /// nats_delivery_consumer_deliveries_total,
     /// _ack_wait_seconds, _last_delivery_age_seconds, _last_ack_age_seconds,
     /// _pause_remaining_seconds, _priority_group_pinned,
     /// _delivery_lag_exact, _oldest_unacked_age_exact.

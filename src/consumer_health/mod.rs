@@ -335,4 +335,6 @@ fn sample(c: &ConsumerInfo, time: f64) -> Sample {
 }
 
 #[cfg(test)]
+mod start_tests;
+#[cfg(test)]
 mod tests;

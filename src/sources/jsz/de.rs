@@ -15,10 +15,12 @@ use super::{
 use crate::sources::kept::{self, KeptBudget};
 
 /// What the exporter holds for each exported consumer after a poll, besides
-/// its parsed fields: its status window and map entry, its rendered labels
-/// (about 250 bytes at 100,000 consumers; counted so that a reply just
-/// under the budget still fits in memory once health and text are added).
-pub const HELD_PER_CONSUMER: usize = 256;
+/// its parsed fields: its status window and map entry, its rendered labels,
+/// its rows in the lists the exposition is written from (about 500 bytes
+/// at 100,000 consumers, 830 in all with the parsed fields: counted so that
+/// a reply just under the budget still fits in memory once health and text
+/// are added).
+pub const HELD_PER_CONSUMER: usize = 512;
 
 /// What a string of `len` bytes takes from the allocator: its bytes and
 /// the allocator's header, rounded up to its 16-byte steps, at least 32.

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Mutex;
 
+use super::de::Kept;
 use super::stream_end::{is_space, step_in_string, InStream, StreamBytes};
 use super::{AccountDetail, Jsz, StreamDetail};
 use crate::sources::kept::{self, KeptBudget};
@@ -209,11 +210,27 @@ fn parse_streams(
             return error.map_or(Ok(streams), Err);
         };
         if !failed.load(Ordering::Acquire) {
-            match serde_json::from_slice(&bytes) {
+            let parsed = serde_json::from_slice::<StreamDetail>(&bytes)
+                .map_err(|e| e.to_string())
+                .and_then(|stream| {
+                    // The stream itself and the room of this list, as its
+                    // consumers' list charges for them.
+                    let room = streams.capacity();
+                    if streams.len() == room {
+                        streams.reserve(1);
+                    }
+                    let more = (streams.capacity() - room) * size_of::<(usize, StreamDetail)>();
+                    if budget.charge(more + stream.own_heap()) {
+                        Ok(stream)
+                    } else {
+                        Err(budget.refused())
+                    }
+                });
+            match parsed {
                 Ok(parsed) => streams.push((at, parsed)),
                 Err(e) => {
                     failed.store(true, Ordering::Release);
-                    error = Some((at, e.to_string()));
+                    error = Some((at, e));
                 }
             }
         }
