@@ -91,6 +91,10 @@ if [ -d alerts ] && ls alerts/*.yml >/dev/null 2>&1; then
   promtool test rules alerts/tests/*.yml
 fi
 part "promtool"
+# The container image, the .deb with its systemd unit and the Kubernetes
+# objects, built once (profile deploy-test) and exercised (needs root).
+./scripts/test-deploy.sh 2>&1 | tee -a "$results"
+part "deploy: image, .deb, unit, manifests"
 printf '%s' "$timings"
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }

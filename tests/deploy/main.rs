@@ -1,0 +1,58 @@
+//! The ways the exporter is deployed: the container image, the .deb with its
+//! systemd unit, and the Kubernetes objects under deploy/kubernetes.
+//!
+//! The tests marked `#[ignore]` exercise built artifacts and need root
+//! (rootful podman, dpkg): `scripts/test-deploy.sh` builds the image and the
+//! .deb and runs them with `cargo test --test deploy -- --ignored`, naming
+//! the artifacts in `DEPLOY_IMAGE` and `DEPLOY_DEB`. The others check the
+//! repository's files and run with every `cargo test`.
+mod container;
+mod debian;
+mod dns;
+mod kubernetes;
+mod losses;
+mod release;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The repository's root.
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A file of the repository, read whole.
+fn read(relative: &str) -> String {
+    let path: PathBuf = repo().join(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A built artifact named by `variable`; an ignored test run without it
+/// fails rather than passing unexercised.
+fn artifact(variable: &str) -> String {
+    std::env::var(variable).unwrap_or_else(|_| {
+        panic!("{variable} is not set: scripts/test-deploy.sh builds the artifacts and runs these tests")
+    })
+}
+
+/// One scrape of an exporter's `/metrics`, or None while it does not answer.
+async fn scrape(url: &str) -> Option<String> {
+    let reply = reqwest::get(url).await.ok()?;
+    reply.error_for_status().ok()?.text().await.ok()
+}
+
+/// Calls `check` every 200 ms until it returns `Some`, for at most `secs` seconds.
+async fn wait_for<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
