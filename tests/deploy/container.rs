@@ -118,9 +118,8 @@ impl Container {
 
 impl Drop for Container {
     fn drop(&mut self) {
-        let logs = podman_command().args(["logs", &self.name]).output();
         if std::thread::panicking() {
-            if let Ok(out) = logs {
+            if let Ok(out) = podman_command().args(["logs", &self.name]).output() {
                 eprintln!(
                     "{} logs:\n{}",
                     self.name,
@@ -204,6 +203,19 @@ async fn the_image_counts_a_cut_slow_consumer_and_dead_messages_exactly() {
         },
     )
     .await;
+    // Still exact a second later: nothing counted twice.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let later = scrape(&container.metrics).await.unwrap();
+    for (name, labels) in [
+        ("nats_delivery_jetstream_max_deliveries_total", &job),
+        ("nats_delivery_slow_consumer_closed_connections_total", &cut),
+    ] {
+        assert_eq!(
+            value(&later, name, labels),
+            value(&text, name, labels),
+            "{name}"
+        );
+    }
     let detections = losses::varz_slow_consumers(&server);
     let total = value(&text, "nats_delivery_server_slow_consumers_total", &[]);
     assert_eq!(total, Some(detections as f64), "the server's own total");

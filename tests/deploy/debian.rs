@@ -9,7 +9,7 @@ use nats_test_server::free_port;
 use nats_test_server::sample::value;
 
 use crate::losses::{self, STUCK_CLIENT};
-use crate::{artifact, read, repo, scrape, wait_for};
+use crate::{artifact, read, repo_files, scrape, wait_for};
 
 const PACKAGE: &str = "nats-delivery-exporter";
 const UNIT: &str = "/lib/systemd/system/nats-delivery-exporter.service";
@@ -61,16 +61,6 @@ fn contents(deb: &str) -> Vec<String> {
         .collect();
     files.sort();
     files
-}
-
-fn repo_files(dir: &str, suffix: &str) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(repo().join(dir))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(suffix))
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]

@@ -6,21 +6,10 @@
 
 use serde_yaml::Value;
 
-use crate::{read, repo};
+use crate::{read, repo_files};
 
 fn yaml(relative: &str) -> Value {
     serde_yaml::from_str(&read(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
-}
-
-/// The repository's files in `dir` ending with `suffix`, sorted by name.
-fn files(dir: &str, suffix: &str) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(repo().join(dir))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(suffix))
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]
@@ -28,7 +17,7 @@ fn the_prometheus_rule_holds_exactly_the_alert_rules() {
     let rule = yaml("deploy/kubernetes/prometheus-rule.yaml");
     assert_eq!(rule["kind"], "PrometheusRule");
     let mut groups = Vec::new();
-    for file in files("alerts", ".rules.yml") {
+    for file in repo_files("alerts", ".rules.yml") {
         let rules = yaml(&format!("alerts/{file}"));
         groups.extend(rules["groups"].as_sequence().unwrap().iter().cloned());
     }
@@ -42,8 +31,8 @@ fn the_prometheus_rule_holds_exactly_the_alert_rules() {
 
 #[test]
 fn the_dashboard_config_maps_hold_exactly_the_dashboards() {
-    let dashboards = files("dashboards", ".json");
-    let config_maps = files("deploy/kubernetes/dashboards", ".yaml");
+    let dashboards = repo_files("dashboards", ".json");
+    let config_maps = repo_files("deploy/kubernetes/dashboards", ".yaml");
     let names = |list: &[String], suffix: &str| -> Vec<String> {
         list.iter()
             .map(|n| n.trim_end_matches(suffix).to_string())
@@ -124,7 +113,7 @@ fn the_helm_values_set_only_values_the_nats_chart_defines() {
 /// The Kubernetes objects shipped, each with the file it came from.
 fn objects() -> Vec<(String, Value)> {
     let mut out = Vec::new();
-    for file in files("deploy/kubernetes/cluster", ".yaml") {
+    for file in repo_files("deploy/kubernetes/cluster", ".yaml") {
         let path = format!("deploy/kubernetes/cluster/{file}");
         out.push((path.clone(), yaml(&path)));
     }

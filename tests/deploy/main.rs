@@ -27,6 +27,17 @@ fn read(relative: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The names of the repository's files in `dir` ending with `suffix`, sorted.
+fn repo_files(dir: &str, suffix: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(repo().join(dir))
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(suffix))
+        .collect();
+    names.sort();
+    names
+}
+
 /// A built artifact named by `variable`; an ignored test run without it
 /// fails rather than passing unexercised.
 fn artifact(variable: &str) -> String {
