@@ -10,6 +10,7 @@
 //! `scripts/install-deps.sh` installs it; `nats-server` on `PATH`.
 #![deny(missing_docs)]
 
+pub mod app;
 mod cluster;
 mod ports;
 pub mod promtool;
