@@ -23,7 +23,7 @@ const SHORT_GROUP_WITHIN: Duration = Duration::from_secs(10);
 
 /// A JetStream cluster of `n` servers (`n0`, `n1`, ...) routed to each
 /// other on loopback, each with `config` added (accounts and the like),
-/// returned once its meta group has formed ([`formed`]).
+/// returned once its meta group has formed (started again if it does not).
 ///
 /// Every route port is chosen in advance ([`free_port`]) and every server
 /// lists every route, so each server boots expecting a meta group of `n`.
@@ -86,22 +86,10 @@ pub(crate) fn formed(what: &str, start: impl Fn() -> Vec<Vec<NatsServer>>) -> Ve
     unreachable!("the last attempt returns or panics")
 }
 
-/// Waits until `servers`, the whole JetStream meta group, agree on a meta
-/// leader and that leader sees every other server as a current, online
-/// peer, as each server's `/jsz` `meta_cluster` reports it. Panics after
-/// [`ATTEMPT_WITHIN`] with what each server reports.
-pub fn wait_jetstream_ready(servers: &[&NatsServer]) {
-    if let Err(reports) = wait_formed(servers, ATTEMPT_WITHIN) {
-        panic!(
-            "the JetStream meta group of {} servers was not ready in {ATTEMPT_WITHIN:?}:\n{}",
-            servers.len(),
-            explain(servers, &reports)
-        );
-    }
-}
-
-/// Polls every server's `meta_cluster` until [`meta_group_ready`] or
-/// `within` has passed; the last reports on failure.
+/// Polls every server's `meta_cluster` until the whole group is ready: one
+/// leader named by all, which sees every other server as a current, online
+/// peer ([`meta_group_ready`]). The last reports on failure: `within` has
+/// passed, or the leader sized the group short ([`group_short_of`]).
 fn wait_formed(servers: &[&NatsServer], within: Duration) -> Result<(), Vec<serde_json::Value>> {
     let deadline = Instant::now() + within;
     let mut short_since: Option<Instant> = None;

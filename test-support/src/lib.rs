@@ -19,7 +19,7 @@ pub mod sample;
 mod supercluster;
 pub mod tls;
 
-pub use cluster::{cluster, wait_jetstream_ready};
+pub use cluster::cluster;
 pub use ports::free_port;
 pub use supercluster::supercluster;
 
