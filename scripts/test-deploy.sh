@@ -8,8 +8,9 @@
 #      against the schema of the chart keys they set (tests/deploy/schemas);
 #   2. one static build (cargo profile deploy-test), packaged as the image
 #      (podman) and as the .deb (dpkg-deb);
-#   3. `cargo test --test deploy -- --ignored`: the image run against real
-#      servers, the .deb installed, verified with systemd-analyze, run and purged.
+#   3. the ignored tests of tests/deploy (cargo nextest): the image run
+#      against real servers, the .deb installed, verified with
+#      systemd-analyze, run and purged.
 # Prints how long each step took, and the artifacts' sizes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,8 +64,8 @@ deb=$(BINARY=$bin OUT_DIR=$work ./scripts/build-deb.sh)
 step "image and .deb"
 
 DEPLOY_IMAGE=$image DEPLOY_DEB=$deb DEPLOY_PODMAN=$podman \
-  cargo test --locked --test deploy -- --ignored --show-output
-step "cargo test --test deploy -- --ignored"
+  cargo nextest run --locked --test deploy --run-ignored only --success-output final
+step "the ignored tests of tests/deploy"
 
 printf '%s' "$steps"
 # shellcheck disable=SC2086

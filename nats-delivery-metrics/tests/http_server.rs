@@ -1,7 +1,7 @@
 //! The optional built-in `/metrics` endpoint (feature `http-server`).
 #![cfg(feature = "http-server")]
 
-mod common;
+use nats_test_server::app as common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,9 +3,11 @@
 //!
 //! The tests marked `#[ignore]` exercise built artifacts and need root
 //! (rootful podman, dpkg): `scripts/test-deploy.sh` builds the image and the
-//! .deb and runs them with `cargo test --test deploy -- --ignored`, naming
-//! the artifacts in `DEPLOY_IMAGE` and `DEPLOY_DEB`. The others check the
-//! repository's files and run with every `cargo test`.
+//! .deb and runs them (`cargo nextest run --test deploy --run-ignored only`),
+//! naming the artifacts in `DEPLOY_IMAGE` and `DEPLOY_DEB`. The others check
+//! the repository's files and run with the rest of the suite.
+#[path = "../common/mod.rs"]
+mod common;
 mod container;
 mod debian;
 mod dns;
@@ -13,8 +15,9 @@ mod kubernetes;
 mod losses;
 mod release;
 
+use common::wait_for_async as wait_for;
+
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// The repository's root.
 fn repo() -> &'static Path {
@@ -50,20 +53,4 @@ fn artifact(variable: &str) -> String {
 async fn scrape(url: &str) -> Option<String> {
     let reply = reqwest::get(url).await.ok()?;
     reply.error_for_status().ok()?.text().await.ok()
-}
-
-/// Calls `check` every 200 ms until it returns `Some`, for at most `secs` seconds.
-async fn wait_for<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
