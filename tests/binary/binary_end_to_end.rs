@@ -25,11 +25,7 @@ impl Drop for Exporter {
 }
 
 fn start_exporter(server: &NatsServer) -> Exporter {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = nats_test_server::free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
         .args([
             "--monitor-url",

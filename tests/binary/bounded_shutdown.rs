@@ -76,6 +76,25 @@ async fn stuck_reader(port: u16) -> TcpStream {
     s
 }
 
+/// Whether the exporter's end of `client`'s connection is no longer open
+/// (it closed the socket: its FIN waits behind the bytes the client has not
+/// read), from the kernel's table of IPv4 TCP sockets.
+fn closed_by_exporter(client: &TcpStream) -> bool {
+    const ESTABLISHED: &str = "01";
+    let (client_port, exporter_port) = (
+        client.local_addr().unwrap().port(),
+        client.peer_addr().unwrap().port(),
+    );
+    let port =
+        |address: &str| u16::from_str_radix(address.rsplit(':').next().unwrap(), 16).unwrap();
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .any(|f| port(f[1]) == exporter_port && port(f[2]) == client_port && f[3] != ESTABLISHED)
+}
+
 /// Reads whatever is left; returns the bytes read and whether the whole
 /// answer arrived (its chunked body's last chunk, or as many bytes as a
 /// Content-Length announced).
@@ -120,7 +139,16 @@ async fn a_reader_that_stops_reading_is_cut_off() {
     for _ in 0..3 {
         readers.push(stuck_reader(e.port).await);
     }
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // The answer starts once a poll is done, which a loaded machine can
+    // take seconds to do: wait until the exporter has closed each connection.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !readers.iter().all(closed_by_exporter) {
+        assert!(
+            Instant::now() < deadline,
+            "the exporter still holds a stuck reader's connection after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     for r in readers {
         let (read, complete) = tokio::task::block_in_place(|| drain(r));
         assert!(

@@ -119,8 +119,9 @@ async fn the_budget_bounds_requests_and_cached_answers_send_none() {
     let client = async_nats::connect(server.client_url()).await.unwrap();
     let js = jetstream::new(client.clone());
     stream_with(&js, "S", true, &["a", "b", "a", "b", "a"]).await;
-    let reader = MessageTimestamps::new(named(&server, "reader", None).await, "$G", 100);
-    let mut counter = RequestCounter::new(&server, "reader");
+    let connection = named(&server, "reader", None).await;
+    let reader = MessageTimestamps::new(connection.clone(), "$G", 100);
+    let mut counter = RequestCounter::new(&server, "reader", connection);
     let asked: Vec<_> = (1..=5)
         .map(|seq| request("$G", "S", seq, &["S.a"]))
         .collect();

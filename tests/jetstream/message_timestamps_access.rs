@@ -36,8 +36,9 @@ async fn streams_of_other_accounts_are_never_requested() {
         .start();
     let b = named(&server, "setup", Some("b")).await;
     stream_with(&jetstream::new(b.clone()), "S", true, &["x"]).await;
-    let reader = MessageTimestamps::new(named(&server, "reader", Some("a")).await, "A", 100);
-    let mut counter = RequestCounter::new(&server, "reader");
+    let connection = named(&server, "reader", Some("a")).await;
+    let reader = MessageTimestamps::new(connection.clone(), "A", 100);
+    let mut counter = RequestCounter::new(&server, "reader", connection);
 
     // Connected from flags, the reader asks the server for its account's
     // name (2.10+); older servers cannot say, and the label is taken.
@@ -80,11 +81,7 @@ async fn streams_of_other_accounts_are_never_requested() {
 
 /// Runs the exporter binary with `flags` and returns its first answered scrape.
 async fn first_scrape(server: &NatsServer, flags: &[&str]) -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = nats_test_server::free_port();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
         .args(["--monitor-url", &server.monitor_url()])
         .args(["--listen", &format!("127.0.0.1:{port}")])

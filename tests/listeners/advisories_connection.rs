@@ -183,6 +183,9 @@ async fn mutual_tls_with_a_custom_ca() {
     .unwrap();
     let (account, auth) = nats.resolved_accounts().unwrap().remove(0);
     let started = start(nats, &account, auth.clone());
+    // The test's own TLS client needs the process's rustls crypto provider,
+    // which the listener task (running beside it) may not have chosen yet.
+    let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
     let publisher =
         async_nats::ConnectOptions::with_user_and_password("app".into(), "app-secret".into())
             .add_root_certificates(p("ca.pem").into())

@@ -1,7 +1,6 @@
 //! The NATS listeners against real servers: JetStream advisories (live and
 //! durable mode, dead-letter copies, faults and clusters), system events and
 //! the account label check.
-mod account_label_check;
 mod advisories_binary;
 mod advisories_connection;
 mod advisories_dead_letter;

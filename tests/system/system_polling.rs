@@ -256,18 +256,20 @@ async fn the_binary_polls_through_the_system_account() {
         .config(ACCOUNTS)
         .start();
     let port = nats_test_server::free_port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
-        .args([
-            "--system-account-polling",
-            "--nats-servers",
-            &server.client_url(),
-        ])
-        .args(["--system-account", "user:watcher:watcher-secret"])
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("NATS_DELIVERY_LOG", "warn")
-        .env_remove("NATS_DELIVERY_MONITOR_URL")
-        .spawn()
-        .unwrap();
+    let child = common::KilledOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
+            .args([
+                "--system-account-polling",
+                "--nats-servers",
+                &server.client_url(),
+            ])
+            .args(["--system-account", "user:watcher:watcher-secret"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("NATS_DELIVERY_LOG", "warn")
+            .env_remove("NATS_DELIVERY_MONITOR_URL")
+            .spawn()
+            .unwrap(),
+    );
     let url = format!("http://127.0.0.1:{port}/metrics");
     let text = common::wait_for_async(30, "solo polled through the system account", || {
         let url = url.clone();
@@ -301,8 +303,7 @@ async fn the_binary_polls_through_the_system_account() {
         }
     })
     .await;
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     assert!(up(&text, "solo").iter().all(|(_, v)| *v == 0.0), "{text}");
     let nats = [("server", "solo"), ("source", "jsz"), ("kind", "nats")];
     assert!(

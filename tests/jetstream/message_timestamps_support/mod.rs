@@ -65,20 +65,32 @@ pub async fn stored_time(js: &jetstream::Context, stream: &str, seq: u64) -> f64
 pub struct RequestCounter {
     connz: String,
     name: String,
+    connection: async_nats::Client,
     seen: u64,
 }
 
 impl RequestCounter {
-    pub fn new(server: &NatsServer, name: &str) -> RequestCounter {
+    /// Counts what `connection`, named `name`, sends to `server`.
+    pub fn new(server: &NatsServer, name: &str, connection: async_nats::Client) -> RequestCounter {
         RequestCounter {
             connz: format!("{}/connz?limit=1024", server.monitor_url()),
             name: name.into(),
+            connection,
             seen: 0,
         }
     }
 
     /// Requests received from the connection since the last call.
+    ///
+    /// The server adds a read's messages to `in_msgs` only after it has
+    /// parsed the whole read, and a direct get can be answered before that:
+    /// a PING round trip on the same connection is read after that read
+    /// ended, so every request answered so far is counted.
     pub async fn take(&mut self) -> u64 {
+        self.connection
+            .flush()
+            .await
+            .expect("round trip to the server");
         let connz = self.connz.clone();
         let body = tokio::task::spawn_blocking(move || nats_test_server::http_get(&connz))
             .await

@@ -106,12 +106,13 @@ pub fn label(labels: &str, key: &str) -> String {
 
 /// Scrapes until the server's own reply, read before and after the scrape,
 /// is the same as at the previous round (links come up one by one, and
-/// 2.10+ opens a pool of routes) and, when given, has `want` connections;
-/// returns (the server's reply, the scrape).
+/// 2.10+ opens a pool of routes), when given, has `want` connections, and
+/// `agrees` with the scrape; returns (the server's reply, the scrape).
 pub async fn settled<T: PartialEq + std::fmt::Debug>(
     exporter: &nats_delivery_exporter::exporter::Exporter,
     want: Option<usize>,
     read: impl Fn() -> BTreeSet<T>,
+    agrees: impl Fn(&BTreeSet<T>, &str) -> bool,
 ) -> (BTreeSet<T>, String) {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut last = BTreeSet::new();
@@ -119,10 +120,14 @@ pub async fn settled<T: PartialEq + std::fmt::Debug>(
         let before = read();
         let text = common::scrape(exporter).await;
         let steady = !before.is_empty() && before == last && read() == before;
-        if steady && want.is_none_or(|w| before.len() == w) {
+        if steady && want.is_none_or(|w| before.len() == w) && agrees(&before, &text) {
             return (before, text);
         }
-        assert!(Instant::now() < deadline, "links never settled: {before:?}");
+        assert!(
+            Instant::now() < deadline,
+            "links never settled, or the exporter never agreed with the server: \
+             {before:?}\n{text}"
+        );
         last = before;
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -176,5 +181,9 @@ pub async fn holding<T: PartialEq + std::fmt::Debug>(
             BTreeSet::new()
         }
     };
-    tokio::time::timeout(Duration::from_secs(30), settled(exporter, None, held)).await
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        settled(exporter, None, held, |_, _| true),
+    )
+    .await
 }
