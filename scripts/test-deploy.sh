@@ -6,8 +6,8 @@
 #      date; every manifest checked by check-jsonschema against the vendored
 #      Kubernetes 1.33 and prometheus-operator 0.89 schemas, the Helm values
 #      against the schema of the chart keys they set (tests/deploy/schemas);
-#   2. one static build (cargo profile deploy-test), packaged as the image
-#      (podman) and as the .deb (dpkg-deb);
+#   2. one static build (cargo profile deploy-test, or $STATIC_BINARY),
+#      packaged as the image (podman) and as the .deb (dpkg-deb);
 #   3. the ignored tests of tests/deploy (cargo nextest): the image run
 #      against real servers, the .deb installed, verified with
 #      systemd-analyze, run and purged.
@@ -55,7 +55,9 @@ for schema in "${!by_schema[@]}"; do
 done
 step "lint, generated files, schemas"
 
-bin=$(PROFILE=deploy-test ./scripts/build-static.sh)
+# STATIC_BINARY names one built already (scripts/test.sh builds it beside
+# the other tests); otherwise it is built here.
+bin=${STATIC_BINARY:-$(PROFILE=deploy-test ./scripts/build-static.sh)}
 step "static build (profile deploy-test)"
 # Without layer caching, removing the image leaves no intermediate images.
 BUILDAH_LAYERS=false BINARY=$bin IMAGE=$image CONTAINER_TOOL=$podman \

@@ -23,6 +23,9 @@ part() {
 part "install-deps"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The workspace builds the link-in crate with every feature (the exporter's
+# dev-dependency asks for them); an application may use none.
+cargo check -p nats-delivery-metrics --no-default-features --locked
 part "fmt + clippy"
 # Broken doc links and stray HTML in doc comments, with and without features.
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --document-private-items
@@ -33,7 +36,13 @@ part "build"
 # Every run's output is kept to add up the results at the end.
 results=$(mktemp)
 logs=$(mktemp -d)
-trap 'rm -rf "$results" "$logs"' EXIT
+background=()
+trap 'kill "${background[@]}" 2>/dev/null; rm -rf "$results" "$logs"' EXIT
+# The deployment tests' static build (minutes of CPU, no waiting) runs beside
+# the tests, which mostly wait on servers.
+PROFILE=deploy-test ./scripts/build-static.sh >"$logs/static-binary" 2>"$logs/static-build" &
+static_build=$!
+background+=("$static_build")
 # Tests run under cargo-nextest (each test its own process, many at once,
 # a hung test failed after 5 minutes; .config/nextest.toml), from the build
 # above. Every version runs to the end; the versions that failed are named
@@ -44,6 +53,15 @@ NATS_SERVER_VERSION=$first cargo nextest run --workspace --locked 2>&1 | tee -a 
   failed_versions+=" $first"
 cargo test --workspace --locked --doc 2>&1 | tee -a "$results" || failed_versions+=" (doctests)"
 part "tests, all ($first)"
+# The lab in test mode, beside the other versions' tests: nats-server, the
+# exporter, an instrumented application and Prometheus with the alert rules;
+# every loss's count in Prometheus must equal the truth, every alert fire in
+# its scenario only, every dashboard query return data. Run as built above
+# (with the exporter binary beside it).
+lab="${CARGO_TARGET_DIR:-target}/debug/examples/lab"
+"$lab" --check >"$logs/lab" 2>&1 &
+lab_run=$!
+background+=("$lab_run")
 rerun() {
   NATS_SERVER_VERSION=$1 cargo nextest run --workspace --locked -E 'kind(test)' >"$logs/$1" 2>&1
 }
@@ -65,40 +83,38 @@ while [ $# -gt 0 ]; do
   part "integration tests (${batch[*]})"
   shift "${#pids[@]}"
 done
-if [ -n "$failed_versions" ]; then
+lab_failed=""
+wait "$lab_run" || lab_failed=1
+cat "$logs/lab"
+part "lab --check (the rest of it)"
+if [ -n "$failed_versions" ] || [ -n "$lab_failed" ]; then
   printf '%s' "$timings"
-  echo "tests failed against nats-server:$failed_versions"
+  [ -z "$failed_versions" ] || echo "tests failed against nats-server:$failed_versions"
+  [ -z "$lab_failed" ] || echo "the lab's check failed"
   exit 1
 fi
-# The lab in test mode: nats-server, the exporter, an instrumented application
-# and Prometheus with the alert rules; every loss's count in Prometheus must
-# equal the truth, every alert fire in its scenario only, every dashboard
-# query return data. Run as built above (with the exporter binary beside it).
-lab="${CARGO_TARGET_DIR:-target}/debug/examples/lab"
-"$lab" --check
 # It refuses a server older than it needs, with the reason in one line.
 if refusal=$(NATS_SERVER_VERSION=2.11.11 "$lab" --check 2>&1); then
   echo "the lab ran on nats-server 2.11.11 instead of refusing it"; exit 1
 fi
 [ "$(printf '%s\n' "$refusal" | wc -l)" = 1 ] && grep -q "needs nats-server 2.12 or newer, found 2.11.11" <<<"$refusal" ||
   { echo "the lab's refusal of 2.11.11 is not one clear line: $refusal"; exit 1; }
-part "lab --check"
-# The link-in crate's optional built-in /metrics server (feature off by default).
-cargo clippy -p nats-delivery-metrics --all-features --all-targets --locked -- -D warnings
-cargo nextest run -p nats-delivery-metrics --all-features --locked --test http_server 2>&1 | tee -a "$results"
-# The crate's examples run as checks: the slow-subscriber experiment asserts
-# that the metric equals the ground truth; the benchmark asserts no drops.
-cargo run -q -p nats-delivery-metrics --locked --example slow_subscriber -- 100000 3
-cargo run -q -p nats-delivery-metrics --locked --example overhead -- 20000 1
-part "link-in crate: http feature, examples"
+# The link-in crate's examples run as checks: the slow-subscriber experiment
+# asserts that the metric equals the ground truth; the benchmark asserts no drops.
+examples="${CARGO_TARGET_DIR:-target}/debug/examples"
+"$examples/slow_subscriber" 100000 3
+"$examples/overhead" 20000 1
+part "lab refusal, link-in crate's examples"
 if [ -d alerts ] && ls alerts/*.yml >/dev/null 2>&1; then
   promtool check rules alerts/*.rules.yml
   promtool test rules alerts/tests/*.yml
 fi
 part "promtool"
 # The container image, the .deb with its systemd unit and the Kubernetes
-# objects, built once (profile deploy-test) and exercised (needs root).
-./scripts/test-deploy.sh 2>&1 | tee -a "$results"
+# objects, from the static build started above (needs root).
+wait "$static_build" || { cat "$logs/static-build"; echo "the static build failed"; exit 1; }
+part "static build (the rest of it)"
+STATIC_BINARY=$(cat "$logs/static-binary") ./scripts/test-deploy.sh 2>&1 | tee -a "$results"
 part "deploy: image, .deb, unit, manifests"
 printf '%s' "$timings"
 printf '%-40s %5d s\n' "total" "$SECONDS"
