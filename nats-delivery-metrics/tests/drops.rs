@@ -2,7 +2,7 @@
 //! the application R, dropped D, pending P, with D == N - R - P and the
 //! crate's counter equal to D.
 
-mod common;
+use nats_test_server::app as common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Connection events, unsubscribing without losing count, and the JetStream
 //! helpers, against real servers with exact numbers.
 
-mod common;
+use nats_test_server::app as common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The optional built-in `/metrics` endpoint (feature `http-server`).
 #![cfg(feature = "http-server")]
 
-mod common;
+use nats_test_server::app as common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,11 +14,8 @@ async fn serves_the_registry_on_metrics() {
     let mut registry = Registry::default();
     let _metrics = ClientMetrics::new("served", &mut registry);
     let expected = common::exposition(&registry);
-    // A free loopback port (never 4222/8222): bind port 0, read it, release it.
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // A free loopback port below the ephemeral range (never 4222/8222).
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], nats_test_server::free_port()));
     tokio::spawn(nats_delivery_metrics::serve(Arc::new(registry), addr));
     let url = format!("http://{addr}/metrics");
     let mut body = None;

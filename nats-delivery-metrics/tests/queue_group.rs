@@ -3,7 +3,7 @@
 //! subscription name on both; summing over `client` gives the group's
 //! totals, and each member's numbers equal the server's count for its sid.
 
-mod common;
+use nats_test_server::app as common;
 
 use common::{exposition, sample, wait_for};
 use nats_delivery_metrics::{ClientMetrics, InstrumentedClient, PendingLimits, SubscribeOptions};

@@ -2,7 +2,7 @@
 //! the `Debug` output. These tests fail loudly the day async-nats changes that
 //! output: the sids read must be the ones the server lists for the subjects.
 
-mod common;
+use nats_test_server::app as common;
 
 use nats_delivery_metrics::ClientMetrics;
 use nats_test_server::NatsServer;

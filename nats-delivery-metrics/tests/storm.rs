@@ -9,7 +9,7 @@
 //! reads the socket as fast as it can: the storm that overflowed async-nats'
 //! 65,536-message channel before the crate sized it.
 
-mod common;
+use nats_test_server::app as common;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};

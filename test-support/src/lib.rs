@@ -10,6 +10,7 @@
 //! `scripts/install-deps.sh` installs it; `nats-server` on `PATH`.
 #![deny(missing_docs)]
 
+pub mod app;
 mod cluster;
 mod ports;
 pub mod promtool;
@@ -18,7 +19,7 @@ pub mod sample;
 mod supercluster;
 pub mod tls;
 
-pub use cluster::{cluster, wait_jetstream_ready};
+pub use cluster::cluster;
 pub use ports::free_port;
 pub use supercluster::supercluster;
 

@@ -2,7 +2,8 @@
 //! gateways, for tests of what reaches every server of a deployment (the
 //! system account's requests, gateway connections).
 
-use crate::{free_port, port_after, NatsServer};
+use crate::cluster::formed;
+use crate::{free_port, NatsServer};
 
 /// Starts one cluster per `(name, size)`, its servers routed to each other
 /// and every cluster joined to every other by gateways, all on loopback.
@@ -13,62 +14,66 @@ use crate::{free_port, port_after, NatsServer};
 /// (accounts and the like: the system account must be the same everywhere)
 /// and listens for leaf node connections (see [`NatsServer::leafnode_port`]).
 ///
-/// One port per cluster is chosen in advance ([`free_port`]), its first
-/// server's route port, the seed route of the others; every other port is
-/// chosen by its server and read back, so another process has few chances
-/// to take one in between. The first cluster's gateways are the other
-/// clusters' seed gateways; the servers learn the rest from each other
-/// (route and gateway gossip). Returns the servers cluster by cluster, in
-/// the order given, once their one JetStream meta group is ready
-/// ([`crate::wait_jetstream_ready`]).
+/// The whole topology is written into every server's configuration, as
+/// nats-server's own super-cluster tests do: every route and gateway port is
+/// chosen in advance ([`free_port`], below the ephemeral range), each server
+/// lists every route of its cluster and every gateway of the others. A
+/// JetStream server sizes its new meta group from those lists, so each one
+/// boots expecting all servers; with only seeds listed, the servers of
+/// different clusters booted expecting groups of different sizes. Returns
+/// the servers cluster by cluster, in the order given, once their one meta
+/// group has formed (started again if it does not, see `formed`).
 pub fn supercluster(clusters: &[(&str, usize)], config: &str) -> Vec<Vec<NatsServer>> {
-    let mut seed_gateway: Option<String> = None;
-    let mut out: Vec<Vec<NatsServer>> = Vec::new();
-    for (name, size) in clusters {
-        // A clustered JetStream server will not start without a route
-        // configured: the seed's is to itself (a server skips a route to
-        // itself), on the one port chosen in advance.
-        let seed_route = free_port();
-        let routes = format!("routes: [\"nats-route://127.0.0.1:{seed_route}\"]");
-        let mut servers: Vec<NatsServer> = Vec::new();
-        for i in 0..*size {
-            let listen = if i == 0 {
-                seed_route.to_string()
-            } else {
-                "-1".into()
-            };
-            let gateways = seed_gateway.as_deref().unwrap_or_default();
-            servers.push(
-                NatsServer::builder()
-                    .name(&format!("{}{i}", name.to_lowercase()))
-                    .jetstream()
-                    .config(config)
-                    .config(&format!(
-                        "cluster {{ name: {name}, listen: \"127.0.0.1:{listen}\", {routes} }}"
-                    ))
-                    .config(&format!(
-                        "gateway {{ name: {name}, listen: \"127.0.0.1:-1\"{gateways} }}"
-                    ))
-                    .config("leafnodes { listen: \"127.0.0.1:-1\" }")
-                    .start(),
-            );
-        }
-        if seed_gateway.is_none() {
-            let urls = servers
+    let what = format!("a super-cluster of {clusters:?}");
+    formed(&what, || {
+        let ports: Vec<Vec<(u16, u16)>> = clusters
+            .iter()
+            .map(|(_, size)| (0..*size).map(|_| (free_port(), free_port())).collect())
+            .collect();
+        let urls = |scheme: &str, ports: &[(u16, u16)], gateway: bool| {
+            ports
                 .iter()
-                .map(|s| format!("\"nats://127.0.0.1:{}\"", gateway_port(s)))
+                .map(|(route, gw)| {
+                    format!(
+                        "\"{scheme}://127.0.0.1:{}\"",
+                        if gateway { gw } else { route }
+                    )
+                })
                 .collect::<Vec<_>>()
-                .join(", ");
-            seed_gateway = Some(format!(", gateways: [{{ name: {name}, urls: [{urls}] }}]"));
-        }
-        out.push(servers);
-    }
-    crate::wait_jetstream_ready(&out.iter().flatten().collect::<Vec<_>>());
-    out
-}
-
-/// The port `server` listens on for gateway connections, from its log.
-fn gateway_port(server: &NatsServer) -> u16 {
-    port_after(&server.log(), "Listening for gateways connections on ")
-        .unwrap_or_else(|| panic!("{}: no gateway port in its log", server.name))
+                .join(", ")
+        };
+        clusters
+            .iter()
+            .zip(&ports)
+            .map(|((name, _), own)| {
+                let routes = urls("nats-route", own, false);
+                let gateways = clusters
+                    .iter()
+                    .zip(&ports)
+                    .filter(|((other, _), _)| other != name)
+                    .map(|((other, _), theirs)| {
+                        format!("{{ name: {other}, urls: [{}] }}", urls("nats", theirs, true))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                own.iter()
+                    .enumerate()
+                    .map(|(i, (route, gw))| {
+                        NatsServer::builder()
+                            .name(&format!("{}{i}", name.to_lowercase()))
+                            .jetstream()
+                            .config(config)
+                            .config(&format!(
+                                "cluster {{ name: {name}, listen: \"127.0.0.1:{route}\", routes: [{routes}] }}"
+                            ))
+                            .config(&format!(
+                                "gateway {{ name: {name}, listen: \"127.0.0.1:{gw}\", gateways: [{gateways}] }}"
+                            ))
+                            .config("leafnodes { listen: \"127.0.0.1:-1\" }")
+                            .start()
+                    })
+                    .collect()
+            })
+            .collect()
+    })
 }

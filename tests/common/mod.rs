@@ -97,3 +97,14 @@ where
 pub mod fake_endpoint;
 pub mod scenarios;
 pub mod system_polling;
+
+/// A child process killed (and waited for) when dropped, so that a failed
+/// assertion leaves no process behind.
+pub struct KilledOnDrop(pub std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

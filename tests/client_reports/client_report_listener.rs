@@ -1,0 +1,203 @@
+//! The exporter's application-report listener against a real server:
+//! garbage is counted in full and logged at a bounded rate, its own state is
+//! a metric, and the permissions in docs/operators.md keep other clients off
+//! the report subject.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use nats_delivery_exporter::client_reports::ReportLimits;
+use nats_test_server::NatsServer;
+use serde_json::json;
+
+use crate::client_reports_support;
+use crate::common;
+
+use client_reports_support::*;
+use common::{exposition, sample, wait_for};
+
+const LONG: Duration = Duration::from_secs(600);
+
+/// A writer collecting log output in memory.
+#[derive(Clone, Default)]
+struct LogBuffer(Arc<Mutex<Vec<u8>>>);
+
+impl Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn captured_log() -> &'static LogBuffer {
+    static LOG: OnceLock<LogBuffer> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let buffer = LogBuffer::default();
+        let writer = buffer.clone();
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .init();
+        buffer
+    })
+}
+
+/// 1,000 garbage reports: all counted, one log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_is_counted_in_full_and_logged_at_a_bounded_rate() {
+    let log = captured_log();
+    let server = NatsServer::builder().start();
+    let subject = "bounds.garbage";
+    let (registry, _) = exporter_with(&server, subject, LONG, ReportLimits::default()).await;
+    let publisher = async_nats::connect(server.client_url()).await.unwrap();
+    for i in 0..1_000 {
+        publisher
+            .publish(subject, Bytes::from(format!("garbage {i}")))
+            .await
+            .unwrap();
+    }
+    publisher.flush().await.unwrap();
+    wait_for("1,000 reports", || {
+        received(&exposition(&registry)) == Some(1_000.0)
+    })
+    .await;
+    let text = exposition(&registry);
+    assert_eq!(rejected(&text, "malformed"), Some(1_000.0));
+    assert_eq!(
+        sample(&text, "nats_delivery_app_reports_malformed_total", &[]),
+        Some(1_000.0)
+    );
+    let log = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let lines = log
+        .lines()
+        .filter(|l| l.contains("ignored an application report") && l.contains(subject))
+        .count();
+    assert_eq!(lines, 1, "{log}");
+}
+
+/// The listener's own health: 1 while subscribed and connected, 0 once the
+/// server is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listener_up_follows_the_connection() {
+    let server = NatsServer::builder().start();
+    let (registry, _) = exporter(&server, SUBJECT, LONG).await;
+    let up = || {
+        sample(
+            &exposition(&registry),
+            "nats_delivery_app_reports_listener_up",
+            &[],
+        )
+    };
+    wait_for("listener up", || up() == Some(1.0)).await;
+    drop(server);
+    wait_for("listener down", || up() == Some(0.0)).await;
+}
+
+/// The permissions docs/operators.md shows: a client that is neither an
+/// application nor the exporter can neither publish a report nor read one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_permissions_keep_other_clients_off_the_subject() {
+    let docs =
+        std::fs::read_to_string(nats_test_server::workspace_root().join("docs/operators.md"))
+            .unwrap();
+    let start = docs.find("authorization {").unwrap();
+    let end = start + docs[start..].find("\n```").unwrap();
+    let config = docs[start..end].replace("\"...\"", "\"secret\"");
+    let server = NatsServer::builder().config(&config).start();
+    let connect = |user: &str| {
+        async_nats::ConnectOptions::with_user_and_password(user.into(), "secret".into())
+            .connect(server.client_url())
+    };
+    let exporter_client = connect("exporter").await.unwrap();
+    let reports = Arc::new(nats_delivery_exporter::client_reports::ClientReports::new(
+        LONG,
+    ));
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register_collector(Box::new(reports.clone()));
+    tokio::spawn(nats_delivery_exporter::client_reports::run_client_reports(
+        exporter_client.clone(),
+        SUBJECT.to_string(),
+        reports.clone(),
+    ));
+    wait_for("listener up", || {
+        sample(
+            &exposition(&registry),
+            "nats_delivery_app_reports_listener_up",
+            &[],
+        ) == Some(1.0)
+    })
+    .await;
+    common::sync_with_server(&exporter_client).await;
+
+    let other = connect("other").await.unwrap();
+    let mut eavesdropper = other.subscribe(SUBJECT).await.unwrap();
+    other
+        .publish(SUBJECT, report("forged", "x", 1, json!([])))
+        .await
+        .unwrap();
+    other.flush().await.unwrap();
+    let app = connect("orders").await.unwrap();
+    app.publish(SUBJECT, report("orders", "pod-1", 1, json!([])))
+        .await
+        .unwrap();
+    app.flush().await.unwrap();
+    wait_for("the application's report", || reports.instances() == 1).await;
+    // The server has handled the forged report (a round trip of its
+    // publisher) and anything it forwarded to the exporter came before the
+    // reply to the exporter's own round trip; only one report was received.
+    common::sync_with_server(&other).await;
+    common::sync_with_server(&exporter_client).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(received(&exposition(&registry)), Some(1.0));
+    use futures::StreamExt;
+    let read = tokio::time::timeout(Duration::from_millis(300), eavesdropper.next()).await;
+    assert!(
+        !matches!(read, Ok(Some(_))),
+        "the other client read a report"
+    );
+}
+
+/// A refused login is one outage of the report listener: counted once as
+/// `connect` however often the client tries again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_login_is_counted_once_as_connect() {
+    use nats_delivery_exporter::client_reports::{connect, run_client_reports, ClientReports};
+    use nats_delivery_exporter::nats_connection::NatsArgs;
+    let server = NatsServer::builder()
+        .config(r#"authorization { users: [ { user: exporter, password: secret } ] }"#)
+        .start();
+    let nats = NatsArgs::from_flags(["--nats-servers", &server.client_url()]).unwrap();
+    let reports = Arc::new(ClientReports::new(LONG));
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register_collector(Box::new(reports.clone()));
+    let client = connect(
+        &nats,
+        &"user:exporter:wrong".parse().unwrap(),
+        reports.clone(),
+    )
+    .await
+    .unwrap();
+    let task = tokio::spawn(run_client_reports(client, SUBJECT.to_string(), reports));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let text = exposition(&registry);
+    let errors = |kind: &str| {
+        sample(
+            &text,
+            "nats_delivery_app_reports_listener_errors_total",
+            &[("kind", kind)],
+        )
+    };
+    assert_eq!(errors("connect"), Some(1.0), "{text}");
+    assert_eq!(errors("other"), None, "{text}");
+    assert_eq!(
+        sample(&text, "nats_delivery_app_reports_listener_up", &[]),
+        Some(0.0)
+    );
+    nats_test_server::reference::assert_documented(&text);
+    task.abort();
+}

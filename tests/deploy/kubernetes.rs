@@ -1,0 +1,171 @@
+//! The Kubernetes objects under deploy/kubernetes: the generated ones hold
+//! exactly the repository's rules and dashboards, the Helm values set only
+//! keys the NATS chart defines, and every object names this version's image
+//! and the job the alert rules select. (Their schemas are checked by
+//! scripts/test-deploy.sh with check-jsonschema.)
+
+use serde_yaml::Value;
+
+use crate::{read, repo_files};
+
+fn yaml(relative: &str) -> Value {
+    serde_yaml::from_str(&read(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
+}
+
+#[test]
+fn the_prometheus_rule_holds_exactly_the_alert_rules() {
+    let rule = yaml("deploy/kubernetes/prometheus-rule.yaml");
+    assert_eq!(rule["kind"], "PrometheusRule");
+    let mut groups = Vec::new();
+    for file in repo_files("alerts", ".rules.yml") {
+        let rules = yaml(&format!("alerts/{file}"));
+        groups.extend(rules["groups"].as_sequence().unwrap().iter().cloned());
+    }
+    assert!(!groups.is_empty());
+    assert_eq!(
+        rule["spec"]["groups"].as_sequence().unwrap(),
+        &groups,
+        "deploy/kubernetes/prometheus-rule.yaml differs from alerts/: run scripts/generate-kubernetes.sh"
+    );
+}
+
+#[test]
+fn the_dashboard_config_maps_hold_exactly_the_dashboards() {
+    let dashboards = repo_files("dashboards", ".json");
+    let config_maps = repo_files("deploy/kubernetes/dashboards", ".yaml");
+    let names = |list: &[String], suffix: &str| -> Vec<String> {
+        list.iter()
+            .map(|n| n.trim_end_matches(suffix).to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(&config_maps, ".yaml"),
+        names(&dashboards, ".json"),
+        "one ConfigMap per dashboard: run scripts/generate-kubernetes.sh"
+    );
+    for file in dashboards {
+        let name = file.trim_end_matches(".json");
+        let map = yaml(&format!("deploy/kubernetes/dashboards/{name}.yaml"));
+        assert_eq!(map["kind"], "ConfigMap");
+        assert_eq!(map["metadata"]["labels"]["grafana_dashboard"], "1");
+        assert_eq!(
+            map["data"][file.as_str()].as_str(),
+            Some(read(&format!("dashboards/{file}")).as_str()),
+            "{file} differs from its ConfigMap: run scripts/generate-kubernetes.sh"
+        );
+    }
+}
+
+/// Every key `ours` sets is one the chart's values define, with a value of
+/// the same shape; below a list or an empty map of the chart (its extension
+/// points: `patch`, `extraResources`, `env`, ...) anything goes.
+fn assert_keys_defined(ours: &Value, chart: &Value, path: &str) {
+    let Value::Mapping(ours) = ours else { return };
+    let Value::Mapping(chart) = chart else {
+        panic!("{path} is not a map in the chart's values")
+    };
+    if chart.is_empty() {
+        return;
+    }
+    for (key, value) in ours {
+        let name = key.as_str().unwrap();
+        let here = format!("{path}.{name}");
+        let default = chart
+            .get(key)
+            .unwrap_or_else(|| panic!("{here} is not a value of the NATS chart"));
+        let shape = |v: &Value| match v {
+            Value::Mapping(_) => "map",
+            Value::Sequence(_) => "list",
+            _ => "scalar",
+        };
+        if !default.is_null() {
+            assert_eq!(shape(value), shape(default), "{here}");
+        }
+        assert_keys_defined(value, default, &here);
+    }
+}
+
+#[test]
+fn the_helm_values_set_only_values_the_nats_chart_defines() {
+    let chart = yaml("tests/deploy/fixtures/nats-chart-2.14.2-values.yaml");
+    let ours = yaml("deploy/kubernetes/nats-helm-values.yaml");
+    assert_keys_defined(&ours, &chart, "");
+    // The schema check-jsonschema applies to the values allows no other key.
+    let schema: serde_json::Value =
+        serde_json::from_str(&read("tests/deploy/schemas/nats-chart-values.schema.json")).unwrap();
+    let top: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+    for key in top {
+        assert!(
+            chart.get(key.as_str()).is_some(),
+            "{key} is not a value of the chart"
+        );
+    }
+    // The sidecar polls its own server.
+    let container = &ours["podTemplate"]["patch"][0]["value"];
+    let env = container["env"].as_sequence().unwrap();
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "NATS_DELIVERY_MONITOR_URL"
+                && e["value"] == "http://localhost:8222")
+    );
+}
+
+/// The Kubernetes objects shipped, each with the file it came from.
+fn objects() -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for file in repo_files("deploy/kubernetes/cluster", ".yaml") {
+        let path = format!("deploy/kubernetes/cluster/{file}");
+        out.push((path.clone(), yaml(&path)));
+    }
+    let values = yaml("deploy/kubernetes/nats-helm-values.yaml");
+    for resource in values["extraResources"].as_sequence().unwrap() {
+        out.push((
+            "nats-helm-values.yaml extraResources".into(),
+            resource.clone(),
+        ));
+    }
+    out
+}
+
+#[test]
+fn every_container_runs_this_version_of_the_image() {
+    let image = format!("nats-delivery-exporter:{}", env!("CARGO_PKG_VERSION"));
+    let values = yaml("deploy/kubernetes/nats-helm-values.yaml");
+    let sidecar = &values["podTemplate"]["patch"][0]["value"];
+    assert_eq!(sidecar["image"], image.as_str(), "the sidecar");
+    let deployment = yaml("deploy/kubernetes/cluster/deployment.yaml");
+    for c in deployment["spec"]["template"]["spec"]["containers"]
+        .as_sequence()
+        .unwrap()
+    {
+        assert_eq!(c["image"], image.as_str(), "the cluster exporter");
+    }
+}
+
+#[test]
+fn every_pod_monitor_gives_the_job_the_alert_rules_select() {
+    let rules = read("alerts/exporter.rules.yml");
+    assert!(rules.contains("up{job=\"nats-delivery-exporter\"}"));
+    let monitors: Vec<_> = objects()
+        .into_iter()
+        .filter(|(_, o)| o["kind"] == "PodMonitor")
+        .collect();
+    assert_eq!(
+        monitors.len(),
+        2,
+        "the sidecars' and the cluster exporter's"
+    );
+    for (from, monitor) in monitors {
+        for endpoint in monitor["spec"]["podMetricsEndpoints"]
+            .as_sequence()
+            .unwrap()
+        {
+            let sets_job = endpoint["relabelings"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .any(|r| r["targetLabel"] == "job" && r["replacement"] == "nats-delivery-exporter");
+            assert!(sets_job, "{from}: the job must be nats-delivery-exporter");
+        }
+    }
+}

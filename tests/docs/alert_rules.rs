@@ -1,0 +1,142 @@
+//! Checks the alert rules in `alerts/` for what a reader of an alert needs:
+//! a severity, a summary and a description, a runbook link to an entry that
+//! exists in `docs/runbook.md`, metric names that `METRICS.md` lists, and unit
+//! tests in `alerts/tests/` that both fire and stay silent. (`promtool check
+//! rules` and `promtool test rules` themselves run in scripts/test.sh.)
+
+use crate::promql_check;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use promql_check::{documented, files, label_problems, metric_names, read, root};
+
+/// One alert as read from a rule file.
+#[derive(Default, Debug)]
+struct Alert {
+    name: String,
+    expr: String,
+    fields: BTreeMap<String, String>,
+}
+
+/// Reads the alerts of a rule file written in this repository's layout
+/// (`- alert:` items with `expr:` inline or as a `|` block).
+fn alerts_in(text: &str) -> Vec<Alert> {
+    let mut out: Vec<Alert> = Vec::new();
+    let mut in_expr: Option<usize> = None;
+    for line in text.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let trimmed = line.trim();
+        if let Some(min) = in_expr {
+            if trimmed.is_empty() || indent >= min {
+                out.last_mut()
+                    .unwrap()
+                    .expr
+                    .push_str(&format!("{trimmed}\n"));
+                continue;
+            }
+            in_expr = None;
+        }
+        if let Some(name) = trimmed.strip_prefix("- alert: ") {
+            out.push(Alert {
+                name: name.to_string(),
+                ..Default::default()
+            });
+        } else if let (Some(a), Some((key, value))) = (out.last_mut(), trimmed.split_once(": ")) {
+            if key == "expr" && value == "|" {
+                in_expr = Some(indent + 1);
+            } else if key == "expr" {
+                a.expr = value.to_string();
+            } else {
+                a.fields
+                    .insert(key.to_string(), value.trim_matches('"').to_string());
+            }
+        } else if let (Some(a), Some(key)) = (out.last_mut(), trimmed.strip_suffix(": >-")) {
+            a.fields.insert(key.to_string(), "(folded)".to_string());
+        }
+    }
+    out
+}
+
+/// GitHub's anchor for a Markdown heading.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == '-' || *c == '_' || *c == ' ')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+#[test]
+fn alerts_have_severity_text_runbook_entry_tests_and_documented_metrics() {
+    let documented = documented();
+    let runbook = read(&root().join("docs/runbook.md"));
+    let anchors: BTreeSet<String> = runbook
+        .lines()
+        .filter_map(|l| l.strip_prefix("### "))
+        .map(anchor)
+        .collect();
+    let tests: String = files("alerts/tests", ".yml")
+        .iter()
+        .map(|p| read(p))
+        .collect();
+    let mut problems = Vec::new();
+    let mut count = 0;
+    for file in files("alerts", ".rules.yml") {
+        for a in alerts_in(&read(&file)) {
+            count += 1;
+            let n = &a.name;
+            if !matches!(
+                a.fields.get("severity").map(String::as_str),
+                Some("critical" | "warning")
+            ) {
+                problems.push(format!("{n}: severity must be critical or warning"));
+            }
+            for key in ["summary", "description"] {
+                if a.fields.get(key).is_none_or(|v| v.is_empty()) {
+                    problems.push(format!("{n}: no {key}"));
+                }
+            }
+            let want = format!("docs/runbook.md#{}", n.to_lowercase());
+            if a.fields.get("runbook_url") != Some(&want) {
+                problems.push(format!("{n}: runbook_url should be {want}"));
+            }
+            if !anchors.contains(&n.to_lowercase()) {
+                problems.push(format!("{n}: docs/runbook.md has no '### {n}' entry"));
+            }
+            if metric_names(&a.expr).is_empty() && !a.expr.contains("up{") {
+                problems.push(format!("{n}: no expression read: {a:?}"));
+            }
+            for name in metric_names(&a.expr) {
+                if !documented.contains_key(&name) {
+                    problems.push(format!("{n}: {name} is not listed in METRICS.md"));
+                }
+            }
+            for p in label_problems(&a.expr, &documented) {
+                problems.push(format!("{n}: {p}"));
+            }
+            // A unit test case is `alertname: X` followed by its exp_alerts:
+            // `[]` for a case that must stay silent, a list for one that fires.
+            let cases: Vec<&str> = tests.split(&format!("alertname: {n}\n")).skip(1).collect();
+            let silent = cases
+                .iter()
+                .any(|c| c.trim_start().starts_with("exp_alerts: []"));
+            let fires = cases.iter().any(|c| {
+                let c = c.trim_start();
+                c.starts_with("exp_alerts:\n")
+                    && c.split("alertname:")
+                        .next()
+                        .unwrap()
+                        .contains("exp_annotations:")
+            });
+            if !silent || !fires {
+                problems.push(format!(
+                    "{n}: alerts/tests needs a firing case (with annotations) and a silent one"
+                ));
+            }
+        }
+    }
+    assert!(count >= 15, "only {count} alerts read");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -1,0 +1,224 @@
+//! Checks the Grafana dashboards in `dashboards/` against what the project
+//! documents.
+//!
+//! Every dashboard query (panel targets and `label_values` variables) must
+//! parse as PromQL once Grafana's variables are substituted, and may only use
+//! metric names that `METRICS.md` lists. Parsing is left to `promtool`, the
+//! same parser Prometheus uses: each query becomes a recording rule in a
+//! temporary rule file that `promtool check rules` reads. Without promtool
+//! these tests fail; they never skip.
+
+use crate::promql_check;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use promql_check::{
+    check_queries, dashboard_queries, documented, files, labels_of, metric_names, read, substitute,
+    Documented, Query,
+};
+use serde_json::Value;
+
+fn dashboards() -> Vec<(String, Value)> {
+    let found: Vec<(String, Value)> = files("dashboards", ".json")
+        .into_iter()
+        .map(|p| {
+            let name = format!("dashboards/{}", p.file_name().unwrap().to_string_lossy());
+            let v = serde_json::from_str(&read(&p))
+                .unwrap_or_else(|e| panic!("{name}: invalid JSON: {e}"));
+            (name, v)
+        })
+        .collect();
+    assert_eq!(
+        found.len(),
+        2,
+        "expected the overview and the consumer dashboard"
+    );
+    found
+}
+
+#[test]
+fn substitution_keeps_queries_valid_and_names_are_found() {
+    assert_eq!(
+        substitute(
+            r#"sum(rate(nats_delivery_x_total{server=~"$server",a=~"${account:regex}"}[$__rate_interval]))"#
+        ),
+        r#"sum(rate(nats_delivery_x_total{server=~".*",a=~".*"}[5m]))"#
+    );
+    assert_eq!(
+        substitute("increase(x[$__range]) / $__range_s"),
+        "increase(x[1h]) / 3600"
+    );
+    let names = metric_names(
+        r#"a{l="nats_delivery_in_a_string"} / on(x) nats_delivery_b_total + nats_delivery_c"#,
+    );
+    assert_eq!(
+        names.into_iter().collect::<Vec<_>>(),
+        ["nats_delivery_b_total", "nats_delivery_c"]
+    );
+}
+
+#[test]
+fn the_query_check_rejects_bad_promql_and_undocumented_names() {
+    let documented: Documented = [(
+        "nats_delivery_known_total".to_string(),
+        ["server".to_string()].into(),
+    )]
+    .into();
+    let query = |place: &str, expr: &str| Query {
+        place: place.into(),
+        expr: expr.into(),
+    };
+    let ok = query(
+        "ok",
+        r#"sum by (server, job) (rate(nats_delivery_known_total{server=~"$server"}[$__rate_interval]))"#,
+    );
+    assert_eq!(check_queries(&[ok], &documented), Vec::<String>::new());
+    let problems = check_queries(
+        &[
+            query("unknown", "nats_delivery_made_up"),
+            query(
+                "selector",
+                r#"nats_delivery_known_total{serv="a",server="b"}"#,
+            ),
+            query("grouping", "sum by (account) (nats_delivery_known_total)"),
+            query("broken", "sum(rate(nats_delivery_known_total[5m])"),
+        ],
+        &documented,
+    );
+    assert_eq!(
+        problems[..4],
+        [
+            "unknown: nats_delivery_made_up is not listed in METRICS.md",
+            "selector: label serv is not a label of nats_delivery_known_total",
+            "grouping: label account in by (...) is not a label of the query's metrics",
+            "broken: does not parse as PromQL: sum(rate(nats_delivery_known_total[5m])",
+        ]
+    );
+    assert_eq!(problems.len(), 5, "{problems:#?}");
+}
+
+#[test]
+fn dashboard_queries_parse_and_use_only_documented_metrics_and_labels() {
+    let documented = documented();
+    let mut queries = Vec::new();
+    for (name, dash) in dashboards() {
+        queries.extend(dashboard_queries(&name, &dash));
+    }
+    // A legend may only name labels the query's metrics carry.
+    let mut problems = Vec::new();
+    for (name, dash) in dashboards() {
+        for p in dash["panels"].as_array().expect("panels") {
+            for t in p["targets"].as_array().into_iter().flatten() {
+                let known = labels_of(t["expr"].as_str().unwrap(), &documented);
+                let legend = t["legendFormat"].as_str().unwrap_or("");
+                for label in legend
+                    .split("{{")
+                    .skip(1)
+                    .filter_map(|s| s.split_once("}}"))
+                {
+                    if !known.contains(label.0.trim()) {
+                        problems.push(format!("{name}: {}: legend uses {}", p["title"], label.0));
+                    }
+                }
+            }
+        }
+    }
+    assert!(queries.len() >= 40, "only {} queries found", queries.len());
+    problems.extend(check_queries(&queries, &documented));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn dashboards_have_variables_descriptions_units_and_rate_intervals() {
+    let mut uids = BTreeSet::new();
+    for (name, dash) in dashboards() {
+        assert!(
+            dash["schemaVersion"].as_u64().unwrap_or(0) >= 41,
+            "{name}: old schemaVersion"
+        );
+        assert!(
+            uids.insert(dash["uid"].as_str().expect("uid").to_string()),
+            "{name}: duplicate uid"
+        );
+        let vars: BTreeMap<&str, &Value> = dash["templating"]["list"]
+            .as_array()
+            .expect("templating")
+            .iter()
+            .map(|v| (v["name"].as_str().expect("variable name"), v))
+            .collect();
+        assert_eq!(vars["datasource"]["type"], "datasource", "{name}");
+        assert_eq!(vars["datasource"]["query"], "prometheus", "{name}");
+        for v in ["server", "account", "stream", "consumer"] {
+            let var = vars
+                .get(v)
+                .unwrap_or_else(|| panic!("{name}: no ${v} variable"));
+            assert_eq!(var["datasource"]["uid"], "${datasource}", "{name}: ${v}");
+        }
+        let mut ids = BTreeSet::new();
+        let mut placed: Vec<(String, (u64, u64, u64, u64))> = Vec::new();
+        for p in dash["panels"].as_array().expect("panels") {
+            let title = p["title"].as_str().unwrap_or("?");
+            assert!(
+                ids.insert(p["id"].as_u64().expect("panel id")),
+                "{name}: duplicate id at {title:?}"
+            );
+            let g = &p["gridPos"];
+            let cell = |k: &str| {
+                g[k].as_u64()
+                    .unwrap_or_else(|| panic!("{name}: {title:?} gridPos.{k}"))
+            };
+            let rect = (cell("x"), cell("y"), cell("w"), cell("h"));
+            assert!(rect.0 + rect.2 <= 24, "{name}: {title:?} too wide");
+            for (other, r) in &placed {
+                let apart = rect.0 + rect.2 <= r.0
+                    || r.0 + r.2 <= rect.0
+                    || rect.1 + rect.3 <= r.1
+                    || r.1 + r.3 <= rect.1;
+                assert!(apart, "{name}: {title:?} overlaps {other:?}");
+            }
+            placed.push((title.to_string(), rect));
+            if p["type"] == "row" {
+                continue;
+            }
+            let desc = p["description"].as_str().unwrap_or("");
+            assert!(
+                desc.len() >= 40,
+                "{name}: panel {title:?} needs a plain description"
+            );
+            let Some(targets) = p["targets"].as_array() else {
+                continue;
+            };
+            assert_eq!(p["datasource"]["uid"], "${datasource}", "{name}: {title:?}");
+            let unit = p["fieldConfig"]["defaults"]["unit"].as_str().unwrap_or("");
+            assert!(!unit.is_empty(), "{name}: panel {title:?} has no unit");
+            for t in targets {
+                assert_eq!(t["datasource"]["uid"], "${datasource}", "{name}: {title:?}");
+                let expr = t["expr"].as_str().unwrap();
+                // Every range selector uses Grafana's interval: rates follow
+                // the scrape interval, totals the chosen time range.
+                for window in expr
+                    .split('[')
+                    .skip(1)
+                    .map(|s| s.split(']').next().unwrap())
+                {
+                    assert!(
+                        window == "$__rate_interval" || window == "$__range",
+                        "{name}: {title:?} has a fixed window [{window}]: {expr}"
+                    );
+                }
+                if expr.contains("rate(") {
+                    assert!(
+                        expr.contains("[$__rate_interval]"),
+                        "{name}: {title:?}: rate without $__rate_interval"
+                    );
+                }
+                if expr.contains("[$__range]") {
+                    assert_eq!(
+                        t["instant"], true,
+                        "{name}: {title:?}: a total over the range is an instant query"
+                    );
+                }
+            }
+        }
+    }
+}

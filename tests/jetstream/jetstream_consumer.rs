@@ -1,0 +1,146 @@
+//! A consumer with a known number of unacknowledged and redelivered messages:
+//! the exporter's gauges equal the known numbers exactly, on every server
+//! version the project supports (one per run of the suite).
+use crate::common;
+
+use async_nats::jetstream;
+use nats_test_server::sample::value;
+use nats_test_server::NatsServer;
+
+async fn scenario(version: &str) {
+    let server = NatsServer::builder().version(version).jetstream().start();
+    let client = async_nats::connect(server.client_url()).await.unwrap();
+    let js = jetstream::new(client);
+    common::scenarios::orders_with_redeliveries(&js).await;
+    // Five more arrive and wait in the backlog.
+    common::publish_acked(&js, (10..15).map(|i| format!("orders.{i}")), "x").await;
+
+    // Every family, the opt-in ones too.
+    let flags = ["--sources", "varz,jsz", "--consumer-opt-in-metrics", "all"];
+    let exporter = common::exporter(&[server.monitor_url()], &flags);
+    let text = common::scrape(&exporter).await;
+    let default = common::exporter(&[server.monitor_url()], &flags[..2]);
+    let default_text = common::scrape(&default).await;
+    let c = [
+        ("account", "$G"),
+        ("stream", "ORDERS"),
+        ("consumer", "billing"),
+    ];
+    let v = |name: &str| value(&text, name, &c);
+    assert_eq!(
+        v("nats_delivery_consumer_ack_pending_messages"),
+        Some(7.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_redelivered_messages"),
+        Some(7.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_pending_messages"),
+        Some(5.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_delivered_stream_sequence"),
+        Some(10.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_ack_floor_stream_sequence"),
+        Some(3.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_max_deliver"),
+        Some(5.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_max_ack_pending"),
+        Some(100.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_ack_wait_seconds"),
+        Some(1.0),
+        "{version}"
+    );
+    assert_eq!(
+        v("nats_delivery_consumer_waiting_pulls"),
+        Some(0.0),
+        "{version}"
+    );
+    let since_delivery = v("nats_delivery_consumer_last_delivery_age_seconds").unwrap();
+    let since_ack = v("nats_delivery_consumer_last_ack_age_seconds").unwrap();
+    assert!(
+        since_ack >= since_delivery,
+        "{version}: acked before the redelivery"
+    );
+    assert!(
+        (1.0..60.0).contains(&since_ack),
+        "{version}: last ack {since_ack} s ago"
+    );
+    let s = [("account", "$G"), ("stream", "ORDERS")];
+    assert_eq!(
+        value(&text, "nats_delivery_stream_messages", &s),
+        Some(15.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_stream_last_sequence", &s),
+        Some(15.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_stream_first_sequence", &s),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_stream_consumers", &s),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_stream_max_messages", &s),
+        Some(1000.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_stream_max_bytes", &s),
+        Some(1048576.0)
+    );
+    assert_eq!(
+        value(&text, "nats_delivery_stream_max_age_seconds", &s),
+        Some(3600.0)
+    );
+    nats_test_server::reference::assert_documented(&text);
+    // By default the opt-in families are left out, and the others are the same.
+    for family in [
+        "nats_delivery_consumer_ack_wait_seconds",
+        "nats_delivery_consumer_last_delivery_age_seconds",
+        "nats_delivery_consumer_last_ack_age_seconds",
+        "nats_delivery_consumer_deliveries_total",
+    ] {
+        assert!(v(family).is_some(), "{version}: {family}");
+        assert_eq!(
+            value(&default_text, family, &c),
+            None,
+            "{version}: {family}"
+        );
+    }
+    for family in [
+        "nats_delivery_consumer_ack_pending_messages",
+        "nats_delivery_consumer_redelivered_messages",
+        "nats_delivery_consumer_max_deliver",
+    ] {
+        assert_eq!(
+            value(&default_text, family, &c),
+            v(family),
+            "{version}: {family}"
+        );
+    }
+}
+
+/// Runs on the version under test (`scripts/test.sh` runs it on each).
+#[tokio::test]
+async fn consumer_gauges_are_exact() {
+    scenario(&nats_test_server::version_under_test()).await;
+}

@@ -1,0 +1,14 @@
+//! JetStream consumers and streams: the `/jsz` families, cardinality limits,
+//! consumer health, message timestamps, priority groups, lost stream data.
+mod cardinality;
+mod cardinality_budget;
+mod cardinality_request;
+#[path = "../common/mod.rs"]
+mod common;
+mod consumer_health;
+mod jetstream_consumer;
+mod message_timestamps;
+mod message_timestamps_access;
+mod message_timestamps_support;
+mod priority_groups;
+mod stream_lost;

@@ -1,0 +1,124 @@
+//! Shared by the message timestamp tests: requests, streams with known
+//! contents, the server's stored times, requests counted by the server.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, stream};
+use nats_delivery_exporter::message_timestamps::fetch::is_2_10_or_later;
+use nats_delivery_exporter::message_timestamps::TimestampRequest;
+use nats_test_server::NatsServer;
+
+/// Time allowed for reads a server answers.
+pub const DEADLINE: Duration = Duration::from_secs(5);
+
+/// A request for the first message at or after `from_seq` matching `filters`.
+pub fn request(account: &str, stream: &str, from_seq: u64, filters: &[&str]) -> TimestampRequest {
+    TimestampRequest {
+        account: account.into(),
+        stream: stream.into(),
+        from_seq,
+        filters: filters.iter().map(|f| f.to_string()).collect(),
+    }
+}
+
+/// Creates `name` capturing `<name>.>` and stores `subjects` in order (seq 1, 2, ...).
+pub async fn stream_with(
+    js: &jetstream::Context,
+    name: &str,
+    allow_direct: bool,
+    subjects: &[&str],
+) {
+    js.create_stream(stream::Config {
+        name: name.into(),
+        subjects: vec![format!("{name}.>")],
+        allow_direct,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for s in subjects {
+        js.publish(format!("{name}.{s}"), "x".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+}
+
+/// The server's stored time of `seq`, as the reader reports it.
+pub async fn stored_time(js: &jetstream::Context, stream: &str, seq: u64) -> f64 {
+    let m = js
+        .get_stream(stream)
+        .await
+        .unwrap()
+        .get_raw_message(seq)
+        .await
+        .unwrap();
+    m.time.unix_timestamp_nanos() as f64 / 1e9
+}
+
+/// Counts the messages the server received from one named connection
+/// (`in_msgs` in /connz): the reader publishes nothing but its requests.
+/// A subscriber on the request subjects would count them too, but would
+/// also be a responder, and a direct get it takes is never answered.
+pub struct RequestCounter {
+    connz: String,
+    name: String,
+    connection: async_nats::Client,
+    seen: u64,
+}
+
+impl RequestCounter {
+    /// Counts what `connection`, named `name`, sends to `server`.
+    pub fn new(server: &NatsServer, name: &str, connection: async_nats::Client) -> RequestCounter {
+        RequestCounter {
+            connz: format!("{}/connz?limit=1024", server.monitor_url()),
+            name: name.into(),
+            connection,
+            seen: 0,
+        }
+    }
+
+    /// Requests received from the connection since the last call.
+    ///
+    /// The server adds a read's messages to `in_msgs` only after it has
+    /// parsed the whole read, and a direct get can be answered before that:
+    /// a PING round trip on the same connection is read after that read
+    /// ended, so every request answered so far is counted.
+    pub async fn take(&mut self) -> u64 {
+        self.connection
+            .flush()
+            .await
+            .expect("round trip to the server");
+        let connz = self.connz.clone();
+        let body = tokio::task::spawn_blocking(move || nats_test_server::http_get(&connz))
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let total = v["connections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == self.name.as_str())
+            .and_then(|c| c["in_msgs"].as_u64())
+            .expect("the reader's connection in /connz");
+        let delta = total - self.seen;
+        self.seen = total;
+        delta
+    }
+}
+
+/// Whether the reader uses direct gets on this server (2.10 and later).
+pub fn uses_direct_gets(client: &async_nats::Client) -> bool {
+    is_2_10_or_later(&client.server_info().version)
+}
+
+/// A connection named `name` (as /connz shows it).
+pub async fn named(server: &NatsServer, name: &str, user: Option<&str>) -> async_nats::Client {
+    let opts = match user {
+        Some(u) => async_nats::ConnectOptions::with_user_and_password(u.into(), u.into()),
+        None => async_nats::ConnectOptions::new(),
+    };
+    opts.name(name).connect(server.client_url()).await.unwrap()
+}

@@ -1,0 +1,107 @@
+//! The live listener's own client-side drops are counted exactly, and the
+//! listener comes back on its own after its server goes away.
+use crate::advisories_support;
+
+use std::time::Duration;
+
+use advisories_support::*;
+
+const APP: &[(&str, &str)] = &[("account", "APP")];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_client_drops_are_counted_exactly() {
+    let s = server();
+    // A tiny buffer forces the exporter's own client to drop during a burst.
+    let running = start_listener(
+        &s,
+        "APP",
+        "app",
+        advisory_args(&["--advisories-buffer", "8"]),
+    )
+    .await;
+    let app = client(&s, "app").await;
+    const N: u64 = 20_000;
+    for seq in 1..=N {
+        let payload = format!(
+            r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","id":"x","timestamp":"2026-11-29T00:00:00Z","stream":"B","consumer":"C","stream_seq":{seq},"deliveries":3}}"#
+        );
+        app.publish(
+            "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.B.C",
+            payload.into(),
+        )
+        .await
+        .unwrap();
+    }
+    app.flush().await.unwrap();
+    let labels = [("account", "APP"), ("stream", "B"), ("consumer", "C")];
+    let counted_and_dropped = |text: &str| {
+        let counted = sample(
+            text,
+            "nats_delivery_jetstream_max_deliveries_total",
+            &labels,
+        )
+        .unwrap_or(0.0);
+        let dropped = sample(text, "nats_delivery_exporter_dropped_messages_total", APP).unwrap();
+        (counted, dropped)
+    };
+    // Every advisory is either counted or counted as dropped, exactly.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = running.text();
+        let (counted, dropped) = counted_and_dropped(&text);
+        let received = sample(&text, "nats_delivery_advisories_received_total", APP).unwrap();
+        if counted + dropped == N as f64 {
+            assert_eq!(received, counted, "{text}");
+            assert!(
+                dropped > 0.0,
+                "the burst did not overflow an 8-message buffer: {text}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "counted {counted} + dropped {dropped} != {N}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // And it stays exact: no late over-count.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let text = running.text();
+    let (counted, dropped) = counted_and_dropped(&text);
+    assert_eq!(counted + dropped, N as f64, "{text}");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_listener_reconnects_by_itself() {
+    // Both servers listen on the same port, as a restarted server would.
+    let port = nats_test_server::free_port();
+    let cfg = format!("port: {port}\n{ACCOUNTS}");
+    let first = nats_test_server::NatsServer::builder().config(&cfg).start();
+    assert_eq!(first.client_port, port);
+    let running = start_listener(&first, "APP", "app", advisory_args(&[])).await;
+    let up = "nats_delivery_advisory_listener_up";
+    drop(first);
+    wait_value(&running.registry, up, APP, 0.0, 15).await;
+
+    let second = nats_test_server::NatsServer::builder().config(&cfg).start();
+    wait_value(&running.registry, up, APP, 1.0, 30).await;
+    let app = client(&second, "app").await;
+    app.publish(
+        "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C",
+        r#"{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"S","consumer":"C","stream_seq":1,"deliveries":2}"#.into(),
+    )
+    .await
+    .unwrap();
+    app.flush().await.unwrap();
+    let labels = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
+    wait_value(
+        &running.registry,
+        "nats_delivery_jetstream_max_deliveries_total",
+        &labels,
+        1.0,
+        10,
+    )
+    .await;
+    running.stop().await;
+}

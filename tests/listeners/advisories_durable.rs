@@ -1,0 +1,493 @@
+//! Durable mode against a real server: counts survive an exporter restart,
+//! replicas share the work without double counting.
+use crate::advisories_support;
+
+use std::time::Duration;
+
+use advisories_support::*;
+use async_nats::jetstream;
+use nats_delivery_exporter::advisories::durable::{ensure_stream, DurableError};
+
+const APP: &[(&str, &str)] = &[("account", "APP")];
+
+/// Publishes what the server sends when messages `seqs` of consumer `C` on
+/// stream `S` run out of deliveries: one max-deliveries advisory each.
+async fn announce_deaths(app: &async_nats::Client, seqs: std::ops::RangeInclusive<u64>) {
+    for seq in seqs {
+        let body = format!(
+            r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"S","consumer":"C","stream_seq":{seq},"deliveries":2}}"#
+        );
+        app.publish(
+            "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C",
+            body.into(),
+        )
+        .await
+        .unwrap();
+    }
+    app.flush().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advisories_made_while_the_exporter_is_stopped_are_counted_after_restart() {
+    let s = server();
+    let flags = [
+        "--advisories-stream",
+        "ADV",
+        "--advisories-stream-max-age",
+        "1h",
+    ];
+    let first = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let js = jetstream::new(client(&s, "app").await);
+    let st = stream(&js, "WORK", "work", -1).await;
+    let consumer = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
+    let labels = [
+        ("account", "APP"),
+        ("stream", "WORK"),
+        ("consumer", "worker"),
+    ];
+    let name = "nats_delivery_jetstream_max_deliveries_total";
+
+    let_die(&js, &consumer, 0, 5, 5).await;
+    wait_value(&first.registry, name, &labels, 5.0, 15).await;
+    first.stop().await;
+
+    // The exporter is down: 30 messages die.
+    let_die(&js, &consumer, 5, 30, 35).await;
+
+    // A new process starts from the stored 5 and counts exactly those 30.
+    let second = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    wait_value(&second.registry, name, &labels, 35.0, 20).await;
+    let text = second.text();
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_received_total", APP),
+        Some(35.0)
+    );
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        Some(0.0)
+    );
+    nats_test_server::reference::assert_documented(&text);
+    second.stop().await;
+
+    // The stream the exporter created has the advisory subjects and max age asked for.
+    let mut adv = js.get_stream("ADV").await.unwrap();
+    let cfg = adv.info().await.unwrap().config.clone();
+    assert_eq!(cfg.max_age, Duration::from_secs(3600));
+    assert_eq!(cfg.subjects.len(), 3, "{:?}", cfg.subjects);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_sharing_the_consumer_both_show_the_exact_count() {
+    let s = server();
+    let js = jetstream::new(client(&s, "app").await);
+    // An existing, wider stream is used as-is: it also captures consumer
+    // create/delete advisories, which the exporter's consumer filters out.
+    js.create_stream(jetstream::stream::Config {
+        name: "ADV".into(),
+        subjects: vec!["$JS.EVENT.ADVISORY.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let flags = [
+        "--advisories-stream",
+        "ADV",
+        "--advisories-consumer",
+        "shared",
+    ];
+    let a = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let b = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let st = stream(&js, "WORK", "work", -1).await;
+    let consumer = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
+
+    const N: f64 = 60.0;
+    let labels = [
+        ("account", "APP"),
+        ("stream", "WORK"),
+        ("consumer", "worker"),
+    ];
+    let name = "nats_delivery_jetstream_max_deliveries_total";
+    // Each replica commits its share to the totals bucket and shows the
+    // stored totals: both read the whole count (alerts take the max).
+    let both = |a: &Running, b: &Running| {
+        let v = |r: &Running| sample(&r.text(), name, &labels).unwrap_or(0.0);
+        (v(a), v(b))
+    };
+    publish(&js, "work", N as usize).await;
+    pull_without_ack(&consumer, 60, || both(&a, &b) == (N, N)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(both(&a, &b), (N, N), "a:\n{}\nb:\n{}", a.text(), b.text());
+    let received =
+        |r: &Running| sample(&r.text(), "nats_delivery_advisories_received_total", APP).unwrap();
+    assert_eq!((received(&a), received(&b)), (N, N));
+    for r in [&a, &b] {
+        let t = r.text();
+        assert_eq!(
+            sample(&t, "nats_delivery_advisories_unknown_total", APP),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample(&t, "nats_delivery_advisories_duplicate_total", APP),
+            Some(0.0)
+        );
+        nats_test_server::reference::assert_documented(&t);
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_stream_that_does_not_fit_is_a_clear_error() {
+    let s = server();
+    let js = jetstream::new(client(&s, "app").await);
+    js.create_stream(jetstream::stream::Config {
+        name: "ADV".into(),
+        subjects: vec![
+            "orders.>".into(),
+            "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.>".into(),
+        ],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let err = ensure_stream(&js, "ADV", Duration::from_secs(60), 1)
+        .await
+        .unwrap_err();
+    match &err {
+        DurableError::StreamMismatch { missing, .. } => assert_eq!(
+            missing,
+            &vec![
+                "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>".to_string(),
+                "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>".to_string()
+            ]
+        ),
+        other => panic!("unexpected error {other}"),
+    }
+    assert!(err.to_string().contains("\"ADV\""), "{err}");
+    // The listener reports itself down instead of counting nothing silently.
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = nats_delivery_exporter::advisories::AdvisoryMetrics::register(&mut registry);
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let listener = nats_delivery_exporter::advisories::AccountListener {
+        nats: nats_args(&s),
+        account: "APP".into(),
+        auth: "user:app:app-secret".parse().unwrap(),
+        args: advisory_args(&["--advisories-stream", "ADV"]),
+        metrics,
+    };
+    let task = tokio::spawn(listener.run(rx));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        sample(
+            &encode(&registry),
+            "nats_delivery_advisory_listener_up",
+            APP
+        ),
+        Some(0.0)
+    );
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap();
+    // The mismatched stream was left alone.
+    let mut adv = js.get_stream("ADV").await.unwrap();
+    assert_eq!(adv.info().await.unwrap().config.subjects.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_advisory_stream_deleted_under_the_exporter_is_created_again() {
+    let s = server();
+    let flags = ["--advisories-stream", "ADV"];
+    let running = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let js = jetstream::new(client(&s, "app").await);
+    js.delete_stream("ADV").await.unwrap();
+    // The listener notices, creates the stream and its consumer again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(st) = js.get_stream("ADV").await {
+            if st
+                .get_consumer::<jetstream::consumer::pull::Config>("nats-delivery-exporter")
+                .await
+                .is_ok()
+            {
+                break;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "ADV not re-created");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let app = client(&s, "app").await;
+    announce_deaths(&app, 1..=5).await;
+    let labels = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
+    wait_value(
+        &running.registry,
+        "nats_delivery_jetstream_max_deliveries_total",
+        &labels,
+        5.0,
+        20,
+    )
+    .await;
+    wait_value(
+        &running.registry,
+        "nats_delivery_advisory_listener_up",
+        APP,
+        1.0,
+        5,
+    )
+    .await;
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_consumer_is_noticed_and_made_again_after_what_was_counted() {
+    let s = server();
+    let flags = ["--advisories-stream", "ADV"];
+    let running = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let js = jetstream::new(client(&s, "app").await);
+    let app = client(&s, "app").await;
+    let labels = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
+    let name = "nats_delivery_jetstream_max_deliveries_total";
+    announce_deaths(&app, 1..=5).await;
+    wait_value(&running.registry, name, &labels, 5.0, 20).await;
+    // Let a probe see the ack floor past those five, then delete the consumer.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let adv = js.get_stream("ADV").await.unwrap();
+    adv.delete_consumer("nats-delivery-exporter").await.unwrap();
+    // Five more arrive while it is gone: the stream keeps them.
+    announce_deaths(&app, 6..=10).await;
+    let kind = [("account", "APP"), ("kind", "consumer_missing")];
+    wait_value(
+        &running.registry,
+        "nats_delivery_advisory_listener_errors_total",
+        &kind,
+        1.0,
+        30,
+    )
+    .await;
+    // Made again, it starts after the stored ack floor: the first five are
+    // not handed out (and counted) again, the next five are counted.
+    wait_value(&running.registry, name, &labels, 10.0, 30).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let text = running.text();
+    assert_eq!(sample(&text, name, &labels), Some(10.0));
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_received_total", APP),
+        Some(10.0)
+    );
+    running.stop().await;
+}
+
+/// A consumer deleted while no listener runs is noticed when the next one
+/// sets up: it finds the totals of an earlier consumer and no consumer, counts
+/// `consumer_missing` and makes it again after what was counted. A first
+/// start, with nothing stored, counts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_deleted_while_no_listener_runs_is_noticed_at_setup() {
+    let s = server();
+    let flags = ["--advisories-stream", "ADV"];
+    let first = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let js = jetstream::new(client(&s, "app").await);
+    let app = client(&s, "app").await;
+    let labels = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
+    let name = "nats_delivery_jetstream_max_deliveries_total";
+    let errors = "nats_delivery_advisory_listener_errors_total";
+    let missing = [("account", "APP"), ("kind", "consumer_missing")];
+    announce_deaths(&app, 1..=5).await;
+    wait_value(&first.registry, name, &labels, 5.0, 20).await;
+    assert_eq!(
+        sample(&first.text(), errors, &missing),
+        None,
+        "a first start"
+    );
+    // Let a probe store the ack floor past those five, then stop.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    first.stop().await;
+    let adv = js.get_stream("ADV").await.unwrap();
+    adv.delete_consumer("nats-delivery-exporter").await.unwrap();
+    announce_deaths(&app, 6..=10).await;
+    let second = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    assert_eq!(sample(&second.text(), errors, &missing), Some(1.0));
+    // The stored five and the five new ones; none of the first five again.
+    wait_value(&second.registry, name, &labels, 10.0, 30).await;
+    let text = second.text();
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_received_total", APP),
+        Some(10.0)
+    );
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        Some(0.0),
+        "the first five were handed out again"
+    );
+    second.stop().await;
+}
+
+/// A write that reaches no stream (no responders: in a cluster, right after
+/// the bucket is made, the server may not yet know where its stream lives) is
+/// sent again until the stream answers, and fails clearly if it never does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn totals_written_while_no_stream_answers_are_sent_again() {
+    use nats_delivery_exporter::advisories::store::TotalsStore;
+    use nats_delivery_exporter::advisories::totals::Totals;
+    use std::collections::HashMap;
+    let s = server();
+    let js = jetstream::new(client(&s, "app").await);
+    let one = |n: u64| {
+        let t = Totals {
+            ack_floor: n,
+            ..Default::default()
+        };
+        HashMap::from([("account".to_string(), t)])
+    };
+    let (mut store, _watch) = TotalsStore::open(&js, "t", 1).await.unwrap();
+    assert!(store.commit(one(1)).await.unwrap().is_empty());
+
+    // The stream is gone for good: the commit fails, naming the cause.
+    js.delete_stream("KV_t").await.unwrap();
+    let err = store.commit(one(2)).await.unwrap_err();
+    assert!(
+        err.message.contains("no stream answered"),
+        "{}",
+        err.message
+    );
+
+    // The stream comes back while the write is being sent again: it is stored.
+    let (mut store, _watch) = TotalsStore::open(&js, "t", 1).await.unwrap();
+    js.delete_stream("KV_t").await.unwrap();
+    let again = tokio::spawn({
+        let js = js.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            TotalsStore::open(&js, "t", 1).await.unwrap();
+        }
+    });
+    assert!(store.commit(one(3)).await.unwrap().is_empty());
+    again.await.unwrap();
+    let stored = store.entries.get("account").unwrap();
+    assert_eq!((stored.revision, stored.totals.ack_floor), (1, 3));
+}
+
+/// An advisory acknowledged long ago and handed out again (a consumer
+/// replica that had not caught up becomes leader after a server is lost;
+/// here: the consumer made again from the stream's start while the exporter
+/// is stopped) is recognised as handled, not counted again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_advisories_handed_out_again_are_not_counted_again() {
+    let s = server();
+    let flags = ["--advisories-stream", "ADV"];
+    let app = client(&s, "app").await;
+    let js = jetstream::new(app.clone());
+    let labels = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
+    let name = "nats_delivery_jetstream_max_deliveries_total";
+    let first = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    // Two waves a probe apart: the series is stored with the first wave's
+    // sequences behind the ack floor.
+    announce_deaths(&app, 1..=20).await;
+    wait_value(&first.registry, name, &labels, 20.0, 20).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    announce_deaths(&app, 21..=40).await;
+    wait_value(&first.registry, name, &labels, 40.0, 20).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    first.stop().await;
+
+    let adv = js.get_stream("ADV").await.unwrap();
+    adv.delete_consumer("nats-delivery-exporter").await.unwrap();
+    adv.create_consumer(jetstream::consumer::pull::Config {
+        durable_name: Some("nats-delivery-exporter".into()),
+        ack_policy: jetstream::consumer::AckPolicy::Explicit,
+        deliver_policy: jetstream::consumer::DeliverPolicy::All,
+        max_deliver: -1,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+
+    let second = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    // Every advisory is handed out again; wait until all are acknowledged.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut c: jetstream::consumer::PullConsumer =
+            adv.get_consumer("nats-delivery-exporter").await.unwrap();
+        if c.info().await.unwrap().ack_floor.stream_sequence == 40 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not all acknowledged");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let text = second.text();
+    assert_eq!(sample(&text, name, &labels), Some(40.0), "{text}");
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_received_total", APP),
+        Some(40.0)
+    );
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        Some(0.0)
+    );
+    second.stop().await;
+}
+
+/// A new consumer leader announces max deliveries again for every message
+/// still in its replicated state (nats-server 2.9 was seen sending 60 at
+/// once after a server of three was lost): far more than the last few events
+/// a series remembers. Each is the same death, counted once, across an
+/// exporter restart too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deaths_announced_again_by_a_new_leader_are_counted_once() {
+    let s = server();
+    let flags = ["--advisories-stream", "ADV"];
+    let app = client(&s, "app").await;
+    let js = jetstream::new(app.clone());
+    let st = stream(&js, "WORK", "work", -1).await;
+    let consumer = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
+    let labels = [
+        ("account", "APP"),
+        ("stream", "WORK"),
+        ("consumer", "worker"),
+    ];
+    let name = "nats_delivery_jetstream_max_deliveries_total";
+
+    let first = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let_die(&js, &consumer, 0, 40, 40).await;
+    wait_value(&first.registry, name, &labels, 40.0, 30).await;
+    let adv = js.get_stream("ADV").await.unwrap();
+    let announce_again = |seqs: std::ops::RangeInclusive<u64>| {
+        let (app, adv) = (app.clone(), adv.clone());
+        async move {
+            for seq in seqs {
+                let original = adv.get_raw_message(seq).await.unwrap();
+                app.publish(original.subject.to_string(), original.payload.clone())
+                    .await
+                    .unwrap();
+            }
+            app.flush().await.unwrap();
+        }
+    };
+    // While the exporter runs: 30 deaths announced again.
+    announce_again(1..=30).await;
+    let received = "nats_delivery_advisories_received_total";
+    wait_value(&first.registry, received, APP, 70.0, 30).await;
+    let text = first.text();
+    assert_eq!(sample(&text, name, &labels), Some(40.0), "{text}");
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        Some(30.0)
+    );
+    first.stop().await;
+
+    // While it is stopped: all 40 again; a new process knows them from the store.
+    announce_again(1..=40).await;
+    let second = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    wait_value(&second.registry, received, APP, 110.0, 30).await;
+    let text = second.text();
+    assert_eq!(sample(&text, name, &labels), Some(40.0), "{text}");
+    assert_eq!(
+        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        Some(70.0)
+    );
+    // A message that really dies now is still counted.
+    let_die(&js, &consumer, 40, 1, 111).await;
+    wait_value(&second.registry, name, &labels, 41.0, 30).await;
+    second.stop().await;
+}

@@ -1,0 +1,434 @@
+//! Durable counting under the faults that break it: the exporter killed
+//! (SIGKILL) and stopped (SIGTERM) while messages die, and a server that
+//! comes back with an empty store. The truth is the number of advisories
+//! the server wrote into the advisory stream.
+use crate::advisories_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use advisories_support::binary::{scrape_port, Exporter};
+use advisories_support::*;
+use async_nats::jetstream;
+
+const NAME: &str = "nats_delivery_jetstream_max_deliveries_total";
+const LABELS: &[(&str, &str)] = &[
+    ("account", "APP"),
+    ("stream", "WORK"),
+    ("consumer", "worker"),
+];
+
+/// [`let_die`] for a spawned task.
+async fn wave(
+    js: jetstream::Context,
+    c: jetstream::consumer::PullConsumer,
+    first: usize,
+    n: usize,
+    expected: u64,
+) {
+    let_die(&js, &c, first, n, expected).await
+}
+
+/// Scrapes `port` every `every` like Prometheus, keeping each value read.
+fn scraper(port: u16, every: Duration) -> (Arc<Mutex<Vec<f64>>>, Arc<Mutex<bool>>) {
+    let values = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(Mutex::new(false));
+    let (v, s) = (values.clone(), stop.clone());
+    std::thread::spawn(move || {
+        while !*s.lock().unwrap() {
+            if let Some(x) = scrape_port(port).and_then(|t| sample(&t, NAME, LABELS)) {
+                v.lock().unwrap().push(x);
+            }
+            std::thread::sleep(every);
+        }
+    });
+    (values, stop)
+}
+
+/// Waits until `name` on `e` has begun to count and is not yet at `total`:
+/// the moment to kill it inside a burst.
+async fn wait_mid_burst(e: &Exporter, name: &str, total: f64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let x = tokio::task::block_in_place(|| e.value(name, LABELS)).unwrap_or(0.0);
+        if x > 0.0 {
+            assert!(x < total, "the burst was over before the kill");
+            return;
+        }
+        assert!(Instant::now() < deadline, "nothing counted in {name}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// What `increase()` adds up over a series: every rise, and after a fall
+/// (a counter reset) the new value.
+fn reset_aware_sum(values: &[f64]) -> f64 {
+    let mut sum = values.first().copied().unwrap_or(0.0);
+    for w in values.windows(2) {
+        sum += if w[1] >= w[0] { w[1] - w[0] } else { w[1] };
+    }
+    sum
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_and_sigterm_while_messages_die_lose_and_repeat_nothing() {
+    let s = server();
+    let port = nats_test_server::free_port();
+    let mut exporter = Some(tokio::task::block_in_place(|| {
+        Exporter::start_on(&s, port, &[])
+    }));
+    let js = jetstream::new(client(&s, "app").await);
+    let st = stream(&js, "WORK", "work", -1).await;
+    let c = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
+    // The first value a scrape reads is 0, once a message died.
+    wave(js.clone(), c.clone(), 0, 1, 1).await;
+    let (values, stop) = scraper(port, Duration::from_secs(2));
+
+    // Six waves of 40; the exporter is killed twice and stopped once while
+    // a wave is under way, and started again at once on the same address.
+    let faults = ["kill", "none", "term", "none", "kill", "none"];
+    let mut total = 1;
+    for (i, fault) in faults.iter().enumerate() {
+        let w = tokio::spawn(wave(js.clone(), c.clone(), 1 + i * 40, 40, total + 40));
+        tokio::time::sleep(Duration::from_millis(400 + 150 * i as u64)).await;
+        if *fault != "none" {
+            let e = exporter.take().unwrap();
+            tokio::task::block_in_place(|| match *fault {
+                "kill" => e.kill_9(),
+                _ => e.stop(),
+            });
+            exporter = Some(tokio::task::block_in_place(|| {
+                Exporter::start_on(&s, port, &[])
+            }));
+        }
+        w.await.unwrap();
+        total += 40;
+        // Let a scrape or two read the value between waves.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+    }
+    assert_eq!(total, 241);
+    let e = exporter.take().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while tokio::task::block_in_place(|| e.value(NAME, LABELS)) != Some(241.0) {
+        assert!(
+            Instant::now() < deadline,
+            "exporter did not reach 241: {:?}",
+            e.value(NAME, LABELS)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    *stop.lock().unwrap() = true;
+    let values = values.lock().unwrap().clone();
+    assert!(values.len() >= 8, "too few scrapes: {values:?}");
+    // Never a step back, so Prometheus sees no reset, and what it adds up
+    // from the first scrape is exactly the 240 that died since.
+    assert!(
+        values.windows(2).all(|w| w[1] >= w[0]),
+        "the counter went backwards: {values:?}"
+    );
+    assert_eq!(
+        reset_aware_sum(&values) - values[0],
+        241.0 - values[0],
+        "{values:?}"
+    );
+    assert_eq!(*values.last().unwrap(), 241.0);
+    let text = tokio::task::block_in_place(|| e.scrape()).unwrap();
+    assert_eq!(
+        sample(
+            &text,
+            "nats_delivery_advisories_received_total",
+            &[("account", "APP")]
+        ),
+        Some(241.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "nats_delivery_advisories_duplicate_total",
+            &[("account", "APP")]
+        ),
+        Some(0.0)
+    );
+    tokio::task::block_in_place(|| e.stop());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restarted_with_an_empty_store_is_noticed_and_counting_resumes() {
+    let mut s = server();
+    let naks = "nats_delivery_jetstream_naks_total";
+    let up = "nats_delivery_advisory_listener_up";
+    let app = [("account", "APP")];
+    let e = tokio::task::block_in_place(|| Exporter::start(&s, &[]));
+    let nak_labels = [
+        ("account", "APP"),
+        ("stream", "WORK"),
+        ("consumer", "worker"),
+    ];
+    nak(&s, 5).await;
+    wait_scraped(&e, naks, &nak_labels, 5.0, 20).await;
+
+    tokio::task::block_in_place(|| s.kill_and_restart(true));
+    let lost = Instant::now();
+    // Within 30 s the exporter says it is not counting, and why.
+    wait_scraped(&e, up, &app, 0.0, 30).await;
+    assert!(lost.elapsed() < Duration::from_secs(30));
+    let text = tokio::task::block_in_place(|| e.scrape()).unwrap();
+    let errors = |kind: &str| {
+        sample(
+            &text,
+            "nats_delivery_advisory_listener_errors_total",
+            &[("account", "APP"), ("kind", kind)],
+        )
+        .unwrap_or(0.0)
+    };
+    let counted: f64 = ["consumer_missing", "stream_missing", "timeout", "connect"]
+        .iter()
+        .map(|k| errors(k))
+        .sum();
+    assert!(counted >= 1.0, "no failure counted:\n{text}");
+    // It sets everything up again; the stored totals went with the store,
+    // so the counter starts again, and exactly the 20 new NAKs are counted.
+    wait_scraped(&e, up, &app, 1.0, 30).await;
+    nak(&s, 20).await;
+    wait_scraped(&e, naks, &nak_labels, 20.0, 30).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let text = tokio::task::block_in_place(|| e.scrape()).unwrap();
+    assert_eq!(sample(&text, naks, &nak_labels), Some(20.0));
+    nats_test_server::reference::assert_documented(&text);
+    tokio::task::block_in_place(|| e.stop());
+}
+
+/// Creates WORK/worker if missing and NAKs `n` new messages once each.
+async fn nak(s: &nats_test_server::NatsServer, n: usize) {
+    use futures::StreamExt;
+    let js = jetstream::new(client(s, "app").await);
+    let st = stream(&js, "WORK", "work", -1).await;
+    let c = pull_consumer(&st, "worker", 100, Duration::from_secs(30)).await;
+    publish(&js, "work", n).await;
+    let mut done = 0;
+    while done < n {
+        let mut batch = c.fetch().max_messages(n - done).messages().await.unwrap();
+        while let Some(m) = batch.next().await {
+            let m = m.unwrap();
+            if m.info().unwrap().delivered == 1 {
+                m.ack_with(jetstream::AckKind::Nak(None)).await.unwrap();
+                done += 1;
+            } else {
+                m.ack().await.unwrap();
+            }
+        }
+    }
+    // The NAKed messages come back once more: acknowledge them.
+    let mut acked = 0;
+    while acked < n {
+        let mut batch = c.fetch().max_messages(n - acked).messages().await.unwrap();
+        while let Some(m) = batch.next().await {
+            m.unwrap().double_ack().await.unwrap();
+            acked += 1;
+        }
+    }
+}
+
+async fn wait_scraped(e: &Exporter, name: &str, labels: &[(&str, &str)], want: f64, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let v = tokio::task::block_in_place(|| e.value(name, labels));
+        if v == Some(want) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}{labels:?} is {v:?}, not {want}, after {secs} s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_one_killed_mid_burst_keep_the_max_exact() {
+    let s = server();
+    let (pa, pb) = (nats_test_server::free_port(), nats_test_server::free_port());
+    let a = tokio::task::block_in_place(|| Exporter::start_on(&s, pa, &[]));
+    let b = tokio::task::block_in_place(|| Exporter::start_on(&s, pb, &[]));
+    let js = jetstream::new(client(&s, "app").await);
+    let st = stream(&js, "WORK", "work", -1).await;
+    let c = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
+    let (va, stop_a) = scraper(pa, Duration::from_millis(500));
+    let (vb, stop_b) = scraper(pb, Duration::from_millis(500));
+
+    // 120 deaths spread over six steps, so the kill lands inside the burst.
+    let burst = tokio::spawn({
+        let (js, c) = (js.clone(), c.clone());
+        async move {
+            for step in 0..6 {
+                wave(js.clone(), c.clone(), step * 20, 20, (step as u64 + 1) * 20).await;
+            }
+        }
+    });
+    // Kill one replica once the count has begun and before it is done.
+    wait_mid_burst(&a, NAME, 120.0).await;
+    tokio::task::block_in_place(|| a.kill_9());
+    let a = tokio::task::block_in_place(|| Exporter::start_on(&s, pa, &[]));
+    burst.await.unwrap();
+
+    // The documented aggregate: max over replicas.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (x, y) = tokio::task::block_in_place(|| (a.value(NAME, LABELS), b.value(NAME, LABELS)));
+        if (x, y) == (Some(120.0), Some(120.0)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replicas at {x:?} and {y:?}, not 120"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    *stop_a.lock().unwrap() = true;
+    *stop_b.lock().unwrap() = true;
+    // Neither replica's counter ever went back, and none ever showed more
+    // than died.
+    for v in [va.lock().unwrap().clone(), vb.lock().unwrap().clone()] {
+        assert!(v.windows(2).all(|w| w[1] >= w[0]), "{v:?}");
+        assert!(v.iter().all(|x| *x <= 120.0), "{v:?}");
+        assert_eq!(v.last(), Some(&120.0), "{v:?}");
+    }
+    tokio::task::block_in_place(|| {
+        a.stop();
+        b.stop();
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letter_copies_are_stored_once_across_kill_9() {
+    let s = server();
+    let port = nats_test_server::free_port();
+    let flags = ["--dead-letter-stream", "DLQ"];
+    let e = tokio::task::block_in_place(|| Exporter::start_on(&s, port, &flags));
+    let js = jetstream::new(client(&s, "app").await);
+    let st = stream(&js, "WORK", "work", -1).await;
+    let c = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
+    let stored = "nats_delivery_dead_letter_stored_total";
+    let burst = tokio::spawn({
+        let (js, c) = (js.clone(), c.clone());
+        async move {
+            for step in 0..5 {
+                wave(js.clone(), c.clone(), step * 10, 10, (step as u64 + 1) * 10).await;
+            }
+        }
+    });
+    // Killed while copies are being made, started again at once.
+    wait_mid_burst(&e, stored, 50.0).await;
+    tokio::task::block_in_place(|| e.kill_9());
+    let e = tokio::task::block_in_place(|| Exporter::start_on(&s, port, &flags));
+    burst.await.unwrap();
+    wait_scraped(&e, stored, LABELS, 50.0, 60).await;
+    wait_scraped(&e, NAME, LABELS, 50.0, 10).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        tokio::task::block_in_place(|| e.value(stored, LABELS)),
+        Some(50.0)
+    );
+    // Each dead message is in the dead-letter stream exactly once.
+    let mut dlq = js.get_stream("DLQ").await.unwrap();
+    assert_eq!(dlq.info().await.unwrap().state.messages, 50);
+    let mut seqs = Vec::new();
+    for n in 1..=50 {
+        let m = dlq.get_raw_message(n).await.unwrap();
+        let seq: u64 = m
+            .headers
+            .get("Dead-Letter-Stream-Sequence")
+            .unwrap()
+            .as_str()
+            .parse()
+            .unwrap();
+        seqs.push(seq);
+    }
+    seqs.sort();
+    assert_eq!(seqs, (1..=50).collect::<Vec<u64>>());
+    tokio::task::block_in_place(|| e.stop());
+}
+
+const EXPORTER_USER: &str = "{ user: exporter, password: exporter-secret }";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoked_permissions_are_noticed_and_counting_resumes_when_restored() {
+    let accounts = format!(
+        "accounts {{ APP {{ jetstream: enabled, users: [ {{ user: app, password: app-secret }}, {EXPORTER_USER} ] }} }}"
+    );
+    let s = nats_test_server::NatsServer::builder()
+        .jetstream()
+        .config(&accounts)
+        .start();
+    let flags = advisory_args(&["--advisories-stream", "ADV"]);
+    let running = start_listener(&s, "APP", "exporter", flags).await;
+    let app = client(&s, "app").await;
+    let subject = "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.WORK.worker";
+    let labels = [
+        ("account", "APP"),
+        ("stream", "WORK"),
+        ("consumer", "worker"),
+    ];
+    let naks = "nats_delivery_jetstream_naks_total";
+    let send = |seqs: std::ops::Range<u64>| {
+        let app = app.clone();
+        async move {
+            for seq in seqs {
+                let p = format!(
+                    r#"{{"type":"io.nats.jetstream.advisory.v1.nak","stream":"WORK","consumer":"worker","stream_seq":{seq},"deliveries":1}}"#
+                );
+                app.publish(subject, p.into()).await.unwrap();
+            }
+            app.flush().await.unwrap();
+        }
+    };
+    send(1..4).await;
+    wait_value(&running.registry, naks, &labels, 3.0, 20).await;
+
+    // The operator takes the JetStream API away from the exporter's user.
+    s.reload_with(
+        EXPORTER_USER,
+        "{ user: exporter, password: exporter-secret, permissions: { publish: { deny: [\"$JS.API.>\"] } } }",
+    );
+    let app_labels = [("account", "APP")];
+    wait_value(
+        &running.registry,
+        "nats_delivery_advisory_listener_up",
+        &app_labels,
+        0.0,
+        30,
+    )
+    .await;
+    let text = running.text();
+    let errors: f64 = ["permission", "timeout"]
+        .iter()
+        .filter_map(|k| {
+            sample(
+                &text,
+                "nats_delivery_advisory_listener_errors_total",
+                &[("account", "APP"), ("kind", k)],
+            )
+        })
+        .sum();
+    assert!(errors >= 1.0, "no failure counted:\n{text}");
+    // Advisories keep arriving in the stream meanwhile.
+    send(4..9).await;
+
+    // Permissions restored: set up again, and the five are counted.
+    s.reload_with(
+        "{ user: exporter, password: exporter-secret, permissions: { publish: { deny: [\"$JS.API.>\"] } } }",
+        EXPORTER_USER,
+    );
+    wait_value(
+        &running.registry,
+        "nats_delivery_advisory_listener_up",
+        &app_labels,
+        1.0,
+        30,
+    )
+    .await;
+    wait_value(&running.registry, naks, &labels, 8.0, 30).await;
+    running.stop().await;
+}

@@ -1,0 +1,16 @@
+//! The NATS listeners against real servers: JetStream advisories (live and
+//! durable mode, dead-letter copies, faults and clusters), system events and
+//! the account label check.
+mod advisories_binary;
+mod advisories_connection;
+mod advisories_dead_letter;
+mod advisories_drops;
+mod advisories_durable;
+mod advisories_incarnation;
+mod advisories_listeners;
+mod advisories_live;
+mod advisories_support;
+mod durable_cluster;
+mod durable_faults;
+mod durable_identity;
+mod system_events;

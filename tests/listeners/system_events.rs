@@ -1,0 +1,178 @@
+//! Slow-consumer cuts by name from system-account events, against a real server.
+use crate::advisories_support;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use advisories_support::*;
+use nats_delivery_exporter::system_events::{self, SystemEventMetrics};
+use nats_test_server::NatsServer;
+use prometheus_client::registry::Registry;
+
+/// A raw client that subscribes to `flood` and never reads its socket.
+fn stuck_client(s: &NatsServer, name: Option<&str>) -> TcpStream {
+    let mut c = TcpStream::connect(("127.0.0.1", s.client_port)).unwrap();
+    let name = name.map_or(String::new(), |n| format!(",\"name\":\"{n}\""));
+    write!(
+        c,
+        "CONNECT {{\"user\":\"app\",\"pass\":\"app-secret\",\"verbose\":false,\"pedantic\":false{name}}}\r\nSUB flood 1\r\nPING\r\n"
+    )
+    .unwrap();
+    c
+}
+
+fn slow_count(text: &str, server: &str, name: &str) -> f64 {
+    ["pending_bytes", "write_deadline", "other"]
+        .iter()
+        .map(|r| {
+            sample(
+                text,
+                "nats_delivery_server_slow_consumer_disconnects_total",
+                &[
+                    ("server", server),
+                    ("account", "APP"),
+                    ("client_name", name),
+                    ("reason", r),
+                ],
+            )
+            .unwrap_or(0.0)
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_consumer_cuts_are_counted_by_bounded_client_name() {
+    let s = NatsServer::builder()
+        .jetstream()
+        .max_pending(2 * 1024 * 1024)
+        .config(ACCOUNTS)
+        .start();
+    let mut registry = Registry::default();
+    let metrics = SystemEventMetrics::register(&mut registry);
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(system_events::run(
+        nats_args(&s),
+        "user:sys:sys-secret".parse().unwrap(),
+        1, // one distinct name, then "__overflow__"
+        metrics.clone(),
+        rx,
+    ));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metrics.listener_up.get() != 1 {
+        assert!(Instant::now() < deadline, "system listener not up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A client that closes normally is not a slow consumer.
+    client(&s, "app").await.drain().await.unwrap();
+    let _a = stuck_client(&s, Some("slow-a"));
+    let _b = stuck_client(&s, Some("slow-b"));
+    let _anon = stuck_client(&s, None);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let publisher = client(&s, "app").await;
+    let payload = bytes::Bytes::from(vec![b'x'; 16 * 1024]);
+    let total = |t: &str| {
+        slow_count(t, &s.name, "slow-a")
+            + slow_count(t, &s.name, "slow-b")
+            + slow_count(t, &s.name, "__overflow__")
+            + slow_count(t, &s.name, "")
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while total(&encode(&registry)) < 3.0 {
+        assert!(Instant::now() < deadline, "{}", encode(&registry));
+        for _ in 0..200 {
+            publisher.publish("flood", payload.clone()).await.unwrap();
+        }
+        publisher.flush().await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let text = encode(&registry);
+    // The first name cut is kept, the second goes to the overflow value, the
+    // unnamed client stays unnamed: 1 each, exactly.
+    let a = slow_count(&text, &s.name, "slow-a");
+    let b = slow_count(&text, &s.name, "slow-b");
+    assert_eq!((a + b, a * b), (1.0, 0.0), "{text}");
+    assert_eq!(slow_count(&text, &s.name, "__overflow__"), 1.0, "{text}");
+    assert_eq!(slow_count(&text, &s.name, ""), 1.0, "{text}");
+    assert_eq!(
+        sample(&text, "nats_delivery_system_events_malformed_total", &[]),
+        Some(0.0)
+    );
+    // The server agrees: three connections closed as slow consumers.
+    let varz: serde_json::Value = serde_json::from_str(&nats_test_server::http_get(&format!(
+        "{}/varz",
+        s.monitor_url()
+    )))
+    .unwrap();
+    assert_eq!(varz["slow_consumers"], 3, "{text}");
+    nats_test_server::reference::assert_documented(&text);
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(metrics.listener_up.get(), 0);
+}
+
+/// Runs the system-event listener with `credentials` for `secs` seconds and
+/// returns its exposition and `listener_up` at the end.
+async fn run_for(s: &NatsServer, credentials: &str, secs: u64) -> (String, i64) {
+    let mut registry = Registry::default();
+    let metrics = SystemEventMetrics::register(&mut registry);
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(system_events::run(
+        nats_args(s),
+        credentials.parse().unwrap(),
+        10,
+        metrics.clone(),
+        rx,
+    ));
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    let text = encode(&registry);
+    let up = metrics.listener_up.get();
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap();
+    (text, up)
+}
+
+fn listener_errors(text: &str, kind: &str) -> Option<f64> {
+    sample(
+        text,
+        "nats_delivery_system_events_listener_errors_total",
+        &[("kind", kind)],
+    )
+}
+
+/// A refused password is one outage: counted once as `connect` however
+/// often the client tries again, and the listener stays down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_login_is_counted_once_as_connect() {
+    let s = NatsServer::builder().config(ACCOUNTS).start();
+    let (text, up) = run_for(&s, "user:sys:wrong-secret", 4).await;
+    assert_eq!(up, 0, "{text}");
+    assert_eq!(listener_errors(&text, "connect"), Some(1.0), "{text}");
+    assert_eq!(listener_errors(&text, "permission"), None, "{text}");
+    nats_test_server::reference::assert_documented(&text);
+}
+
+/// A system user that may not subscribe to the disconnect events: the
+/// server refuses the subject once, counted as `permission`; the login
+/// itself succeeded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_subject_is_counted_as_permission() {
+    let config = r#"
+accounts {
+  SYS { users: [ { user: sys, password: sys-secret, permissions: { subscribe: { deny: "$SYS.ACCOUNT.>" } } } ] }
+}
+system_account: SYS
+"#;
+    let s = NatsServer::builder().config(config).start();
+    let (text, _) = run_for(&s, "user:sys:sys-secret", 3).await;
+    assert_eq!(listener_errors(&text, "permission"), Some(1.0), "{text}");
+    assert_eq!(listener_errors(&text, "connect"), None, "{text}");
+}

@@ -1,0 +1,62 @@
+//! Scrapes that arrive together share one poll: with one source hanging,
+//! 20 concurrent scrapes each get their answer within --timeout (plus
+//! encoding), and each server is polled once per round, not once per scrape.
+use crate::common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::fake_endpoint::{self, Reply};
+use nats_test_server::sample::value;
+use nats_test_server::NatsServer;
+
+/// How many times the server answered `path` over HTTP, from its own /varz.
+fn served(server: &NatsServer, path: &str) -> u64 {
+    let varz = common::monitor_json(&server.monitor_url(), "varz");
+    varz["http_req_stats"][path].as_u64().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_scrapes_share_one_poll() {
+    let server = NatsServer::builder().jetstream().start();
+    let hanging = fake_endpoint::start(|_| Reply::Hang).await;
+    let timeout = Duration::from_secs(2);
+    let exporter = Arc::new(common::exporter(
+        &[server.monitor_url(), hanging.url.clone()],
+        &["--timeout", "2s"],
+    ));
+    for round in 1..=2u64 {
+        let started = Instant::now();
+        let scrapes: Vec<_> = (0..20)
+            .map(|_| {
+                let exporter = exporter.clone();
+                tokio::spawn(async move {
+                    let begun = Instant::now();
+                    let text = common::scrape(&exporter).await;
+                    (begun.elapsed(), text)
+                })
+            })
+            .collect();
+        for scrape in scrapes {
+            let (took, text) = scrape.await.unwrap();
+            assert!(
+                took <= timeout + Duration::from_secs(1),
+                "round {round}: an answer took {took:?}"
+            );
+            let up = |s: &str| {
+                value(
+                    &text,
+                    "nats_delivery_up",
+                    &[("server", s), ("source", "jsz")],
+                )
+            };
+            assert_eq!(up(&server.name), Some(1.0));
+            assert_eq!(up(&hanging.authority), Some(0.0));
+        }
+        assert!(started.elapsed() <= timeout + Duration::from_secs(1));
+        // varz, connz (the top list; the closed list waits behind it), jsz
+        // and accstatz.
+        assert_eq!(hanging.requests() as u64, 4 * round, "round {round}");
+        assert_eq!(served(&server, "/jsz"), round, "round {round}");
+    }
+}

@@ -1,0 +1,7 @@
+//! Polling through the system account: clusters and super-clusters, the
+//! survey of servers.
+#[path = "../common/mod.rs"]
+mod common;
+mod survey;
+mod system_polling;
+mod system_polling_supercluster;
