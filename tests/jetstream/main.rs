@@ -11,4 +11,5 @@ mod message_timestamps;
 mod message_timestamps_access;
 mod message_timestamps_support;
 mod priority_groups;
+mod series_per_consumer;
 mod stream_lost;

@@ -7,6 +7,7 @@ mod endpoint_failures;
 mod exposition_pieces;
 mod golden;
 mod hostile_endpoints;
+mod hostile_memory;
 mod https_monitoring;
 mod jsz_paging_and_leaders;
 mod link_pending;

@@ -5,7 +5,7 @@
 //! peak resident memory stays under 128 MB while every source is left down;
 //! and the largest `/jsz` reply it accepts (as many consumers as the budget
 //! takes) keeps it under 128 MB too, consumer health and text included.
-mod common;
+use crate::common;
 
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -4,7 +4,7 @@
 //! states for default flags, exactly; one like the scrape benchmark's has
 //! fewer; and with every opt-in family and the whole status state set,
 //! both have every series the families can write.
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
