@@ -167,6 +167,8 @@ pub struct ChargedReader<'a> {
     escaped: bool,
     /// Bytes of the string being read so far.
     string_len: usize,
+    /// The last byte handed out was whitespace outside a string.
+    after_space: bool,
     /// Cost read but not yet charged (below [`CHARGE_BATCH`]).
     owed: usize,
 }
@@ -180,6 +182,7 @@ impl<'a> ChargedReader<'a> {
             in_string: false,
             escaped: false,
             string_len: 0,
+            after_space: false,
             owed: 0,
         }
     }
@@ -188,6 +191,7 @@ impl<'a> ChargedReader<'a> {
     fn cost(&mut self, bytes: &[u8]) -> Option<usize> {
         let mut cost = 0;
         for &b in bytes {
+            self.after_space = !self.in_string && is_space(b);
             if self.in_string {
                 step_in_string(&mut self.in_string, &mut self.escaped, b);
                 self.string_len += 1;
@@ -211,10 +215,43 @@ impl<'a> ChargedReader<'a> {
 
 impl Read for ChargedReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let available = self.inner.fill_buf()?;
-        let n = buf.len().min(available.len());
-        buf[..n].copy_from_slice(&available[..n]);
-        self.inner.consume(n);
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let n = loop {
+            let available = self.inner.fill_buf()?;
+            if available.is_empty() {
+                break 0;
+            }
+            // A run of whitespace outside strings reaches the parser as its
+            // first byte only: a parser reads a byte at a time, and a reply
+            // of endless whitespace is then read as fast as it arrives.
+            if !self.in_string && self.after_space {
+                let run = available.iter().take_while(|b| is_space(**b)).count();
+                if run > 0 {
+                    self.inner.consume(run);
+                    continue;
+                }
+            }
+            // Up to the first whitespace outside strings, whose run the
+            // next read skips.
+            let (mut in_string, mut escaped) = (self.in_string, self.escaped);
+            let mut n = 0;
+            while n < buf.len().min(available.len()) {
+                let b = available[n];
+                n += 1;
+                if in_string {
+                    step_in_string(&mut in_string, &mut escaped, b);
+                } else if is_space(b) {
+                    break;
+                } else {
+                    in_string = b == b'"';
+                }
+            }
+            buf[..n].copy_from_slice(&available[..n]);
+            self.inner.consume(n);
+            break n;
+        };
         let Some(cost) = self.cost(&buf[..n]) else {
             return Err(std::io::Error::other(format!(
                 "a string longer than {MAX_STRING} bytes: not a nats-server reply"
@@ -270,11 +307,26 @@ mod tests {
             ChargedReader::new(&mut input, b.clone())
                 .read_to_end(&mut out)
                 .unwrap();
-            assert_eq!(out, text.as_bytes());
+            // What a parser reads is the text, whitespace runs cut to one.
+            let runs_cut = text.replace("  ", " ").replace("\n\n", "\n");
+            assert_eq!(String::from_utf8(out).unwrap(), runs_cut);
             b.used()
         };
         // Whitespace outside strings is free; inside, it is text kept.
         assert_eq!(charged("  [1, 2]\n\n"), 4 + LIST_COST);
+        // A run of whitespace reaches the parser as one byte.
+        let mut input: &[u8] = b"[1,  \n  2]  ";
+        let mut out = Vec::new();
+        ChargedReader::new(&mut input, KeptBudget::unlimited())
+            .read_to_end(&mut out)
+            .unwrap();
+        assert_eq!(out, b"[1, 2] ");
+        let json: Vec<u8> = serde_json::from_reader(ChargedReader::new(
+            &mut &b"[1 ,\t\t 2]"[..],
+            KeptBudget::unlimited(),
+        ))
+        .unwrap();
+        assert_eq!(json, [1, 2]);
         assert_eq!(charged(r#""a b""#), 5);
         // An escaped quote does not end a string.
         assert_eq!(charged(r#""a\" {" {}"#), 7 + OBJECT_COST + 1);
