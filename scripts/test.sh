@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 SERVER_VERSIONS=${SERVER_VERSIONS:-"2.15.1 debian 2.10.26 2.11.11 2.12.8"}
 # Versions whose integration tests run at the same time, each with the
 # test-threads of .config/nextest.toml (the tests mostly wait on servers).
-PARALLEL_VERSIONS=${PARALLEL_VERSIONS:-2}
+PARALLEL_VERSIONS=${PARALLEL_VERSIONS:-4}
 # How long each part took, printed at the end.
 timings=""
 part_start=$SECONDS
