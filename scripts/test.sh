@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 SERVER_VERSIONS=${SERVER_VERSIONS:-"2.15.1 debian 2.10.26 2.11.11 2.12.8"}
 # Versions whose integration tests run at the same time, each with the
 # test-threads of .config/nextest.toml (the tests mostly wait on servers).
-PARALLEL_VERSIONS=${PARALLEL_VERSIONS:-2}
+PARALLEL_VERSIONS=${PARALLEL_VERSIONS:-4}
 # How long each part took, printed at the end.
 timings=""
 part_start=$SECONDS
@@ -40,7 +40,12 @@ background=()
 trap 'kill "${background[@]}" 2>/dev/null; rm -rf "$results" "$logs"' EXIT
 # The deployment tests' static build (minutes of CPU, no waiting) runs beside
 # the tests, which mostly wait on servers.
-PROFILE=deploy-test ./scripts/build-static.sh >"$logs/static-binary" 2>"$logs/static-build" &
+# So does the check that the link-in crate packages for crates.io and builds
+# from its package alone.
+{
+  PROFILE=deploy-test ./scripts/build-static.sh >"$logs/static-binary" &&
+    cargo package -p nats-delivery-metrics --locked
+} 2>"$logs/static-build" >&2 &
 static_build=$!
 background+=("$static_build")
 # Tests run under cargo-nextest (each test its own process, many at once,
@@ -112,8 +117,8 @@ fi
 part "promtool"
 # The container image, the .deb with its systemd unit and the Kubernetes
 # objects, from the static build started above (needs root).
-wait "$static_build" || { cat "$logs/static-build"; echo "the static build failed"; exit 1; }
-part "static build (the rest of it)"
+wait "$static_build" || { cat "$logs/static-build"; echo "the static build or the crate's package failed"; exit 1; }
+part "static build, crate package (the rest)"
 STATIC_BINARY=$(cat "$logs/static-binary") ./scripts/test-deploy.sh 2>&1 | tee -a "$results"
 part "deploy: image, .deb, unit, manifests"
 printf '%s' "$timings"

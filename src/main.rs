@@ -47,9 +47,12 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run() -> Result<(), Failure> {
-    init_logging();
-    let (config, nats_servers_given) = parse_flags();
+/// Everything before serving: the listening socket, the exporter and the
+/// NATS listeners.
+async fn start(
+    config: &Config,
+    nats_servers_given: bool,
+) -> Result<(tokio::net::TcpListener, Exporter, Listeners), Failure> {
     let listen = config.listen;
     // Bound first: a taken address stops the exporter before anything connects.
     let listener = tokio::net::TcpListener::bind(listen)
@@ -80,16 +83,38 @@ async fn run() -> Result<(), Failure> {
         exporter.read_timestamps(timestamps);
     }
     if config.system_account_polling {
-        let polling = nats_delivery_exporter::system_poll::connect(&config)
+        let polling = nats_delivery_exporter::system_poll::connect(config)
             .await
             .map_err(|e| Failure::Start(e.into()))?;
         exporter.poll_through_system_account(polling);
     }
     if config.client_reports {
-        start_client_reports(&config, &mut exporter)
+        start_client_reports(config, &mut exporter)
             .await
             .map_err(Failure::Start)?;
     }
+    Ok((listener, exporter, listeners))
+}
+
+/// A signal to stop, from the moment the process starts.
+type StopSignal = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+async fn run() -> Result<(), Failure> {
+    init_logging();
+    let (config, nats_servers_given) = parse_flags();
+    // Registered before anything else: a SIGTERM while the exporter starts
+    // (connecting to NATS can take long) stops it cleanly instead of ending
+    // it by the signal's default action.
+    let mut stop: StopSignal = Box::pin(
+        shutdown_signal()
+            .context("cannot listen for SIGTERM")
+            .map_err(Failure::Start)?,
+    );
+    let started = tokio::select! {
+        () = &mut stop => return Ok(()),
+        started = start(&config, nats_servers_given) => started?,
+    };
+    let (listener, exporter, listeners) = started;
     let exporter = Arc::new(exporter);
     let local = listener
         .local_addr()
@@ -111,7 +136,7 @@ async fn run() -> Result<(), Failure> {
         router,
         config.write_timeout,
         config.shutdown_timeout,
-        shutdown_signal(),
+        stop,
     )
     .await
     .context("serving /metrics")
@@ -249,22 +274,25 @@ fn parse_flags() -> (Config, bool) {
     }
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Registers for SIGTERM and SIGINT (Ctrl-C) now and returns the wait for
+/// the first of them.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send> {
     #[cfg(unix)]
-    let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        {
-            s.recv().await;
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => {},
+                _ = interrupt.recv() => {},
+            }
+            tracing::info!("shutting down");
+        })
     }
-    tracing::info!("shutting down");
+    #[cfg(not(unix))]
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down");
+    })
 }

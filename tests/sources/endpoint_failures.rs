@@ -73,7 +73,9 @@ async fn broken_endpoints_are_down_and_the_rest_is_served() {
     ];
     // Every source, also those off by default.
     let all_sources = Source::ALL.map(Source::as_str).join(",");
-    let exporter = common::exporter(&urls, &["--timeout", "1s", "--sources", &all_sources]);
+    // Long enough for the healthy server on a loaded machine; the hanging
+    // endpoint is cut by it.
+    let exporter = common::exporter(&urls, &["--timeout", "3s", "--sources", &all_sources]);
 
     let started = Instant::now();
     let text = common::scrape(&exporter).await;
@@ -155,7 +157,7 @@ async fn a_server_that_stops_is_down_and_its_values_vanish() {
     let url = server.monitor_url();
     let exporter = common::exporter(
         std::slice::from_ref(&url),
-        &["--timeout", "1s", "--sources", "varz"],
+        &["--timeout", "10s", "--sources", "varz"],
     );
     let text = common::scrape(&exporter).await;
     assert_eq!(

@@ -47,9 +47,11 @@ async fn oversized_replies_are_too_large_and_redirects_are_not_followed() {
     ];
     let exporter = common::exporter(
         &urls,
+        // The limits are under test, not the timeout: reading 8 MiB from
+        // four endpoints on a loaded machine has taken more than 5 s.
         &[
             "--timeout",
-            "5s",
+            "60s",
             "--max-reply-size",
             "8MiB",
             "--sources",
@@ -111,7 +113,8 @@ async fn the_default_limit_refuses_a_600_mb_reply() {
     let big = fake_endpoint::start(|_| Reply::Sized(600_000_000)).await;
     let exporter = common::exporter(
         std::slice::from_ref(&big.url),
-        &["--timeout", "5s", "--sources", "varz"],
+        // Reading the 256 MiB the default allows takes seconds under load.
+        &["--timeout", "60s", "--sources", "varz"],
     );
     let text = common::scrape(&exporter).await;
     assert_eq!(
