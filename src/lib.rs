@@ -1,36 +1,20 @@
 //! nats-delivery-exporter: Prometheus metrics for where NATS loses messages.
 //!
 //! The binary polls nats-server monitoring endpoints on every scrape
-//! ([`exporter::Exporter`]), one module per endpoint under [`sources`], and
-//! serves the result over HTTP ([`http::router`]).
+//! ([`scrape::exporter::Exporter`]), one module per endpoint under
+//! [`sources`], and serves the result over HTTP ([`http::routes::router`]).
+//! ARCHITECTURE.md gives the layers and which may use which.
 #![deny(missing_docs)]
 
-pub mod advisories;
-pub mod args;
-pub mod byte_size;
-pub mod cardinality;
-pub mod client_reports;
-pub mod config;
-pub mod consumer_health;
-pub mod consumer_text;
-pub mod duration;
-pub mod encode;
-pub mod error;
-pub mod exporter;
-pub mod exposition;
-pub mod flag_values;
+pub mod cli;
+mod flags;
 pub mod http;
-pub mod listener;
-pub mod message_timestamps;
-pub mod nats_connection;
-pub mod poller;
+pub mod jetstream;
+pub mod listeners;
+pub mod nats;
+mod poll_error;
 pub mod redact;
-pub mod seq_ranges;
-pub mod serve;
-pub mod snapshot;
+pub mod scrape;
 pub mod sources;
-pub mod stream_lost;
-pub mod survey;
-pub mod system_events;
-pub mod system_poll;
-pub mod web_config;
+pub mod system;
+pub mod text;

@@ -2,14 +2,16 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use nats_delivery_exporter::advisories::Listeners;
-use nats_delivery_exporter::client_reports::{run_client_reports, ClientReports, ReportLimits};
-use nats_delivery_exporter::config::Config;
-use nats_delivery_exporter::exporter::Exporter;
-use nats_delivery_exporter::message_timestamps;
-use nats_delivery_exporter::nats_connection;
+use nats_delivery_exporter::cli::config::Config;
+use nats_delivery_exporter::http::serve::{serve, Stopped};
+use nats_delivery_exporter::jetstream::message_timestamps;
+use nats_delivery_exporter::listeners::advisories::Listeners;
+use nats_delivery_exporter::listeners::client_reports::{
+    run_client_reports, ClientReports, ReportLimits,
+};
+use nats_delivery_exporter::nats;
 use nats_delivery_exporter::redact::redacted;
-use nats_delivery_exporter::serve::{serve, Stopped};
+use nats_delivery_exporter::scrape::exporter::Exporter;
 
 /// Why the exporter stopped with an error: at start (a setting that cannot
 /// work, exit status 2) or while serving (status 1).
@@ -74,7 +76,7 @@ async fn start(
             .registry_mut()
             .register_collector(Box::new(timestamps.clone()));
         if config.stream_lost_reads > 0 {
-            let reader = nats_delivery_exporter::stream_lost::StreamLostReader::new(
+            let reader = nats_delivery_exporter::jetstream::stream_lost::StreamLostReader::new(
                 timestamps.client(),
                 config.stream_lost_reads as usize,
             );
@@ -83,7 +85,7 @@ async fn start(
         exporter.read_timestamps(timestamps);
     }
     if config.system_account_polling {
-        let polling = nats_delivery_exporter::system_poll::connect(config)
+        let polling = nats_delivery_exporter::system::poll::connect(config.system_poll_settings())
             .await
             .map_err(|e| Failure::Start(e.into()))?;
         exporter.poll_through_system_account(polling);
@@ -126,8 +128,8 @@ async fn run() -> Result<(), Failure> {
         tracing::info!(listen = %local, servers = ?config.monitor_urls.iter().map(redacted).collect::<Vec<_>>(), "serving /metrics");
     }
     let web = config.web_config.clone().unwrap_or_default();
-    let router = nats_delivery_exporter::http::with_basic_auth(
-        nats_delivery_exporter::http::router(exporter),
+    let router = nats_delivery_exporter::http::routes::with_basic_auth(
+        nats_delivery_exporter::http::routes::router(exporter),
         web.users.clone(),
     );
     let stopped = serve(
@@ -172,7 +174,7 @@ fn init_logging() {
                 .with_writer(std::io::stderr)
                 .with_filter(filter),
         )
-        .with(nats_connection::cause_layer().with_filter(causes))
+        .with(nats::cause_layer().with_filter(causes))
         .init();
 }
 
@@ -206,10 +208,13 @@ async fn start_client_reports(config: &Config, exporter: &mut Exporter) -> anyho
         .registry_mut()
         .register_collector(Box::new(reports.clone()));
     let auth = config.nats.top_level_auth()?;
-    let client =
-        nats_delivery_exporter::client_reports::connect(&config.nats, &auth, reports.clone())
-            .await
-            .context("cannot connect for application reports")?;
+    let client = nats_delivery_exporter::listeners::client_reports::connect(
+        &config.nats,
+        &auth,
+        reports.clone(),
+    )
+    .await
+    .context("cannot connect for application reports")?;
     tokio::spawn(run_client_reports(
         client,
         config.client_reports_subject.clone(),

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nats_delivery_exporter::advisories::parse::{parse, parse_on, SUBJECTS};
+use nats_delivery_exporter::listeners::advisories::parse::{parse, parse_on, SUBJECTS};
 
 fuzz_target!(|data: &[u8]| {
     let _ = parse(data);

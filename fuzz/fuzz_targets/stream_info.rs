@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    use nats_delivery_exporter::stream_lost::{parse_info, Found};
+    use nats_delivery_exporter::jetstream::stream_lost::{parse_info, Found};
     if let Ok(record) = parse_info(data) {
         let mut found = Found::default();
         found.absorb(&record);

@@ -6,7 +6,7 @@ use libfuzzer_sys::fuzz_target;
 use nats_delivery_exporter::sources::varz::Varz;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(answer) = nats_delivery_exporter::survey::parse_reply(data) {
+    if let Ok(answer) = nats_delivery_exporter::system::survey::parse_reply(data) {
         if let Ok(body) = answer.data {
             let _ = serde_json::from_slice::<Varz>(&body);
         }

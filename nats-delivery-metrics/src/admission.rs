@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use async_nats::Message;
 
-use crate::state::SubscriptionStats;
+use crate::stats::SubscriptionStats;
 
 /// Counts and admitted messages of one subscription not yet published to
 /// the application. Only the holder of the subscription's intake lock writes

@@ -28,7 +28,7 @@ use futures::StreamExt;
 use tokio::task::JoinHandle;
 
 use crate::admission::Admission;
-use crate::state::SubscriptionStats;
+use crate::stats::SubscriptionStats;
 
 /// How often the watchdog takes what waits in async-nats' channels: the
 /// longest a message can wait there uncounted, and so what bounds the memory

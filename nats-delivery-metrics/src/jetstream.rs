@@ -11,6 +11,7 @@ use std::time::Duration;
 use async_nats::jetstream::{AckKind, Message};
 
 use crate::state::Shared;
+use crate::stats::ConsumerStats;
 use crate::Error;
 
 /// How the application answers a JetStream message.
@@ -36,22 +37,6 @@ impl Acknowledgement {
             Acknowledgement::InProgress => AckKind::Progress,
         }
     }
-}
-
-#[derive(Debug)]
-pub(crate) struct ConsumerStats {
-    pub stream: String,
-    pub consumer: String,
-    pub received: AtomicU64,
-    pub redelivered: AtomicU64,
-    pub acks: AtomicU64,
-    pub naks: AtomicU64,
-    pub terms: AtomicU64,
-    pub in_progress: AtomicU64,
-    pub ack_errors: AtomicU64,
-    /// Last batch / buffer ratio given to `check_pull_batch`, as f64 bits.
-    pub batch_ratio_bits: AtomicU64,
-    pub batch_checked: std::sync::atomic::AtomicBool,
 }
 
 /// Counters for one JetStream consumer, from

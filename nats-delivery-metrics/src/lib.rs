@@ -83,6 +83,7 @@ mod limits;
 #[cfg(feature = "reports")]
 mod report;
 mod state;
+mod stats;
 mod subscription;
 mod totals;
 
@@ -109,7 +110,8 @@ pub use totals::{ConnectionEventTotals, SubscriptionTotals};
 /// (which happens at least every 10 ms), i.e. never before memory runs out.
 pub const ASYNC_NATS_SUBSCRIPTION_CAPACITY: usize = 1 << 28;
 
-use state::{Shared, SubscriptionStats};
+use state::Shared;
+use stats::SubscriptionStats;
 
 /// The README's examples, compiled as doc tests.
 #[cfg(all(doctest, feature = "reports"))]

@@ -21,7 +21,8 @@ use async_nats::{Message, Subscriber};
 use futures::Stream;
 
 use crate::intake::{lock, Intake};
-use crate::state::{bump, Shared, SubscriptionStats};
+use crate::state::Shared;
+use crate::stats::{bump, SubscriptionStats};
 use crate::{Error, ErrorKind};
 
 /// How the application ended the subscription.

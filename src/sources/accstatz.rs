@@ -13,10 +13,10 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
-use super::shape::{MonitoringSource, TargetSnapshot};
+use super::{MonitoringSource, TargetSnapshot};
 use super::{ServerLink, Source};
-use crate::encode::counter_family;
-use crate::error::PollError;
+use crate::poll_error::PollError;
+use crate::text::families::counter_family;
 
 /// The fields of an `/accstatz` reply the exporter uses.
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -14,10 +14,10 @@ use std::sync::Mutex;
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
-use super::shape::{MonitoringSource, TargetSnapshot};
+use super::{MonitoringSource, TargetSnapshot};
 use super::{ServerLink, Source};
-use crate::encode::{counter_family, gauge_family};
-use crate::error::PollError;
+use crate::poll_error::PollError;
+use crate::text::families::{counter_family, gauge_family};
 
 /// Closed connections asked for by the first request of a poll: between two
 /// scrapes few connections close, and the ring behind them can hold 10,000.

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use url::Url;
 
 use super::kept::{self, ChargedReader, KeptBudget};
-use crate::error::PollError;
+use crate::poll_error::PollError;
 
 /// Chunks read but not yet parsed, per streamed reply: enough to keep the
 /// parser busy while the next chunk arrives, few enough that the reply is
@@ -84,8 +84,8 @@ impl Fetcher {
     /// large reply (`/jsz`: 110 MB at 100,000 consumers) are held at any
     /// time, never the whole. `parse` runs in `kept`'s [`kept::scope`] and
     /// charges it with what it holds. Same limits and errors as
-    /// [`Fetcher::get_json`]; an error of `parse` is a [`PollError::Parse`],
-    /// or [`PollError::TooMuchKept`] when a charge was refused, and a reply
+    /// [`Fetcher::get_json`]; an error of `parse` is a `PollError::Parse`,
+    /// or `PollError::TooMuchKept` when a charge was refused, and a reply
     /// that is not JSON fails as soon as `parse` sees it.
     pub async fn get_streamed<T, P>(
         &self,

@@ -2,7 +2,7 @@
 //! remote gateway) and inbound (one per remote server connected to this
 //! one), and the bytes each holds in its outbound buffer
 //! (`connection.pending_bytes`), shown against the server's `max_pending`
-//! (see [`super::link_pending`] for what the limit does to a gateway). A
+//! (see `super::link_pending` for what the limit does to a gateway). A
 //! server without gateways answers with empty maps.
 
 use std::collections::BTreeMap;
@@ -11,9 +11,9 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
-use super::shape::{MonitoringSource, TargetSnapshot};
 use super::{link_pending, ServerLink, Source};
-use crate::error::PollError;
+use super::{MonitoringSource, TargetSnapshot};
+use crate::poll_error::PollError;
 
 /// The fields of a `/gatewayz` reply the exporter uses.
 #[derive(Debug, Clone, Default, Deserialize)]

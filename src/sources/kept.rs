@@ -16,8 +16,6 @@ use std::io::{BufRead, Read};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::jsz::{is_space, step_in_string};
-
 /// Bytes charged for every object (`{`) the sources other than `/jsz`
 /// parse: twice the largest value they keep per object with its strings'
 /// allocations (a connection: 104 bytes and three strings of at least 32),
@@ -158,7 +156,7 @@ const CHARGE_BATCH: usize = 4096;
 /// A reply's body, read on for a parser that keeps at most what it reads:
 /// each byte it hands out is charged, but whitespace outside strings
 /// (which no parser keeps), every `{` as [`OBJECT_COST`], every `[` as
-/// [`LIST_COST`]. A refused charge, or a string longer than
+/// `LIST_COST`. A refused charge, or a string longer than
 /// [`MAX_STRING`], ends the body with an error.
 pub struct ChargedReader<'a> {
     inner: &'a mut dyn BufRead,
@@ -265,6 +263,23 @@ impl Read for ChargedReader<'_> {
             return Err(std::io::Error::other(self.budget.refused()));
         }
         Ok(n)
+    }
+}
+
+/// JSON's whitespace.
+pub fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\n' | b'\r' | b'\t')
+}
+
+/// Follows a string over its byte `b`: after a backslash the byte is
+/// escaped; an unescaped `"` ends the string (`in_string` false).
+pub fn step_in_string(in_string: &mut bool, escaped: &mut bool, b: u8) {
+    if *escaped {
+        *escaped = false;
+    } else if b == b'\\' {
+        *escaped = true;
+    } else if b == b'"' {
+        *in_string = false;
     }
 }
 

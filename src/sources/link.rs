@@ -15,9 +15,9 @@ use url::Url;
 
 use super::kept::{self, KeptBudget};
 use super::{endpoint_url, Fetcher};
-use crate::error::PollError;
-use crate::survey::ServerError;
-use crate::system_poll::SystemRequests;
+use crate::poll_error::PollError;
+use crate::system::poll::SystemRequests;
+use crate::system::survey::ServerError;
 
 /// One server, as its sources reach it for one poll.
 #[derive(Debug, Clone, Copy)]
@@ -140,7 +140,7 @@ impl SystemLink<'_> {
         if let (Some(varz), "varz") = (self.varz, endpoint) {
             return varz
                 .clone()
-                .map_err(|e| crate::system_poll::server_error(&e));
+                .map_err(|e| crate::system::poll::server_error(&e));
         }
         let options = nats_options(endpoint, query)?;
         self.requests

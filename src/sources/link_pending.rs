@@ -14,7 +14,7 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::encode::gauge_family;
+use crate::text::families::gauge_family;
 
 /// One server-to-server connection: its labels after `server`, and its pending bytes.
 pub type PendingRow<'a> = (Vec<(&'static str, &'a str)>, i64);

@@ -5,20 +5,30 @@
 
 pub mod accstatz;
 pub mod connz;
-pub mod fetch;
+mod fetch;
 pub mod gatewayz;
 pub mod jsz;
 pub mod kept;
-pub mod link;
-pub mod link_pending;
+mod link;
+mod link_pending;
 pub mod routez;
-pub mod shape;
+mod shape;
 pub mod varz;
 
 pub use fetch::Fetcher;
 pub use link::{ServerLink, SystemLink};
-pub use shape::{AnySource, MonitoringSource, SourceHealth, SourceSettings, TargetSnapshot};
+pub use shape::{Absorb, AnySource, MonitoringSource};
+
+use std::collections::BTreeMap;
+
 use url::Url;
+
+use accstatz::Accstatz;
+use connz::{ClosedKey, TopPending};
+use gatewayz::GatewayPending;
+use jsz::JszPoll;
+use routez::RoutePending;
+use varz::Varz;
 
 /// A monitoring endpoint family the exporter polls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
@@ -82,6 +92,66 @@ pub fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
     all.into_iter()
         .filter(|s| settings.enabled.contains(&s.kind()))
         .collect()
+}
+
+/// How one poll of one source of one server went.
+#[derive(Debug, Clone)]
+pub struct SourceHealth {
+    /// Which source.
+    pub source: Source,
+    /// Whether this poll succeeded.
+    pub up: bool,
+    /// How long the poll took, in seconds.
+    pub duration: f64,
+    /// Unix time of the last successful poll, if any.
+    pub last_success: Option<f64>,
+    /// Failed polls so far, by error kind.
+    pub errors: BTreeMap<&'static str, u64>,
+}
+
+/// One server's data from one scrape. A source that failed is `None`: its
+/// values are not shown, never stale ones.
+#[derive(Debug, Default)]
+pub struct TargetSnapshot {
+    /// The `server` label.
+    pub server: String,
+    /// The server's own name, once any /varz poll has told it.
+    pub server_name: Option<String>,
+    /// The server's version (`/varz` `version`), once any /varz poll has told it.
+    pub server_version: Option<String>,
+    /// `/varz`, when polled successfully.
+    pub varz: Option<Varz>,
+    /// Top connections by pending bytes, when polled successfully.
+    pub top_pending: Option<TopPending>,
+    /// The server's `max_pending` (this poll's, else the last one known).
+    pub max_pending: Option<i64>,
+    /// `/jsz`, when polled successfully.
+    pub jsz: Option<JszPoll>,
+    /// `/accstatz`, when polled successfully.
+    pub accstatz: Option<Accstatz>,
+    /// Route connections, when `/routez` was polled successfully.
+    pub routes: Option<Vec<RoutePending>>,
+    /// Gateway connections, when `/gatewayz` was polled successfully.
+    pub gateways: Option<Vec<GatewayPending>>,
+    /// Connections cut as slow consumers, counted so far.
+    pub closed: BTreeMap<ClosedKey, u64>,
+    /// One entry per polled source.
+    pub health: Vec<SourceHealth>,
+}
+
+/// The settings the sources take from the configuration.
+#[derive(Debug, Clone)]
+pub struct SourceSettings {
+    /// The sources to poll.
+    pub enabled: Vec<Source>,
+    /// Connections listed by pending bytes per server.
+    pub connz_top: u32,
+    /// Distinct (account, client name) pairs kept for cut connections.
+    pub max_client_names: usize,
+    /// Accounts per /jsz request.
+    pub jsz_page_size: u32,
+    /// The accounts, streams and consumers /jsz keeps.
+    pub jsz_filter: jsz::JszFilter,
 }
 
 /// Builds `<base>/<endpoint>?<query>` keeping any base path the operator gave.

@@ -1,6 +1,6 @@
 //! `/routez`: the cluster's route connections and the bytes each holds in its
 //! outbound buffer (`pending_size`), shown against the server's
-//! `max_pending` (see [`super::link_pending`] for what the limit does to a
+//! `max_pending` (see `super::link_pending` for what the limit does to a
 //! route). A server without a cluster answers with no routes. Servers before
 //! 2.10.26 always write 0 there, so their routes are not exported; the
 //! server's version comes from `/varz`.
@@ -10,9 +10,9 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
-use super::shape::{MonitoringSource, TargetSnapshot};
 use super::{link_pending, ServerLink, Source};
-use crate::error::PollError;
+use super::{MonitoringSource, TargetSnapshot};
+use crate::poll_error::PollError;
 
 /// The fields of a `/routez` reply the exporter uses.
 #[derive(Debug, Clone, Default, Deserialize)]

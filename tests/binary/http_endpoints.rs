@@ -44,7 +44,7 @@ async fn metrics_in_both_formats_and_the_small_pages() {
     })
     .await
     .unwrap();
-    let app = nats_delivery_exporter::http::router(Arc::new(common::exporter(
+    let app = nats_delivery_exporter::http::routes::router(Arc::new(common::exporter(
         &[server.monitor_url()],
         &[],
     )));

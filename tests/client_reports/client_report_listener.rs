@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use nats_delivery_exporter::client_reports::ReportLimits;
+use nats_delivery_exporter::listeners::client_reports::ReportLimits;
 use nats_test_server::NatsServer;
 use serde_json::json;
 
@@ -114,16 +114,17 @@ async fn the_documented_permissions_keep_other_clients_off_the_subject() {
             .connect(server.client_url())
     };
     let exporter_client = connect("exporter").await.unwrap();
-    let reports = Arc::new(nats_delivery_exporter::client_reports::ClientReports::new(
-        LONG,
-    ));
+    let reports =
+        Arc::new(nats_delivery_exporter::listeners::client_reports::ClientReports::new(LONG));
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register_collector(Box::new(reports.clone()));
-    tokio::spawn(nats_delivery_exporter::client_reports::run_client_reports(
-        exporter_client.clone(),
-        SUBJECT.to_string(),
-        reports.clone(),
-    ));
+    tokio::spawn(
+        nats_delivery_exporter::listeners::client_reports::run_client_reports(
+            exporter_client.clone(),
+            SUBJECT.to_string(),
+            reports.clone(),
+        ),
+    );
     wait_for("listener up", || {
         sample(
             &exposition(&registry),
@@ -166,8 +167,10 @@ async fn the_documented_permissions_keep_other_clients_off_the_subject() {
 /// `connect` however often the client tries again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_login_is_counted_once_as_connect() {
-    use nats_delivery_exporter::client_reports::{connect, run_client_reports, ClientReports};
-    use nats_delivery_exporter::nats_connection::NatsArgs;
+    use nats_delivery_exporter::listeners::client_reports::{
+        connect, run_client_reports, ClientReports,
+    };
+    use nats_delivery_exporter::nats::NatsArgs;
     let server = NatsServer::builder()
         .config(r#"authorization { users: [ { user: exporter, password: secret } ] }"#)
         .start();

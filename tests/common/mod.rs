@@ -2,8 +2,9 @@
 #![allow(dead_code)]
 
 use clap::Parser;
-use nats_delivery_exporter::config::Config;
-use nats_delivery_exporter::exporter::{Exporter, Format};
+use nats_delivery_exporter::cli::config::Config;
+use nats_delivery_exporter::scrape::exporter::Exporter;
+use nats_delivery_exporter::text::Format;
 
 /// An exporter polling `urls`, with extra command-line flags.
 pub fn exporter(urls: &[String], extra: &[&str]) -> Exporter {

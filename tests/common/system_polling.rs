@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer::pull, stream};
 use clap::Parser;
 use futures::StreamExt;
-use nats_delivery_exporter::config::Config;
-use nats_delivery_exporter::exporter::Exporter;
+use nats_delivery_exporter::cli::config::Config;
+use nats_delivery_exporter::scrape::exporter::Exporter;
 
 /// A system account `SYS` and a JetStream account `APP`, one user each.
 pub const ACCOUNTS: &str = r#"
@@ -38,7 +38,7 @@ pub async fn system_exporter(client_url: &str, sources: &str) -> Exporter {
         sources,
     ])
     .expect("valid flags");
-    let polling = nats_delivery_exporter::system_poll::connect(&config)
+    let polling = nats_delivery_exporter::system::poll::connect(config.system_poll_settings())
         .await
         .expect("system polling");
     let mut exporter = Exporter::new(config).expect("exporter");

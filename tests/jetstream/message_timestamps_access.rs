@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use message_timestamps_support::*;
-use nats_delivery_exporter::message_timestamps::{self, MessageTimestamps, ReadResult};
-use nats_delivery_exporter::nats_connection::NatsArgs;
+use nats_delivery_exporter::jetstream::message_timestamps::{self, MessageTimestamps, ReadResult};
+use nats_delivery_exporter::nats::NatsArgs;
 use nats_test_server::NatsServer;
 
 /// A reader connected from flags as user `a`, its account labelled "label".

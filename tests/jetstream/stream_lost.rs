@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
-use nats_delivery_exporter::message_timestamps::MessageTimestamps;
-use nats_delivery_exporter::stream_lost::{parse_info, LostRecord, StreamLostReader};
+use nats_delivery_exporter::jetstream::message_timestamps::MessageTimestamps;
+use nats_delivery_exporter::jetstream::stream_lost::{parse_info, LostRecord, StreamLostReader};
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 

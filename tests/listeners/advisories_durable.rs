@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use advisories_support::*;
 use async_nats::jetstream;
-use nats_delivery_exporter::advisories::durable::{ensure_stream, DurableError};
+use nats_delivery_exporter::listeners::advisories::durable::{ensure_stream, DurableError};
 
 const APP: &[(&str, &str)] = &[("account", "APP")];
 
@@ -166,9 +166,10 @@ async fn an_existing_stream_that_does_not_fit_is_a_clear_error() {
     assert!(err.to_string().contains("\"ADV\""), "{err}");
     // The listener reports itself down instead of counting nothing silently.
     let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = nats_delivery_exporter::advisories::AdvisoryMetrics::register(&mut registry);
+    let metrics =
+        nats_delivery_exporter::listeners::advisories::AdvisoryMetrics::register(&mut registry);
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let listener = nats_delivery_exporter::advisories::AccountListener {
+    let listener = nats_delivery_exporter::listeners::advisories::AccountListener {
         nats: nats_args(&s),
         account: "APP".into(),
         auth: "user:app:app-secret".parse().unwrap(),
@@ -328,8 +329,8 @@ async fn a_consumer_deleted_while_no_listener_runs_is_noticed_at_setup() {
 /// sent again until the stream answers, and fails clearly if it never does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn totals_written_while_no_stream_answers_are_sent_again() {
-    use nats_delivery_exporter::advisories::store::TotalsStore;
-    use nats_delivery_exporter::advisories::totals::Totals;
+    use nats_delivery_exporter::listeners::advisories::store::TotalsStore;
+    use nats_delivery_exporter::listeners::advisories::totals::Totals;
     use std::collections::HashMap;
     let s = server();
     let js = jetstream::new(client(&s, "app").await);

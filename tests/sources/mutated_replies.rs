@@ -8,7 +8,7 @@ use crate::common;
 use std::sync::Mutex;
 
 use common::fake_endpoint::{self, Reply};
-use nats_delivery_exporter::advisories::parse::parse as parse_advisory;
+use nats_delivery_exporter::listeners::advisories::parse::parse as parse_advisory;
 use nats_delivery_exporter::sources::accstatz::Accstatz;
 use nats_delivery_exporter::sources::connz::Connz;
 use nats_delivery_exporter::sources::gatewayz::Gatewayz;
@@ -92,9 +92,11 @@ const REPORT: &str = r#"{"version":1,"client":"billing","instance":"pod-1","sequ
 fn client_reports_survive_mutations_and_still_encode() {
     use std::sync::Arc;
     let mut rng = Rng(0x5851_F42D_4C95_7F2D);
-    let reports = Arc::new(nats_delivery_exporter::client_reports::ClientReports::new(
-        std::time::Duration::from_secs(600),
-    ));
+    let reports = Arc::new(
+        nats_delivery_exporter::listeners::client_reports::ClientReports::new(
+            std::time::Duration::from_secs(600),
+        ),
+    );
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register_collector(Box::new(reports.clone()));
     assert!(reports.record(REPORT.as_bytes()).is_ok());
@@ -184,12 +186,12 @@ fn parsers_never_panic_on_mutated_input() {
     type Parse = fn(&[u8]) -> bool;
     let replies: [(&[u8], Parse); 2] = [
         (envelope.as_bytes(), |b| {
-            nats_delivery_exporter::survey::parse_reply(b)
+            nats_delivery_exporter::system::survey::parse_reply(b)
                 .map(|a| a.data.map(|d| serde_json::from_slice::<Varz>(&d).is_ok()))
                 .is_ok()
         }),
         (STREAM_INFO.as_bytes(), |b| {
-            use nats_delivery_exporter::stream_lost::{parse_info, Found};
+            use nats_delivery_exporter::jetstream::stream_lost::{parse_info, Found};
             let Ok(record) = parse_info(b) else {
                 return false;
             };
@@ -215,8 +217,8 @@ fn parsers_never_panic_on_mutated_input() {
             let mutated = mutate(advisory.as_bytes(), &mut rng);
             let _ = parse_advisory(&mutated);
             // The subject-checking parser the listeners use.
-            for subject in nats_delivery_exporter::advisories::parse::SUBJECTS {
-                let _ = nats_delivery_exporter::advisories::parse::parse_on(
+            for subject in nats_delivery_exporter::listeners::advisories::parse::SUBJECTS {
+                let _ = nats_delivery_exporter::listeners::advisories::parse::parse_on(
                     &subject.replace('>', "S.C"),
                     &mutated,
                 );
@@ -237,7 +239,7 @@ const DISCONNECT: &str = r#"{"type":"io.nats.server.advisory.v1.client_disconnec
 /// a panic, and one valid event is one slow-consumer cut.
 #[test]
 fn disconnect_events_survive_mutations() {
-    use nats_delivery_exporter::system_events::{DisconnectCounter, SystemEventMetrics};
+    use nats_delivery_exporter::system::events::{DisconnectCounter, SystemEventMetrics};
     let mut rng = Rng(0xD1B5_4A32_D192_ED03);
     let metrics = SystemEventMetrics::default();
     let mut counter = DisconnectCounter::new(metrics.clone(), 16);

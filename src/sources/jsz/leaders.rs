@@ -125,9 +125,9 @@ pub fn select<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::encode::age;
     use super::super::{unix_seconds, Jsz};
     use super::*;
+    use crate::jetstream::jsz_families::age;
 
     fn poll(leader: &str, ack_pending: u64) -> JszPoll {
         let json = format!(

@@ -11,22 +11,18 @@ use std::collections::HashSet;
 use serde::Deserialize;
 
 use super::kept::KeptBudget;
-use super::shape::{MonitoringSource, TargetSnapshot};
 use super::{unix_seconds, ServerLink, Source};
-use crate::cardinality::JszFilter;
-use crate::error::PollError;
+use super::{MonitoringSource, TargetSnapshot};
+use crate::poll_error::PollError;
 
 pub mod de;
-mod encode;
+mod filter;
 mod leaders;
+pub mod patterns;
 pub mod split;
 mod stream_end;
-pub use encode::{
-    consumer_series, encode_streams, folded_series, stream_series, write_consumer_family,
-    CONSUMER_FAMILY_COUNT,
-};
+pub use filter::JszFilter;
 pub use leaders::{select, select_leaders, ConsumerRow, Leaders, StreamRow};
-pub(crate) use stream_end::{is_space, step_in_string};
 
 /// The fields of a `/jsz` reply the exporter uses. (`S` is the type of a
 /// stream: while a reply is parsed in pieces, streams cut out are `None`.)

@@ -21,9 +21,10 @@ use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Mutex;
 
 use super::de::Kept;
-use super::stream_end::{is_space, step_in_string, InStream, StreamBytes};
+use super::stream_end::{InStream, StreamBytes};
 use super::{AccountDetail, Jsz, StreamDetail};
 use crate::sources::kept::{self, KeptBudget};
+use crate::sources::kept::{is_space, step_in_string};
 
 /// Keys a stream's way from the root passes through; others are `Other`.
 #[derive(Clone, Copy, PartialEq, Eq)]

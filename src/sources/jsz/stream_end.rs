@@ -17,6 +17,8 @@
 //! byte as it grows, so that padding never makes the bytes held more than
 //! twice what is kept.
 
+use crate::sources::kept::{is_space, step_in_string};
+
 /// Bytes of a stream held before its whitespace runs are cut: more than a
 /// stream of 100 consumers takes (about 110 KB indented).
 pub const COMPACT_FROM: usize = 1 << 20;
@@ -30,23 +32,6 @@ pub struct InStream {
     pub in_string: bool,
     /// The byte before was a backslash in a string.
     pub escaped: bool,
-}
-
-/// JSON's whitespace.
-pub fn is_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\n' | b'\r' | b'\t')
-}
-
-/// Follows a string over its byte `b`: after a backslash the byte is
-/// escaped; an unescaped `"` ends the string (`in_string` false).
-pub fn step_in_string(in_string: &mut bool, escaped: &mut bool, b: u8) {
-    if *escaped {
-        *escaped = false;
-    } else if b == b'\\' {
-        *escaped = true;
-    } else if b == b'"' {
-        *in_string = false;
-    }
 }
 
 /// Where a block of 64 bytes has the bytes that matter: bit `i` for `block[i]`.

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
-use nats_delivery_exporter::message_timestamps::fetch::is_2_10_or_later;
-use nats_delivery_exporter::message_timestamps::TimestampRequest;
+use nats_delivery_exporter::jetstream::message_timestamps::fetch::is_2_10_or_later;
+use nats_delivery_exporter::jetstream::message_timestamps::TimestampRequest;
 use nats_test_server::NatsServer;
 
 /// Time allowed for reads a server answers.

@@ -6,8 +6,10 @@ pub mod binary;
 
 use std::time::{Duration, Instant};
 
-use nats_delivery_exporter::advisories::{AccountListener, AdvisoryArgs, AdvisoryMetrics};
-use nats_delivery_exporter::nats_connection::NatsArgs;
+use nats_delivery_exporter::listeners::advisories::{
+    AccountListener, AdvisoryArgs, AdvisoryMetrics,
+};
+use nats_delivery_exporter::nats::NatsArgs;
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;

@@ -1,0 +1,90 @@
+//! The counters of one subscription and of one JetStream consumer: the
+//! bottom of the crate, written by intakes and streams, read by the shared
+//! state, the collector and the reports.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::limits::PendingLimits;
+
+/// Adds `n` to a counter that only the calling task writes.
+#[inline]
+pub(crate) fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Release);
+}
+
+/// The numbers of one instrumented subscription.
+#[derive(Debug)]
+pub(crate) struct SubscriptionStats {
+    pub name: Arc<str>,
+    pub limits: PendingLimits,
+    /// Messages admitted into the subscription's queue (writer: the intake).
+    pub admitted: AtomicU64,
+    /// Payload bytes of `admitted` (writer: the intake).
+    pub admitted_bytes: AtomicU64,
+    /// Messages dropped because a limit was reached (writer: the intake).
+    pub dropped: AtomicU64,
+    /// Payload bytes of `dropped` (writer: the intake).
+    pub dropped_bytes: AtomicU64,
+    /// Highest number of pending messages seen (writer: the intake).
+    pub high_water: AtomicU64,
+    /// Messages handed to the application (writer: the application's stream).
+    pub delivered: AtomicU64,
+    /// Payload bytes of `delivered` (writer: the application's stream).
+    pub delivered_bytes: AtomicU64,
+    /// Set when the application drops its `Subscription`: from then on only
+    /// its counters are reported, even while its intake winds down.
+    pub closed: AtomicBool,
+}
+
+impl SubscriptionStats {
+    pub fn new(name: Arc<str>, limits: PendingLimits) -> Self {
+        SubscriptionStats {
+            name,
+            limits,
+            admitted: AtomicU64::new(0),
+            admitted_bytes: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            dropped_bytes: AtomicU64::new(0),
+            high_water: AtomicU64::new(0),
+            delivered: AtomicU64::new(0),
+            delivered_bytes: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Pending messages and bytes: admitted but not yet handed out. Reading
+    /// `delivered` before `admitted` keeps the difference from going negative.
+    /// Messages taken out of the async-nats subscriber
+    /// (admitted or dropped). Both counters only grow.
+    pub fn taken(&self) -> u64 {
+        self.admitted.load(Ordering::Acquire) + self.dropped.load(Ordering::Acquire)
+    }
+
+    pub fn pending(&self) -> (u64, u64) {
+        let delivered = self.delivered.load(Ordering::Acquire);
+        let delivered_bytes = self.delivered_bytes.load(Ordering::Acquire);
+        let admitted = self.admitted.load(Ordering::Acquire);
+        let admitted_bytes = self.admitted_bytes.load(Ordering::Acquire);
+        (
+            admitted.saturating_sub(delivered),
+            admitted_bytes.saturating_sub(delivered_bytes),
+        )
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct ConsumerStats {
+    pub stream: String,
+    pub consumer: String,
+    pub received: AtomicU64,
+    pub redelivered: AtomicU64,
+    pub acks: AtomicU64,
+    pub naks: AtomicU64,
+    pub terms: AtomicU64,
+    pub in_progress: AtomicU64,
+    pub ack_errors: AtomicU64,
+    /// Last batch / buffer ratio given to `check_pull_batch`, as f64 bits.
+    pub batch_ratio_bits: AtomicU64,
+    pub batch_checked: std::sync::atomic::AtomicBool,
+}

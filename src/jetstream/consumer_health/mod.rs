@@ -1,0 +1,296 @@
+//! Consumer health an operator can read at a glance: a status per consumer
+//! (`ok`, `lagging`, `stalled`, `stopped`, `rewound`, `paused`, `unknown`)
+//! from its snapshots over a window, and how far behind it is in time.
+//!
+//! `/jsz` gives only sequences. The time behind a sequence is estimated from
+//! each stream's (sequence, stored time) points kept across polls
+//! ([`history`]), or taken exactly from a message timestamp read over NATS
+//! ([`crate::jetstream::message_timestamps`]) for the consumers that lag most.
+//! The state lives in the poller and is updated once per poll (single flight
+//! keeps polls one at a time); memory is bounded: a consumer or stream not
+//! seen for longer than the window is forgotten.
+
+pub mod encode;
+pub mod history;
+pub mod window;
+
+use std::collections::HashMap;
+
+pub use crate::jetstream::consumer_status::Status;
+use crate::jetstream::message_timestamps::{TimestampReply, TimestampRequest};
+use crate::sources::jsz::{ConsumerInfo, ConsumerRow, StreamRow};
+use history::StreamHistory;
+use window::{ConsumerWindow, Sample};
+
+/// An age in seconds, and whether it came from a read timestamp.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Age {
+    /// Seconds.
+    pub seconds: f64,
+    /// Read (true) or estimated (false).
+    pub exact: bool,
+}
+
+/// What the exporter says about one consumer in one scrape.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConsumerHealthRow {
+    /// The status.
+    pub status: Status,
+    /// now - store time of the first undelivered message; `None` when the
+    /// stream's times are unknown.
+    pub delivery_lag: Option<Age>,
+    /// now - store time of the first unacknowledged message.
+    pub oldest_unacked_age: Option<Age>,
+}
+
+/// The state kept across polls, by account and stream: looked up by `&str`,
+/// so a poll allocates nothing for streams and consumers already known.
+#[derive(Debug)]
+pub struct ConsumerHealth {
+    window: f64,
+    accounts: HashMap<Box<str>, HashMap<Box<str>, StreamState>>,
+}
+
+/// One stream's history and its consumers' windows.
+#[derive(Debug, Default)]
+struct StreamState {
+    history: StreamHistory,
+    /// The first sequence stored, as last polled.
+    first_seq: u64,
+    consumers: HashMap<Box<str>, ConsumerWindow>,
+}
+
+/// `map[key]`, made (default) if missing; the key is copied only then.
+fn slot<'m, V: Default>(map: &'m mut HashMap<Box<str>, V>, key: &str) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.into(), V::default());
+    }
+    map.get_mut(key).expect("just inserted")
+}
+
+/// The first message a consumer has not delivered, and the first it has
+/// not had acknowledged, as stream sequences; `None` when nothing is
+/// pending (or unacknowledged).
+///
+/// For a consumer with a subject filter, the message after a position may
+/// not match it: the first matching one was stored at or after the one
+/// named, so an estimate from these sequences errs old (too large an age);
+/// a read timestamp looks for the first matching message.
+fn positions(c: &ConsumerInfo, first_seq: u64) -> [Option<u64>; 2] {
+    let lag = (c.num_pending > 0).then(|| (c.delivered.stream_seq + 1).max(first_seq));
+    let unacked = (c.num_pending > 0 || c.num_ack_pending > 0)
+        .then(|| (c.ack_floor.stream_seq + 1).max(first_seq));
+    [lag, unacked]
+}
+
+/// The request that reads the time behind `seq` for consumer `c`.
+fn request(account: &str, stream: &str, c: &ConsumerInfo, seq: u64) -> TimestampRequest {
+    TimestampRequest {
+        account: account.to_string(),
+        stream: stream.to_string(),
+        from_seq: seq,
+        filters: c.config.as_ref().map(|k| k.filters()).unwrap_or_default(),
+    }
+}
+
+/// now - the time behind `seq` (0, exactly, when there is no such
+/// position): read in `reply` if there is one, else estimated.
+fn age(
+    history: &StreamHistory,
+    seq: Option<u64>,
+    now: f64,
+    reply: Option<&TimestampReply>,
+) -> Option<Age> {
+    let (seconds, exact) = match (seq, reply) {
+        (None, _) => (0.0, true),
+        (Some(_), Some(TimestampReply::Found { unix_seconds, .. })) => (now - unix_seconds, true),
+        // Nothing matching is stored from there on: nothing waits.
+        (Some(_), Some(TimestampReply::NoMessage)) => (0.0, true),
+        (Some(seq), None) => (now - history.estimate(seq)?, false),
+    };
+    Some(Age {
+        seconds: seconds.max(0.0),
+        exact,
+    })
+}
+
+impl ConsumerHealth {
+    /// State for a status window of `window` seconds (above 0).
+    pub fn new(window: std::time::Duration) -> ConsumerHealth {
+        ConsumerHealth {
+            window: window.as_secs_f64(),
+            accounts: HashMap::new(),
+        }
+    }
+
+    /// The servers' clock (the newest any consumer's poll gave), else `now`.
+    fn server_clock(consumers: &[ConsumerRow], now: f64) -> f64 {
+        consumers
+            .iter()
+            .filter_map(|c| c.3)
+            .reduce(f64::max)
+            .unwrap_or(now)
+    }
+
+    /// Takes each stream's first and last (sequence, time) points.
+    fn record_streams(&mut self, streams: &[StreamRow], now: f64) {
+        for (account, s) in streams {
+            let st = slot(slot(&mut self.accounts, account), &s.name);
+            let state = &s.state;
+            st.first_seq = state.first_seq;
+            let (first, last) = (
+                (state.first_seq, state.first_ts),
+                (state.last_seq, state.last_ts),
+            );
+            st.history.record(first, last, now);
+        }
+    }
+
+    fn stream(&self, account: &str, stream: &str) -> Option<&StreamState> {
+        self.accounts.get(account)?.get(stream)
+    }
+
+    /// Up to `limit` timestamps worth reading: those behind the consumers
+    /// that lag most, by estimated oldest-unacknowledged age, then delivery
+    /// lag. `now` stands in for a server that gave no clock.
+    pub fn candidates(
+        &mut self,
+        (streams, consumers): (&[StreamRow], &[ConsumerRow]),
+        now: f64,
+        limit: usize,
+    ) -> Vec<TimestampRequest> {
+        if limit == 0 {
+            return Vec::new();
+        }
+        self.record_streams(streams, Self::server_clock(consumers, now));
+        let empty = StreamState::default();
+        let mut ranked = Vec::new();
+        for (i, (account, stream, c, server_now)) in consumers.iter().enumerate() {
+            let st = self.stream(account, stream).unwrap_or(&empty);
+            let seqs = positions(c, st.first_seq);
+            if seqs[1].is_none() {
+                continue;
+            }
+            let now = server_now.unwrap_or(now);
+            let [lag, unacked] =
+                seqs.map(|seq| age(&st.history, seq, now, None).map_or(0.0, |a| a.seconds));
+            ranked.push((unacked, lag, i, seqs));
+        }
+        // Ties in the order of the rows: the same consumers every poll.
+        let order = |a: &(f64, f64, usize, _), b: &(f64, f64, usize, _)| {
+            b.0.total_cmp(&a.0)
+                .then(b.1.total_cmp(&a.1))
+                .then(a.2.cmp(&b.2))
+        };
+        // Only the head of the order is used: consumers at the same
+        // positions share requests, so `limit` requests may take more than
+        // `limit` consumers, but rarely many more. The head is put in order
+        // a few times `limit` at a time, the rest only if that runs out.
+        let mut sorted = 0;
+        let mut out: Vec<TimestampRequest> = Vec::new();
+        for next in 0..ranked.len() {
+            if out.len() == limit {
+                break;
+            }
+            if next == sorted {
+                let rest = &mut ranked[sorted..];
+                let take = (4 * limit).min(rest.len());
+                if take < rest.len() {
+                    rest.select_nth_unstable_by(take - 1, order);
+                }
+                rest[..take].sort_unstable_by(order);
+                sorted += take;
+            }
+            let (_, _, i, [lag, unacked]) = ranked[next];
+            let (account, stream, c, _) = consumers[i];
+            for seq in [unacked, lag].into_iter().flatten() {
+                let req = request(account, stream, c, seq);
+                if out.len() < limit && !out.contains(&req) {
+                    out.push(req);
+                }
+            }
+        }
+        out
+    }
+
+    /// Takes one poll: records every stream's points and every consumer's
+    /// snapshot, forgets what was not seen for longer than the window, and
+    /// returns each consumer's health, in the order of `consumers`.
+    /// `replies` holds timestamps read for [`ConsumerHealth::candidates`];
+    /// any consumer without one is estimated.
+    pub fn update(
+        &mut self,
+        (streams, consumers): (&[StreamRow], &[ConsumerRow]),
+        now: f64,
+        replies: &Replies,
+    ) -> Vec<ConsumerHealthRow> {
+        let latest = Self::server_clock(consumers, now);
+        self.record_streams(streams, latest);
+        let window = self.window;
+        let mut out = Vec::with_capacity(consumers.len());
+        // The rows of a stream's consumers come one after the other: its
+        // state is looked up once for each run of them.
+        for group in consumers.chunk_by(|a, b| a.0 == b.0 && a.1 == b.1) {
+            let (account, stream) = (group[0].0, group[0].1);
+            let st = slot(slot(&mut self.accounts, account), stream);
+            for &(_, _, c, server_now) in group {
+                let now = server_now.unwrap_or(now);
+                let consumer = slot(&mut st.consumers, &c.name);
+                consumer.record(sample(c, now), window);
+                let status = if c.paused == Some(true) {
+                    Status::Paused
+                } else {
+                    consumer.status(now, window)
+                };
+                let [lag, unacked] = positions(c, st.first_seq).map(|seq| {
+                    let reply = seq
+                        .filter(|_| !replies.is_empty())
+                        .and_then(|seq| replies.get(&request(account, stream, c, seq)));
+                    age(&st.history, seq, now, reply)
+                });
+                out.push(ConsumerHealthRow {
+                    status,
+                    delivery_lag: lag,
+                    oldest_unacked_age: unacked,
+                });
+            }
+        }
+        let forget_before = latest - window;
+        for streams in self.accounts.values_mut() {
+            for st in streams.values_mut() {
+                st.consumers
+                    .retain(|_, w| w.last_seen().is_some_and(|t| t >= forget_before));
+            }
+            streams.retain(|_, st| st.history.seen >= forget_before || !st.consumers.is_empty());
+        }
+        self.accounts.retain(|_, streams| !streams.is_empty());
+        out
+    }
+
+    /// Consumers and streams held (for tests of forgetting).
+    pub fn held(&self) -> (usize, usize) {
+        let streams = self.accounts.values().flat_map(HashMap::values);
+        let consumers = streams.clone().map(|st| st.consumers.len()).sum();
+        (consumers, streams.count())
+    }
+}
+
+/// Timestamps read this scrape, by request.
+pub type Replies = HashMap<TimestampRequest, TimestampReply>;
+
+fn sample(c: &ConsumerInfo, time: f64) -> Sample {
+    Sample {
+        time,
+        delivered: c.delivered.stream_seq,
+        delivered_active: c.delivered.last_active.unwrap_or(f64::NAN),
+        ack_floor: c.ack_floor.stream_seq,
+        pending: c.num_pending,
+        ack_pending: c.num_ack_pending,
+        waiting: c.num_waiting,
+    }
+}
+
+#[cfg(test)]
+mod start_tests;
+#[cfg(test)]
+mod tests;

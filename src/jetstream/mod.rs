@@ -1,0 +1,12 @@
+//! What the exporter works out about JetStream beyond what one `/jsz` reply
+//! says: which consumers get series (cardinality), consumer health over time,
+//! message timestamps read over NATS, data a stream lost, and the families
+//! written from the chosen streams and consumers.
+
+pub(crate) mod cardinality;
+pub mod consumer_health;
+pub(crate) mod consumer_status;
+pub(crate) mod jsz_families;
+pub mod message_timestamps;
+pub(crate) mod seq_ranges;
+pub mod stream_lost;

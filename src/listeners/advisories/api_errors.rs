@@ -1,0 +1,13 @@
+//! JetStream API errors the listeners act on, recognised by their error
+//! code (never by the text of the message, which servers may reword).
+
+use async_nats::jetstream;
+
+/// True for "stream not found" (JetStream error 10059).
+pub(crate) fn is_stream_not_found(e: &jetstream::context::GetStreamError) -> bool {
+    matches!(
+        e.kind(),
+        jetstream::context::GetStreamErrorKind::JetStream(ref j)
+            if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+    )
+}

@@ -1,0 +1,235 @@
+//! Durable mode's setup: the advisory stream, the totals bucket, the
+//! dead-letter stream and the durable pull consumer, found or created, and
+//! where counting resumes.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, stream};
+
+use super::api_errors::is_stream_not_found;
+use super::batch::Applier;
+use super::dead_letter::DeadLetter;
+use super::incarnation::Incarnations;
+use super::parse::SUBJECTS;
+use super::store::TotalsStore;
+use super::totals::ACCOUNT_KEY;
+use super::{subject_covers, AccountListener};
+use crate::nats::retry::{ErrorKind, ListenerError};
+
+/// Advisories asked for per pull request.
+pub const BATCH: usize = 1000;
+
+/// Why durable mode cannot run (retried after a delay).
+#[derive(Debug, thiserror::Error)]
+pub enum DurableError {
+    /// The named stream exists but does not capture the advisory subjects.
+    #[error("advisory stream {stream:?} exists but its subjects {subjects:?} do not capture {missing:?}; use another name or add the subjects")]
+    StreamMismatch {
+        /// Stream name.
+        stream: String,
+        /// Its subjects.
+        subjects: Vec<String>,
+        /// Advisory subjects it does not capture.
+        missing: Vec<String>,
+    },
+    /// Anything else (connection, JetStream request).
+    #[error("{0}")]
+    Other(String),
+}
+
+fn other(e: impl std::fmt::Display) -> DurableError {
+    DurableError::Other(e.to_string())
+}
+
+/// Finds or creates the advisory stream; returns whether its subjects are
+/// exactly the advisory subjects (then the consumer needs no filter) and
+/// its creation time in Unix ns (what its sequences belong to).
+pub async fn ensure_stream(
+    js: &jetstream::Context,
+    name: &str,
+    max_age: Duration,
+    replicas: usize,
+) -> Result<(bool, i64), DurableError> {
+    match js.get_stream(name).await {
+        Ok(mut s) => {
+            let info = s.info().await.map_err(other)?;
+            let created = unix_nanos(info.created);
+            let subjects = info.config.subjects.clone();
+            let missing: Vec<String> = SUBJECTS
+                .iter()
+                .filter(|needed| !subjects.iter().any(|f| subject_covers(f, needed)))
+                .map(|s| s.to_string())
+                .collect();
+            if !missing.is_empty() {
+                return Err(DurableError::StreamMismatch {
+                    stream: name.to_string(),
+                    subjects,
+                    missing,
+                });
+            }
+            let exact = subjects.len() == SUBJECTS.len()
+                && SUBJECTS.iter().all(|s| subjects.iter().any(|f| f == s));
+            Ok((exact, created))
+        }
+        Err(e) if is_stream_not_found(&e) => {
+            let mut created = js
+                .create_stream(stream::Config {
+                    name: name.to_string(),
+                    subjects: SUBJECTS.iter().map(|s| s.to_string()).collect(),
+                    max_age,
+                    storage: stream::StorageType::File,
+                    num_replicas: replicas,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| other(format!("create advisory stream {name:?}: {e}")))?;
+            tracing::info!(stream = name, replicas, "created advisory stream");
+            let info = created.info().await.map_err(other)?;
+            Ok((true, unix_nanos(info.created)))
+        }
+        Err(e) => Err(other(format!("advisory stream {name:?}: {e}"))),
+    }
+}
+
+fn unix_nanos(t: time::OffsetDateTime) -> i64 {
+    i64::try_from(t.unix_timestamp_nanos()).unwrap_or(0)
+}
+
+/// Finds or creates the advisory stream, the totals bucket, the dead-letter
+/// stream and the durable consumer, and starts pulling.
+pub(super) async fn setup(
+    l: &AccountListener,
+    js: &jetstream::Context,
+) -> Result<
+    (
+        TotalsStore,
+        async_nats::jetstream::kv::Watch,
+        Applier,
+        consumer::PullConsumer,
+        consumer::pull::Stream,
+    ),
+    ListenerError,
+> {
+    let stream_name = l.args.stream.as_deref().unwrap_or_default();
+    let replicas = usize::from(l.args.replicas);
+    let (exact, source) = ensure_stream(js, stream_name, l.args.stream_max_age, replicas)
+        .await
+        .map_err(|e| match e {
+            DurableError::StreamMismatch { .. } => {
+                ListenerError::new(ErrorKind::StreamMismatch, e.to_string())
+            }
+            DurableError::Other(text) => ListenerError::request("advisory stream", text),
+        })?;
+    let (store, watch) = TotalsStore::open(js, &l.args.totals_bucket(), replicas).await?;
+    let dead_letter = match &l.args.dead_letter_stream {
+        Some(dl) => Some(
+            DeadLetter::setup(
+                js.clone(),
+                dl,
+                &l.args.dead_letter_subject_prefix,
+                l.args.dead_letter_terminated,
+                &l.account,
+                l.metrics.clone(),
+            )
+            .await
+            .map_err(|e| ListenerError::request("dead-letter stream", e))?,
+        ),
+        None => None,
+    };
+    // A consumer created again (deleted, or lost) starts after the ack floor
+    // stored with the totals: what was counted is not handed out again.
+    let deliver_policy = match store.entries.get(ACCOUNT_KEY) {
+        Some(s) if s.totals.source == source && s.totals.ack_floor > 0 => {
+            consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: s.totals.ack_floor + 1,
+            }
+        }
+        _ => consumer::DeliverPolicy::All,
+    };
+    let advisory_stream = js
+        .get_stream_no_info(stream_name)
+        .await
+        .map_err(|e| ListenerError::request("advisory stream", e))?;
+    let resumes = matches!(
+        deliver_policy,
+        consumer::DeliverPolicy::ByStartSequence { .. }
+    );
+    let config = consumer::pull::Config {
+        durable_name: Some(l.args.consumer.clone()),
+        description: Some("nats-delivery-exporter: counts delivery advisories".into()),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ack_wait: l.args.ack_wait,
+        deliver_policy,
+        // Never give up on an advisory: a limit would drop counts and
+        // make advisories about the exporter's own consumer.
+        max_deliver: -1,
+        max_ack_pending: (BATCH * 10) as i64,
+        num_replicas: replicas,
+        filter_subjects: if exact {
+            Vec::new()
+        } else {
+            SUBJECTS.iter().map(|s| s.to_string()).collect()
+        },
+        ..Default::default()
+    };
+    let failed =
+        |e: String| ListenerError::request(&format!("durable consumer {:?}", l.args.consumer), e);
+    let consumer: consumer::PullConsumer = match advisory_stream
+        .get_consumer(&l.args.consumer)
+        .await
+    {
+        Ok(c) => c,
+        Err(e) if ErrorKind::of_request(&e.to_string()) == ErrorKind::ConsumerMissing => {
+            if resumes {
+                // The totals say it existed: it was deleted (or lost) while
+                // no session watched, which is counted as a session that
+                // sees it go counts it.
+                l.metrics
+                    .listener_error(&l.account, ErrorKind::ConsumerMissing.as_label());
+                tracing::warn!(
+                    account = %l.account,
+                    consumer = %l.args.consumer,
+                    "the advisory consumer was gone; made again, starting after what was counted"
+                );
+            }
+            advisory_stream
+                .create_consumer(config)
+                .await
+                .map_err(|e| failed(e.to_string()))?
+        }
+        Err(e) => return Err(failed(e.to_string())),
+    };
+    // One line per session says where counting resumes: enough to tell,
+    // after a fault, whether advisories handed out again were recognised.
+    let stored = store.entries.get(ACCOUNT_KEY).map(|s| &s.totals);
+    let info = consumer.cached_info();
+    tracing::info!(
+        account = %l.account,
+        keys = store.entries.len(),
+        received = stored.map_or(0, |t| t.received),
+        stored_ack_floor = stored.map_or(0, |t| t.ack_floor),
+        stored_source = stored.map_or(0, |t| t.source),
+        source,
+        consumer_ack_floor = info.ack_floor.stream_sequence,
+        consumer_delivered = info.delivered.stream_sequence,
+        "durable advisory listener: totals loaded, consumer ready"
+    );
+    let messages = consumer
+        .stream()
+        .max_messages_per_batch(BATCH)
+        .heartbeat(Duration::from_secs(5))
+        .expires(Duration::from_secs(30))
+        .messages()
+        .await
+        .map_err(|e| ListenerError::request("advisory consumer", e))?;
+    let applier = Applier {
+        account: l.account.clone(),
+        source,
+        max_series: l.args.max_series,
+        js: js.clone(),
+        incarnations: Incarnations::default(),
+        dead_letter,
+        captures: Default::default(),
+    };
+    Ok((store, watch, applier, consumer, messages))
+}

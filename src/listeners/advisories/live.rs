@@ -1,0 +1,198 @@
+//! Live mode: a core subscription to the advisory subjects.
+//!
+//! Advisories sent while the exporter is down are lost; use durable mode for
+//! exact counts across restarts.
+//!
+//! Own drops, counted exactly: async-nats drops a message when a
+//! subscription's buffer is full and reports it only through a lossy event
+//! channel. The advisory connection carries nothing but the advisory
+//! subscriptions, so every message the client reads (`in_messages`) is either
+//! handed to us or dropped. Every second the listener reads `in_messages`
+//! (= a), flushes (a PING round trip: the client has then finished handing
+//! over or dropping those a messages), and drains its buffers; `a - received`
+//! is then a lower bound of the drops, and exact whenever no message arrived
+//! during the round trip. The counter follows that bound, so it never
+//! over-counts and catches up as soon as traffic pauses. Dead-letter capture
+//! uses a second connection so its replies do not enter this arithmetic.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use async_nats::{Client, Message, Subscriber};
+use futures::stream::SelectAll;
+use futures::{FutureExt, StreamExt};
+use tokio::sync::watch;
+
+use super::counting::{AdvisoryCounter, Outcome};
+use super::dead_letter::DeadLetter;
+use super::metrics::AccountLabels;
+use super::parse::SUBJECTS;
+use super::AccountListener;
+use crate::nats;
+use crate::nats::retry::{or_stop, retry_after, stopped, ErrorKind, ListenerError};
+
+/// Default of the messages the advisory subscription may buffer before the client drops:
+/// about 2^20, so a burst of a million advisories does not lose one while
+/// the listener catches up (memory grows only while the buffer is full).
+pub const SUBSCRIPTION_CAPACITY: usize = 1 << 20;
+
+/// How often the listener updates `listener_up` and audits its own drops.
+pub const AUDIT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Copy attempts per dead message in live mode, which cannot ask for a
+/// redelivery and must not fall behind while it retries.
+const LIVE_CAPTURE_ATTEMPTS: u32 = 3;
+
+/// Runs the live listener of one account until shutdown.
+pub async fn run(l: AccountListener, mut shutdown: watch::Receiver<bool>) {
+    let mut counter = AdvisoryCounter::new(
+        &l.account,
+        l.metrics.clone(),
+        l.args.dedup_window,
+        l.args.max_series,
+    );
+    while let Err(e) = session(&l, &mut counter, &mut shutdown).await {
+        if retry_after(&l, "advisory listener", e, &mut shutdown).await {
+            break;
+        }
+    }
+    l.metrics.set_up(&l.account, false);
+}
+
+async fn subscribe_all(client: &Client) -> Result<SelectAll<Subscriber>, ListenerError> {
+    let mut subs = Vec::new();
+    for s in SUBJECTS {
+        subs.push(
+            client
+                .subscribe(s)
+                .await
+                .map_err(|e| ListenerError::request(&format!("subscribe {s}"), e))?,
+        );
+    }
+    Ok(futures::stream::select_all(subs))
+}
+
+/// Tracks the connection's message count against what was handed over.
+struct DropAudit {
+    baseline: u64,
+    received: u64,
+    reported: u64,
+}
+
+async fn session(
+    l: &AccountListener,
+    counter: &mut AdvisoryCounter,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(), ListenerError> {
+    let client = l.connect("advisories", l.args.buffer.max(1)).await?;
+    let dead_letter = match &l.args.dead_letter_stream {
+        Some(stream) => {
+            let dl_client = l.connect("dead-letter", 1024).await?;
+            let setup = DeadLetter::setup(
+                async_nats::jetstream::new(dl_client),
+                stream,
+                &l.args.dead_letter_subject_prefix,
+                l.args.dead_letter_terminated,
+                &l.account,
+                l.metrics.clone(),
+            );
+            match or_stop(shutdown, setup).await {
+                None => return Ok(()),
+                Some(r) => Some(r.map_err(|e| ListenerError::request("dead-letter stream", e))?),
+            }
+        }
+        None => None,
+    };
+    let stats = client.statistics();
+    let mut audit = DropAudit {
+        baseline: stats.in_messages.load(Ordering::Relaxed),
+        received: 0,
+        reported: 0,
+    };
+    let mut subs = subscribe_all(&client).await?;
+    // The subscription is only live once the server has processed SUB. While
+    // the server refuses us this waits, so shutdown must be able to cut in.
+    match or_stop(shutdown, client.flush()).await {
+        None => return Ok(()),
+        Some(r) => r.map_err(|e| ListenerError::request("subscribe", e))?,
+    }
+    l.metrics.set_up(&l.account, true);
+    let dropped = l.metrics.dropped.get_or_create_owned(&AccountLabels {
+        account: l.account.clone(),
+    });
+    let mut tick = tokio::time::interval(AUDIT_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = stopped(shutdown) => return Ok(()),
+            msg = subs.next() => match msg {
+                Some(msg) => {
+                    audit.received += 1;
+                    handle(counter, dead_letter.as_ref(), msg).await;
+                }
+                None => return Err(ListenerError::new(ErrorKind::Other, "advisory subscriptions closed")),
+            },
+            _ = tick.tick() => {
+                let connected = nats::is_connected(&client);
+                l.metrics.set_up(&l.account, connected);
+                if !connected {
+                    continue;
+                }
+                let a = stats.in_messages.load(Ordering::Relaxed);
+                // Only a completed round trip proves those `a` messages were
+                // handed over or dropped.
+                let flushed = tokio::time::timeout(AUDIT_INTERVAL * 5, client.flush()).await;
+                if !matches!(flushed, Ok(Ok(()))) {
+                    continue;
+                }
+                // Unconstrained: under Tokio's cooperative budget a channel
+                // that still holds messages can answer "not ready", and
+                // every message left behind here would be taken for a drop.
+                while let Some(Some(msg)) = tokio::task::unconstrained(subs.next()).now_or_never() {
+                    audit.received += 1;
+                    handle(counter, dead_letter.as_ref(), msg).await;
+                }
+                let lower = a.saturating_sub(audit.baseline).saturating_sub(audit.received);
+                if lower > audit.reported {
+                    dropped.inc_by(lower - audit.reported);
+                    tracing::error!(
+                        account = %l.account,
+                        dropped = lower,
+                        "the exporter's own NATS client dropped advisories (buffer full)"
+                    );
+                    audit.reported = lower;
+                }
+            }
+        }
+    }
+}
+
+async fn handle(counter: &mut AdvisoryCounter, dead_letter: Option<&DeadLetter>, msg: Message) {
+    let (advisory, first_time) = match counter.record(&msg.subject, &msg.payload) {
+        Outcome::Counted(a) => (a, true),
+        Outcome::Duplicate(a) => (a, false),
+        Outcome::Malformed | Outcome::Unknown => return,
+    };
+    let Some(dl) = dead_letter else { return };
+    if !dl.wants(advisory.kind) {
+        return;
+    }
+    // Live mode cannot ask for a redelivery: retry a few times, then give up
+    // (each failed attempt is counted in dead_letter_errors, the loss in
+    // dead_letter_failed).
+    for attempt in 1..=LIVE_CAPTURE_ATTEMPTS {
+        match dl.capture(&advisory, first_time).await {
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(
+                    account = %counter.account(),
+                    stream = %advisory.stream,
+                    seq = advisory.stream_seq,
+                    attempt,
+                    "dead-letter capture failed: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    dl.give_up(&advisory);
+}

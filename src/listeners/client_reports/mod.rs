@@ -1,0 +1,363 @@
+//! Application reports: totals that applications using the
+//! `nats-delivery-metrics` crate publish over NATS, re-exported with `client`
+//! and `instance` labels so that applications without an HTTP server appear
+//! next to the server's own numbers.
+//!
+//! Reports carry absolute values, so a lost report is harmless: the next one
+//! carries the totals. Anyone allowed to publish on the report subject can
+//! send one, so everything a report can make the exporter hold is bounded
+//! ([`ReportLimits`]): its size, its label values, its subscriptions and
+//! consumers per instance (more fold into `__overflow__`, counted), and the
+//! number of instances: past [`ReportLimits::max_instances`], reports are
+//! summed under client and instance `__overflow__` (counted), and past
+//! [`ReportLimits::max_folded_instances`] more they are rejected.
+//! Re-exported counters never go backwards: a lower total is a restart of
+//! that instance and adds the new total, so `increase()` equals the true
+//! count, for the `__overflow__` series too. An instance that has not
+//! reported for the expiry time is removed by a timer of its own, freeing
+//! its memory.
+//! The wire format is described in the crate's README; names in METRICS.md
+//! under "Application reports re-exported by the exporter". They use the
+//! prefix `nats_delivery_app_` so that they never collide with the crate's
+//! own `nats_delivery_client_` series when Prometheus scrapes both.
+
+mod collector;
+mod error;
+mod instance;
+mod overflow;
+mod wire;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+
+use crate::nats::retry::ErrorKind;
+use crate::nats::{self, Auth, ConnectionError, NatsArgs};
+pub use error::ReportError;
+use error::REASONS;
+use instance::Instance;
+use overflow::Overflow;
+use wire::Folded;
+pub use wire::OVERFLOW;
+
+/// Bounds on what reports can make the exporter hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReportLimits {
+    /// Larger report bodies are rejected unread (default 64 KiB).
+    pub max_report_bytes: usize,
+    /// Subscription names, and (stream, consumer) pairs, kept per instance;
+    /// more are summed under `__overflow__` (default 32).
+    pub max_entries: usize,
+    /// Longest label value in bytes; a longer subscription, stream or
+    /// consumer name counts as `__overflow__`, a longer client or instance
+    /// rejects the report (default 128).
+    pub max_label_bytes: usize,
+    /// Instances (client, instance) kept under their own labels (default
+    /// 256). Reports of further instances are summed under client and
+    /// instance `__overflow__` until they expire, up to
+    /// [`Self::max_folded_instances`] of them; reports of instances past
+    /// that are rejected until one expires.
+    pub max_instances: usize,
+}
+
+/// Folded instances tracked per kept instance: see
+/// [`ReportLimits::max_folded_instances`].
+const FOLDED_PER_KEPT: usize = 16;
+/// Most folded instances tracked, whatever the instance limit.
+const MAX_FOLDED: usize = 65_536;
+
+impl ReportLimits {
+    /// Instances past [`Self::max_instances`] whose reports are summed under
+    /// `__overflow__`: 16 times `max_instances`, at most 65,536 (about 50 MB
+    /// whatever `max_instances` is). Each costs the exporter its
+    /// name and one total per counter (about 800 bytes with short names,
+    /// `benches/client_reports.rs`), kept to add only what it counted since
+    /// its previous report.
+    pub fn max_folded_instances(&self) -> usize {
+        self.max_instances
+            .saturating_mul(FOLDED_PER_KEPT)
+            .min(MAX_FOLDED)
+    }
+}
+
+impl Default for ReportLimits {
+    fn default() -> Self {
+        ReportLimits {
+            max_report_bytes: 64 * 1024,
+            max_entries: 32,
+            max_label_bytes: 128,
+            max_instances: 256,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    instances: BTreeMap<(String, String), Instance>,
+    received: u64,
+    malformed: u64,
+    rejected: BTreeMap<&'static str, u64>,
+    folded: Folded,
+    /// Instances past `max_instances` and their `__overflow__` sums.
+    overflow: Overflow,
+    /// Reports summed under `__overflow__`.
+    folded_reports: u64,
+    /// Last removal of expired instances.
+    swept_at: Option<Instant>,
+    listener_up: bool,
+    /// Listener failures by kind label.
+    listener_errors: BTreeMap<&'static str, u64>,
+}
+
+/// The latest state of every application instance, with expiry; a
+/// `Collector` that re-exports them.
+#[derive(Debug)]
+pub struct ClientReports {
+    expiry: Duration,
+    limits: ReportLimits,
+    state: Mutex<State>,
+}
+
+impl ClientReports {
+    /// Keeps an instance's series until no report has arrived for `expiry`,
+    /// with the default [`ReportLimits`].
+    pub fn new(expiry: Duration) -> Self {
+        Self::with_limits(expiry, ReportLimits::default())
+    }
+
+    /// Like [`Self::new`] with limits of your choice.
+    pub fn with_limits(expiry: Duration, limits: ReportLimits) -> Self {
+        ClientReports {
+            expiry,
+            limits,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every update leaves the state consistent between statements: a
+        // panic elsewhere cannot leave it half-written.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records one report body. A body that is not a valid report, or over
+    /// a limit, is counted and returned as an error; the stored state is
+    /// untouched.
+    pub fn record(&self, payload: &[u8]) -> Result<(), ReportError> {
+        let parsed = wire::parse(payload, &self.limits);
+        let now = Instant::now();
+        let mut state = self.state();
+        state.received += 1;
+        let result = parsed.and_then(|report| {
+            let key = (report.client.clone(), report.instance.clone());
+            let kept = state.instances.contains_key(&key);
+            let new = !kept && !state.overflow.contains(&key);
+            let swept_lately = state
+                .swept_at
+                .is_some_and(|t| now.duration_since(t) < SWEEP_ON_RECORD_GAP);
+            if new && state.instances.len() >= self.limits.max_instances && !swept_lately {
+                // Only a new instance at the limit needs the slots of
+                // expired ones now; otherwise the timer frees them.
+                self.expire_locked(&mut state, now);
+            }
+            let fold = !kept
+                && (!new
+                    || Overflow::is_overflow_key(&key)
+                    || state.instances.len() >= self.limits.max_instances);
+            if fold && new && state.overflow.len() >= self.limits.max_folded_instances() {
+                return Err(ReportError::TooManyInstances);
+            }
+            let unix_seconds = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0);
+            let labels = report.folded;
+            state.folded.labels += labels.labels;
+            state.folded.duplicates += labels.duplicates;
+            if fold {
+                state.overflow.absorb(key, &report, now, unix_seconds);
+                state.folded_reports += 1;
+                return Ok(());
+            }
+            let instance = state
+                .instances
+                .entry(key)
+                .or_insert_with(|| Instance::new(now, unix_seconds));
+            instance.received_at = now;
+            instance.received_unix_seconds = unix_seconds;
+            let folded = instance.absorb(report, self.limits.max_entries);
+            let total = &mut state.folded;
+            total.subscriptions += folded.subscriptions;
+            total.consumers += folded.consumers;
+            Ok(())
+        });
+        if let Err(e) = &result {
+            state.malformed += u64::from(e.malformed());
+            *state.rejected.entry(e.reason()).or_insert(0) += 1;
+        }
+        result
+    }
+
+    /// Removes the instances that have not reported for the expiry time;
+    /// [`run_client_reports`] calls it on a timer of its own.
+    pub fn expire(&self) {
+        self.expire_locked(&mut self.state(), Instant::now());
+    }
+
+    fn expire_locked(&self, state: &mut State, now: Instant) {
+        state.swept_at = Some(now);
+        let expiry = self.expiry;
+        state
+            .instances
+            .retain(|_, i| now.duration_since(i.received_at) < expiry);
+        state.overflow.expire(now, expiry);
+    }
+
+    /// Number of (client, instance) pairs kept under their own labels
+    /// (expired ones until the next [`Self::expire`]).
+    pub fn instances(&self) -> usize {
+        self.state().instances.len()
+    }
+
+    /// Number of (client, instance) pairs summed under `__overflow__`
+    /// (expired ones until the next [`Self::expire`]).
+    pub fn folded_instances(&self) -> usize {
+        self.state().overflow.len()
+    }
+
+    fn set_listener_up(&self, up: bool) {
+        self.state().listener_up = up;
+    }
+
+    /// Counts one failure of the report listener (its connection included)
+    /// in `nats_delivery_app_reports_listener_errors_total{kind}`.
+    pub fn count_listener_error(&self, kind: ErrorKind) {
+        *self
+            .state()
+            .listener_errors
+            .entry(kind.as_label())
+            .or_insert(0) += 1;
+    }
+}
+
+/// Connects the report listener's client: connection failures in the
+/// background (a refused login, say) are counted into `reports` by kind.
+pub async fn connect(
+    nats: &NatsArgs,
+    auth: &Auth,
+    reports: Arc<ClientReports>,
+) -> Result<async_nats::Client, ConnectionError> {
+    let on_failure: nats::OnFailure = Box::new(move |kind| reports.count_listener_error(kind));
+    nats::connect_watched(nats, auth, "client-reports", 65_536, Some(on_failure)).await
+}
+
+/// Logs a rejected report at most once per interval, with how many were
+/// rejected since the last line: a flood of garbage is counted in full but
+/// does not become a flood of log lines.
+#[derive(Debug)]
+struct RateLimitedLog {
+    interval: Duration,
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl RateLimitedLog {
+    fn warn(&mut self, subject: &str, error: &ReportError) {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|l| now.duration_since(l) < self.interval)
+        {
+            self.suppressed += 1;
+            return;
+        }
+        let suppressed = std::mem::take(&mut self.suppressed);
+        self.last = Some(now);
+        tracing::warn!(%subject, error = %error, not_logged_since_last_line = suppressed,
+            "ignored an application report");
+    }
+}
+
+fn connected(client: &async_nats::Client) -> bool {
+    client.connection_state() == async_nats::connection::State::Connected
+}
+
+/// How often expired instances are removed and the connection is checked.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// A report of a new instance at the instance limit removes expired
+/// instances first, at most this often: the sweep visits every kept and
+/// folded instance, and a flood of new instances would otherwise pay for
+/// it on every report (29 us instead of 3 us per report at the default
+/// limits, `benches/client_reports.rs`).
+const SWEEP_ON_RECORD_GAP: Duration = Duration::from_millis(100);
+
+/// Pause before subscribing again after the subscription failed or ended.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(5);
+
+/// Subscribes to `subject` on `client` and records every report into
+/// `reports`, forever: when subscribing fails or the subscription ends,
+/// `nats_delivery_app_reports_listener_up` goes to 0 and it subscribes again
+/// after 5 seconds; while the connection is down it is 0 as well (checked on
+/// every expiry sweep). Expired instances are removed every second.
+/// Rejected reports are counted, and logged at most once per 10 seconds.
+/// Failed or ended subscriptions are counted by kind in
+/// `nats_delivery_app_reports_listener_errors_total`.
+pub async fn run_client_reports(
+    client: async_nats::Client,
+    subject: String,
+    reports: Arc<ClientReports>,
+) {
+    let mut log = RateLimitedLog {
+        interval: Duration::from_secs(10),
+        last: None,
+        suppressed: 0,
+    };
+    let mut sweep = tokio::time::interval(SWEEP_EVERY);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        match client.subscribe(subject.clone()).await {
+            Ok(mut subscriber) => {
+                // A connection still being established (retry on initial
+                // connect) answers the flush once it is up.
+                let _ = client.flush().await;
+                reports.set_listener_up(connected(&client));
+                loop {
+                    tokio::select! {
+                        message = subscriber.next() => match message {
+                            Some(m) => {
+                                if let Err(e) = reports.record(&m.payload) {
+                                    log.warn(&subject, &e);
+                                }
+                            }
+                            None => break,
+                        },
+                        _ = sweep.tick() => {
+                            reports.expire();
+                            // Subscribed but disconnected hears nothing either.
+                            reports.set_listener_up(connected(&client));
+                        }
+                    }
+                }
+                reports.set_listener_up(false);
+                reports.count_listener_error(ErrorKind::Other);
+                tracing::warn!(%subject, "application report subscription ended");
+            }
+            Err(e) => {
+                reports.set_listener_up(false);
+                reports.count_listener_error(ErrorKind::of_request(&e.to_string()));
+                tracing::error!(%subject, error = %e, "cannot subscribe to application reports");
+            }
+        }
+        let pause = tokio::time::sleep(RESUBSCRIBE_AFTER);
+        tokio::pin!(pause);
+        loop {
+            tokio::select! {
+                _ = &mut pause => break,
+                _ = sweep.tick() => reports.expire(),
+            }
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! The exporter: one `Poller` and the `Exposition` every metric is
+//! encoded by, joined by single flight: scrapes that arrive while a poll is
+//! under way share it, so N scrapers cost one poll and each gets its answer
+//! within `--timeout` plus the encoding time.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt, Shared};
+use futures::{Stream, StreamExt};
+use prometheus_client::registry::Registry;
+
+use crate::cli::config::Config;
+use crate::jetstream::message_timestamps::MessageTimestamps;
+use crate::scrape::exposition::Exposition;
+use crate::scrape::poller::Poller;
+use crate::scrape::snapshot::Snapshot;
+use crate::sources::Fetcher;
+use crate::text::Format;
+
+/// Why the exporter could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The `--monitor-tls-ca` file could not be read.
+    #[error("--monitor-tls-ca: cannot read {}: {source}", path.display())]
+    MonitorTlsCa {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The `--monitor-tls-ca` file holds no certificate.
+    #[error("--monitor-tls-ca: {} holds no PEM certificate", .0.display())]
+    NoCertificate(std::path::PathBuf),
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    HttpClient(#[source] reqwest::Error),
+}
+
+type Flight = Shared<BoxFuture<'static, Arc<Snapshot>>>;
+
+/// The exporter: the poller, the registry that every data source's metrics
+/// are encoded from, and the poll in flight.
+#[derive(Debug)]
+pub struct Exporter {
+    poller: Arc<Poller>,
+    exposition: Arc<Exposition>,
+    in_flight: Mutex<Option<Flight>>,
+}
+
+impl Exporter {
+    /// Builds the exporter; fails only if the HTTP client cannot be made.
+    pub fn new(config: Config) -> Result<Exporter, SetupError> {
+        // The NATS client's TLS asks rustls for the process-wide crypto
+        // provider, which must be chosen when two are linked in (reqwest's
+        // aws-lc-rs and async-nats' ring); an earlier choice stays.
+        let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
+        let mut http = reqwest::Client::builder();
+        if let Some(path) = &config.monitor_tls_ca {
+            let pem = std::fs::read(path).map_err(|source| SetupError::MonitorTlsCa {
+                path: path.clone(),
+                source,
+            })?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default();
+            if certs.is_empty() {
+                return Err(SetupError::NoCertificate(path.clone()));
+            }
+            for cert in certs {
+                http = http.add_root_certificate(cert);
+            }
+        }
+        let fetch = Fetcher::new(http, config.timeout, config.max_reply_size)
+            .map_err(SetupError::HttpClient)?;
+        Ok(Exporter {
+            poller: Arc::new(Poller::new(config, fetch)),
+            exposition: Arc::new(Exposition::default()),
+            in_flight: Mutex::new(None),
+        })
+    }
+
+    /// Reads message timestamps through `timestamps` from now on, so that
+    /// consumer lag and age are exact for the consumers that lag most.
+    pub fn read_timestamps(&mut self, timestamps: MessageTimestamps) {
+        Arc::get_mut(&mut self.poller)
+            .expect("the reader is given before the first scrape")
+            .read_timestamps(timestamps);
+    }
+
+    /// Reads streams' lost data through `reader` from now on (needs a
+    /// timestamp reader: the streams of its account are read).
+    pub fn read_stream_lost(&mut self, reader: crate::jetstream::stream_lost::StreamLostReader) {
+        self.registry_mut()
+            .register_collector(Box::new(reader.clone()));
+        Arc::get_mut(&mut self.poller)
+            .expect("the reader is given before the first scrape")
+            .read_stream_lost(reader);
+    }
+
+    /// Polls the servers `polling` finds through the system account from now
+    /// on, instead of the monitoring URLs.
+    pub fn poll_through_system_account(&mut self, polling: crate::system::poll::SystemPolling) {
+        Arc::get_mut(&mut self.poller)
+            .expect("the polling is chosen before the first scrape")
+            .poll_through_system_account(polling);
+    }
+
+    /// The registry, for other parts of the exporter (advisory listeners,
+    /// application reports) to register their metrics in before serving.
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        Arc::get_mut(&mut self.exposition)
+            .expect("metrics are registered before the first scrape")
+            .registry_mut()
+    }
+
+    /// Polls every server and source, then encodes everything registered.
+    pub async fn scrape(&self, format: Format) -> String {
+        let mut text = String::new();
+        let mut chunks = std::pin::pin!(self.scrape_stream(format).await);
+        while let Some(chunk) = chunks.next().await {
+            text.push_str(std::str::from_utf8(&chunk).expect("the exposition is UTF-8"));
+        }
+        text
+    }
+
+    /// [`Exporter::scrape`] as consecutive chunks of the text, written while
+    /// they are sent: the text is never held whole. Returns once the poll is
+    /// done; the scrapers of one poll share its snapshot, each its own text.
+    pub async fn scrape_stream(
+        &self,
+        format: Format,
+    ) -> impl Stream<Item = Bytes> + Send + 'static {
+        let flight = self.join_flight();
+        let snapshot = flight.clone().await;
+        // The poll is done: forget it, so that its snapshot is freed once
+        // its last scraper has its text sent.
+        let mut slot = self.in_flight.lock().expect("flight lock");
+        if slot.as_ref().is_some_and(|f| f.ptr_eq(&flight)) {
+            *slot = None;
+        }
+        drop(slot);
+        self.exposition.stream(snapshot, format)
+    }
+
+    /// The poll under way, or a new one. It runs as its own task, so that a
+    /// scraper that hangs up does not cancel it for the others.
+    fn join_flight(&self) -> Flight {
+        let mut slot = self.in_flight.lock().expect("flight lock");
+        if let Some(flight) = slot.as_ref() {
+            if flight.peek().is_none() {
+                return flight.clone();
+            }
+        }
+        let poller = self.poller.clone();
+        let task = tokio::spawn(async move { poller.poll().await });
+        let flight = async move { Arc::new(task.await.unwrap_or_default()) }
+            .boxed()
+            .shared();
+        *slot = Some(flight.clone());
+        flight
+    }
+}

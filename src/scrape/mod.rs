@@ -1,0 +1,9 @@
+//! One scrape from request to text: the [`exporter::Exporter`] (single
+//! flight), the `poller::Poller` that asks every server, the
+//! `snapshot::Snapshot` of what it saw and the streamed
+//! `exposition::Exposition` of it.
+
+pub mod exporter;
+pub(crate) mod exposition;
+pub(crate) mod poller;
+pub(crate) mod snapshot;

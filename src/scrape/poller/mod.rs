@@ -1,0 +1,368 @@
+//! The Poller: polls every source of every configured server, all at once,
+//! and hands back one [`Snapshot`] of what it saw.
+//!
+//! Polling happens when Prometheus scrapes (as the Prometheus guidelines for
+//! exporters recommend): the numbers are as fresh as the scrape, and a source
+//! that fails or hangs is reported down within the per-request timeout while
+//! every other source is still served.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::future::join_all;
+use url::Url;
+
+use crate::cli::config::Config;
+use crate::jetstream::cardinality::fold::EphemeralFolds;
+use crate::jetstream::consumer_health::{ConsumerHealth, Replies};
+use crate::jetstream::message_timestamps::MessageTimestamps;
+use crate::jetstream::stream_lost::StreamLostReader;
+use crate::poll_error::PollError;
+use crate::redact::redacted;
+use crate::scrape::snapshot::Snapshot;
+use crate::sources::kept::KeptBudget;
+use crate::sources::{
+    self, AnySource, Fetcher, ServerLink, Source, SourceHealth, SourceSettings, TargetSnapshot,
+};
+use crate::system::poll::SystemPolling;
+
+mod system;
+use system::SystemSide;
+
+/// One server and what the exporter remembers about it between scrapes.
+#[derive(Debug)]
+struct Target {
+    /// The monitoring URL; `None` for a server found by the system-account survey.
+    url: Option<Url>,
+    /// The `server` label until the server's name is known, and whenever two
+    /// targets would otherwise share one: `host:port`, plus the base path when
+    /// another target has the same `host:port`.
+    identity: String,
+    /// The enabled sources, each with its own memory of this server.
+    sources: Vec<Box<dyn AnySource>>,
+    state: Mutex<TargetState>,
+}
+
+#[derive(Debug, Default)]
+struct TargetState {
+    server_name: Option<String>,
+    server_version: Option<String>,
+    max_pending: Option<i64>,
+    last_success: BTreeMap<Source, f64>,
+    errors: BTreeMap<Source, BTreeMap<&'static str, u64>>,
+}
+
+/// Every configured server, polled together.
+#[derive(Debug)]
+pub struct Poller {
+    config: Config,
+    fetch: Fetcher,
+    targets: Vec<Target>,
+    /// Consumer history across polls; `None` when the status window is 0.
+    health: Option<Mutex<ConsumerHealth>>,
+    /// Reads the stored time of the messages consumer lag and age are
+    /// measured from; `None` without a NATS connection.
+    timestamps: Option<MessageTimestamps>,
+    /// Ephemeral consumers folded across polls; `None` when they are kept.
+    folds: Option<Mutex<EphemeralFolds>>,
+    /// Reads streams' lost data; `None` unless `--stream-lost-reads`.
+    stream_lost: Option<StreamLostReader>,
+    /// Polling through the system account instead of the monitoring URLs.
+    system: Option<SystemSide>,
+    settings: SourceSettings,
+}
+
+impl Poller {
+    /// A poller for every `--monitor-url` of `config`, fetching with `fetch`.
+    pub fn new(config: Config, fetch: Fetcher) -> Poller {
+        let settings = SourceSettings {
+            enabled: Source::ALL
+                .into_iter()
+                .filter(|s| config.polls(*s))
+                .collect(),
+            connz_top: config.connz_top,
+            max_client_names: config.max_client_names,
+            jsz_page_size: config.jsz_page_size,
+            jsz_filter: config.cardinality.filter(),
+        };
+        let targets = config
+            .monitor_urls
+            .iter()
+            .map(|url| Target {
+                identity: identity(url, &config.monitor_urls),
+                url: Some(url.clone()),
+                sources: sources::per_target(&settings),
+                state: Mutex::default(),
+            })
+            .collect();
+        let health = (!config.consumer_status_window.is_zero())
+            .then(|| Mutex::new(ConsumerHealth::new(config.consumer_status_window)));
+        let folds = (!config.cardinality.keep_ephemeral_consumers)
+            .then(|| Mutex::new(EphemeralFolds::default()));
+        Poller {
+            config,
+            fetch,
+            targets,
+            health,
+            timestamps: None,
+            folds,
+            stream_lost: None,
+            system: None,
+            settings,
+        }
+    }
+
+    /// Reads the lost data of the streams of the timestamp reader's account
+    /// through `reader` on every poll (with a timestamp reader only).
+    pub fn read_stream_lost(&mut self, reader: StreamLostReader) {
+        self.stream_lost = Some(reader);
+    }
+
+    /// Polls the servers `polling` finds through the system account instead
+    /// of the monitoring URLs.
+    pub fn poll_through_system_account(&mut self, polling: SystemPolling) {
+        self.targets.clear();
+        self.system = Some(SystemSide {
+            polling,
+            targets: Mutex::default(),
+            totals: Mutex::default(),
+        });
+    }
+
+    /// Reads message timestamps through `timestamps` on every poll, at most
+    /// `--consumer-timestamp-reads` new ones each time.
+    pub fn read_timestamps(&mut self, timestamps: MessageTimestamps) {
+        self.timestamps = Some(timestamps);
+    }
+
+    /// Polls every source of every server once; each is bounded by `--timeout`.
+    pub async fn poll(&self) -> Snapshot {
+        let started = Instant::now();
+        let (targets, survey) = match &self.system {
+            None => {
+                let polls = self.targets.iter().map(|t| async move {
+                    let url = t.url.as_ref().expect("monitoring targets have a URL");
+                    let kept = KeptBudget::new(self.config.max_kept_size);
+                    let link = ServerLink::Http {
+                        fetch: &self.fetch,
+                        base: url,
+                        kept: &kept,
+                    };
+                    self.poll_target(t, link, self.config.timeout).await
+                });
+                let mut targets = join_all(polls).await;
+                distinct_server_labels(&mut targets, &self.targets);
+                (targets, None)
+            }
+            Some(system) => {
+                let (targets, report) = self.poll_system(system).await;
+                (targets, Some(report))
+            }
+        };
+        let mut snapshot = Snapshot::finished(targets);
+        snapshot.survey = survey;
+        snapshot.series = self.config.cardinality.consumer_series();
+        if let Some(folds) = &self.folds {
+            snapshot.fold_ephemerals(&mut folds.lock().expect("ephemeral folds lock"));
+        }
+        if let Some(health) = &self.health {
+            // Locked for each step, never across an await: the timestamps
+            // are to be read between the two. Single flight keeps polls one
+            // at a time, so nothing else updates the state in between.
+            let lock = || health.lock().expect("consumer health lock");
+            let now = unix_now();
+            let reads = self.config.consumer_timestamp_reads as usize;
+            let (streams, consumers) = snapshot.rows();
+            let rows = (streams.as_slice(), consumers.as_slice());
+            let replies = match &self.timestamps {
+                Some(timestamps) => {
+                    // Ranking every consumer costs some 20 ms at 100,000
+                    // consumers: only done when there is a reader.
+                    let requests = lock().candidates(rows, now, reads);
+                    // A message below a stream's first sequence is gone: its
+                    // cached time must not answer for a later one.
+                    for (account, stream) in &streams {
+                        timestamps.forget_below(account, &stream.name, stream.state.first_seq);
+                    }
+                    // Within what is left of `--timeout`: the scrape's
+                    // answer is never later for the reads.
+                    let left = self.config.timeout.saturating_sub(started.elapsed());
+                    timestamps.read(&requests, reads, left).await
+                }
+                None => Replies::new(),
+            };
+            let health_rows = lock().update(rows, now, &replies);
+            snapshot.consumer_health = health_rows;
+        }
+        if let (Some(reader), Some(timestamps)) = (&self.stream_lost, &self.timestamps) {
+            let account = timestamps.account();
+            let (streams, _) = snapshot.rows();
+            let names: Vec<&str> = streams
+                .iter()
+                .filter(|(a, _)| *a == account)
+                .map(|(_, s)| s.name.as_str())
+                .collect();
+            let left = self.config.timeout.saturating_sub(started.elapsed());
+            let known = reader.read(&names, left).await;
+            snapshot.stream_lost = known
+                .into_iter()
+                .map(|(stream, lost)| (account.clone(), stream, lost))
+                .collect();
+        }
+        if let Some(limit) = self.config.cardinality.max_jetstream_series {
+            snapshot.apply_budget(limit);
+        }
+        snapshot
+    }
+
+    /// Polls every source of `target` through `link` at once, each within
+    /// `timeout`, then settles what they brought.
+    async fn poll_target(
+        &self,
+        target: &Target,
+        link: ServerLink<'_>,
+        timeout: Duration,
+    ) -> TargetSnapshot {
+        let polls = join_all(
+            target
+                .sources
+                .iter()
+                .map(|source| timed(timeout, source.poll_boxed(&link))),
+        )
+        .await;
+        self.settle(target, polls)
+    }
+
+    /// Absorbs the sources' replies in their order, settles the `server`
+    /// label and finishes them; a failed source is down and counted.
+    fn settle(
+        &self,
+        target: &Target,
+        polls: Vec<(Result<sources::Absorb<'_>, PollError>, Duration)>,
+    ) -> TargetSnapshot {
+        let now = unix_now();
+        let mut state = target.state.lock().expect("target lock");
+        let mut snap = TargetSnapshot {
+            server_name: state.server_name.clone(),
+            server_version: state.server_version.clone(),
+            max_pending: state.max_pending,
+            ..TargetSnapshot::default()
+        };
+        for (source, (result, took)) in target.sources.iter().zip(polls) {
+            let source = source.kind();
+            let up = result.is_ok();
+            match result {
+                Ok(absorb) => {
+                    state.last_success.insert(source, now);
+                    absorb(&mut snap);
+                }
+                Err(e) => {
+                    match &target.url {
+                        Some(url) => {
+                            tracing::warn!(target = %redacted(url), source = source.as_str(), error = %e, "poll failed")
+                        }
+                        None => {
+                            tracing::warn!(server = %target.identity, source = source.as_str(), error = %e, "poll failed")
+                        }
+                    }
+                    *state
+                        .errors
+                        .entry(source)
+                        .or_default()
+                        .entry(e.kind())
+                        .or_insert(0) += 1;
+                }
+            }
+            snap.health.push(SourceHealth {
+                source,
+                up,
+                duration: took.as_secs_f64(),
+                last_success: state.last_success.get(&source).copied(),
+                errors: state.errors.get(&source).cloned().unwrap_or_default(),
+            });
+        }
+        state.server_name = snap.server_name.clone();
+        state.server_version = snap.server_version.clone();
+        state.max_pending = snap.max_pending;
+        snap.server = state
+            .server_name
+            .clone()
+            .unwrap_or_else(|| target.identity.clone());
+        for source in &target.sources {
+            source.finish_boxed(&mut snap);
+        }
+        snap
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+/// Runs `poll` bounded by `timeout`, and measures it.
+async fn timed<T>(
+    timeout: Duration,
+    poll: impl Future<Output = Result<T, PollError>>,
+) -> (Result<T, PollError>, Duration) {
+    let start = Instant::now();
+    let result = match tokio::time::timeout(timeout, poll).await {
+        Ok(r) => r,
+        Err(_) => Err(PollError::Timeout(timeout)),
+    };
+    (result, start.elapsed())
+}
+
+/// A target's own label: `host:port`, with the base path when another
+/// monitoring URL shares that `host:port` (never credentials).
+fn identity(url: &Url, all: &[Url]) -> String {
+    let shared = all
+        .iter()
+        .filter(|u| authority(u) == authority(url))
+        .count()
+        > 1;
+    let path = url.path().trim_end_matches('/');
+    if shared && !path.is_empty() {
+        format!("{}{path}", authority(url))
+    } else {
+        authority(url)
+    }
+}
+
+/// Two URLs that reach the same server (through two proxies, say) would
+/// report the same `server` name and so emit the same series twice: such
+/// targets are labelled by their own identity instead.
+fn distinct_server_labels(snaps: &mut [TargetSnapshot], targets: &[Target]) {
+    let mut uses: BTreeMap<String, usize> = BTreeMap::new();
+    for s in snaps.iter() {
+        *uses.entry(s.server.clone()).or_default() += 1;
+    }
+    for (snap, target) in snaps.iter_mut().zip(targets) {
+        if uses[&snap.server] > 1 && snap.server != target.identity {
+            let label = target.identity.clone();
+            snap.closed = std::mem::take(&mut snap.closed)
+                .into_iter()
+                .map(|(mut k, n)| {
+                    if k.server == snap.server {
+                        k.server = label.clone();
+                    }
+                    (k, n)
+                })
+                .collect();
+            snap.server = label;
+        }
+    }
+}
+
+/// `host:port` of a URL.
+fn authority(url: &Url) -> String {
+    match (url.host_str(), url.port_or_known_default()) {
+        (Some(h), Some(p)) => format!("{h}:{p}"),
+        (Some(h), None) => h.to_string(),
+        _ => url.to_string(),
+    }
+}

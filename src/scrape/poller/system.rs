@@ -1,0 +1,130 @@
+//! Polling through the system account: the servers come from each poll's
+//! survey instead of the monitoring URLs.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+
+use super::{Poller, Target};
+use crate::poll_error::PollError;
+use crate::sources::kept::KeptBudget;
+use crate::sources::{self, ServerLink, SystemLink, TargetSnapshot};
+use crate::system::poll::{SurveyReport, SystemPolling};
+
+/// The servers found through the system account, by name, and the
+/// survey's counts so far.
+#[derive(Debug)]
+pub(super) struct SystemSide {
+    pub(super) polling: SystemPolling,
+    pub(super) targets: Mutex<BTreeMap<String, Arc<Target>>>,
+    /// Broken and duplicate survey replies so far.
+    pub(super) totals: Mutex<(u64, u64)>,
+}
+
+impl Poller {
+    /// Surveys the servers, then polls each that answered; each server seen
+    /// before that did not answer has every source down (`no_reply`).
+    pub(super) async fn poll_system(
+        &self,
+        system: &SystemSide,
+    ) -> (Vec<TargetSnapshot>, SurveyReport) {
+        let started = Instant::now();
+        let outcome = system.polling.survey(self.config.timeout).await;
+        let mut report = SurveyReport::default();
+        let target_of = |name: &str| {
+            let mut targets = system.targets.lock().expect("system targets lock");
+            targets
+                .entry(name.to_string())
+                .or_insert_with(|| {
+                    Arc::new(Target {
+                        url: None,
+                        identity: name.to_string(),
+                        sources: sources::per_target(&self.settings),
+                        state: Mutex::default(),
+                    })
+                })
+                .clone()
+        };
+        let (answers, down) = match outcome {
+            Ok(outcome) => {
+                let mut totals = system.totals.lock().expect("survey totals lock");
+                totals.0 += outcome.broken;
+                totals.1 += outcome.duplicates;
+                report = SurveyReport {
+                    up: true,
+                    expected: outcome.expected as u64,
+                    answered: outcome.answers.len() as u64,
+                    late_total: outcome.late_total,
+                    broken_total: totals.0,
+                    duplicates_total: totals.1,
+                    servers: Vec::new(),
+                };
+                let why = "the server did not answer the survey";
+                let missing = outcome.missing.iter();
+                let down: Vec<_> = missing
+                    .map(|s| (target_of(&s.name), why.to_string()))
+                    .collect();
+                (outcome.answers, down)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the system-account survey failed");
+                let (broken, duplicates) = *system.totals.lock().expect("survey totals lock");
+                report.broken_total = broken;
+                report.duplicates_total = duplicates;
+                let known: Vec<_> = system
+                    .targets
+                    .lock()
+                    .expect("system targets lock")
+                    .values()
+                    .map(|t| (t.clone(), e.to_string()))
+                    .collect();
+                (Vec::new(), known)
+            }
+        };
+        let left = self.config.timeout.saturating_sub(started.elapsed());
+        let polls = answers.iter().map(|answer| {
+            let target = target_of(&answer.server.name);
+            {
+                // The survey names the server and its version, /varz or
+                // not: leaders are told by that name.
+                let mut state = target.state.lock().expect("target lock");
+                state.server_name = Some(answer.server.name.clone());
+                if !answer.server.version.is_empty() {
+                    state.server_version = Some(answer.server.version.clone());
+                }
+            }
+            async move {
+                let kept = KeptBudget::new(self.config.max_kept_size);
+                let link = ServerLink::System(SystemLink {
+                    requests: &system.polling.requests,
+                    name: &answer.server.name,
+                    id: &answer.server.id,
+                    varz: Some(&answer.data),
+                    kept: &kept,
+                });
+                self.poll_target(&target, link, left).await
+            }
+        });
+        let mut snaps = join_all(polls).await;
+        for (target, why) in down {
+            let failed = target.sources.iter().map(|_| {
+                let error = if report.up {
+                    PollError::NoReply(why.clone())
+                } else {
+                    PollError::Nats(why.clone())
+                };
+                (Err(error), Duration::ZERO)
+            });
+            snaps.push(self.settle(&target, failed.collect()));
+        }
+        snaps.sort_by(|a, b| a.server.cmp(&b.server));
+        let answered = |name: &str| answers.iter().any(|a| a.server.name == name);
+        report.servers = snaps
+            .iter()
+            .map(|s| (s.server.clone(), answered(&s.server)))
+            .collect();
+        (snaps, report)
+    }
+}

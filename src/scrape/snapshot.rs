@@ -1,0 +1,304 @@
+//! What one scrape saw, and the collector that encodes it. Polling fills a
+//! [`Snapshot`]; [`SnapshotCollector::encode`] only reads it (no I/O).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+
+use crate::jetstream::cardinality::budget::{self, plan, priority, BudgetReport};
+use crate::jetstream::cardinality::fold::{is_ephemeral, EphemeralFolds, FoldedRow};
+use crate::jetstream::cardinality::series::ConsumerSeries;
+use crate::jetstream::consumer_health::encode::{
+    health_series, write_health_family, HEALTH_FAMILY_COUNT,
+};
+use crate::jetstream::consumer_health::ConsumerHealthRow;
+use crate::jetstream::jsz_families;
+use crate::jetstream::stream_lost::LostData;
+use crate::sources::accstatz;
+use crate::sources::connz;
+use crate::sources::gatewayz;
+use crate::sources::jsz;
+use crate::sources::routez;
+use crate::sources::varz;
+pub use crate::sources::TargetSnapshot;
+use crate::system::poll::SurveyReport;
+use crate::text::consumer_labels::ConsumerLabels;
+use crate::text::families::{counter_family, gauge_family};
+use crate::text::Format;
+
+/// Everything one scrape saw, finished: the leader of each stream and
+/// consumer is chosen once here, not by every part of the exposition.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// One per monitoring URL.
+    pub targets: Vec<TargetSnapshot>,
+    /// The streams and consumers to export, from their leaders.
+    leaders: jsz::Leaders,
+    /// Each exported consumer's health, in the order of [`Snapshot::rows`];
+    /// empty when consumer health is off.
+    pub consumer_health: Vec<ConsumerHealthRow>,
+    /// Each stream's ephemeral consumers, summed; empty when they are kept.
+    pub folded: Vec<FoldedRow>,
+    /// What `--max-jetstream-series` left out; `None` when there is no ceiling.
+    pub budget: Option<BudgetReport>,
+    /// The system-account survey's accounting; `None` when polling the
+    /// monitoring URLs.
+    pub survey: Option<SurveyReport>,
+    /// Lost data of the streams read so far (account, stream, lost).
+    pub stream_lost: Vec<(String, String, LostData)>,
+    /// Which per-consumer series are written.
+    pub series: ConsumerSeries,
+}
+
+impl Snapshot {
+    /// The snapshot of `targets`, with leaders chosen.
+    pub fn finished(targets: Vec<TargetSnapshot>) -> Snapshot {
+        let polls: Vec<_> = targets
+            .iter()
+            .map(|t| t.jsz.as_ref().map(|j| (leader_name(t), j)))
+            .collect();
+        let leaders = jsz::select_leaders(&polls);
+        Snapshot {
+            targets,
+            leaders,
+            consumer_health: Vec::new(),
+            folded: Vec::new(),
+            budget: None,
+            survey: None,
+            stream_lost: Vec::new(),
+            series: ConsumerSeries::default(),
+        }
+    }
+
+    /// Each server's reply from one source, with its `server` label, for the
+    /// servers whose poll of that source succeeded.
+    fn answered<'a, T>(
+        &'a self,
+        reply: impl Fn(&'a TargetSnapshot) -> Option<&'a T>,
+    ) -> Vec<(&'a str, &'a T)> {
+        let each = |t: &'a TargetSnapshot| reply(t).map(|r| (t.server.as_str(), r));
+        self.targets.iter().filter_map(each).collect()
+    }
+
+    /// Keeps the JetStream series under `limit`, see [`crate::jetstream::cardinality::budget`];
+    /// call it once consumer health is known. Over the limit, the consumers
+    /// (and their health) are put in priority order.
+    pub fn apply_budget(&mut self, limit: u64) {
+        let (streams, consumers) = self.rows();
+        let series = &self.series;
+        let fixed = streams
+            .iter()
+            .map(|(_, s)| jsz_families::stream_series(s))
+            .sum::<u64>()
+            + self.folded.len() as u64 * jsz_families::folded_series(series);
+        let detail: Vec<u64> = consumers
+            .iter()
+            .map(|(_, _, c, now)| jsz_families::consumer_series(c, *now, series))
+            .collect();
+        let health: Vec<u64> = (self.consumer_health.iter())
+            .map(|h| health_series(h, series))
+            .collect();
+        // Within the ceiling nothing moves: the consumers are not sorted.
+        let wanted = fixed + detail.iter().sum::<u64>() + health.iter().sum::<u64>();
+        let order = if wanted > limit {
+            priority(&consumers)
+        } else {
+            (0..consumers.len()).collect()
+        };
+        let plan = plan(limit, fixed, order, &detail, &health);
+        if plan.report.wanted > limit {
+            self.leaders.reorder_consumers(&plan.order, plan.keep);
+            if !self.consumer_health.is_empty() {
+                let health = &self.consumer_health;
+                let kept = plan.order[..plan.keep_health].iter().map(|&i| health[i]);
+                self.consumer_health = kept.collect();
+            }
+        }
+        self.budget = Some(plan.report);
+    }
+
+    /// Folds the ephemeral consumers into one row per stream, remembered in
+    /// `folds`, and takes them out of [`Snapshot::rows`] (and so out of
+    /// consumer health).
+    pub fn fold_ephemerals(&mut self, folds: &mut EphemeralFolds) {
+        let (streams, consumers) = self.rows();
+        let keep: Vec<bool> = consumers.iter().map(|r| !is_ephemeral(r.2)).collect();
+        let ephemerals: Vec<_> = consumers.iter().filter(|r| is_ephemeral(r.2)).collect();
+        let folded = folds.update(&streams, &ephemerals);
+        self.leaders.retain_consumers(&keep);
+        self.folded = folded;
+    }
+
+    /// The streams and consumers to export, each from its leader.
+    pub fn rows(&self) -> (Vec<jsz::StreamRow<'_>>, Vec<jsz::ConsumerRow<'_>>) {
+        let polls: Vec<_> = self.targets.iter().map(|t| t.jsz.as_ref()).collect();
+        self.leaders.rows(&polls)
+    }
+}
+
+/// How many per-consumer parts of the exposition follow the main one (the
+/// collector's): one per family, the /jsz ones then the health ones. The
+/// exporter writes the parts on several threads and joins the text in order.
+pub const CONSUMER_PARTS: usize = jsz_families::CONSUMER_FAMILY_COUNT + HEALTH_FAMILY_COUNT;
+
+/// Appends per-consumer part `index` (below [`CONSUMER_PARTS`]) of `snap`
+/// for the consumers in `block`: `consumers` are all of them, with their
+/// rendered `labels`, followed by those of the folded ephemerals, which
+/// are written with the last block. Written block by block, a family's text
+/// is its blocks' text in order, each block's starting with the family's
+/// header lines.
+pub fn write_consumer_part(
+    out: &mut String,
+    format: Format,
+    snap: &Snapshot,
+    (consumers, labels): (&[jsz::ConsumerRow], &ConsumerLabels),
+    (index, block): (usize, Range<usize>),
+) {
+    let block_labels = labels.from(block.start);
+    match index.checked_sub(jsz_families::CONSUMER_FAMILY_COUNT) {
+        None => {
+            // The folded ephemerals follow the last block's consumers.
+            let last = block.end == consumers.len();
+            let folded = if last { snap.folded.as_slice() } else { &[] };
+            let rows = (&consumers[block], folded);
+            let family = (index, &snap.series);
+            jsz_families::write_consumer_family(out, format, rows, block_labels, family)
+        }
+        Some(i) => {
+            // Health is known for the first `consumer_health.len()` consumers.
+            let health = &snap.consumer_health;
+            let known = block.start.min(health.len())..block.end.min(health.len());
+            write_health_family(out, format, block_labels, &health[known], (i, &snap.series))
+        }
+    }
+}
+
+/// A collector registered once; the scrape hands it each new snapshot. It
+/// writes the main part: health, /varz, /connz, /accstatz, /routez,
+/// /gatewayz and streams.
+#[derive(Debug, Default)]
+pub struct SnapshotCollector {
+    latest: Mutex<Option<Arc<Snapshot>>>,
+}
+
+impl SnapshotCollector {
+    /// Makes `snapshot` the one the next encode writes.
+    pub fn set(&self, snapshot: Arc<Snapshot>) {
+        *self.latest.lock().expect("snapshot lock") = Some(snapshot);
+    }
+
+    /// Frees the snapshot once it is written.
+    pub fn clear(&self) {
+        *self.latest.lock().expect("snapshot lock") = None;
+    }
+}
+
+impl Collector for SnapshotCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let Some(snap) = self.latest.lock().expect("snapshot lock").clone() else {
+            return Ok(());
+        };
+        let (streams, _) = snap.rows();
+        encode_health(&mut enc, &snap)?;
+        if let Some(survey) = &snap.survey {
+            crate::system::poll::report::encode(&mut enc, survey)?;
+        }
+        varz::encode(&mut enc, &snap.answered(|t| t.varz.as_ref()))?;
+        let top: Vec<_> = snap
+            .targets
+            .iter()
+            .filter_map(|t| {
+                t.top_pending
+                    .as_ref()
+                    .map(|p| (t.server.as_str(), p, t.max_pending))
+            })
+            .collect();
+        connz::encode_top(&mut enc, &top)?;
+        let mut closed = BTreeMap::new();
+        for t in &snap.targets {
+            for (k, n) in &t.closed {
+                *closed.entry(k.clone()).or_insert(0) += n;
+            }
+        }
+        connz::encode_closed(&mut enc, &closed)?;
+        accstatz::encode(&mut enc, &snap.answered(|t| t.accstatz.as_ref()))?;
+        let routes: Vec<_> = snap
+            .targets
+            .iter()
+            .filter_map(|t| Some((t.server.as_str(), t.max_pending, t.routes.as_deref()?)))
+            .collect();
+        routez::encode(&mut enc, &routes)?;
+        let gateways: Vec<_> = snap
+            .targets
+            .iter()
+            .filter_map(|t| Some((t.server.as_str(), t.max_pending, t.gateways.as_deref()?)))
+            .collect();
+        gatewayz::encode(&mut enc, &gateways)?;
+        if let Some(report) = &snap.budget {
+            budget::encode(&mut enc, report)?;
+        }
+        jsz_families::encode_streams(&mut enc, &streams)?;
+        crate::jetstream::stream_lost::encode(&mut enc, &snap.stream_lost)
+    }
+}
+
+/// The name clustered streams and consumers give as their leader: the
+/// server_name from this scrape's /varz or, when /varz failed, the last known.
+fn leader_name(t: &TargetSnapshot) -> Option<&str> {
+    t.server_name.as_deref()
+}
+
+fn encode_health(enc: &mut DescriptorEncoder, snap: &Snapshot) -> fmt::Result {
+    let rows = || {
+        snap.targets
+            .iter()
+            .flat_map(|t| t.health.iter().map(move |h| (t.server.as_str(), h)))
+    };
+    gauge_family(
+        enc,
+        "nats_delivery_up",
+        "Whether the last poll of this source of this server succeeded (1) or failed (0).",
+        rows().map(|(s, h)| {
+            (
+                [("server", s), ("source", h.source.as_str())],
+                u64::from(h.up),
+            )
+        }),
+    )?;
+    gauge_family(
+        enc,
+        "nats_delivery_scrape_duration_seconds",
+        "How long the last poll of this source of this server took.",
+        rows().map(|(s, h)| ([("server", s), ("source", h.source.as_str())], h.duration)),
+    )?;
+    gauge_family(
+        enc,
+        "nats_delivery_last_success_timestamp_seconds",
+        "Unix time of the last successful poll of this source of this server.",
+        rows().filter_map(|(s, h)| {
+            h.last_success
+                .map(|t| ([("server", s), ("source", h.source.as_str())], t))
+        }),
+    )?;
+    counter_family(
+        enc,
+        "nats_delivery_scrape_errors",
+        "Failed polls of this source of this server, by kind of failure.",
+        rows().flat_map(|(s, h)| {
+            h.errors.iter().map(move |(kind, n)| {
+                (
+                    [
+                        ("server", s),
+                        ("source", h.source.as_str()),
+                        ("kind", *kind),
+                    ],
+                    *n,
+                )
+            })
+        }),
+    )
+}
