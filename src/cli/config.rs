@@ -99,11 +99,10 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_MONITOR_TLS_CA", value_name = "FILE", value_parser = crate::flags::values::pem_file)]
     pub monitor_tls_ca: Option<std::path::PathBuf>,
 
-    /// Sources to poll, comma-separated: varz, connz, jsz, routez, gatewayz.
-    /// routez and gatewayz (pending bytes of route and gateway connections)
-    /// are off by default; turn them on for clustered servers.
+    /// The sources to poll.
     #[arg(
         long,
+        help = crate::sources::SOURCES_HELP,
         env = "NATS_DELIVERY_SOURCES",
         value_delimiter = ',',
         default_value = "varz,connz,jsz,accstatz"

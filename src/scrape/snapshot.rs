@@ -238,6 +238,7 @@ impl Collector for SnapshotCollector {
             .filter_map(|t| Some((t.server.as_str(), t.max_pending, t.gateways.as_deref()?)))
             .collect();
         gatewayz::encode(&mut enc, &gateways)?;
+        crate::sources::healthz::encode(&mut enc, &snap.answered(|t| t.healthz.as_ref()))?;
         if let Some(report) = &snap.budget {
             budget::encode(&mut enc, report)?;
         }

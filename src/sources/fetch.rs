@@ -71,8 +71,20 @@ impl Fetcher {
         url: Url,
         kept: &Arc<KeptBudget>,
     ) -> Result<T, PollError> {
+        self.get_json_accepting(url, kept, &[]).await
+    }
+
+    /// [`Fetcher::get_json`] that also reads the body of a reply with one of
+    /// the `accepted` error statuses (`/healthz` answers 503 with its
+    /// reasons).
+    pub async fn get_json_accepting<T: DeserializeOwned + Send + 'static>(
+        &self,
+        url: Url,
+        kept: &Arc<KeptBudget>,
+        accepted: &'static [u16],
+    ) -> Result<T, PollError> {
         let budget = kept.clone();
-        self.get_streamed(url, kept, move |body| {
+        self.get_streamed_accepting(url, kept, accepted, move |body| {
             let reader = ChargedReader::new(body, budget);
             serde_json::from_reader(reader).map_err(|e| e.to_string())
         })
@@ -81,12 +93,11 @@ impl Fetcher {
 
     /// GETs `url` and hands its body to `parse` as it arrives, on a
     /// blocking thread fed chunk by chunk, so that at most a few chunks of a
-    /// large reply (`/jsz`: 110 MB at 100,000 consumers) are held at any
-    /// time, never the whole. `parse` runs in `kept`'s [`kept::scope`] and
-    /// charges it with what it holds. Same limits and errors as
-    /// [`Fetcher::get_json`]; an error of `parse` is a `PollError::Parse`,
-    /// or `PollError::TooMuchKept` when a charge was refused, and a reply
-    /// that is not JSON fails as soon as `parse` sees it.
+    /// large reply are held at any time, never the whole. `parse` runs in
+    /// `kept`'s [`kept::scope`] and charges it with what it holds. Same
+    /// limits and errors as [`Fetcher::get_json`]; an error of `parse` is a
+    /// `PollError::Parse`, or `PollError::TooMuchKept` when a charge was
+    /// refused, and a reply that is not JSON fails as soon as `parse` sees it.
     pub async fn get_streamed<T, P>(
         &self,
         url: Url,
@@ -97,8 +108,22 @@ impl Fetcher {
         T: Send + 'static,
         P: FnOnce(&mut dyn BufRead) -> Result<T, String> + Send + 'static,
     {
+        self.get_streamed_accepting(url, kept, &[], parse).await
+    }
+
+    async fn get_streamed_accepting<T, P>(
+        &self,
+        url: Url,
+        kept: &Arc<KeptBudget>,
+        accepted: &'static [u16],
+        parse: P,
+    ) -> Result<T, PollError>
+    where
+        T: Send + 'static,
+        P: FnOnce(&mut dyn BufRead) -> Result<T, String> + Send + 'static,
+    {
         self.within_timeout(async {
-            let mut response = self.get_checked(url).await?;
+            let mut response = self.get_checked(url, accepted).await?;
             let (chunks, from_network) = mpsc::channel(CHUNKS_IN_FLIGHT);
             let budget = kept.clone();
             let parser = tokio::task::spawn_blocking(move || {
@@ -141,7 +166,11 @@ impl Fetcher {
 
     /// Sends the request; a redirect, an error status or an announced size
     /// past the limit ends it before the body.
-    async fn get_checked(&self, url: Url) -> Result<reqwest::Response, PollError> {
+    async fn get_checked(
+        &self,
+        url: Url,
+        accepted: &[u16],
+    ) -> Result<reqwest::Response, PollError> {
         let response = self
             .http
             .get(url)
@@ -152,7 +181,7 @@ impl Fetcher {
         if status.is_redirection() {
             return Err(PollError::Redirect(status.as_u16()));
         }
-        if !status.is_success() {
+        if !status.is_success() && !accepted.contains(&status.as_u16()) {
             return Err(PollError::Status(status.as_u16()));
         }
         if response

@@ -92,6 +92,24 @@ impl<'a> ServerLink<'a> {
         }
     }
 
+    /// [`ServerLink::get_json`] that also takes an HTTP reply with one of the
+    /// `accepted` error statuses (a system-account reply has none).
+    pub async fn get_json_accepting<T: DeserializeOwned + Send + 'static>(
+        &self,
+        endpoint: &str,
+        query: &[(&str, String)],
+        accepted: &'static [u16],
+    ) -> Result<T, PollError> {
+        match *self {
+            ServerLink::Http { fetch, base, kept } => {
+                fetch
+                    .get_json_accepting(endpoint_url(base, endpoint, query), kept, accepted)
+                    .await
+            }
+            ServerLink::System(_) => self.get_json(endpoint, query).await,
+        }
+    }
+
     /// [`ServerLink::get_json`] for large replies: over HTTP the body is
     /// parsed by `parse` as it arrives (see [`Fetcher::get_streamed`]); a
     /// NATS reply is one message, already whole, so `whole` parses it in one
@@ -177,6 +195,7 @@ pub fn nats_options(endpoint: &str, query: &[(&str, String)]) -> Result<Value, P
                 _ => return Err(unknown(endpoint, key, value)),
             },
             ("accstatz", "unused") => ("include_unused", flag()),
+            ("healthz", "details") => ("details", flag()),
             _ => return Err(unknown(endpoint, key, value)),
         };
         options.insert(name.to_string(), value);

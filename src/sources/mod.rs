@@ -7,6 +7,7 @@ pub mod accstatz;
 pub mod connz;
 mod fetch;
 pub mod gatewayz;
+pub mod healthz;
 pub mod jsz;
 pub mod kept;
 mod link;
@@ -26,56 +27,58 @@ use url::Url;
 use accstatz::Accstatz;
 use connz::{ClosedKey, TopPending};
 use gatewayz::GatewayPending;
+use healthz::Healthz;
 use jsz::JszPoll;
 use routez::RoutePending;
 use varz::Varz;
 
-/// A monitoring endpoint family the exporter polls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
-pub enum Source {
-    /// `/varz`: server totals, slow consumers by kind, stalls, limits.
-    Varz,
-    /// `/connz`: connections closest to `max_pending`, connections cut as slow consumers.
-    Connz,
-    /// `/jsz`: JetStream streams and consumers (leader's view).
-    Jsz,
-    /// `/accstatz`: per-account slow consumers.
-    Accstatz,
-    /// `/routez`: pending bytes of each route connection (cluster).
-    Routez,
-    /// `/gatewayz`: pending bytes of each gateway connection (super-cluster).
-    Gatewayz,
+/// The table of sources: the `Source` enum, its names, [`Source::ALL`] and
+/// the `--sources` help all come from one line per source.
+macro_rules! source_table {
+    ($($variant:ident $name:literal $doc:literal;)+) => {
+        /// A monitoring endpoint family the exporter polls.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+        pub enum Source {
+            $(#[doc = $doc] #[value(name = $name)] $variant,)+
+        }
+
+        impl Source {
+            /// Every source, in the order they are reported.
+            pub const ALL: [Source; [$($name),+].len()] = [$(Source::$variant),+];
+
+            /// The `source` label value, and its name in `--sources`.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Source::$variant => $name,)+
+                }
+            }
+        }
+
+        /// The `--sources` help: every name, from the table.
+        pub const SOURCES_HELP: &str = concat!(
+            "Sources to poll, comma-separated, each one of: ",
+            $($name, " ",)+
+            "(routez and gatewayz, pending bytes of route and gateway connections, ",
+            "are for clustered servers; healthz is the server's own health check)"
+        );
+    };
 }
 
-impl Source {
-    /// Every source, in the order they are reported.
-    pub const ALL: [Source; 6] = [
-        Source::Varz,
-        Source::Connz,
-        Source::Jsz,
-        Source::Accstatz,
-        Source::Routez,
-        Source::Gatewayz,
-    ];
-
-    /// The `source` label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Varz => "varz",
-            Source::Connz => "connz",
-            Source::Jsz => "jsz",
-            Source::Accstatz => "accstatz",
-            Source::Routez => "routez",
-            Source::Gatewayz => "gatewayz",
-        }
-    }
+source_table! {
+    Varz "varz" "`/varz`: server totals, slow consumers by kind, stalls, limits.";
+    Connz "connz" "`/connz`: connections closest to `max_pending`, connections cut as slow consumers.";
+    Jsz "jsz" "`/jsz`: JetStream streams and consumers (leader's view).";
+    Accstatz "accstatz" "`/accstatz`: per-account slow consumers.";
+    Routez "routez" "`/routez`: pending bytes of each route connection (cluster).";
+    Gatewayz "gatewayz" "`/gatewayz`: pending bytes of each gateway connection (super-cluster).";
+    Healthz "healthz" "`/healthz`: the server's health check, with the JetStream problems it lists.";
 }
 
 /// The enabled sources of one server, each with its own memory of that
 /// server, in the order they are reported ([`Source::ALL`]). A new source
 /// is one line here.
 pub fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
-    let all: [Box<dyn AnySource>; 6] = [
+    let all: [Box<dyn AnySource>; 7] = [
         Box::new(varz::VarzSource),
         Box::new(connz::ConnzSource::new(
             settings.connz_top,
@@ -88,6 +91,7 @@ pub fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
         Box::new(accstatz::AccstatzSource),
         Box::new(routez::RoutezSource),
         Box::new(gatewayz::GatewayzSource),
+        Box::new(healthz::HealthzSource),
     ];
     all.into_iter()
         .filter(|s| settings.enabled.contains(&s.kind()))
@@ -133,6 +137,8 @@ pub struct TargetSnapshot {
     pub routes: Option<Vec<RoutePending>>,
     /// Gateway connections, when `/gatewayz` was polled successfully.
     pub gateways: Option<Vec<GatewayPending>>,
+    /// The server's health check, when `/healthz` was polled successfully.
+    pub healthz: Option<Healthz>,
     /// Connections cut as slow consumers, counted so far.
     pub closed: BTreeMap<ClosedKey, u64>,
     /// One entry per polled source.

@@ -14,5 +14,6 @@ mod link_pending;
 mod link_pending_held;
 mod link_support;
 mod mutated_replies;
+mod server_health;
 mod single_flight;
 mod slow_consumer_cut;
