@@ -11,7 +11,7 @@ use nats_delivery_exporter::listeners::client_reports::{
 };
 use nats_delivery_exporter::nats;
 use nats_delivery_exporter::redact::redacted;
-use nats_delivery_exporter::scrape::exporter::Exporter;
+use nats_delivery_exporter::scrape::exporter::{Exporter, ExporterBuilder};
 
 /// Why the exporter stopped with an error: at start (a setting that cannot
 /// work, exit status 2) or while serving (status 1).
@@ -61,7 +61,8 @@ async fn start(
         .await
         .with_context(|| format!("--listen: cannot listen on {listen}"))
         .map_err(Failure::Start)?;
-    let mut exporter = Exporter::new(config.clone()).map_err(|e| Failure::Start(e.into()))?;
+    let mut exporter =
+        ExporterBuilder::new(config.clone()).map_err(|e| Failure::Start(e.into()))?;
     let listeners = Listeners::start(&config.nats, &config.advisories, exporter.registry_mut())
         .context("cannot start the NATS listeners")
         .map_err(Failure::Start)?;
@@ -95,7 +96,7 @@ async fn start(
             .await
             .map_err(Failure::Start)?;
     }
-    Ok((listener, exporter, listeners))
+    Ok((listener, exporter.build(), listeners))
 }
 
 /// A signal to stop, from the moment the process starts.
@@ -193,7 +194,10 @@ fn reuse_scrape_buffers() {
 }
 
 /// Subscribes to the applications' reports and registers their re-export.
-async fn start_client_reports(config: &Config, exporter: &mut Exporter) -> anyhow::Result<()> {
+async fn start_client_reports(
+    config: &Config,
+    exporter: &mut ExporterBuilder,
+) -> anyhow::Result<()> {
     let limits = ReportLimits {
         max_instances: config.client_reports_max_instances as usize,
         max_entries: config.client_reports_max_entries as usize,

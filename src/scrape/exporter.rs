@@ -48,9 +48,18 @@ pub struct Exporter {
     in_flight: Mutex<Option<Flight>>,
 }
 
-impl Exporter {
-    /// Builds the exporter; fails only if the HTTP client cannot be made.
-    pub fn new(config: Config) -> Result<Exporter, SetupError> {
+/// An exporter being set up: it owns its poller and registry, so whatever
+/// is added (readers, system polling, collectors) is added before the first
+/// scrape by construction; [`ExporterBuilder::build`] makes the exporter.
+#[derive(Debug)]
+pub struct ExporterBuilder {
+    poller: Poller,
+    exposition: Exposition,
+}
+
+impl ExporterBuilder {
+    /// Starts an exporter's setup; fails only if the HTTP client cannot be made.
+    pub fn new(config: Config) -> Result<ExporterBuilder, SetupError> {
         // The NATS client's TLS asks rustls for the process-wide crypto
         // provider, which must be chosen when two are linked in (reqwest's
         // aws-lc-rs and async-nats' ring); an earlier choice stays.
@@ -71,45 +80,53 @@ impl Exporter {
         }
         let fetch = Fetcher::new(http, config.timeout, config.max_reply_size)
             .map_err(SetupError::HttpClient)?;
-        Ok(Exporter {
-            poller: Arc::new(Poller::new(config, fetch)),
-            exposition: Arc::new(Exposition::default()),
-            in_flight: Mutex::new(None),
+        Ok(ExporterBuilder {
+            poller: Poller::new(config, fetch),
+            exposition: Exposition::default(),
         })
     }
 
-    /// Reads message timestamps through `timestamps` from now on, so that
-    /// consumer lag and age are exact for the consumers that lag most.
+    /// Reads message timestamps through `timestamps`, so that consumer lag
+    /// and age are exact for the consumers that lag most.
     pub fn read_timestamps(&mut self, timestamps: MessageTimestamps) {
-        Arc::get_mut(&mut self.poller)
-            .expect("the reader is given before the first scrape")
-            .read_timestamps(timestamps);
+        self.poller.read_timestamps(timestamps);
     }
 
-    /// Reads streams' lost data through `reader` from now on (needs a
-    /// timestamp reader: the streams of its account are read).
+    /// Reads streams' lost data through `reader` (needs a timestamp reader:
+    /// the streams of its account are read).
     pub fn read_stream_lost(&mut self, reader: crate::jetstream::stream_lost::StreamLostReader) {
         self.registry_mut()
             .register_collector(Box::new(reader.clone()));
-        Arc::get_mut(&mut self.poller)
-            .expect("the reader is given before the first scrape")
-            .read_stream_lost(reader);
+        self.poller.read_stream_lost(reader);
     }
 
-    /// Polls the servers `polling` finds through the system account from now
-    /// on, instead of the monitoring URLs.
+    /// Polls the servers `polling` finds through the system account instead
+    /// of the monitoring URLs.
     pub fn poll_through_system_account(&mut self, polling: crate::system::poll::SystemPolling) {
-        Arc::get_mut(&mut self.poller)
-            .expect("the polling is chosen before the first scrape")
-            .poll_through_system_account(polling);
+        self.poller.poll_through_system_account(polling);
     }
 
     /// The registry, for other parts of the exporter (advisory listeners,
-    /// application reports) to register their metrics in before serving.
+    /// application reports) to register their metrics in.
     pub fn registry_mut(&mut self) -> &mut Registry {
-        Arc::get_mut(&mut self.exposition)
-            .expect("metrics are registered before the first scrape")
-            .registry_mut()
+        self.exposition.registry_mut()
+    }
+
+    /// The exporter, ready to scrape.
+    pub fn build(self) -> Exporter {
+        Exporter {
+            poller: Arc::new(self.poller),
+            exposition: Arc::new(self.exposition),
+            in_flight: Mutex::new(None),
+        }
+    }
+}
+
+impl Exporter {
+    /// An exporter with nothing added to its setup: `ExporterBuilder::new`
+    /// then `build`.
+    pub fn new(config: Config) -> Result<Exporter, SetupError> {
+        Ok(ExporterBuilder::new(config)?.build())
     }
 
     /// Polls every server and source, then encodes everything registered.

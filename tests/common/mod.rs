@@ -3,18 +3,23 @@
 
 use clap::Parser;
 use nats_delivery_exporter::cli::config::Config;
-use nats_delivery_exporter::scrape::exporter::Exporter;
+use nats_delivery_exporter::scrape::exporter::{Exporter, ExporterBuilder};
 use nats_delivery_exporter::text::Format;
 
 /// An exporter polling `urls`, with extra command-line flags.
 pub fn exporter(urls: &[String], extra: &[&str]) -> Exporter {
+    exporter_builder(urls, extra).build()
+}
+
+/// [`exporter`] still being set up, for a test that adds readers.
+pub fn exporter_builder(urls: &[String], extra: &[&str]) -> ExporterBuilder {
     let mut args = vec![
         "nats-delivery-exporter".to_string(),
         "--monitor-url".into(),
         urls.join(","),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
-    Exporter::new(Config::try_parse_from(args).expect("valid flags")).expect("exporter")
+    ExporterBuilder::new(Config::try_parse_from(args).expect("valid flags")).expect("exporter")
 }
 
 /// One scrape in the classic text format.

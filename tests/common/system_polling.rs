@@ -9,7 +9,7 @@ use async_nats::jetstream::{self, consumer::pull, stream};
 use clap::Parser;
 use futures::StreamExt;
 use nats_delivery_exporter::cli::config::Config;
-use nats_delivery_exporter::scrape::exporter::Exporter;
+use nats_delivery_exporter::scrape::exporter::{Exporter, ExporterBuilder};
 
 /// A system account `SYS` and a JetStream account `APP`, one user each.
 pub const ACCOUNTS: &str = r#"
@@ -41,9 +41,9 @@ pub async fn system_exporter(client_url: &str, sources: &str) -> Exporter {
     let polling = nats_delivery_exporter::system::poll::connect(config.system_poll_settings())
         .await
         .expect("system polling");
-    let mut exporter = Exporter::new(config).expect("exporter");
+    let mut exporter = ExporterBuilder::new(config).expect("exporter");
     exporter.poll_through_system_account(polling);
-    exporter
+    exporter.build()
 }
 
 /// Every sample of the stream and consumer families, by series.

@@ -372,11 +372,12 @@ async fn read_timestamps_make_lag_and_age_exact() {
     // the first undelivered is 4.
     assert_eq!(take_all(&reader, 3, false).await, 3);
     let flags = ["--sources", "varz,jsz", "--consumer-timestamp-reads", "2"];
-    let mut exporter = common::exporter(
+    let mut exporter = common::exporter_builder(
         &[server.monitor_url()],
         &[&flags[..], &EVERY_SERIES].concat(),
     );
     exporter.read_timestamps(MessageTimestamps::new(client, "$G", 100));
+    let exporter = exporter.build();
     let text = common::scrape(&exporter).await;
     let c = [("stream", "R"), ("consumer", "reader")];
     let get = |name: &str| value(&text, name, &c).unwrap();

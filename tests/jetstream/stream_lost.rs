@@ -112,9 +112,11 @@ async fn lost_blocks_are_reported_as_the_server_reports_them() {
 
     // Two streams per scrape, in turn: CALM and DATA, then THIRD.
     // With /varz, which names the server that leads the streams.
-    let mut exporter = common::exporter(&[server.monitor_url()], &["--sources", "varz,jsz"]);
+    let mut exporter =
+        common::exporter_builder(&[server.monitor_url()], &["--sources", "varz,jsz"]);
     exporter.read_timestamps(MessageTimestamps::new(client.clone(), "$G", 100));
     exporter.read_stream_lost(StreamLostReader::new(client.clone(), 2));
+    let exporter = exporter.build();
     let first = common::scrape(&exporter).await;
     let want = now(&truth);
     assert_eq!(lost(&first, "DATA"), want, "{first}");

@@ -9,7 +9,7 @@ use async_nats::jetstream::{self, stream};
 use clap::Parser;
 use common::system_polling::{jetstream_samples, work_stream};
 use nats_delivery_exporter::cli::config::Config;
-use nats_delivery_exporter::scrape::exporter::Exporter;
+use nats_delivery_exporter::scrape::exporter::{Exporter, ExporterBuilder};
 use nats_test_server::sample::{samples, value};
 use nats_test_server::NatsServer;
 
@@ -58,9 +58,9 @@ async fn system_exporter(server: &NatsServer, extra: &[&str]) -> Exporter {
     let polling = nats_delivery_exporter::system::poll::connect(config.system_poll_settings())
         .await
         .expect("system polling");
-    let mut exporter = Exporter::new(config).expect("exporter");
+    let mut exporter = ExporterBuilder::new(config).expect("exporter");
     exporter.poll_through_system_account(polling);
-    exporter
+    exporter.build()
 }
 
 fn up(text: &str, server: &str) -> Vec<(String, f64)> {

@@ -11,3 +11,11 @@ pub(crate) fn is_stream_not_found(e: &jetstream::context::GetStreamError) -> boo
             if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
     )
 }
+
+/// True for "consumer not found" (JetStream error 10014, which async-nats
+/// gives as its own kind), from the boxed error of `Stream::get_consumer`.
+pub(crate) fn is_consumer_not_found(e: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
+    use jetstream::context::{ConsumerInfoError, ConsumerInfoErrorKind};
+    e.downcast_ref::<ConsumerInfoError>()
+        .is_some_and(|e| matches!(e.kind(), ConsumerInfoErrorKind::NotFound))
+}

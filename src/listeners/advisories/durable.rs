@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 use super::batch::Applier;
 pub use super::durable_setup::{ensure_stream, DurableError};
-use super::durable_setup::{setup, BATCH};
+use super::durable_setup::{setup, DurableSession, BATCH};
 use super::metrics::AdvisoryMetrics;
 use super::store::TotalsStore;
 use super::totals::{Totals, ACCOUNT_KEY};
@@ -77,17 +77,22 @@ async fn session(
     // Each request of setup has its own timeout; this one bounds the whole,
     // so a step that waits on a cluster still electing leaders is retried
     // rather than leaving the listener down without a word.
-    let (mut store, watch, mut applier, consumer, messages) =
-        match or_stop(shutdown, tokio::time::timeout(SETUP_TIMEOUT, setup(l, &js))).await {
-            None => return Ok(()),
-            Some(Ok(r)) => r?,
-            Some(Err(_)) => {
-                return Err(ListenerError::new(
-                    ErrorKind::Timeout,
-                    format!("setup did not finish in {} s", SETUP_TIMEOUT.as_secs()),
-                ))
-            }
-        };
+    let DurableSession {
+        mut store,
+        watch,
+        mut applier,
+        consumer,
+        messages,
+    } = match or_stop(shutdown, tokio::time::timeout(SETUP_TIMEOUT, setup(l, &js))).await {
+        None => return Ok(()),
+        Some(Ok(r)) => r?,
+        Some(Err(_)) => {
+            return Err(ListenerError::new(
+                ErrorKind::Timeout,
+                format!("setup did not finish in {} s", SETUP_TIMEOUT.as_secs()),
+            ))
+        }
+    };
     show_store(l, &store, shown);
     let watcher = tokio::spawn(mirror(l.clone(), watch));
     l.metrics.set_up(&l.account, true);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
 
-use super::api_errors::is_stream_not_found;
+use super::api_errors::{is_consumer_not_found, is_stream_not_found};
 use super::batch::Applier;
 use super::dead_letter::DeadLetter;
 use super::incarnation::Incarnations;
@@ -95,21 +95,26 @@ fn unix_nanos(t: time::OffsetDateTime) -> i64 {
     i64::try_from(t.unix_timestamp_nanos()).unwrap_or(0)
 }
 
+/// What a durable session starts from, once its setup is done.
+pub(super) struct DurableSession {
+    /// The totals, as stored.
+    pub store: TotalsStore,
+    /// Changes to the totals bucket made by other exporters.
+    pub watch: async_nats::jetstream::kv::Watch,
+    /// Applies each advisory to the totals.
+    pub applier: Applier,
+    /// The durable consumer of the advisory stream.
+    pub consumer: consumer::PullConsumer,
+    /// Its messages.
+    pub messages: consumer::pull::Stream,
+}
+
 /// Finds or creates the advisory stream, the totals bucket, the dead-letter
 /// stream and the durable consumer, and starts pulling.
 pub(super) async fn setup(
     l: &AccountListener,
     js: &jetstream::Context,
-) -> Result<
-    (
-        TotalsStore,
-        async_nats::jetstream::kv::Watch,
-        Applier,
-        consumer::PullConsumer,
-        consumer::pull::Stream,
-    ),
-    ListenerError,
-> {
+) -> Result<DurableSession, ListenerError> {
     let stream_name = l.args.stream.as_deref().unwrap_or_default();
     let replicas = usize::from(l.args.replicas);
     let (exact, source) = ensure_stream(js, stream_name, l.args.stream_max_age, replicas)
@@ -179,7 +184,7 @@ pub(super) async fn setup(
         .await
     {
         Ok(c) => c,
-        Err(e) if ErrorKind::of_request(&e.to_string()) == ErrorKind::ConsumerMissing => {
+        Err(e) if is_consumer_not_found(e.as_ref()) => {
             if resumes {
                 // The totals say it existed: it was deleted (or lost) while
                 // no session watched, which is counted as a session that
@@ -231,5 +236,11 @@ pub(super) async fn setup(
         dead_letter,
         captures: Default::default(),
     };
-    Ok((store, watch, applier, consumer, messages))
+    Ok(DurableSession {
+        store,
+        watch,
+        applier,
+        consumer,
+        messages,
+    })
 }

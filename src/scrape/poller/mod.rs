@@ -26,7 +26,7 @@ use crate::sources::kept::KeptBudget;
 use crate::sources::{
     self, AnySource, Fetcher, ServerLink, Source, SourceHealth, SourceSettings, TargetSnapshot,
 };
-use crate::system::poll::SystemPolling;
+use crate::system::poll::{SurveyReport, SystemPolling};
 
 mod system;
 use system::SystemSide;
@@ -140,7 +140,25 @@ impl Poller {
     /// Polls every source of every server once; each is bounded by `--timeout`.
     pub async fn poll(&self) -> Snapshot {
         let started = Instant::now();
-        let (targets, survey) = match &self.system {
+        let (targets, survey) = self.poll_servers().await;
+        let mut snapshot = Snapshot::finished(targets);
+        snapshot.survey = survey;
+        snapshot.series = self.config.cardinality.consumer_series();
+        if let Some(folds) = &self.folds {
+            snapshot.fold_ephemerals(&mut folds.lock().expect("ephemeral folds lock"));
+        }
+        self.judge_consumer_health(&mut snapshot, started).await;
+        self.find_stream_lost(&mut snapshot, started).await;
+        if let Some(limit) = self.config.cardinality.max_jetstream_series {
+            snapshot.apply_budget(limit);
+        }
+        snapshot
+    }
+
+    /// Every server, each source at once: through the monitoring URLs, or
+    /// the servers a survey of the system account finds.
+    async fn poll_servers(&self) -> (Vec<TargetSnapshot>, Option<SurveyReport>) {
+        match &self.system {
             None => {
                 let polls = self.targets.iter().map(|t| async move {
                     let url = t.url.as_ref().expect("monitoring targets have a URL");
@@ -160,61 +178,61 @@ impl Poller {
                 let (targets, report) = self.poll_system(system).await;
                 (targets, Some(report))
             }
+        }
+    }
+
+    /// Each exported consumer's status and lag, with message timestamps read
+    /// for the consumers that lag most when there is a reader.
+    async fn judge_consumer_health(&self, snapshot: &mut Snapshot, started: Instant) {
+        let Some(health) = &self.health else {
+            return;
         };
-        let mut snapshot = Snapshot::finished(targets);
-        snapshot.survey = survey;
-        snapshot.series = self.config.cardinality.consumer_series();
-        if let Some(folds) = &self.folds {
-            snapshot.fold_ephemerals(&mut folds.lock().expect("ephemeral folds lock"));
-        }
-        if let Some(health) = &self.health {
-            // Locked for each step, never across an await: the timestamps
-            // are to be read between the two. Single flight keeps polls one
-            // at a time, so nothing else updates the state in between.
-            let lock = || health.lock().expect("consumer health lock");
-            let now = unix_now();
-            let reads = self.config.consumer_timestamp_reads as usize;
-            let (streams, consumers) = snapshot.rows();
-            let rows = (streams.as_slice(), consumers.as_slice());
-            let replies = match &self.timestamps {
-                Some(timestamps) => {
-                    // Ranking every consumer costs some 20 ms at 100,000
-                    // consumers: only done when there is a reader.
-                    let requests = lock().candidates(rows, now, reads);
-                    // A message below a stream's first sequence is gone: its
-                    // cached time must not answer for a later one.
-                    for (account, stream) in &streams {
-                        timestamps.forget_below(account, &stream.name, stream.state.first_seq);
-                    }
-                    // Within what is left of `--timeout`: the scrape's
-                    // answer is never later for the reads.
-                    let left = self.config.timeout.saturating_sub(started.elapsed());
-                    timestamps.read(&requests, reads, left).await
+        // Locked for each step, never across an await: the timestamps
+        // are to be read between the two. Single flight keeps polls one
+        // at a time, so nothing else updates the state in between.
+        let lock = || health.lock().expect("consumer health lock");
+        let now = unix_now();
+        let reads = self.config.consumer_timestamp_reads as usize;
+        let (streams, consumers) = snapshot.rows();
+        let rows = (streams.as_slice(), consumers.as_slice());
+        let replies = match &self.timestamps {
+            Some(timestamps) => {
+                // Ranking every consumer is only worth it with a reader.
+                let requests = lock().candidates(rows, now, reads);
+                // A message below a stream's first sequence is gone: its
+                // cached time must not answer for a later one.
+                for (account, stream) in &streams {
+                    timestamps.forget_below(account, &stream.name, stream.state.first_seq);
                 }
-                None => Replies::new(),
-            };
-            let health_rows = lock().update(rows, now, &replies);
-            snapshot.consumer_health = health_rows;
-        }
-        if let (Some(reader), Some(timestamps)) = (&self.stream_lost, &self.timestamps) {
-            let account = timestamps.account();
-            let (streams, _) = snapshot.rows();
-            let names: Vec<&str> = streams
-                .iter()
-                .filter(|(a, _)| *a == account)
-                .map(|(_, s)| s.name.as_str())
-                .collect();
-            let left = self.config.timeout.saturating_sub(started.elapsed());
-            let known = reader.read(&names, left).await;
-            snapshot.stream_lost = known
-                .into_iter()
-                .map(|(stream, lost)| (account.clone(), stream, lost))
-                .collect();
-        }
-        if let Some(limit) = self.config.cardinality.max_jetstream_series {
-            snapshot.apply_budget(limit);
-        }
-        snapshot
+                // Within what is left of `--timeout`: the scrape's
+                // answer is never later for the reads.
+                let left = self.config.timeout.saturating_sub(started.elapsed());
+                timestamps.read(&requests, reads, left).await
+            }
+            None => Replies::new(),
+        };
+        let health_rows = lock().update(rows, now, &replies);
+        snapshot.consumer_health = health_rows;
+    }
+
+    /// The data lost from the streams of the timestamp reader's account.
+    async fn find_stream_lost(&self, snapshot: &mut Snapshot, started: Instant) {
+        let (Some(reader), Some(timestamps)) = (&self.stream_lost, &self.timestamps) else {
+            return;
+        };
+        let account = timestamps.account();
+        let (streams, _) = snapshot.rows();
+        let names: Vec<&str> = streams
+            .iter()
+            .filter(|(a, _)| *a == account)
+            .map(|(_, s)| s.name.as_str())
+            .collect();
+        let left = self.config.timeout.saturating_sub(started.elapsed());
+        let known = reader.read(&names, left).await;
+        snapshot.stream_lost = known
+            .into_iter()
+            .map(|(stream, lost)| (account.clone(), stream, lost))
+            .collect();
     }
 
     /// Polls every source of `target` through `link` at once, each within
