@@ -126,21 +126,7 @@ pub(super) async fn setup(
             DurableError::Other(text) => ListenerError::request("advisory stream", text),
         })?;
     let (store, watch) = TotalsStore::open(js, &l.args.totals_bucket(), replicas).await?;
-    let dead_letter = match &l.args.dead_letter_stream {
-        Some(dl) => Some(
-            DeadLetter::setup(
-                js.clone(),
-                dl,
-                &l.args.dead_letter_subject_prefix,
-                l.args.dead_letter_terminated,
-                &l.account,
-                l.metrics.clone(),
-            )
-            .await
-            .map_err(|e| ListenerError::request("dead-letter stream", e))?,
-        ),
-        None => None,
-    };
+    let dead_letter = open_dead_letter(l, js).await?;
     // A consumer created again (deleted, or lost) starts after the ack floor
     // stored with the totals: what was counted is not handed out again.
     let deliver_policy = match store.entries.get(ACCOUNT_KEY) {
@@ -155,70 +141,8 @@ pub(super) async fn setup(
         .get_stream_no_info(stream_name)
         .await
         .map_err(|e| ListenerError::request("advisory stream", e))?;
-    let resumes = matches!(
-        deliver_policy,
-        consumer::DeliverPolicy::ByStartSequence { .. }
-    );
-    let config = consumer::pull::Config {
-        durable_name: Some(l.args.consumer.clone()),
-        description: Some("nats-delivery-exporter: counts delivery advisories".into()),
-        ack_policy: consumer::AckPolicy::Explicit,
-        ack_wait: l.args.ack_wait,
-        deliver_policy,
-        // Never give up on an advisory: a limit would drop counts and
-        // make advisories about the exporter's own consumer.
-        max_deliver: -1,
-        max_ack_pending: (BATCH * 10) as i64,
-        num_replicas: replicas,
-        filter_subjects: if exact {
-            Vec::new()
-        } else {
-            SUBJECTS.iter().map(|s| s.to_string()).collect()
-        },
-        ..Default::default()
-    };
-    let failed =
-        |e: String| ListenerError::request(&format!("durable consumer {:?}", l.args.consumer), e);
-    let consumer: consumer::PullConsumer = match advisory_stream
-        .get_consumer(&l.args.consumer)
-        .await
-    {
-        Ok(c) => c,
-        Err(e) if is_consumer_not_found(e.as_ref()) => {
-            if resumes {
-                // The totals say it existed: it was deleted (or lost) while
-                // no session watched, which is counted as a session that
-                // sees it go counts it.
-                l.metrics
-                    .listener_error(&l.account, ErrorKind::ConsumerMissing.as_label());
-                tracing::warn!(
-                    account = %l.account,
-                    consumer = %l.args.consumer,
-                    "the advisory consumer was gone; made again, starting after what was counted"
-                );
-            }
-            advisory_stream
-                .create_consumer(config)
-                .await
-                .map_err(|e| failed(e.to_string()))?
-        }
-        Err(e) => return Err(failed(e.to_string())),
-    };
-    // One line per session says where counting resumes: enough to tell,
-    // after a fault, whether advisories handed out again were recognised.
-    let stored = store.entries.get(ACCOUNT_KEY).map(|s| &s.totals);
-    let info = consumer.cached_info();
-    tracing::info!(
-        account = %l.account,
-        keys = store.entries.len(),
-        received = stored.map_or(0, |t| t.received),
-        stored_ack_floor = stored.map_or(0, |t| t.ack_floor),
-        stored_source = stored.map_or(0, |t| t.source),
-        source,
-        consumer_ack_floor = info.ack_floor.stream_sequence,
-        consumer_delivered = info.delivered.stream_sequence,
-        "durable advisory listener: totals loaded, consumer ready"
-    );
+    let consumer = durable_consumer(l, &advisory_stream, exact, deliver_policy).await?;
+    log_resume(l, &store, source, &consumer);
     let messages = consumer
         .stream()
         .max_messages_per_batch(BATCH)
@@ -243,4 +167,103 @@ pub(super) async fn setup(
         consumer,
         messages,
     })
+}
+
+/// The dead-letter stream, when `--advisory-dead-letter-stream` asks for one.
+async fn open_dead_letter(
+    l: &AccountListener,
+    js: &jetstream::Context,
+) -> Result<Option<DeadLetter>, ListenerError> {
+    let Some(dl) = &l.args.dead_letter_stream else {
+        return Ok(None);
+    };
+    DeadLetter::setup(
+        js.clone(),
+        dl,
+        &l.args.dead_letter_subject_prefix,
+        l.args.dead_letter_terminated,
+        &l.account,
+        l.metrics.clone(),
+    )
+    .await
+    .map(Some)
+    .map_err(|e| ListenerError::request("dead-letter stream", e))
+}
+
+/// The durable consumer, made again when it is gone.
+async fn durable_consumer(
+    l: &AccountListener,
+    advisory_stream: &jetstream::stream::Stream<()>,
+    exact: bool,
+    deliver_policy: consumer::DeliverPolicy,
+) -> Result<consumer::PullConsumer, ListenerError> {
+    let resumes = matches!(
+        deliver_policy,
+        consumer::DeliverPolicy::ByStartSequence { .. }
+    );
+    let config = consumer::pull::Config {
+        durable_name: Some(l.args.consumer.clone()),
+        description: Some("nats-delivery-exporter: counts delivery advisories".into()),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ack_wait: l.args.ack_wait,
+        deliver_policy,
+        // Never give up on an advisory: a limit would drop counts and
+        // make advisories about the exporter's own consumer.
+        max_deliver: -1,
+        max_ack_pending: (BATCH * 10) as i64,
+        num_replicas: usize::from(l.args.replicas),
+        filter_subjects: if exact {
+            Vec::new()
+        } else {
+            SUBJECTS.iter().map(|s| s.to_string()).collect()
+        },
+        ..Default::default()
+    };
+    let failed =
+        |e: String| ListenerError::request(&format!("durable consumer {:?}", l.args.consumer), e);
+    match advisory_stream.get_consumer(&l.args.consumer).await {
+        Ok(c) => Ok(c),
+        Err(e) if is_consumer_not_found(e.as_ref()) => {
+            if resumes {
+                // The totals say it existed: it was deleted (or lost) while
+                // no session watched, which is counted as a session that
+                // sees it go counts it.
+                l.metrics
+                    .listener_error(&l.account, ErrorKind::ConsumerMissing.as_label());
+                tracing::warn!(
+                    account = %l.account,
+                    consumer = %l.args.consumer,
+                    "the advisory consumer was gone; made again, starting after what was counted"
+                );
+            }
+            advisory_stream
+                .create_consumer(config)
+                .await
+                .map_err(|e| failed(e.to_string()))
+        }
+        Err(e) => Err(failed(e.to_string())),
+    }
+}
+
+/// One line per session says where counting resumes: enough to tell, after
+/// a fault, whether advisories handed out again were recognised.
+fn log_resume(
+    l: &AccountListener,
+    store: &TotalsStore,
+    source: i64,
+    consumer: &consumer::PullConsumer,
+) {
+    let stored = store.entries.get(ACCOUNT_KEY).map(|s| &s.totals);
+    let info = consumer.cached_info();
+    tracing::info!(
+        account = %l.account,
+        keys = store.entries.len(),
+        received = stored.map_or(0, |t| t.received),
+        stored_ack_floor = stored.map_or(0, |t| t.ack_floor),
+        stored_source = stored.map_or(0, |t| t.source),
+        source,
+        consumer_ack_floor = info.ack_floor.stream_sequence,
+        consumer_delivered = info.delivered.stream_sequence,
+        "durable advisory listener: totals loaded, consumer ready"
+    );
 }
