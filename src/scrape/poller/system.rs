@@ -12,6 +12,7 @@ use crate::poll_error::PollError;
 use crate::sources::kept::KeptBudget;
 use crate::sources::{self, ServerLink, SystemLink, TargetSnapshot};
 use crate::system::poll::{SurveyReport, SystemPolling};
+use crate::system::survey::Answer;
 
 /// The servers found through the system account, by name, and the
 /// survey's counts so far.
@@ -31,58 +32,8 @@ impl Poller {
         system: &SystemSide,
     ) -> (Vec<TargetSnapshot>, SurveyReport) {
         let started = Instant::now();
-        let outcome = system.polling.survey(self.config.timeout).await;
-        let mut report = SurveyReport::default();
-        let target_of = |name: &str| {
-            let mut targets = system.targets.lock().expect("system targets lock");
-            targets
-                .entry(name.to_string())
-                .or_insert_with(|| {
-                    Arc::new(Target {
-                        url: None,
-                        identity: name.to_string(),
-                        sources: sources::per_target(&self.settings),
-                        state: Mutex::default(),
-                    })
-                })
-                .clone()
-        };
-        let (answers, down) = match outcome {
-            Ok(outcome) => {
-                let mut totals = system.totals.lock().expect("survey totals lock");
-                totals.0 += outcome.broken;
-                totals.1 += outcome.duplicates;
-                report = SurveyReport {
-                    up: true,
-                    expected: outcome.expected as u64,
-                    answered: outcome.answers.len() as u64,
-                    late_total: outcome.late_total,
-                    broken_total: totals.0,
-                    duplicates_total: totals.1,
-                    servers: Vec::new(),
-                };
-                let why = "the server did not answer the survey";
-                let missing = outcome.missing.iter();
-                let down: Vec<_> = missing
-                    .map(|s| (target_of(&s.name), why.to_string()))
-                    .collect();
-                (outcome.answers, down)
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "the system-account survey failed");
-                let (broken, duplicates) = *system.totals.lock().expect("survey totals lock");
-                report.broken_total = broken;
-                report.duplicates_total = duplicates;
-                let known: Vec<_> = system
-                    .targets
-                    .lock()
-                    .expect("system targets lock")
-                    .values()
-                    .map(|t| (t.clone(), e.to_string()))
-                    .collect();
-                (Vec::new(), known)
-            }
-        };
+        let target_of = |name: &str| self.system_target(system, name);
+        let (answers, down, mut report) = self.survey(system).await;
         let left = self.config.timeout.saturating_sub(started.elapsed());
         let polls = answers.iter().map(|answer| {
             let target = target_of(&answer.server.name);
@@ -126,5 +77,69 @@ impl Poller {
             .map(|s| (s.server.clone(), answered(&s.server)))
             .collect();
         (snaps, report)
+    }
+
+    /// The target of the server `name`, made the first time it answers.
+    fn system_target(&self, system: &SystemSide, name: &str) -> Arc<Target> {
+        let mut targets = system.targets.lock().expect("system targets lock");
+        targets
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                Arc::new(Target {
+                    url: None,
+                    identity: name.to_string(),
+                    sources: sources::per_target(&self.settings),
+                    state: Mutex::default(),
+                })
+            })
+            .clone()
+    }
+
+    /// One survey: the servers that answered, those known that did not
+    /// (with why), and the survey's report so far.
+    async fn survey(
+        &self,
+        system: &SystemSide,
+    ) -> (Vec<Answer>, Vec<(Arc<Target>, String)>, SurveyReport) {
+        match system.polling.survey(self.config.timeout).await {
+            Ok(outcome) => {
+                let mut totals = system.totals.lock().expect("survey totals lock");
+                totals.0 += outcome.broken;
+                totals.1 += outcome.duplicates;
+                let report = SurveyReport {
+                    up: true,
+                    expected: outcome.expected as u64,
+                    answered: outcome.answers.len() as u64,
+                    late_total: outcome.late_total,
+                    broken_total: totals.0,
+                    duplicates_total: totals.1,
+                    servers: Vec::new(),
+                };
+                let why = "the server did not answer the survey";
+                let down: Vec<_> = outcome
+                    .missing
+                    .iter()
+                    .map(|s| (self.system_target(system, &s.name), why.to_string()))
+                    .collect();
+                (outcome.answers, down, report)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the system-account survey failed");
+                let (broken, duplicates) = *system.totals.lock().expect("survey totals lock");
+                let report = SurveyReport {
+                    broken_total: broken,
+                    duplicates_total: duplicates,
+                    ..SurveyReport::default()
+                };
+                let known: Vec<_> = system
+                    .targets
+                    .lock()
+                    .expect("system targets lock")
+                    .values()
+                    .map(|t| (t.clone(), e.to_string()))
+                    .collect();
+                (Vec::new(), known, report)
+            }
+        }
     }
 }
