@@ -121,11 +121,22 @@ impl MonitoringSource for VarzSource {
 
 /// Writes every /varz family for the servers polled successfully.
 pub fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Varz)]) -> fmt::Result {
-    let each = |f: fn(&Varz) -> Option<u64>| {
-        servers
-            .iter()
-            .filter_map(move |(s, v)| f(v).map(|x| ([("server", *s)], x)))
-    };
+    encode_identity_and_cuts(enc, servers)?;
+    encode_limits_and_traffic(enc, servers)
+}
+
+/// One series per server of what `f` gives, where it gives a value.
+fn each<'a>(
+    servers: &'a [(&'a str, &'a Varz)],
+    f: fn(&Varz) -> Option<u64>,
+) -> impl Iterator<Item = ([(&'static str, &'a str); 1], u64)> + 'a {
+    servers
+        .iter()
+        .filter_map(move |(s, v)| f(v).map(|x| ([("server", *s)], x)))
+}
+
+/// The server's identity, and the connections it cut or stalled.
+fn encode_identity_and_cuts(enc: &mut DescriptorEncoder, servers: &[(&str, &Varz)]) -> fmt::Result {
     gauge_family(
         enc,
         "nats_delivery_server_info",
@@ -145,7 +156,7 @@ pub fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Varz)]) -> fmt::Re
         enc,
         "nats_delivery_server_slow_consumers",
         "Connections of every kind the server cut as slow consumers since it started.",
-        each(|v| v.slow_consumers),
+        each(servers, |v| v.slow_consumers),
     )?;
     let by_kind = |f: fn(&Varz) -> Option<PerKind>| {
         servers.iter().flat_map(move |(s, v)| {
@@ -170,8 +181,15 @@ pub fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Varz)]) -> fmt::Re
         enc,
         "nats_delivery_server_stalled_clients",
         "Times the server stalled a fast producer because a consumer fell behind (2.12+).",
-        each(|v| v.stalled_clients),
-    )?;
+        each(servers, |v| v.stalled_clients),
+    )
+}
+
+/// The limits at which the server cuts a connection, and its traffic.
+fn encode_limits_and_traffic(
+    enc: &mut DescriptorEncoder,
+    servers: &[(&str, &Varz)],
+) -> fmt::Result {
     gauge_family(
         enc,
         "nats_delivery_server_max_pending_bytes",
@@ -193,30 +211,30 @@ pub fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Varz)]) -> fmt::Re
         enc,
         "nats_delivery_server_connections",
         "Client connections open now.",
-        each(|v| Some(v.connections)),
+        each(servers, |v| Some(v.connections)),
     )?;
     counter_family(
         enc,
         "nats_delivery_server_in_messages",
         "Messages the server received.",
-        each(|v| Some(v.in_msgs)),
+        each(servers, |v| Some(v.in_msgs)),
     )?;
     counter_family(
         enc,
         "nats_delivery_server_out_messages",
         "Messages the server sent.",
-        each(|v| Some(v.out_msgs)),
+        each(servers, |v| Some(v.out_msgs)),
     )?;
     counter_family(
         enc,
         "nats_delivery_server_in_bytes",
         "Bytes the server received.",
-        each(|v| Some(v.in_bytes)),
+        each(servers, |v| Some(v.in_bytes)),
     )?;
     counter_family(
         enc,
         "nats_delivery_server_out_bytes",
         "Bytes the server sent.",
-        each(|v| Some(v.out_bytes)),
+        each(servers, |v| Some(v.out_bytes)),
     )
 }
