@@ -1,8 +1,8 @@
 //! Encodes a [`Snapshot`] and everything registered as text, streamed while
 //! it is written.
 //!
-//! At 100,000 consumers the text is some 70 MB, far more than the snapshot
-//! it is written from; held whole it was most of the exporter's peak memory.
+//! With many consumers the text is far larger than the snapshot it is
+//! written from, and held whole it would be most of the exporter's memory.
 //! So it is written in pieces that are sent as soon as they are done: first
 //! the registry (the main part), then each per-consumer family a block of
 //! consumers at a time. Up to four threads write the pieces, each its own

@@ -19,9 +19,8 @@ use crate::poll_error::PollError;
 
 /// Chunks read but not yet parsed, per streamed reply: enough to keep the
 /// parser busy while the next chunk arrives, few enough that the reply is
-/// never held whole. A chunk is what hyper read at once, up to about 400 KiB
-/// on a fast connection (16 in flight held about 6 MB more than 2 in the
-/// heap test of `tests/jsz_streamed_parse.rs`).
+/// never held whole. A chunk is what hyper read at once (the heap test of
+/// `tests/jsz_streamed_parse.rs` compares counts).
 const CHUNKS_IN_FLIGHT: usize = 4;
 
 /// The HTTP client and the limits every monitoring request obeys.

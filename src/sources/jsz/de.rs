@@ -121,9 +121,8 @@ impl<S: Kept> Kept for AccountDetail<S> {
 /// charged to this thread's budget ([`kept::current`]) as it is parsed: the
 /// list's room as it grows and what each item owns (its own lists charge
 /// for themselves); a refused charge stops the parse. Kept without the
-/// room (up to as much again) the list grew while it was parsed: at 100
-/// consumers a stream that room was 28 of every 128 slots, some 9 MB at
-/// 100,000 consumers.
+/// room (up to as much again) the list grew while it was parsed, which
+/// adds up over many consumers.
 pub fn list<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
 where
     D: Deserializer<'de>,

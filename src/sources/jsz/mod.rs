@@ -322,8 +322,8 @@ async fn read_pages(
         if let Some(account) = pages_to_read.account {
             query.push(("acc", account.to_string()));
         }
-        // Pages run to 110 MB at 100,000 consumers: parsed as they arrive
-        // over HTTP; a NATS reply arrives whole. A page charges a share of
+        // Pages of large accounts are large: parsed as they arrive over
+        // HTTP; a NATS reply arrives whole. A page charges a share of
         // the poll's budget as it is parsed; once it is filtered, the poll's
         // budget is charged with what it keeps instead.
         let share = KeptBudget::share(link.kept());
