@@ -40,6 +40,7 @@ impl InstrumentedClient {
                 "these metrics belong to another connection; use one ClientMetrics per connection",
             ));
         }
+        metrics.shared.publishes.enable_requests();
         Ok(InstrumentedClient { metrics, client })
     }
 
@@ -84,6 +85,11 @@ impl InstrumentedClient {
             Ok(_) => true,
             Err(e) => e.kind() == async_nats::RequestErrorKind::NoResponders,
         };
+        if let Err(e) = &result {
+            if e.kind() == async_nats::RequestErrorKind::NoResponders {
+                self.metrics.shared.publishes.record_no_responders();
+            }
+        }
         if replied {
             self.metrics
                 .shared

@@ -80,6 +80,9 @@ mod http;
 mod intake;
 mod jetstream;
 mod limits;
+mod publish;
+mod publish_failure;
+mod publish_stats;
 #[cfg(feature = "reports")]
 mod report;
 mod state;
@@ -97,6 +100,8 @@ pub use client::InstrumentedClient;
 pub use http::{serve, READ_TIMEOUT};
 pub use jetstream::{Acknowledgement, ConsumerMetrics};
 pub use limits::{PendingLimits, SubscribeOptions};
+pub use publish::{InstrumentedJetStream, PendingPublishAck};
+pub use publish_failure::PublishFailure;
 #[cfg(feature = "reports")]
 pub use report::{ReportOptions, ReportPublisher, DEFAULT_REPORT_SUBJECT};
 pub use subscription::Subscription;
