@@ -325,3 +325,82 @@ async fn expectations_that_do_not_hold_are_counted_and_duplicates_apart() {
     app.assert_failures(&expected, &v);
     nats_test_server::reference::assert_documented(&app.text());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unanswered_publishes_and_requests_are_counted() {
+    let server = NatsServer::builder().jetstream().start();
+    let v = version();
+    let app = Publisher::connect(&server).await;
+    let before = app.metrics.unforwarded_messages();
+    // No stream stores the subject: the server answers no responders.
+    for _ in 0..3 {
+        assert!(!app.publish("nowhere", body(10)).await, "{v}");
+    }
+    // A core subscriber on another connection listens and never answers.
+    let other = async_nats::connect(server.client_url()).await.unwrap();
+    let _silent = other.subscribe("silent").await.unwrap();
+    other.flush().await.unwrap();
+    let context = async_nats::jetstream::ContextBuilder::new()
+        .timeout(std::time::Duration::from_millis(300))
+        .build(app.client.client().clone());
+    let patient = app.metrics.jetstream_publisher(context).unwrap();
+    for _ in 0..2 {
+        let pending = patient.send_publish("silent", body(10)).await.unwrap();
+        assert!(pending.await.is_err(), "{v}");
+    }
+    assert_eq!(app.metrics.unforwarded_messages(), before, "{v}");
+    // Core requests nobody answers, and one that is answered.
+    for _ in 0..4 {
+        assert!(app.client.request("nobody", "?".into()).await.is_err());
+    }
+    let mut answering = other.subscribe("answered").await.unwrap();
+    other.flush().await.unwrap();
+    let responder = tokio::spawn(async move {
+        use futures::StreamExt;
+        let request = answering.next().await.unwrap();
+        other
+            .publish(request.reply.unwrap(), "!".into())
+            .await
+            .unwrap();
+        other.flush().await.unwrap();
+    });
+    app.client.request("answered", "?".into()).await.unwrap();
+    responder.await.unwrap();
+    assert_eq!(app.metrics.unforwarded_messages(), before, "{v}");
+
+    let requests = "nats_delivery_client_request_no_responders_total";
+    assert_eq!(app.counter(requests), 4, "{v}");
+    assert_eq!(app.stored(), 0, "{v}");
+    let expected = [("no_responders", 3), ("timed_out", 2)];
+    app.assert_failures(&expected, &v);
+    nats_test_server::reference::assert_documented(&app.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_whose_answer_is_not_awaited_is_counted_as_abandoned() {
+    let server = NatsServer::builder().jetstream().start();
+    let v = version();
+    let app = Publisher::connect(&server).await;
+    let js = app.jetstream.context();
+    js.create_stream(Config {
+        name: "DROPPED".into(),
+        subjects: vec!["dropped".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let before = app.metrics.unforwarded_messages().unwrap();
+    let pending = app.jetstream.publish("dropped", "x".into()).await.unwrap();
+    drop(pending);
+    assert!(app.publish("dropped", body(10)).await, "{v}");
+    // The abandoned answer arrived and nothing took it: the connection
+    // audit shows it (the awaited one is taken).
+    let unforwarded = || app.metrics.unforwarded_messages().unwrap();
+    let what = "the abandoned answer in the audit";
+    nats_test_server::app::wait_for(what, || unforwarded() == before + 1).await;
+    // The server stored both; only the awaited one counts as stored.
+    let state = stream_state(js, "DROPPED").await;
+    assert_eq!(state.messages, 2, "{v}");
+    assert_eq!(app.stored(), 1, "{v}");
+    app.assert_failures(&[("abandoned", 1)], &v);
+}
