@@ -62,6 +62,16 @@
 //! one replaces it; pass your own callback to
 //! [`ClientMetrics::connect_options_with_callback`] to have both.
 //!
+//! # Publishing
+//!
+//! [`InstrumentedClient::jetstream`] (or
+//! [`ClientMetrics::jetstream_publisher`]) is a JetStream context that counts
+//! every publish once its answer is known: stored, duplicate, or not stored
+//! by [`PublishFailure`] (the stream full under discard new, a wrong
+//! expected last sequence, no responders, a timeout, ...), read from the
+//! JetStream API error code of the server's answer.
+//! [`InstrumentedClient::request`] counts requests nothing answered.
+//!
 //! # Serving the metrics
 //!
 //! The application serves its own `Registry`. With the `http-server` feature,
