@@ -2,262 +2,11 @@
 //! server: for every reason the counter equals what the server refused, and
 //! the acknowledged count equals what the stream holds.
 
-use async_nats::jetstream::message::PublishMessage;
-use async_nats::jetstream::stream::{Config, DiscardPolicy, State};
-use async_nats::jetstream::Context;
-use bytes::Bytes;
-use nats_delivery_metrics::{ClientMetrics, InstrumentedClient, InstrumentedJetStream};
-use nats_test_server::app::{exposition, sample};
+mod publish_support;
+
+use async_nats::jetstream::stream::Config;
 use nats_test_server::NatsServer;
-use prometheus_client::registry::Registry;
-
-/// One instrumented connection with its registry.
-struct Publisher {
-    registry: Registry,
-    metrics: ClientMetrics,
-    client: InstrumentedClient,
-    jetstream: InstrumentedJetStream,
-}
-
-impl Publisher {
-    async fn connect(server: &NatsServer) -> Self {
-        let mut registry = Registry::default();
-        let metrics = ClientMetrics::new("app", &mut registry);
-        let client = metrics
-            .connect(async_nats::ConnectOptions::new(), server.client_url())
-            .await
-            .unwrap();
-        let jetstream = client.jetstream();
-        Publisher {
-            registry,
-            metrics,
-            client,
-            jetstream,
-        }
-    }
-
-    fn text(&self) -> String {
-        exposition(&self.registry)
-    }
-
-    fn failures(&self, reason: &str) -> u64 {
-        let labels = [("client", "app"), ("reason", reason)];
-        let name = "nats_delivery_client_jetstream_publish_failures_total";
-        sample(&self.text(), name, &labels).expect(reason) as u64
-    }
-
-    fn counter(&self, name: &str) -> u64 {
-        sample(&self.text(), name, &[("client", "app")]).expect(name) as u64
-    }
-
-    fn stored(&self) -> u64 {
-        self.counter("nats_delivery_client_jetstream_published_messages_total")
-    }
-
-    /// Every reason but those in `expected` is 0, and those are as given.
-    fn assert_failures(&self, expected: &[(&str, u64)], context: &str) {
-        let reasons = [
-            "max_messages",
-            "max_bytes",
-            "max_messages_per_subject",
-            "wrong_last_sequence",
-            "wrong_last_msg_id",
-            "no_responders",
-            "timed_out",
-            "abandoned",
-            "other",
-        ];
-        for reason in reasons {
-            let want = expected
-                .iter()
-                .find(|(r, _)| *r == reason)
-                .map_or(0, |(_, n)| *n);
-            assert_eq!(self.failures(reason), want, "{context}: {reason}");
-        }
-    }
-
-    /// Publishes `message` to `subject` and waits for the answer; true when
-    /// the server acknowledged it.
-    async fn publish(&self, subject: &str, message: PublishMessage) -> bool {
-        let pending = self.jetstream.send_publish(subject.to_string(), message);
-        match pending.await {
-            Ok(ack) => ack.await.is_ok(),
-            Err(_) => false,
-        }
-    }
-}
-
-fn body(len: usize) -> PublishMessage {
-    PublishMessage::build().payload(Bytes::from(vec![b'x'; len]))
-}
-
-async fn stream_state(js: &Context, stream: &str) -> State {
-    let mut stream = js.get_stream(stream).await.unwrap();
-    stream.info().await.unwrap().state.clone()
-}
-
-fn version() -> String {
-    nats_test_server::version_under_test()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_stream_under_discard_new_refusals_are_counted_by_limit() {
-    let server = NatsServer::builder().jetstream().start();
-    let v = version();
-
-    // max_msgs 5: of 12 publishes the last 7 are refused.
-    let app = Publisher::connect(&server).await;
-    let js = app.jetstream.context();
-    js.create_stream(Config {
-        name: "MSGS".into(),
-        subjects: vec!["msgs".into()],
-        max_messages: 5,
-        discard: DiscardPolicy::New,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    // Replies to the stream's creation were not taken by the crate; the
-    // publishes' acknowledgements and refusals are.
-    let before = app.metrics.unforwarded_messages();
-    let mut acked = 0;
-    for _ in 0..12 {
-        acked += u64::from(app.publish("msgs", body(10)).await);
-    }
-    assert_eq!(app.metrics.unforwarded_messages(), before, "{v}");
-    let state = stream_state(js, "MSGS").await;
-    assert_eq!(
-        (acked, state.messages, state.last_sequence),
-        (5, 5, 5),
-        "{v}"
-    );
-    assert_eq!(app.stored(), 5, "{v}");
-    app.assert_failures(&[("max_messages", 7)], &format!("{v} max_msgs"));
-    nats_test_server::reference::assert_documented(&app.text());
-
-    // max_bytes 4,000 with 100-byte payloads: the server decides how many
-    // fit (its per-message overhead differs between stores and versions);
-    // every publish it did not store is counted as max_bytes.
-    let app = Publisher::connect(&server).await;
-    let js = app.jetstream.context();
-    js.create_stream(Config {
-        name: "BYTES".into(),
-        subjects: vec!["bytes".into()],
-        max_bytes: 4000,
-        discard: DiscardPolicy::New,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let mut acked = 0;
-    for _ in 0..60 {
-        acked += u64::from(app.publish("bytes", body(100)).await);
-    }
-    let state = stream_state(js, "BYTES").await;
-    eprintln!(
-        "{v}: max_bytes 4000: {acked} of 60 stored, {} bytes",
-        state.bytes
-    );
-    assert_eq!(state.messages, acked, "{v}");
-    assert_eq!(state.last_sequence, acked, "{v}");
-    assert!(state.bytes <= 4000, "{v}: {} bytes", state.bytes);
-    assert!(acked < 60, "{v}: the stream refused nothing");
-    assert_eq!(app.stored(), acked, "{v}");
-    app.assert_failures(&[("max_bytes", 60 - acked)], &format!("{v} max_bytes"));
-
-    // max_bytes 4,140: after 30 messages (4,020 bytes stored, 134 per
-    // message) a 100-byte payload fits but its record does not. 2.10 and
-    // later count the record and refuse; 2.9 counts the payload, stores the
-    // message and then removes the stream's oldest to get back under
-    // max_bytes: acknowledged, and a message lost without any refusal.
-    let app = Publisher::connect(&server).await;
-    let server_version = app.client.client().server_info().version;
-    let js = app.jetstream.context();
-    js.create_stream(Config {
-        name: "BYTES_EDGE".into(),
-        subjects: vec!["edge".into()],
-        max_bytes: 4140,
-        discard: DiscardPolicy::New,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let mut acked = 0;
-    for _ in 0..60 {
-        acked += u64::from(app.publish("edge", body(100)).await);
-    }
-    let state = stream_state(js, "BYTES_EDGE").await;
-    eprintln!(
-        "{v}: max_bytes 4140: {acked} of 60 acknowledged, {} held, {} bytes",
-        state.messages, state.bytes
-    );
-    assert_eq!(state.last_sequence, acked, "{v}");
-    assert_eq!(app.stored(), acked, "{v}");
-    app.assert_failures(&[("max_bytes", 60 - acked)], &format!("{v} edge"));
-    if nats_test_server::version_numbers(&server_version) < vec![2, 10] {
-        // The first 30 are gone, removed as under discard old.
-        assert_eq!(
-            (acked, state.messages, state.first_sequence),
-            (60, 30, 31),
-            "{v}"
-        );
-    } else {
-        assert_eq!((acked, state.messages), (30, 30), "{v}");
-    }
-
-    // max_msgs_per_subject 2 with discard_new_per_subject: 4 publishes to
-    // each of 3 subjects, 2 of each refused.
-    let app = Publisher::connect(&server).await;
-    let js = app.jetstream.context();
-    js.create_stream(Config {
-        name: "PERSUBJECT".into(),
-        subjects: vec!["per.>".into()],
-        max_messages_per_subject: 2,
-        discard: DiscardPolicy::New,
-        discard_new_per_subject: true,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let mut acked = 0;
-    for subject in ["per.a", "per.b", "per.c"] {
-        for _ in 0..4 {
-            acked += u64::from(app.publish(subject, body(10)).await);
-        }
-    }
-    let state = stream_state(js, "PERSUBJECT").await;
-    assert_eq!(
-        (acked, state.messages, state.last_sequence),
-        (6, 6, 6),
-        "{v}"
-    );
-    assert_eq!(app.stored(), 6, "{v}");
-    let context = format!("{v} max_msgs_per_subject");
-    app.assert_failures(&[("max_messages_per_subject", 6)], &context);
-
-    // The same limit without discard_new_per_subject refuses nothing: the
-    // oldest message of the subject goes instead.
-    let app = Publisher::connect(&server).await;
-    let js = app.jetstream.context();
-    js.create_stream(Config {
-        name: "REPLACING".into(),
-        subjects: vec!["replacing.>".into()],
-        max_messages_per_subject: 2,
-        discard: DiscardPolicy::New,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    for subject in ["replacing.a", "replacing.b", "replacing.c"] {
-        for _ in 0..4 {
-            assert!(app.publish(subject, body(10)).await, "{v}");
-        }
-    }
-    let state = stream_state(js, "REPLACING").await;
-    assert_eq!((state.messages, state.last_sequence), (6, 12), "{v}");
-    assert_eq!(app.stored(), 12, "{v}");
-    app.assert_failures(&[], &format!("{v} replacing"));
-}
+use publish_support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expectations_that_do_not_hold_are_counted_and_duplicates_apart() {
@@ -265,14 +14,16 @@ async fn expectations_that_do_not_hold_are_counted_and_duplicates_apart() {
     let v = version();
     let app = Publisher::connect(&server).await;
     let js = app.jetstream.context();
-    js.create_stream(Config {
-        name: "SEQ".into(),
-        subjects: vec!["seq.>".into()],
-        max_message_size: 256,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    create(
+        &app,
+        Config {
+            name: "SEQ".into(),
+            subjects: vec!["seq.>".into()],
+            max_message_size: 256,
+            ..Default::default()
+        },
+    )
+    .await;
     let before = app.metrics.unforwarded_messages();
     assert!(app.publish("seq.a", body(10)).await, "{v}");
     let mut last = 1;
@@ -333,9 +84,7 @@ async fn unanswered_publishes_and_requests_are_counted() {
     let app = Publisher::connect(&server).await;
     let before = app.metrics.unforwarded_messages();
     // No stream stores the subject: the server answers no responders.
-    for _ in 0..3 {
-        assert!(!app.publish("nowhere", body(10)).await, "{v}");
-    }
+    assert_eq!(publish_n(&app, "nowhere", 3, 10).await, 0, "{v}");
     // A core subscriber on another connection listens and never answers.
     let other = async_nats::connect(server.client_url()).await.unwrap();
     let _silent = other.subscribe("silent").await.unwrap();
@@ -382,13 +131,15 @@ async fn a_publish_whose_answer_is_not_awaited_is_counted_as_abandoned() {
     let v = version();
     let app = Publisher::connect(&server).await;
     let js = app.jetstream.context();
-    js.create_stream(Config {
-        name: "DROPPED".into(),
-        subjects: vec!["dropped".into()],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    create(
+        &app,
+        Config {
+            name: "DROPPED".into(),
+            subjects: vec!["dropped".into()],
+            ..Default::default()
+        },
+    )
+    .await;
     let before = app.metrics.unforwarded_messages().unwrap();
     let pending = app.jetstream.publish("dropped", "x".into()).await.unwrap();
     drop(pending);
