@@ -123,6 +123,7 @@ async fn unanswered_publishes_and_requests_are_counted() {
     let expected = [("no_responders", 3), ("timed_out", 2)];
     app.assert_failures(&expected, &v);
     nats_test_server::reference::assert_documented(&app.text());
+    nats_test_server::app::assert_promtool_clean(&app.registry);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
