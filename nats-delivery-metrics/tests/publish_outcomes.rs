@@ -88,7 +88,9 @@ async fn unanswered_publishes_and_requests_are_counted() {
     // A core subscriber on another connection listens and never answers.
     let other = async_nats::connect(server.client_url()).await.unwrap();
     let _silent = other.subscribe("silent").await.unwrap();
-    other.flush().await.unwrap();
+    // `flush` only empties the write buffer; a round trip makes sure the
+    // server has the subscription before anyone publishes.
+    nats_test_server::app::sync_with_server(&other).await;
     let context = async_nats::jetstream::ContextBuilder::new()
         .timeout(std::time::Duration::from_millis(300))
         .build(app.client.client().clone());
@@ -103,7 +105,7 @@ async fn unanswered_publishes_and_requests_are_counted() {
         assert!(app.client.request("nobody", "?".into()).await.is_err());
     }
     let mut answering = other.subscribe("answered").await.unwrap();
-    other.flush().await.unwrap();
+    nats_test_server::app::sync_with_server(&other).await;
     let responder = tokio::spawn(async move {
         use futures::StreamExt;
         let request = answering.next().await.unwrap();

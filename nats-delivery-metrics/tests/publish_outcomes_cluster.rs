@@ -79,6 +79,14 @@ async fn an_r3_stream_refuses_by_limit_and_without_quorum_answers_nothing() {
     // the publish and cannot replicate it: no answer (seen for every
     // publish, on every version; once it steps down, nothing listens).
     servers.truncate(1);
+    // Until n0 has seen its routes close it still forwards to them.
+    let routez = format!("{}/routez", servers[0].monitor_url());
+    let routes = || {
+        let body = nats_test_server::http_get(&routez);
+        let routez: serde_json::Value = serde_json::from_str(&body).unwrap();
+        routez["num_routes"].as_u64().unwrap()
+    };
+    nats_test_server::app::wait_for("n0 without routes", || routes() == 0).await;
     for _ in 0..3 {
         let pending = jetstream.publish("r3open", "x".into()).await.unwrap();
         let answer = pending.await;
