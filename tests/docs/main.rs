@@ -2,6 +2,6 @@
 //! rules, dashboards, the server support table.
 mod alert_rules;
 mod dashboards;
-mod scrape_configs;
 mod promql_check;
+mod scrape_configs;
 mod support_table;

@@ -47,7 +47,11 @@ fn jobs(block: &str) -> Vec<(String, Vec<String>)> {
         // A comment is not part of a value.
         let line = line.split(" #").next().unwrap_or_default();
         if let Some(name) = line.trim_start().strip_prefix("- job_name:") {
-            out.push((name.trim().trim_matches('"').to_string(), Vec::new(), indent));
+            out.push((
+                name.trim().trim_matches('"').to_string(),
+                Vec::new(),
+                indent,
+            ));
         } else if let Some((_, lines, job_indent)) = out.last_mut() {
             if line.trim().is_empty() || indent > *job_indent {
                 lines.push(line.trim().to_string());
@@ -98,7 +102,10 @@ fn every_scrape_of_the_exporter_matches_the_rules_and_honours_labels() {
         }
     }
     // README's and the operators' guide's configurations at least.
-    assert!(seen >= 3, "only {seen} scrape configurations of the exporter found");
+    assert!(
+        seen >= 3,
+        "only {seen} scrape configurations of the exporter found"
+    );
 }
 
 #[test]
