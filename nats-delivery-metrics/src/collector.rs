@@ -116,6 +116,7 @@ impl Collector for ClientCollector {
         family(&mut encoder, "nats_delivery_client_connection_events",
             "Connection events async-nats reported, by event; a lower bound, async-nats loses events when its event queue of 128 is full.",
             events.iter().map(|(e, n)| ([("client", client), ("event", *e)], ConstCounter::new(*n))).collect())?;
+        crate::publish_stats::encode(&mut encoder, shared)?;
         encode_consumers(&mut encoder, shared)
     }
 }
