@@ -24,6 +24,7 @@ pub mod listener;
 pub mod message_timestamps;
 pub mod nats_connection;
 pub mod poller;
+pub mod process_metrics;
 pub mod redact;
 pub mod seq_ranges;
 pub mod serve;

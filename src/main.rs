@@ -8,6 +8,7 @@ use nats_delivery_exporter::config::Config;
 use nats_delivery_exporter::exporter::Exporter;
 use nats_delivery_exporter::message_timestamps;
 use nats_delivery_exporter::nats_connection;
+use nats_delivery_exporter::process_metrics;
 use nats_delivery_exporter::redact::redacted;
 use nats_delivery_exporter::serve::{serve, Stopped};
 
@@ -60,6 +61,11 @@ async fn start(
         .with_context(|| format!("--listen: cannot listen on {listen}"))
         .map_err(Failure::Start)?;
     let mut exporter = Exporter::new(config.clone()).map_err(|e| Failure::Start(e.into()))?;
+    let registry = exporter.registry_mut();
+    registry.register_collector(Box::new(process_metrics::BuildInfo));
+    if !config.disable_exporter_metrics {
+        registry.register_collector(Box::new(process_metrics::ProcessCollector));
+    }
     let listeners = Listeners::start(&config.nats, &config.advisories, exporter.registry_mut())
         .context("cannot start the NATS listeners")
         .map_err(Failure::Start)?;
