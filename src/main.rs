@@ -12,6 +12,7 @@ use nats_delivery_exporter::listeners::client_reports::{
 use nats_delivery_exporter::nats;
 use nats_delivery_exporter::redact::redacted;
 use nats_delivery_exporter::scrape::exporter::{Exporter, ExporterBuilder};
+use nats_delivery_exporter::scrape::process_metrics;
 
 /// Why the exporter stopped with an error: at start (a setting that cannot
 /// work, exit status 2) or while serving (status 1).
@@ -63,6 +64,11 @@ async fn start(
         .map_err(Failure::Start)?;
     let mut exporter =
         ExporterBuilder::new(config.clone()).map_err(|e| Failure::Start(e.into()))?;
+    let registry = exporter.registry_mut();
+    registry.register_collector(Box::new(process_metrics::BuildInfo));
+    if !config.disable_exporter_metrics {
+        registry.register_collector(Box::new(process_metrics::ProcessCollector));
+    }
     let listeners = Listeners::start(&config.nats, &config.advisories, exporter.registry_mut())
         .context("cannot start the NATS listeners")
         .map_err(Failure::Start)?;

@@ -2,7 +2,9 @@
 //! Prometheus after the scenarios: each must return data. Queries are read
 //! and their Grafana variables substituted by the same code as the
 //! dashboard tests (`tests/promql_check`): every variable matches all
-//! values, `$__rate_interval` is 5m and `$__range` 1h.
+//! values, `$__rate_interval` is 5m and `$__range` 1h; except the job
+//! variables, which name the lab's own jobs, so that a series selected under
+//! the wrong job leaves its panel empty.
 
 use crate::promql_check::{dashboard_queries, files, read, substitute};
 use crate::Lab;
@@ -27,6 +29,13 @@ const EMPTY_IN_LAB: &[(&str, &str)] = &[
     ),
 ];
 
+/// The lab's scrape jobs (`processes.rs`) for the dashboards' job variables:
+/// the exporter's, and the application's for the series it serves itself.
+const JOBS: [(&str, &str); 2] = [
+    ("\"$job\"", "\"nats-delivery-exporter\""),
+    ("\"$app_job\"", "\"lab-app\""),
+];
+
 /// Runs every dashboard query; a query without data fails the lab, unless
 /// its panel is listed in [`EMPTY_IN_LAB`].
 pub async fn every_query_returns_data(lab: &mut Lab) -> anyhow::Result<()> {
@@ -42,7 +51,10 @@ pub async fn every_query_returns_data(lab: &mut Lab) -> anyhow::Result<()> {
         );
         let dash: serde_json::Value = serde_json::from_str(&read(&path))?;
         for q in dashboard_queries(&name, &dash) {
-            let expr = substitute(&q.expr);
+            let expr = JOBS
+                .iter()
+                .fold(q.expr.clone(), |e, (var, job)| e.replace(var, job));
+            let expr = substitute(&expr);
             let series = match lab.prom.query(&expr).await {
                 Ok(s) => s.len(),
                 Err(e) => {

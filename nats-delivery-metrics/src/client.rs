@@ -10,7 +10,8 @@ use crate::{ClientMetrics, Error, ErrorKind, SubscribeOptions, Subscription};
 /// An async-nats connection with its [`ClientMetrics`]: every subscription
 /// made through it is instrumented and attributed to this connection only.
 ///
-/// Publishing and everything else go through [`Self::client`].
+/// JetStream publishes made through [`Self::jetstream`] are counted;
+/// everything else goes through [`Self::client`].
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -40,6 +41,7 @@ impl InstrumentedClient {
                 "these metrics belong to another connection; use one ClientMetrics per connection",
             ));
         }
+        metrics.shared.publishes.enable_requests();
         Ok(InstrumentedClient { metrics, client })
     }
 
@@ -73,7 +75,8 @@ impl InstrumentedClient {
     /// `Client::request`. The reply (or the server's "no responders" status
     /// message) is counted as taken, so it does not show up in
     /// [`ClientMetrics::unforwarded_messages`]; a reply that arrives after
-    /// the request timed out does.
+    /// the request timed out does. A "no responders" answer is counted in
+    /// `nats_delivery_client_request_no_responders_total`.
     pub async fn request(
         &self,
         subject: impl async_nats::ToSubject,
@@ -84,6 +87,11 @@ impl InstrumentedClient {
             Ok(_) => true,
             Err(e) => e.kind() == async_nats::RequestErrorKind::NoResponders,
         };
+        if let Err(e) = &result {
+            if e.kind() == async_nats::RequestErrorKind::NoResponders {
+                self.metrics.shared.publishes.record_no_responders();
+            }
+        }
         if replied {
             self.metrics
                 .shared

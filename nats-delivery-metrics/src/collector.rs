@@ -2,6 +2,7 @@
 //! `encode` only reads memory: no I/O happens during a scrape.
 
 use std::fmt;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
@@ -10,6 +11,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
 use crate::state::{Shared, SubscriptionSnapshot};
+use crate::PublishFailure;
 
 /// Collector registered by `ClientMetrics::new`.
 #[derive(Debug)]
@@ -116,6 +118,7 @@ impl Collector for ClientCollector {
         family(&mut encoder, "nats_delivery_client_connection_events",
             "Connection events async-nats reported, by event; a lower bound, async-nats loses events when its event queue of 128 is full.",
             events.iter().map(|(e, n)| ([("client", client), ("event", *e)], ConstCounter::new(*n))).collect())?;
+        encode_publishes(&mut encoder, shared)?;
         encode_consumers(&mut encoder, shared)
     }
 }
@@ -170,4 +173,37 @@ fn encode_consumers(encoder: &mut DescriptorEncoder, shared: &Shared) -> fmt::Re
     family(encoder, "nats_delivery_client_jetstream_pull_batch_ratio",
         "Pull batch size divided by the per-subscription buffer; above 0.667 a client-side drop can stall the consumer until the pull expires.",
         consumers.iter().filter_map(|c| c.batch_ratio.map(|r| (labels(c), ConstGauge::new(r)))).collect())
+}
+
+/// Encodes the publishing families of `shared`'s connection.
+fn encode_publishes(encoder: &mut DescriptorEncoder, shared: &Shared) -> fmt::Result {
+    let client = shared.client.as_str();
+    let stats = &shared.publishes;
+    if stats.requesting.load(Ordering::Acquire) {
+        family(encoder, "nats_delivery_client_request_no_responders",
+            "Requests through the instrumented client that the server answered with no responders: nothing listened on the subject.",
+            vec![([("client", client)], ConstCounter::new(stats.no_responders()))])?;
+    }
+    if !stats.publishing.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    family(
+        encoder,
+        "nats_delivery_client_jetstream_published_messages",
+        "JetStream publishes the server acknowledged as stored.",
+        vec![([("client", client)], ConstCounter::new(stats.stored()))],
+    )?;
+    family(encoder, "nats_delivery_client_jetstream_publish_duplicates",
+        "JetStream publishes the server acknowledged as duplicates of a message id it holds, not stored again.",
+        vec![([("client", client)], ConstCounter::new(stats.duplicates()))])?;
+    let rows = PublishFailure::ALL
+        .iter()
+        .map(|r| {
+            let labels = [("client", client), ("reason", r.label())];
+            (labels, ConstCounter::new(stats.failures(*r)))
+        })
+        .collect();
+    family(encoder, "nats_delivery_client_jetstream_publish_failures",
+        "JetStream publishes without a positive acknowledgement, by reason: the server refused them (stream or subject full under discard new, wrong expected last sequence or message id), nothing answered, or no answer came in time.",
+        rows)
 }

@@ -62,6 +62,16 @@
 //! one replaces it; pass your own callback to
 //! [`ClientMetrics::connect_options_with_callback`] to have both.
 //!
+//! # Publishing
+//!
+//! [`InstrumentedClient::jetstream`] (or
+//! [`ClientMetrics::jetstream_publisher`]) is a JetStream context that counts
+//! every publish once its answer is known: stored, duplicate, or not stored
+//! by [`PublishFailure`] (the stream full under discard new, a wrong
+//! expected last sequence, no responders, a timeout, ...), read from the
+//! JetStream API error code of the server's answer.
+//! [`InstrumentedClient::request`] counts requests nothing answered.
+//!
 //! # Serving the metrics
 //!
 //! The application serves its own `Registry`. With the `http-server` feature,
@@ -80,6 +90,9 @@ mod http;
 mod intake;
 mod jetstream;
 mod limits;
+mod publish;
+mod publish_failure;
+mod publish_stats;
 #[cfg(feature = "reports")]
 mod report;
 mod state;
@@ -98,6 +111,8 @@ pub use client::InstrumentedClient;
 pub use http::{serve, READ_TIMEOUT};
 pub use jetstream::{Acknowledgement, ConsumerMetrics};
 pub use limits::{PendingLimits, SubscribeOptions};
+pub use publish::{InstrumentedJetStream, PendingPublishAck};
+pub use publish_failure::PublishFailure;
 #[cfg(feature = "reports")]
 pub use report::{ReportOptions, ReportPublisher, DEFAULT_REPORT_SUBJECT};
 pub use subscription::Subscription;

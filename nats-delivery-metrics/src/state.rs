@@ -97,6 +97,8 @@ pub(crate) struct Shared {
     /// Messages of that connection handed to the application outside
     /// instrumented subscriptions (replies to `InstrumentedClient::request`).
     pub taken_elsewhere: AtomicU64,
+    /// JetStream publish outcomes and unanswered requests.
+    pub publishes: crate::publish_stats::PublishStats,
     /// Takes messages for subscriptions whose application does not poll.
     pub watchdog: Watchdog,
 }
@@ -134,6 +136,7 @@ impl Shared {
             consumers: Mutex::new(Vec::new()),
             connection: OnceLock::new(),
             taken_elsewhere: AtomicU64::new(0),
+            publishes: Default::default(),
             watchdog: Watchdog::default(),
         }
     }

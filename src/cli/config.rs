@@ -17,7 +17,19 @@ pub use crate::sources::Source;
 /// It polls nats-server monitoring endpoints on every scrape and serves the
 /// result at /metrics.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "nats-delivery-exporter", version, about, long_about = None)]
+#[command(
+    name = "nats-delivery-exporter",
+    version = concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (revision ",
+        env!("NATS_DELIVERY_REVISION"),
+        ", rustc ",
+        env!("NATS_DELIVERY_RUSTC_VERSION"),
+        ")"
+    ),
+    about,
+    long_about = None
+)]
 pub struct Config {
     /// nats-server monitoring URL (http or https), repeatable; one per server to watch.
     #[arg(
@@ -93,6 +105,14 @@ pub struct Config {
     /// bcrypt hashes) for /metrics and the other pages.
     #[arg(long = "web.config.file", env = "NATS_DELIVERY_WEB_CONFIG_FILE", value_name = "FILE", value_parser = crate::cli::web_config::parse_web_config)]
     pub web_config: Option<crate::cli::web_config::WebConfig>,
+
+    /// Leaves out the exporter's own process metrics (`process_*`), as
+    /// node_exporter's flag of that name does; the build info stays.
+    #[arg(
+        long = "web.disable-exporter-metrics",
+        env = "NATS_DELIVERY_WEB_DISABLE_EXPORTER_METRICS"
+    )]
+    pub disable_exporter_metrics: bool,
 
     /// PEM file with the CA certificate(s) that signed https monitoring
     /// endpoints, when the system's roots do not cover them.

@@ -61,7 +61,7 @@ pub fn parse_web_config(text: &str) -> Result<WebConfig, String> {
 pub fn load(path: &Path) -> Result<WebConfig, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
     let file: File =
-        serde_yaml::from_str(&text).map_err(|e| format!("not a web configuration: {e}"))?;
+        serde_norway::from_str(&text).map_err(|e| format!("not a web configuration: {e}"))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     for (user, hash) in &file.basic_auth_users {
         if !(hash.starts_with("$2") && hash.len() == 60) {

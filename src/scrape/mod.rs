@@ -6,4 +6,5 @@
 pub mod exporter;
 pub(crate) mod exposition;
 pub(crate) mod poller;
+pub mod process_metrics;
 pub(crate) mod snapshot;

@@ -25,7 +25,7 @@ pub const OBJECT_COST: usize = 416;
 
 /// Bytes charged for every `[`: itself, and the byte serde's scratch takes
 /// for it while it skips a nested list.
-const LIST_COST: usize = 2;
+pub const LIST_COST: usize = 2;
 
 /// The longest string a reply may hold: nats-server sends none near it
 /// (names are at most a few hundred bytes, a client's `CONNECT` at most 4

@@ -54,7 +54,7 @@ pub fn parse(text: &str) -> BTreeMap<String, MetricDoc> {
     let mut out = BTreeMap::new();
     for line in text.lines() {
         let line = line.trim();
-        if !line.starts_with("| `nats_delivery_") {
+        if !line.starts_with("| `nats_delivery_") && !line.starts_with("| `process_") {
             continue;
         }
         let cols: Vec<&str> = line.trim_matches('|').split('|').collect();

@@ -6,6 +6,7 @@ mod cli;
 #[path = "../common/mod.rs"]
 mod common;
 mod connection_errors;
+mod exporter_metrics;
 mod http_endpoints;
 mod secrets_in_logs;
 mod server_harness;

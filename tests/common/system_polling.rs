@@ -41,6 +41,12 @@ pub async fn system_exporter(client_url: &str, sources: &str) -> Exporter {
     let polling = nats_delivery_exporter::system::poll::connect(config.system_poll_settings())
         .await
         .expect("system polling");
+    // The connection comes up in the background; until it does, a scrape
+    // reports the survey down, which is not what these tests look at.
+    super::wait_for(20, "the system-account connection", || {
+        polling.is_connected().then_some(())
+    })
+    .await;
     let mut exporter = ExporterBuilder::new(config).expect("exporter");
     exporter.poll_through_system_account(polling);
     exporter.build()

@@ -4,12 +4,12 @@
 //! and the job the alert rules select. (Their schemas are checked by
 //! scripts/test-deploy.sh with check-jsonschema.)
 
-use serde_yaml::Value;
+use serde_norway::Value;
 
 use crate::{read, repo_files};
 
 fn yaml(relative: &str) -> Value {
-    serde_yaml::from_str(&read(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
+    serde_norway::from_str(&read(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
 }
 
 #[test]

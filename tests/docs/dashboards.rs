@@ -148,7 +148,7 @@ fn dashboards_have_variables_descriptions_units_and_rate_intervals() {
             .collect();
         assert_eq!(vars["datasource"]["type"], "datasource", "{name}");
         assert_eq!(vars["datasource"]["query"], "prometheus", "{name}");
-        for v in ["server", "account", "stream", "consumer"] {
+        for v in ["job", "server", "account", "stream", "consumer"] {
             let var = vars
                 .get(v)
                 .unwrap_or_else(|| panic!("{name}: no ${v} variable"));
@@ -221,4 +221,128 @@ fn dashboards_have_variables_descriptions_units_and_rate_intervals() {
             }
         }
     }
+}
+
+/// The job matcher every selector of `metric` carries: the applications'
+/// own series (`nats_delivery_client_*`, from their `/metrics`) are scraped
+/// under the applications' jobs, every other series under the exporter's.
+fn job_matcher(metric: &str) -> &'static str {
+    if metric.starts_with("nats_delivery_client_") {
+        r#"job=~"$app_job""#
+    } else {
+        r#"job=~"$job""#
+    }
+}
+
+/// The `nats_delivery_*` selectors of `expr` without their job matcher, so
+/// that two deployments in one Prometheus never mix on a panel.
+fn selectors_without_job(expr: &str) -> Vec<String> {
+    let chars: Vec<char> = expr.chars().collect();
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut missing = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] == '"' {
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+            continue;
+        }
+        if !word(chars[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && word(chars[i]) {
+            i += 1;
+        }
+        let name: String = chars[start..i].iter().collect();
+        if !name.starts_with("nats_delivery_") {
+            continue;
+        }
+        // The matchers between braces, split at commas outside quotes.
+        let mut matchers = Vec::new();
+        if chars.get(i) == Some(&'{') {
+            let (mut current, mut quoted) = (String::new(), false);
+            i += 1;
+            while let Some(&c) = chars.get(i) {
+                i += 1;
+                match c {
+                    '\\' if quoted => {
+                        current.push(c);
+                        current.extend(chars.get(i));
+                        i += 1;
+                    }
+                    '"' => {
+                        quoted = !quoted;
+                        current.push(c);
+                    }
+                    ',' | '}' if !quoted => {
+                        matchers.push(current.trim().to_string());
+                        current.clear();
+                        if c == '}' {
+                            break;
+                        }
+                    }
+                    _ => current.push(c),
+                }
+            }
+        }
+        if !matchers.iter().any(|m| m == job_matcher(&name)) {
+            missing.push(name);
+        }
+    }
+    missing
+}
+
+#[test]
+fn the_job_check_finds_selectors_without_their_job() {
+    let selected = r#"sum(rate(nats_delivery_a_total{server=~"$server",job=~"$job"}[5m])) / on (x) nats_delivery_client_b{job=~"$app_job"} + label_replace(vector(0), "a", "nats_delivery_c", "", "")"#;
+    assert_eq!(selectors_without_job(selected), Vec::<String>::new());
+    let unselected = r#"nats_delivery_a / nats_delivery_b{server=~"$server"} + nats_delivery_c{job=~"$jobs",x="a,}"} + nats_delivery_client_d{job=~"$job"} + nats_delivery_e{job="$job"} offset 1h"#;
+    assert_eq!(
+        selectors_without_job(unselected),
+        [
+            "nats_delivery_a",
+            "nats_delivery_b",
+            "nats_delivery_c",
+            "nats_delivery_client_d",
+            "nats_delivery_e"
+        ]
+    );
+}
+
+#[test]
+fn every_dashboard_query_selects_its_job() {
+    let mut problems = Vec::new();
+    for (name, dash) in dashboards() {
+        let vars: BTreeSet<&str> = dash["templating"]["list"]
+            .as_array()
+            .expect("templating")
+            .iter()
+            .filter_map(|v| v["name"].as_str())
+            .collect();
+        for q in dashboard_queries(&name, &dash) {
+            // The job variables themselves list every job.
+            if q.place.ends_with(r#"variable "job""#) || q.place.ends_with(r#"variable "app_job""#)
+            {
+                continue;
+            }
+            for metric in selectors_without_job(&q.expr) {
+                problems.push(format!(
+                    "{}: {metric} without {}",
+                    q.place,
+                    job_matcher(&metric)
+                ));
+            }
+            for var in ["job", "app_job"] {
+                if q.expr.contains(&format!("\"${var}\"")) && !vars.contains(var) {
+                    problems.push(format!("{}: uses ${var}, which is not defined", q.place));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

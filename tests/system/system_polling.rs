@@ -58,6 +58,12 @@ async fn system_exporter(server: &NatsServer, extra: &[&str]) -> Exporter {
     let polling = nats_delivery_exporter::system::poll::connect(config.system_poll_settings())
         .await
         .expect("system polling");
+    // The connection comes up in the background; until it does, a scrape
+    // reports the survey down, which is not what these tests look at.
+    crate::common::wait_for(20, "the system-account connection", || {
+        polling.is_connected().then_some(())
+    })
+    .await;
     let mut exporter = ExporterBuilder::new(config).expect("exporter");
     exporter.poll_through_system_account(polling);
     exporter.build()

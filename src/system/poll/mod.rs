@@ -173,6 +173,11 @@ pub struct SystemPolling {
 }
 
 impl SystemPolling {
+    /// Whether the system-account connection is up, so a survey can be sent.
+    pub fn is_connected(&self) -> bool {
+        nats::is_connected(&self.requests.client)
+    }
+
     /// Surveys every server for its `/varz`, within `deadline`. While the
     /// connection is down the survey fails at once: a request queued for a
     /// later connection would only wait out the deadline and then name
