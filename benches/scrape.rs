@@ -24,7 +24,10 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, consumer::pull, stream};
 use futures::stream::{self as fstream, StreamExt};
 use nats_test_server::NatsServer;
-use support::{cpu_seconds, env_args, env_or, median, min, status_kib, timed_read, wait_until_up};
+use support::{
+    cpu_seconds, env_args, env_or, median, min, status_kib, timed_read, timed_read_gzip,
+    wait_until_up,
+};
 
 /// The first bytes of a scrape kept, for the `/jsz` poll's duration.
 const HEAD_KEPT: usize = 16 << 20;
@@ -38,6 +41,8 @@ struct Row {
     ratio_min: f64,
     peak_mb: f64,
     text_mb: f64,
+    /// The compressed scrape: median seconds and MB on the wire.
+    gzip: Option<(f64, f64)>,
 }
 
 #[tokio::main]
@@ -67,10 +72,13 @@ async fn main() {
         rows.push(measure(streams, consumers, rounds).await);
     }
     println!();
-    println!("consumers   raw /jsz   scrape    scrape/raw (median, min)   peak RSS   text");
+    println!("consumers   raw /jsz   scrape    scrape/raw (median, min)   peak RSS   text       gzip scrape  gzip/raw  on the wire");
     for r in rows {
+        let gzip = r.gzip.map_or(String::new(), |(s, mb)| {
+            format!("{s:>6.3} s     {:>5.2}x    {mb:>5.1} MB", s / r.raw)
+        });
         println!(
-            "{:>9}   {:>6.3} s  {:>6.3} s  {:>5.2}x  {:>5.2}x              {:>5.1} MB  {:>5.1} MB",
+            "{:>9}   {:>6.3} s  {:>6.3} s  {:>5.2}x  {:>5.2}x              {:>5.1} MB  {:>5.1} MB   {gzip}",
             r.consumers, r.raw, r.scrape, r.ratio_median, r.ratio_min, r.peak_mb, r.text_mb
         );
     }
@@ -154,6 +162,7 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         .await
         .unwrap();
     let encoding = warm_up.headers().get("content-encoding").cloned();
+    let gzip_url = encoding.is_some().then(|| metrics_url.clone());
     let _ = warm_up.bytes().await.unwrap();
     println!(
         "asked for gzip, the exporter answered {}",
@@ -175,14 +184,26 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
     // server's garbage collection after one 11 MB reply must not fall on
     // whichever request happens to come next.
     let settle = Duration::from_millis(300);
+    let (mut gzip, mut gzip_bytes) = (Vec::new(), 0);
     for round in 0..rounds {
-        let kinds = if other_url.is_some() { 3 } else { 2 };
+        let kinds = 4;
         for which in (0..kinds).map(|k| (k + round) % kinds) {
-            tokio::time::sleep(settle).await;
             if let (2, Some(url)) = (which, &other_url) {
+                tokio::time::sleep(settle).await;
                 other_scrape.push(timed_read(&http, url, 0).await.seconds);
                 continue;
             }
+            if let (3, Some(url)) = (which, &gzip_url) {
+                tokio::time::sleep(settle).await;
+                let read = timed_read_gzip(&http, url).await;
+                gzip.push(read.seconds);
+                gzip_bytes = read.bytes;
+                continue;
+            }
+            if which >= 2 {
+                continue;
+            }
+            tokio::time::sleep(settle).await;
             if which == 0 {
                 let read = timed_read(&http, &jsz_url, 0).await;
                 raw.push(read.seconds);
@@ -255,6 +276,18 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         "(from the text's first byte to its last)".into(),
     );
     row("exporter CPU per scrape", &cpu, String::new());
+    if !gzip.is_empty() {
+        row(
+            "gzip scrape",
+            &gzip,
+            format!("({:.1} MB on the wire)", gzip_bytes as f64 / 1e6),
+        );
+        println!(
+            "gzip scrape / raw fetch    {:.2}x / {:.2}x",
+            median(&gzip) / median(&raw),
+            min(&gzip) / min(&raw)
+        );
+    }
     println!(
         "scrape / raw fetch         {:.2}x / {:.2}x  (goal at 100,000 consumers: <= 1.2x)",
         median(&scrape) / median(&raw),
@@ -273,6 +306,7 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         ratio_min: min(&scrape) / min(&raw),
         peak_mb: peak_kib as f64 / 1024.0,
         text_mb: scrape_bytes as f64 / 1e6,
+        gzip: (!gzip.is_empty()).then(|| (median(&gzip), gzip_bytes as f64 / 1e6)),
     }
 }
 

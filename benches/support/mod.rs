@@ -76,8 +76,19 @@ pub struct TimedRead {
 /// takes to change, so where only the time matters the body is not held.
 #[allow(dead_code)]
 pub async fn timed_read(http: &reqwest::Client, url: &str, keep: usize) -> TimedRead {
+    timed_request(http.get(url), keep).await
+}
+
+/// As [`timed_read`], asking for gzip: `bytes` counts what came over the
+/// wire, compressed (the client does not decompress).
+#[allow(dead_code, reason = "only the scrape benchmark asks for gzip")]
+pub async fn timed_read_gzip(http: &reqwest::Client, url: &str) -> TimedRead {
+    timed_request(http.get(url).header("Accept-Encoding", "gzip"), 0).await
+}
+
+async fn timed_request(request: reqwest::RequestBuilder, keep: usize) -> TimedRead {
     let start = Instant::now();
-    let mut response = http.get(url).send().await.unwrap();
+    let mut response = request.send().await.unwrap();
     let (mut bytes, mut head, mut first_byte) = (0, Vec::new(), None);
     while let Some(chunk) = response.chunk().await.unwrap() {
         first_byte.get_or_insert_with(|| start.elapsed().as_secs_f64());

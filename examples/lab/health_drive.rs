@@ -23,6 +23,17 @@ pub fn stream_of(status: &str) -> String {
 /// Creates the stream for `status` and its consumer `app` (pull, explicit
 /// acks, a long ack wait so that nothing is redelivered during the lab).
 pub async fn create(js: &Context, status: &str, paused: bool) -> anyhow::Result<PullConsumer> {
+    create_with_backlog(js, status, paused, 0).await
+}
+
+/// As [`create`], with `backlog` messages stored before the consumer
+/// exists: it has never had nothing pending, at any scrape.
+pub async fn create_with_backlog(
+    js: &Context,
+    status: &str,
+    paused: bool,
+    backlog: u64,
+) -> anyhow::Result<PullConsumer> {
     let name = stream_of(status);
     let stream = js
         .create_stream(stream::Config {
@@ -32,6 +43,7 @@ pub async fn create(js: &Context, status: &str, paused: bool) -> anyhow::Result<
         })
         .await
         .map_err(err)?;
+    publish(js, status, backlog).await?;
     let pause_until = paused.then(|| time::OffsetDateTime::now_utc() + Duration::from_secs(3600));
     stream
         .create_consumer(pull::Config {
@@ -138,7 +150,6 @@ impl Drive {
             Ok(())
         });
 
-        publish(js, "stopped", 10).await?;
         publish(js, "paused", 5).await?;
         Ok(Drive {
             tasks,
@@ -175,8 +186,10 @@ pub async fn create_all(js: &Context) -> anyhow::Result<Consumers> {
         lagging: create(js, "lagging", false).await?,
         stalled: create(js, "stalled", false).await?,
     };
-    // Its application is gone: nobody ever asks.
-    create(js, "stopped", false).await?;
+    // Its application is gone: nobody ever asks. Its backlog is there
+    // before it is: a scrape that saw nothing pending would rightly rule
+    // `stopped` out for a window (and say `ok`).
+    create_with_backlog(js, "stopped", false, 10).await?;
     create(js, "rewound", false).await?;
     create(js, "paused", true).await?;
     Ok(out)

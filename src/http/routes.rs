@@ -22,9 +22,19 @@ const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.
 pub fn router(exporter: Arc<Exporter>) -> Router {
     Router::new()
         .route("/", get(landing))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(metrics).layer(compression()))
         .route("/healthz", get(|| async { "ok\n" }))
         .with_state(exporter)
+}
+
+/// gzip when the scraper asks for it, as promhttp answers (Prometheus
+/// always asks). The text is compressed as it is written, so the memory
+/// bound of the streamed exposition holds; the fastest level, since the
+/// text is large and scrapes are frequent.
+fn compression() -> tower_http::compression::CompressionLayer {
+    tower_http::compression::CompressionLayer::new()
+        .gzip(true)
+        .quality(tower_http::CompressionLevel::Fastest)
 }
 
 /// `router` behind HTTP basic authentication: every request needs one of
@@ -87,9 +97,10 @@ async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> i
         Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
     };
     // Sent while it is written, so its length is not known beforehand.
+    // Fused: the gzip encoder polls the body once more after its end.
     (
         [(header::CONTENT_TYPE, content_type.to_string())],
-        Body::from_stream(text.map(Ok::<_, std::convert::Infallible>)),
+        Body::from_stream(text.fuse().map(Ok::<_, std::convert::Infallible>)),
     )
 }
 

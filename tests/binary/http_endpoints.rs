@@ -89,3 +89,52 @@ async fn metrics_in_both_formats_and_the_small_pages() {
     let (status, _, _) = get(app, "/nope", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// The series of a scrape without their values (which move between scrapes).
+fn series(text: &str) -> Vec<&str> {
+    text.lines()
+        .map(|l| l.rsplit_once(' ').map_or(l, |(s, _)| s))
+        .collect()
+}
+
+#[tokio::test]
+async fn metrics_are_gzipped_when_asked_as_prometheus_asks() {
+    use std::io::Read;
+    let server = NatsServer::builder().jetstream().start();
+    let app = nats_delivery_exporter::http::router(Arc::new(common::exporter(
+        &[server.monitor_url()],
+        &[],
+    )));
+    let request = |encoding: Option<&str>| {
+        let mut req = Request::builder().uri("/metrics");
+        if let Some(e) = encoding {
+            req = req.header(header::ACCEPT_ENCODING, e);
+        }
+        req.body(Body::empty()).unwrap()
+    };
+    let plain = app.clone().oneshot(request(None)).await.unwrap();
+    assert_eq!(plain.headers().get(header::CONTENT_ENCODING), None);
+    let plain = plain.into_body().collect().await.unwrap().to_bytes();
+    let plain = String::from_utf8(plain.to_vec()).unwrap();
+
+    // Prometheus' own header.
+    let resp = app.oneshot(request(Some("gzip"))).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(
+        resp.headers().get(header::CONTENT_ENCODING).unwrap(),
+        "gzip"
+    );
+    let compressed = resp.into_body().collect().await.unwrap().to_bytes();
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&compressed[..])
+        .read_to_string(&mut text)
+        .unwrap();
+    assert!(
+        compressed.len() * 3 < text.len(),
+        "{} of {}",
+        compressed.len(),
+        text.len()
+    );
+    assert_eq!(series(&text), series(&plain));
+    nats_test_server::promtool::assert_metrics_clean(&text);
+}

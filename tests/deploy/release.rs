@@ -16,9 +16,11 @@ fn the_binary_reports_the_crate_version() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    assert_eq!(
-        String::from_utf8(out.stdout).unwrap().trim(),
-        format!("nats-delivery-exporter {VERSION}")
+    // Then the revision and compiler, in parentheses.
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.starts_with(&format!("nats-delivery-exporter {VERSION} (revision ")),
+        "{stdout}"
     );
 }
 
