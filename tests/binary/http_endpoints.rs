@@ -101,7 +101,7 @@ fn series(text: &str) -> Vec<&str> {
 async fn metrics_are_gzipped_when_asked_as_prometheus_asks() {
     use std::io::Read;
     let server = NatsServer::builder().jetstream().start();
-    let app = nats_delivery_exporter::http::router(Arc::new(common::exporter(
+    let app = nats_delivery_exporter::http::routes::router(Arc::new(common::exporter(
         &[server.monitor_url()],
         &[],
     )));
