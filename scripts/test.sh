@@ -37,7 +37,7 @@ part "build"
 results=$(mktemp)
 logs=$(mktemp -d)
 background=()
-trap 'kill "${background[@]}" 2>/dev/null; rm -rf "$results" "$logs"' EXIT
+trap 'kill "${background[@]}" 2>/dev/null || true; rm -rf "$results" "$logs"' EXIT
 # The deployment tests' static build (minutes of CPU, no waiting) runs beside
 # the tests, which mostly wait on servers.
 # So does the check that the link-in crate packages for crates.io and builds
