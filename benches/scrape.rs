@@ -13,7 +13,9 @@
 //! `BENCH_EXPORTER_ARGS` adds flags to the exporter measured. With
 //! `BENCH_COMPARE_ARGS` (e.g. `--consumer-status-window 0s`) a second
 //! exporter with those flags is scraped in the same rounds, interleaved,
-//! and the two are compared (scrape time and peak memory). `BENCH_HOLD=1`
+//! and the two are compared (scrape time and peak memory);
+//! `BENCH_COMPARE_BINARY` makes that second exporter another build (a
+//! release binary of an earlier commit, say). `BENCH_HOLD=1`
 //! only sets up the first size and keeps its server running, for profiling
 //! an exporter started by hand.
 
@@ -136,7 +138,11 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
     let (mut exporter, listen) = spawn_exporter(&server, &env_args("BENCH_EXPORTER_ARGS"));
     let pid = exporter.id();
     let compare_args = env_args("BENCH_COMPARE_ARGS");
-    let mut other = (!compare_args.is_empty()).then(|| spawn_exporter(&server, &compare_args));
+    let compare_binary = std::env::var("BENCH_COMPARE_BINARY").ok();
+    let mut other = (!compare_args.is_empty() || compare_binary.is_some()).then(|| {
+        let binary = compare_binary.as_deref().unwrap_or(support::EXPORTER);
+        spawn_binary(binary, &server, &compare_args)
+    });
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(120))
         .build()
@@ -235,7 +241,8 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         let _ = child.kill();
         let _ = child.wait();
         println!(
-            "vs {:?}: scrape {:.3} s / {:.3} s = {:.3}x (median), peak RSS {:.1} MB / {:.1} MB = {:+.1} MB",
+            "vs {} {:?}: scrape {:.3} s / {:.3} s = {:.3}x (median), peak RSS {:.1} MB / {:.1} MB = {:+.1} MB",
+            compare_binary.as_deref().unwrap_or("this build"),
             compare_args,
             median(&scrape),
             median(&other_scrape),
@@ -315,7 +322,16 @@ fn spawn_exporter(
     server: &NatsServer,
     extra: &[String],
 ) -> (std::process::Child, std::net::SocketAddr) {
+    spawn_binary(support::EXPORTER, server, extra)
+}
+
+/// Starts the exporter `binary` (another build, to compare) polling `server`.
+fn spawn_binary(
+    binary: &str,
+    server: &NatsServer,
+    extra: &[String],
+) -> (std::process::Child, std::net::SocketAddr) {
     let mut args = vec!["--monitor-url".to_string(), server.monitor_url()];
     args.extend_from_slice(extra);
-    support::spawn_exporter(support::EXPORTER, &args)
+    support::spawn_exporter(binary, &args)
 }

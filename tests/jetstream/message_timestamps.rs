@@ -121,7 +121,7 @@ async fn the_budget_bounds_requests_and_cached_answers_send_none() {
     stream_with(&js, "S", true, &["a", "b", "a", "b", "a"]).await;
     let connection = named(&server, "reader", None).await;
     let reader = MessageTimestamps::new(connection.clone(), "$G", 100);
-    let mut counter = RequestCounter::new(&server, "reader", connection);
+    let mut counter = RequestCounter::new(&server, "reader", &reader);
     let asked: Vec<_> = (1..=5)
         .map(|seq| request("$G", "S", seq, &["S.a"]))
         .collect();

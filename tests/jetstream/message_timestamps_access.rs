@@ -38,7 +38,7 @@ async fn streams_of_other_accounts_are_never_requested() {
     stream_with(&jetstream::new(b.clone()), "S", true, &["x"]).await;
     let connection = named(&server, "reader", Some("a")).await;
     let reader = MessageTimestamps::new(connection.clone(), "A", 100);
-    let mut counter = RequestCounter::new(&server, "reader", connection);
+    let mut counter = RequestCounter::new(&server, "reader", &reader);
 
     // Connected from flags, the reader asks the server for its account's
     // name (2.10+); older servers cannot say, and the label is taken.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
 use nats_delivery_exporter::jetstream::message_timestamps::fetch::is_2_10_or_later;
-use nats_delivery_exporter::jetstream::message_timestamps::TimestampRequest;
+use nats_delivery_exporter::jetstream::message_timestamps::{MessageTimestamps, TimestampRequest};
 use nats_test_server::NatsServer;
 
 /// Time allowed for reads a server answers.
@@ -65,44 +65,55 @@ pub async fn stored_time(js: &jetstream::Context, stream: &str, seq: u64) -> f64
 pub struct RequestCounter {
     connz: String,
     name: String,
-    connection: async_nats::Client,
+    reader: MessageTimestamps,
     seen: u64,
+    reader_seen: u64,
 }
 
 impl RequestCounter {
-    /// Counts what `connection`, named `name`, sends to `server`.
-    pub fn new(server: &NatsServer, name: &str, connection: async_nats::Client) -> RequestCounter {
+    /// Counts what `reader`'s connection, named `name`, sends to `server`.
+    pub fn new(server: &NatsServer, name: &str, reader: &MessageTimestamps) -> RequestCounter {
         RequestCounter {
             connz: format!("{}/connz?limit=1024", server.monitor_url()),
             name: name.into(),
-            connection,
+            reader: reader.clone(),
             seen: 0,
+            reader_seen: 0,
         }
     }
 
-    /// Requests received from the connection since the last call.
-    ///
-    /// The server adds a read's messages to `in_msgs` only after it has
-    /// parsed the whole read, and a direct get can be answered before that:
-    /// a PING round trip on the same connection is read after that read
-    /// ended, so every request answered so far is counted.
-    pub async fn take(&mut self) -> u64 {
-        self.connection
-            .flush()
-            .await
-            .expect("round trip to the server");
-        let connz = self.connz.clone();
-        let body = tokio::task::spawn_blocking(move || nats_test_server::http_get(&connz))
-            .await
-            .unwrap();
+    fn in_msgs(&self) -> u64 {
+        let body = nats_test_server::http_get(&self.connz);
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-        let total = v["connections"]
+        v["connections"]
             .as_array()
             .unwrap()
             .iter()
             .find(|c| c["name"] == self.name.as_str())
             .and_then(|c| c["in_msgs"].as_u64())
-            .expect("the reader's connection in /connz");
+            .expect("the reader's connection in /connz")
+    }
+
+    /// Requests received from the connection since the last call.
+    ///
+    /// The server adds a read's messages to `in_msgs` only after it has
+    /// parsed the whole read, and a request can be answered before that
+    /// (async-nats' flush makes no round trip to wait on). So the count is
+    /// read until it holds at least what the reader says it sent (5 s at
+    /// most), and once more after: what it then says is what is returned.
+    pub async fn take(&mut self) -> u64 {
+        let (direct, msg_get) = self.reader.requests_sent();
+        let reader_delta = direct + msg_get - self.reader_seen;
+        self.reader_seen = direct + msg_get;
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let mut total = self.in_msgs();
+        while total - self.seen < reader_delta && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            total = self.in_msgs();
+        }
+        // Anything more still on its way would show now.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let total = self.in_msgs();
         let delta = total - self.seen;
         self.seen = total;
         delta
