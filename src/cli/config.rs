@@ -301,7 +301,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_and_bad_values() {
+    fn defaults() {
         let c = Config::try_parse_from(["x"]).unwrap();
         assert_eq!(c.monitor_urls[0].as_str(), "http://127.0.0.1:8222/");
         assert_eq!(c.listen.port(), 7778);
@@ -317,6 +317,10 @@ mod tests {
             c.cardinality.consumer_series(),
             crate::jetstream::cardinality::series::ConsumerSeries::default()
         );
+    }
+
+    #[test]
+    fn every_consumer_series_and_metric_asked_for() {
         let c = Config::try_parse_from([
             "x",
             "--consumer-status-series",
@@ -331,6 +335,10 @@ mod tests {
         );
         assert!(!c.cardinality.keep_ephemeral_consumers);
         assert!(c.cardinality.filter().server_account().is_none());
+    }
+
+    #[test]
+    fn include_filters() {
         let c = Config::try_parse_from([
             "x",
             "--include-account",
@@ -344,6 +352,10 @@ mod tests {
         let filter = c.cardinality.filter();
         assert_eq!(filter.server_account(), Some("A"));
         assert!(filter.streams.keeps("S2") && !filter.streams.keeps("S3"));
+    }
+
+    #[test]
+    fn status_window_zero_with_or_without_unit() {
         for (text, secs) in [("0s", 0), ("0", 0), ("0m", 0), ("3s", 3)] {
             let c = Config::try_parse_from(["x", "--consumer-status-window", text]).unwrap();
             assert_eq!(
@@ -352,6 +364,10 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn several_monitor_urls_and_one_source() {
         let c = Config::try_parse_from([
             "x",
             "--monitor-url",
@@ -362,6 +378,10 @@ mod tests {
         .unwrap();
         assert_eq!(c.monitor_urls.len(), 2);
         assert!(!c.polls(Source::Varz) && c.polls(Source::Jsz));
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
         for bad in [
             vec!["x", "--monitor-url", "nats://a:4222"],
             vec!["x", "--monitor-url", "http://"],

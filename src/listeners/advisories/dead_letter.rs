@@ -281,6 +281,45 @@ impl DeadLetter {
                 )))
             }
         };
+        let headers = self.copy_headers(a, &original, incarnation);
+        let wanted = headers.clone();
+        let subject = format!("{}.{}.{}", self.prefix, a.stream, a.consumer);
+        let ack = self
+            .js
+            .publish_with_headers(subject, headers, original.payload)
+            .await
+            .map_err(|e| DeadLetterError::JetStream(format!("publish: {e}")))?
+            .await
+            .map_err(|e| DeadLetterError::JetStream(format!("publish ack: {e}")))?;
+        if ack.duplicate {
+            // A refusal is only as good as what it refers to: check that the
+            // copy stored under that id is this message's.
+            self.check_copy(&ack.stream, ack.sequence, &wanted).await?;
+            return Ok(Capture::AlreadyStored);
+        }
+        if !count {
+            return Ok(Capture::Stored);
+        }
+        self.metrics
+            .dead_letter_stored
+            .get_or_create(&ConsumerLabels {
+                account: self.account.clone(),
+                stream: a.stream.clone(),
+                consumer: a.consumer.clone(),
+            })
+            .inc();
+        Ok(Capture::Stored)
+    }
+
+    /// The headers of the copy of `original`: its own headers (`Nats-` ones
+    /// renamed so the server does not act on them), where it came from and
+    /// why, and a message id that makes a second copy a duplicate.
+    fn copy_headers(
+        &self,
+        a: &Advisory,
+        original: &jetstream::message::StreamMessage,
+        incarnation: Option<i64>,
+    ) -> HeaderMap {
         let mut headers = HeaderMap::new();
         for (name, values) in original.headers.iter() {
             let name: &str = name.as_ref();
@@ -314,33 +353,7 @@ impl DeadLetter {
             id.push_str(&format!(".{created}"));
         }
         headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
-        let wanted = headers.clone();
-        let subject = format!("{}.{}.{}", self.prefix, a.stream, a.consumer);
-        let ack = self
-            .js
-            .publish_with_headers(subject, headers, original.payload)
-            .await
-            .map_err(|e| DeadLetterError::JetStream(format!("publish: {e}")))?
-            .await
-            .map_err(|e| DeadLetterError::JetStream(format!("publish ack: {e}")))?;
-        if ack.duplicate {
-            // A refusal is only as good as what it refers to: check that the
-            // copy stored under that id is this message's.
-            self.check_copy(&ack.stream, ack.sequence, &wanted).await?;
-            return Ok(Capture::AlreadyStored);
-        }
-        if !count {
-            return Ok(Capture::Stored);
-        }
-        self.metrics
-            .dead_letter_stored
-            .get_or_create(&ConsumerLabels {
-                account: self.account.clone(),
-                stream: a.stream.clone(),
-                consumer: a.consumer.clone(),
-            })
-            .inc();
-        Ok(Capture::Stored)
+        headers
     }
 }
 
