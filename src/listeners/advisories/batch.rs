@@ -7,11 +7,12 @@
 //! after a conflict or a crash adds nothing twice (see [`super::totals`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use async_nats::jetstream::{self, Message};
 
 use super::counting::OVERFLOW;
-use super::dead_letter::{Capture, DeadLetter, CAPTURE_ATTEMPTS};
+use super::dead_letter::{Capture, DeadLetter, DeadLetterError, CAPTURE_ATTEMPTS};
 use super::incarnation::{parse_timestamp, Incarnations};
 use super::parse::{self, Advisory, AdvisoryKind, ParseError, SUBJECTS};
 use super::store::TotalsStore;
@@ -61,7 +62,7 @@ pub struct Applier {
     pub dead_letter: Option<DeadLetter>,
     /// Copy outcomes by advisory sequence, kept while a batch is applied
     /// again after a conflict, so a copy is made and counted once.
-    pub captures: HashMap<u64, Result<Capture, String>>,
+    pub captures: HashMap<u64, Result<Capture, Arc<DeadLetterError>>>,
 }
 
 impl Applier {
@@ -175,10 +176,7 @@ impl Applier {
             let outcome = match self.captures.get(&aseq) {
                 Some(o) => o.clone(),
                 None => {
-                    let o = dl
-                        .capture_in(a, event.incarnation)
-                        .await
-                        .map_err(|e| e.to_string());
+                    let o = dl.capture_in(a, event.incarnation).await.map_err(Arc::new);
                     self.captures.insert(aseq, o.clone());
                     o
                 }

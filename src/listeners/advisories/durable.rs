@@ -195,7 +195,7 @@ async fn gather_batch(
 async fn check(consumer: &consumer::PullConsumer) -> Result<u64, ListenerError> {
     match tokio::time::timeout(PROBE_INTERVAL, consumer.get_info()).await {
         Ok(Ok(info)) => Ok(info.ack_floor.stream_sequence),
-        Ok(Err(e)) => Err(ListenerError::request("advisory consumer", e)),
+        Ok(Err(e)) => Err(ListenerError::request("advisory consumer", &e)),
         Err(_) => Err(ListenerError::new(
             ErrorKind::Timeout,
             "advisory consumer: no answer to a state request",

@@ -66,7 +66,7 @@ async fn subscribe_all(client: &Client) -> Result<SelectAll<Subscriber>, Listene
             client
                 .subscribe(s)
                 .await
-                .map_err(|e| ListenerError::request(&format!("subscribe {s}"), e))?,
+                .map_err(|e| ListenerError::request(&format!("subscribe {s}"), &e))?,
         );
     }
     Ok(futures::stream::select_all(subs))
@@ -102,7 +102,7 @@ async fn session(
     // the server refuses us this waits, so shutdown must be able to cut in.
     match or_stop(shutdown, client.flush()).await {
         None => return Ok(()),
-        Some(r) => r.map_err(|e| ListenerError::request("subscribe", e))?,
+        Some(r) => r.map_err(|e| ListenerError::request("subscribe", &e))?,
     }
     l.metrics.set_up(&l.account, true);
     let dropped = l.metrics.dropped.get_or_create_owned(&AccountLabels {
@@ -162,7 +162,7 @@ async fn set_up_dead_letter(
         None => Ok(None),
         Some(r) => {
             Ok(Some(r.map_err(|e| {
-                ListenerError::request("dead-letter stream", e)
+                ListenerError::request("dead-letter stream", &e)
             })?))
         }
     }

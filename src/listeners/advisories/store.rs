@@ -62,7 +62,7 @@ impl TotalsStore {
         let kv = js
             .get_key_value(bucket)
             .await
-            .map_err(|e| ListenerError::request(&format!("bucket {bucket:?}"), e))?;
+            .map_err(|e| ListenerError::request(&format!("bucket {bucket:?}"), &e))?;
         let mut stream = js
             .get_stream(format!("KV_{bucket}"))
             .await
@@ -271,7 +271,7 @@ async fn ensure_bucket(
     let exists = match js.get_stream(format!("KV_{bucket}")).await {
         Ok(_) => true,
         Err(e) if super::api_errors::is_stream_not_found(&e) => false,
-        Err(e) => return Err(ListenerError::request(&format!("bucket {bucket:?}"), e)),
+        Err(e) => return Err(ListenerError::request(&format!("bucket {bucket:?}"), &e)),
     };
     if !exists {
         // The bucket's stream made directly, as a key-value bucket with
@@ -291,7 +291,7 @@ async fn ensure_bucket(
             ..Default::default()
         })
         .await
-        .map_err(|e| ListenerError::request(&format!("create bucket {bucket:?}"), e))?;
+        .map_err(|e| ListenerError::request(&format!("create bucket {bucket:?}"), &e))?;
         tracing::info!(bucket, replicas, "created the advisory totals bucket");
     }
     Ok(())

@@ -347,7 +347,7 @@ pub async fn run_client_reports(
             }
             Err(e) => {
                 reports.set_listener_up(false);
-                reports.count_listener_error(ErrorKind::of_request(&e.to_string()));
+                reports.count_listener_error(ErrorKind::of_request(&e));
                 tracing::error!(%subject, error = %e, "cannot subscribe to application reports");
             }
         }
