@@ -72,7 +72,7 @@ pub enum DeadLetterError {
     StreamMismatch {
         /// Stream name.
         stream: String,
-        /// Its subjects.
+        /// The subjects it captures.
         subjects: Vec<String>,
         /// The subject it needs.
         needed: String,

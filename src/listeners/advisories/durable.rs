@@ -2,19 +2,16 @@
 //! a durable pull consumer hands them out, and the totals live in a
 //! key-value bucket of the account ([`super::store`]).
 //!
-//! Commit first, acknowledge last: a batch of advisories is applied to the
-//! stored totals, the changed keys are written (compare-and-set), the
-//! counters shown are raised to what was written, and only then are the
-//! advisories acknowledged. A crash at any point loses nothing and counts
-//! nothing twice: an advisory whose acknowledgement was lost is redelivered
-//! and recognised by its advisory-stream sequence, stored with the totals.
-//! A new process, or a replica, starts from the stored totals, so the
-//! counters never go backwards; replicas sharing the consumer each commit
-//! their share and all show the same totals (they watch the bucket).
+//! Commit first, acknowledge last: a batch is applied to the stored totals,
+//! the changed keys are written (compare-and-set), the counters shown are
+//! raised to what was written, and only then are the advisories
+//! acknowledged. A crash at any point loses nothing and counts nothing
+//! twice: a redelivered advisory is recognised by its advisory-stream
+//! sequence, stored with the totals. Replicas sharing the consumer each
+//! commit their share and watch the bucket, so all show the same totals.
 //!
 //! Every [`PROBE_INTERVAL`] the consumer is asked for its state: a stream or
-//! consumer that is gone (deleted, or a server restarted with an empty
-//! store), JetStream switched off or a refused subject ends the session with
+//! consumer gone, JetStream off or a refused subject ends the session with
 //! its reason counted, and setup starts again.
 
 use std::time::Duration;

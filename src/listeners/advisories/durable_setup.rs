@@ -27,7 +27,7 @@ pub enum DurableError {
     StreamMismatch {
         /// Stream name.
         stream: String,
-        /// Its subjects.
+        /// The subjects it captures.
         subjects: Vec<String>,
         /// Advisory subjects it does not capture.
         missing: Vec<String>,
@@ -128,7 +128,7 @@ pub(super) struct DurableSession {
     pub applier: Applier,
     /// The durable consumer of the advisory stream.
     pub consumer: consumer::PullConsumer,
-    /// Its messages.
+    /// The consumer's messages, pulled [`BATCH`] at a time.
     pub messages: consumer::pull::Stream,
 }
 

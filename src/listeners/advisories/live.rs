@@ -3,17 +3,15 @@
 //! Advisories sent while the exporter is down are lost; use durable mode for
 //! exact counts across restarts.
 //!
-//! Own drops, counted exactly: async-nats drops a message when a
-//! subscription's buffer is full and reports it only through a lossy event
-//! channel. The advisory connection carries nothing but the advisory
-//! subscriptions, so every message the client reads (`in_messages`) is either
-//! handed to us or dropped. Every second the listener reads `in_messages`
-//! (= a), flushes (a PING round trip: the client has then finished handing
-//! over or dropping those a messages), and drains its buffers; `a - received`
-//! is then a lower bound of the drops, and exact whenever no message arrived
-//! during the round trip. The counter follows that bound, so it never
-//! over-counts and catches up as soon as traffic pauses. Dead-letter capture
-//! uses a second connection so its replies do not enter this arithmetic.
+//! Own drops, counted exactly: async-nats reports a full subscription buffer
+//! only through a lossy event channel, but this connection carries nothing
+//! but the advisory subscriptions, so every message it reads (`in_messages`)
+//! is handed over or dropped. Every [`AUDIT_INTERVAL`] the listener reads
+//! `in_messages`, flushes (after the round trip those are handed over or
+//! dropped) and drains its buffers: `in_messages - received` is a lower
+//! bound of the drops, exact when nothing arrived meanwhile, so the counter
+//! never over-counts and catches up when traffic pauses. Dead-letter
+//! capture uses a second connection to stay out of this arithmetic.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;

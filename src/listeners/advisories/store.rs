@@ -30,7 +30,7 @@ const LOAD_STALL: std::time::Duration = std::time::Duration::from_secs(10);
 /// (0: not in the bucket yet).
 #[derive(Clone, Debug, Default)]
 pub struct Stored {
-    /// The totals.
+    /// The totals as the bucket holds them.
     pub totals: Totals,
     /// The key's revision.
     pub revision: u64,
