@@ -36,7 +36,9 @@ use varz::Varz;
 /// The table of sources: the `Source` enum, its names, [`Source::ALL`] and
 /// the `--sources` help all come from one line per source.
 macro_rules! source_table {
-    ($($variant:ident $name:literal $doc:literal, encoded by $encode:path;)+) => {
+    ($($variant:ident $name:literal $doc:literal,
+        made by |$settings:ident| $make:expr,
+        encoded by $encode:path;)+) => {
         /// A monitoring endpoint family the exporter polls.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
         pub enum Source {
@@ -53,6 +55,17 @@ macro_rules! source_table {
                     $(Source::$variant => $name,)+
                 }
             }
+        }
+
+        /// The enabled sources of one server, each with its own memory of
+        /// that server, in the table's order.
+        pub fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
+            let mut sources: Vec<Box<dyn AnySource>> = Vec::new();
+            $(if settings.enabled.contains(&Source::$variant) {
+                let $settings = settings;
+                sources.push(Box::new($make));
+            })+
+            sources
         }
 
         /// Writes every source's families for the servers of one scrape,
@@ -77,18 +90,25 @@ macro_rules! source_table {
 
 source_table! {
     Varz "varz" "`/varz`: server totals, slow consumers by kind, stalls, limits.",
+        made by |_s| varz::VarzSource,
         encoded by varz::encode_targets;
     Connz "connz" "`/connz`: connections closest to `max_pending`, connections cut as slow consumers.",
+        made by |s| connz::ConnzSource::new(s.connz_top, s.max_client_names),
         encoded by connz::encode_targets;
     Jsz "jsz" "`/jsz`: JetStream streams and consumers (leader's view).",
+        made by |s| jsz::JszSource::new(s.jsz_page_size, s.jsz_filter.clone()),
         encoded by written_from_leaders;
     Accstatz "accstatz" "`/accstatz`: per-account slow consumers.",
+        made by |_s| accstatz::AccstatzSource,
         encoded by accstatz::encode_targets;
     Routez "routez" "`/routez`: pending bytes of each route connection (cluster).",
+        made by |_s| routez::RoutezSource,
         encoded by routez::encode_targets;
     Gatewayz "gatewayz" "`/gatewayz`: pending bytes of each gateway connection (super-cluster).",
+        made by |_s| gatewayz::GatewayzSource,
         encoded by gatewayz::encode_targets;
     Healthz "healthz" "`/healthz`: the server's health check, with the JetStream problems it lists.",
+        made by |_s| healthz::HealthzSource,
         encoded by healthz::encode_targets;
 }
 
@@ -107,30 +127,6 @@ fn answered<'a, T>(
 ) -> Vec<(&'a str, &'a T)> {
     let each = |t: &'a TargetSnapshot| reply(t).map(|r| (t.server.as_str(), r));
     targets.iter().filter_map(each).collect()
-}
-
-/// The enabled sources of one server, each with its own memory of that
-/// server, in the order they are reported ([`Source::ALL`]). A new source
-/// is one line here.
-pub fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
-    let all: [Box<dyn AnySource>; 7] = [
-        Box::new(varz::VarzSource),
-        Box::new(connz::ConnzSource::new(
-            settings.connz_top,
-            settings.max_client_names,
-        )),
-        Box::new(jsz::JszSource::new(
-            settings.jsz_page_size,
-            settings.jsz_filter.clone(),
-        )),
-        Box::new(accstatz::AccstatzSource),
-        Box::new(routez::RoutezSource),
-        Box::new(gatewayz::GatewayzSource),
-        Box::new(healthz::HealthzSource),
-    ];
-    all.into_iter()
-        .filter(|s| settings.enabled.contains(&s.kind()))
-        .collect()
 }
 
 /// How one poll of one source of one server went.
