@@ -10,4 +10,5 @@ mod exporter_metrics;
 mod http_endpoints;
 mod secrets_in_logs;
 mod server_harness;
+mod toolkit_flags;
 mod web_config;
