@@ -189,12 +189,10 @@ async fn the_leaf_reaches_every_server(leaf_url: &str, via_http: &str) {
     drop(from_leaf);
 }
 
-/// nats-server 2.9 clears a consumer's state when its leader steps
-/// down, a moment before any replica stops naming that server the
-/// leader: during that moment every server's /jsz (HTTP or system
-/// request alike) shows the leader with nothing awaiting an ack (seen
-/// as ack_pending 0 with delivered 8 and ack floor 5). Only 2.10 on
-/// keep the values exact through a step-down.
+/// How much to check during step-downs: nats-server 2.9 clears a
+/// consumer's state when its leader steps down, a moment before any replica
+/// stops naming it the leader, so every /jsz then shows nothing awaiting an
+/// ack; 2.10 on keep the values exact.
 fn values_checked_during_step_downs(server: &NatsServer) -> Values {
     let version = common::monitor_json(&server.monitor_url(), "varz")["version"].clone();
     let version = version.as_str().unwrap_or_default().to_string();
