@@ -85,6 +85,15 @@ async fn timestamps_are_the_servers_stored_ones() {
 
     // A cached answer whose message is removed stays until the stream's
     // first sequence says it is gone.
+    a_removed_message_is_kept_until_forgotten(&reader, &js).await;
+}
+
+/// A cached answer whose message is removed stays until the stream's first
+/// sequence says it is gone.
+async fn a_removed_message_is_kept_until_forgotten(
+    reader: &MessageTimestamps,
+    js: &jetstream::Context,
+) {
     let from_one = request("$G", "DIRECT", 1, &[]);
     js.get_stream("DIRECT")
         .await
@@ -103,7 +112,7 @@ async fn timestamps_are_the_servers_stored_ones() {
     let got = reader
         .read(std::slice::from_ref(&from_one), 1, DEADLINE)
         .await;
-    let t2 = stored_time(&js, "DIRECT", 2).await;
+    let t2 = stored_time(js, "DIRECT", 2).await;
     assert_eq!(
         got[&from_one],
         TimestampReply::Found {
