@@ -180,6 +180,12 @@ async fn the_budget_bounds_requests_and_cached_answers_send_none() {
     }
 
     // The counts, as exposed and as METRICS.md lists them.
+    assert_counts_exposed(&reader, uses_direct_gets(&client));
+}
+
+/// The reader's counts after the budget test, as exposed and as METRICS.md
+/// lists them.
+fn assert_counts_exposed(reader: &MessageTimestamps, direct_gets: bool) {
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register_collector(Box::new(reader.clone()));
     let mut text = String::new();
@@ -191,11 +197,7 @@ async fn the_budget_bounds_requests_and_cached_answers_send_none() {
         exposed.keys().collect::<Vec<_>>(),
         documented.keys().collect::<Vec<_>>()
     );
-    let (direct, msg_get) = if uses_direct_gets(&client) {
-        (6, 0)
-    } else {
-        (0, 6)
-    };
+    let (direct, msg_get) = if direct_gets { (6, 0) } else { (0, 6) };
     for line in [
         "nats_delivery_message_timestamp_reads_total{result=\"read\"} 4".to_string(),
         "nats_delivery_message_timestamp_reads_total{result=\"no_message\"} 2".into(),
