@@ -134,14 +134,15 @@ async fn run() -> Result<(), Failure> {
     } else {
         tracing::info!(listen = %local, servers = ?config.monitor_urls.iter().map(redacted).collect::<Vec<_>>(), "serving /metrics");
     }
-    let web = config.web_config.clone().unwrap_or_default();
-    let router = nats_delivery_exporter::http::routes::with_basic_auth(
+    let web = config.web_config.clone();
+    reload_on_sighup(web.clone()).map_err(Failure::Start)?;
+    let router = nats_delivery_exporter::http::routes::with_web_config(
         nats_delivery_exporter::http::routes::router(exporter),
-        web.users.clone(),
+        web.clone(),
     );
     let stopped = serve(
         listener,
-        web.tls.clone(),
+        web,
         router,
         config.write_timeout,
         config.shutdown_timeout,
@@ -287,6 +288,31 @@ fn parse_flags() -> (Config, bool) {
             std::process::exit(2);
         }
     }
+}
+
+/// SIGHUP reads the web configuration file again (as Prometheus and
+/// node_exporter reload on it) instead of ending the process.
+fn reload_on_sighup(
+    web: Option<nats_delivery_exporter::cli::web_config::WebConfig>,
+) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                match web.clone() {
+                    Some(web) => {
+                        let _ = tokio::task::spawn_blocking(move || web.reload()).await;
+                    }
+                    None => tracing::info!("SIGHUP: no --web.config.file to reload"),
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = web;
+    Ok(())
 }
 
 /// Registers for SIGTERM and SIGINT (Ctrl-C) now and returns the wait for

@@ -3,4 +3,4 @@
 //! configuration file (TLS and basic auth of the metrics endpoint).
 
 pub mod config;
-pub(crate) mod web_config;
+pub mod web_config;
