@@ -75,8 +75,21 @@ pub fn sign(dir: &Path, name: &str, ext: &str) {
     openssl(
         dir,
         &[
-            "x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-days", "2", "-out", &pem, "-extfile", &extfile,
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            &pem,
+            "-extfile",
+            &extfile,
         ],
     );
 }

@@ -11,3 +11,6 @@ mod http_endpoints;
 mod secrets_in_logs;
 mod server_harness;
 mod web_config;
+mod web_config_reload;
+mod web_config_tls;
+mod web_support;

@@ -42,7 +42,6 @@ impl Users {
     pub fn is_empty(&self) -> bool {
         self.hashes.is_empty()
     }
-
 }
 
 /// A well-formed bcrypt hash of cost `cost` (salt and digest all zero bits):
@@ -171,7 +170,10 @@ mod tests {
         assert_eq!(cache.len(), 3);
         assert_eq!(users.fixed, "$2b$04$".to_string() + &".".repeat(53));
         // A hash bcrypt reads (and so runs in full), not an error.
-        assert!(matches!(bcrypt::verify("no such user", &users.fixed), Ok(false)));
+        assert!(matches!(
+            bcrypt::verify("no such user", &users.fixed),
+            Ok(false)
+        ));
         for i in 0..CACHE_SIZE + 5 {
             cache.authorized(&users, Some(&basic("ghost", &i.to_string())));
         }
@@ -180,8 +182,7 @@ mod tests {
 
     #[test]
     fn refuses_what_is_not_a_bcrypt_hash() {
-        let e = Users::new(BTreeMap::from([("a".to_string(), "plain".to_string())]))
-            .unwrap_err();
+        let e = Users::new(BTreeMap::from([("a".to_string(), "plain".to_string())])).unwrap_err();
         assert!(e.contains("user 'a'"), "{e}");
     }
 }

@@ -160,7 +160,12 @@ mod tests {
         let names = [&[0x82, 9][..], b"a.example", &[0x87, 4, 10, 0, 0, 1]].concat();
         let general = [&[0x30, names.len() as u8][..], &names].concat();
         let octets = [&[0x04, general.len() as u8][..], &general].concat();
-        let ext = [&[0x30, (5 + octets.len()) as u8, 0x06, 3][..], &SAN_OID, &octets].concat();
+        let ext = [
+            &[0x30, (5 + octets.len()) as u8, 0x06, 3][..],
+            &SAN_OID,
+            &octets,
+        ]
+        .concat();
         let list = [&[0x30, ext.len() as u8][..], &ext].concat();
         let exts = [&[0xa3, list.len() as u8][..], &list].concat();
         let tbs = [&[0x30, (3 + exts.len()) as u8, 0x02, 1, 1][..], &exts].concat();

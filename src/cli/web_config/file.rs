@@ -138,9 +138,7 @@ pub(super) fn rate_interval(value: &serde_norway::Value) -> Result<Option<Durati
     let text = match value {
         serde_norway::Value::Number(n) if n.as_u64() == Some(0) => return Ok(None),
         serde_norway::Value::String(s) => s.trim(),
-        _ => {
-            return Err("rate_limit.interval: write a duration such as 100ms or 1s".to_string())
-        }
+        _ => return Err("rate_limit.interval: write a duration such as 100ms or 1s".to_string()),
     };
     if text.trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0" {
         return Ok(None);
@@ -156,7 +154,9 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_named() {
-        let e = parse("tls_server_config:\n  cert_fle: a.pem\n").err().unwrap();
+        let e = parse("tls_server_config:\n  cert_fle: a.pem\n")
+            .err()
+            .unwrap();
         assert!(e.contains("cert_fle"), "{e}");
         let e = parse("basic_auth_user:\n  a: b\n").err().unwrap();
         assert!(e.contains("basic_auth_user"), "{e}");

@@ -145,8 +145,8 @@ fn cert_and_key(
     if certs.is_empty() {
         return Err("tls_server_config: the certificate holds no PEM certificate".to_string());
     }
-    let key = PrivateKeyDer::from_pem_slice(&key)
-        .map_err(|e| format!("tls_server_config: key: {e}"))?;
+    let key =
+        PrivateKeyDer::from_pem_slice(&key).map_err(|e| format!("tls_server_config: key: {e}"))?;
     Ok((certs, key))
 }
 
