@@ -113,12 +113,13 @@ async fn run() -> Result<(), Failure> {
     let (config, nats_servers_given) = parse_flags();
     // Registered before anything else: a SIGTERM while the exporter starts
     // (connecting to NATS can take long) stops it cleanly instead of ending
-    // it by the signal's default action.
+    // it by the signal's default action, and a SIGHUP does not end it.
     let mut stop: StopSignal = Box::pin(
         shutdown_signal()
             .context("cannot listen for SIGTERM")
             .map_err(Failure::Start)?,
     );
+    reload_on_sighup(config.web_config.clone()).map_err(Failure::Start)?;
     let started = tokio::select! {
         () = &mut stop => return Ok(()),
         started = start(&config, nats_servers_given) => started?,
@@ -135,7 +136,6 @@ async fn run() -> Result<(), Failure> {
         tracing::info!(listen = %local, servers = ?config.monitor_urls.iter().map(redacted).collect::<Vec<_>>(), "serving /metrics");
     }
     let web = config.web_config.clone();
-    reload_on_sighup(web.clone()).map_err(Failure::Start)?;
     let router = nats_delivery_exporter::http::routes::with_web_config(
         nats_delivery_exporter::http::routes::router(exporter),
         web.clone(),

@@ -146,6 +146,27 @@ async fn http2_is_offered_unless_turned_off() {
     let c = client(dir.path(), &[&TLS13], &["h2", "http/1.1"], None);
     let e = start(dir.path(), TLS);
     assert_eq!(alpn(&c, e.port).await.as_deref(), Some(&b"h2"[..]));
+    // An HTTP/2 request over it.
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", e.port))
+        .await
+        .unwrap();
+    let name = tokio_rustls::rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let tls = c.connect(name, tcp).await.unwrap();
+    let (mut h2, connection) = h2::client::handshake(tls).await.unwrap();
+    tokio::spawn(connection);
+    let request = http::Request::get(format!("https://127.0.0.1:{}/healthz", e.port))
+        .body(())
+        .unwrap();
+    let (answer, _) = h2.send_request(request, true).unwrap();
+    let answer = answer.await.unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.version(), http::Version::HTTP_2);
+    let mut body = answer.into_body();
+    let mut text = Vec::new();
+    while let Some(chunk) = body.data().await {
+        text.extend_from_slice(&chunk.unwrap());
+    }
+    assert_eq!(text, b"ok\n");
     drop(e);
     let e = start(
         dir.path(),
