@@ -18,11 +18,18 @@ use crate::text::Format;
 
 const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// The exporter's routes.
+/// The exporter's routes, the metrics at `/metrics`.
 pub fn router(exporter: Arc<Exporter>) -> Router {
+    router_at(exporter, "/metrics")
+}
+
+/// The exporter's routes, the metrics at `telemetry_path` (checked by
+/// `--web.telemetry-path`: starts with `/`, not `/` or `/healthz`).
+pub fn router_at(exporter: Arc<Exporter>, telemetry_path: &str) -> Router {
+    let page = Arc::new(landing_page(telemetry_path));
     Router::new()
-        .route("/", get(landing))
-        .route("/metrics", get(metrics).layer(compression()))
+        .route("/", get(move || std::future::ready(Html(page.to_string()))))
+        .route(telemetry_path, get(metrics).layer(compression()))
         .route("/healthz", get(|| async { "ok\n" }))
         .with_state(exporter)
 }
@@ -123,14 +130,23 @@ async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> i
     )
 }
 
-async fn landing() -> Html<&'static str> {
-    Html(concat!(
-        "<!doctype html><html><head><title>nats-delivery-exporter</title></head><body>",
-        "<h1>nats-delivery-exporter ",
-        env!("CARGO_PKG_VERSION"),
-        "</h1><p>Counts where NATS loses messages.</p><ul>",
-        "<li><a href=\"metrics\">metrics</a></li>",
-        "<li><a href=\"healthz\">healthz</a></li>",
-        "</ul></body></html>\n"
-    ))
+/// The landing page, linking to the metrics wherever they are served;
+/// relative links, so that they also work behind a proxy's path prefix.
+fn landing_page(telemetry_path: &str) -> String {
+    let href = telemetry_path
+        .trim_start_matches('/')
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;");
+    format!(
+        concat!(
+            "<!doctype html><html><head><title>nats-delivery-exporter</title></head><body>",
+            "<h1>nats-delivery-exporter {version}</h1><p>Counts where NATS loses messages.</p><ul>",
+            "<li><a href=\"{href}\">metrics</a></li>",
+            "<li><a href=\"healthz\">healthz</a></li>",
+            "</ul></body></html>\n"
+        ),
+        version = env!("CARGO_PKG_VERSION"),
+        href = href,
+    )
 }

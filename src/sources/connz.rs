@@ -279,6 +279,26 @@ impl MonitoringSource for ConnzSource {
     }
 }
 
+/// Writes this source's families for the servers of one scrape.
+pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+    let top: Vec<_> = targets
+        .iter()
+        .filter_map(|t| {
+            t.top_pending
+                .as_ref()
+                .map(|p| (t.server.as_str(), p, t.max_pending))
+        })
+        .collect();
+    encode_top(enc, &top)?;
+    let mut closed = BTreeMap::new();
+    for t in targets {
+        for (k, n) in &t.closed {
+            *closed.entry(k.clone()).or_insert(0) += n;
+        }
+    }
+    encode_closed(enc, &closed)
+}
+
 /// Writes the pending-bytes gauges for each server's top connections, with
 /// the ratio to that server's `max_pending` where it is known.
 pub fn encode_top(

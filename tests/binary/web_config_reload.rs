@@ -55,7 +55,7 @@ async fn a_rotated_certificate_is_served_and_a_broken_file_keeps_the_last_good_o
         .map(str::to_string)
         .collect();
     assert_eq!(warnings.len(), 1, "{}", e.log());
-    assert!(warnings[0].contains("WARN"), "{}", warnings[0]);
+    assert!(warnings[0].contains("level=warn"), "{}", warnings[0]);
     assert!(warnings[0].contains("last good"), "{}", warnings[0]);
     // A key that does not match the certificate is broken too.
     std::fs::write(p.join("web.yml"), TLS).unwrap();
