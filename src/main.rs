@@ -119,11 +119,12 @@ async fn run() -> Result<(), Failure> {
     nats_delivery_exporter::cli::logging::init(&config.log, nats::cause_layer());
     // Registered before anything else: a SIGTERM while the exporter starts
     // (connecting to NATS can take long) stops it cleanly instead of ending
-    // it by the signal's default action.
+    // it by the signal's default action, and a SIGHUP does not end it.
     let signal = shutdown_signal()
         .context("cannot listen for SIGTERM")
         .map_err(Failure::Start)?;
     let stop: StopSignal = futures::FutureExt::shared(Box::pin(signal) as std::pin::Pin<Box<_>>);
+    reload_on_sighup(config.web_config.clone()).map_err(Failure::Start)?;
     let started = tokio::select! {
         () = stop.clone() => return Ok(()),
         started = start(&config, nats_servers_given) => started?,
@@ -144,15 +145,15 @@ async fn run() -> Result<(), Failure> {
     } else {
         tracing::info!(listen = ?local, servers = ?config.monitor_urls.iter().map(redacted).collect::<Vec<_>>(), "serving /metrics");
     }
-    let web = config.web_config.clone().unwrap_or_default();
-    let router = nats_delivery_exporter::http::routes::with_basic_auth(
+    let web = config.web_config.clone();
+    let router = nats_delivery_exporter::http::routes::with_web_config(
         nats_delivery_exporter::http::routes::router_at(exporter, &config.telemetry_path),
-        web.users.clone(),
+        web.clone(),
     );
     let servers = sockets.into_iter().map(|socket| {
         serve(
             socket,
-            web.tls.clone(),
+            web.clone(),
             router.clone(),
             config.write_timeout,
             config.shutdown_timeout,
@@ -279,6 +280,31 @@ fn parse_flags() -> (Config, bool) {
             std::process::exit(2);
         }
     }
+}
+
+/// SIGHUP reads the web configuration file again (as Prometheus and
+/// node_exporter reload on it) instead of ending the process.
+fn reload_on_sighup(
+    web: Option<nats_delivery_exporter::cli::web_config::WebConfig>,
+) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                match web.clone() {
+                    Some(web) => {
+                        let _ = tokio::task::spawn_blocking(move || web.reload()).await;
+                    }
+                    None => tracing::info!("SIGHUP: no --web.config.file to reload"),
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = web;
+    Ok(())
 }
 
 /// Registers for SIGTERM and SIGINT (Ctrl-C) now and returns the wait for

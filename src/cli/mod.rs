@@ -5,4 +5,4 @@
 
 pub mod config;
 pub mod logging;
-pub(crate) mod web_config;
+pub mod web_config;
