@@ -81,26 +81,68 @@ async fn connection(
         .cloned())
 }
 
-/// A subscriber stops reading. First it holds 52 % of `max_pending` (early
-/// warning), then publishing goes on until the server cuts it.
-pub async fn server_cut(lab: &mut Lab) -> anyhow::Result<()> {
-    lab.report.scenario(
-        "server cut: a subscriber stops reading, nears max_pending, is cut",
-        &["NatsConnectionNearMaxPending", "NatsServerSlowConsumerCut"],
-    );
-    let server = lab.nats.name.clone();
-    let before = lab.monitor("varz").await?;
-    let mut stuck = stuck_reader(lab.nats.client_port).await?;
-    let publisher = async_nats::ConnectOptions::new()
-        .user_and_password("app".into(), "app-secret".into())
-        .name("lab-publisher")
-        .connect(lab.nats.client_url())
-        .await?;
-    let payload = bytes::Bytes::from(vec![b'x'; 8 * 1024]);
-    let mut sent = 0u64;
-    let pending = |c: &serde_json::Value| c["pending_bytes"].as_u64().unwrap_or(0);
-    // 1. Fill its buffer to HOLD of max_pending (the kernel's socket buffers
-    // fill first) and hold it there.
+/// The scenario's state: the reader that stopped reading, the publisher
+/// flooding it, and the server's /varz before it started.
+struct Flood {
+    /// The server's name (its `server` label).
+    server: String,
+    /// The server's /varz before the scenario.
+    before: serde_json::Value,
+    /// The raw connection that never reads.
+    stuck: BufReader<TcpStream>,
+    publisher: async_nats::Client,
+    payload: bytes::Bytes,
+    /// Messages published to `lab.flood` so far (truth).
+    sent: u64,
+}
+
+impl Flood {
+    /// Reads /varz, then connects the stuck reader and the publisher.
+    async fn start(lab: &Lab) -> anyhow::Result<Flood> {
+        let server = lab.nats.name.clone();
+        let before = lab.monitor("varz").await?;
+        let stuck = stuck_reader(lab.nats.client_port).await?;
+        let publisher = async_nats::ConnectOptions::new()
+            .user_and_password("app".into(), "app-secret".into())
+            .name("lab-publisher")
+            .connect(lab.nats.client_url())
+            .await?;
+        Ok(Flood {
+            server,
+            before,
+            stuck,
+            publisher,
+            payload: bytes::Bytes::from(vec![b'x'; 8 * 1024]),
+            sent: 0,
+        })
+    }
+
+    /// Publishes `n` messages of 8 KiB to `lab.flood` and flushes.
+    async fn publish(&mut self, n: u64) -> anyhow::Result<()> {
+        for _ in 0..n {
+            self.publisher
+                .publish("lab.flood", self.payload.clone())
+                .await?;
+        }
+        self.publisher.flush().await?;
+        self.sent += n;
+        Ok(())
+    }
+}
+
+/// A connection's pending bytes in /connz.
+fn pending(c: &serde_json::Value) -> u64 {
+    c["pending_bytes"].as_u64().unwrap_or(0)
+}
+
+/// The slow consumers /varz has counted.
+fn slow_consumers(varz: &serde_json::Value) -> u64 {
+    varz["slow_consumers"].as_u64().unwrap_or(0)
+}
+
+/// Publishes until the server holds [`HOLD`] of `max_pending` for the
+/// reader (the kernel's socket buffers fill first); its /connz entry then.
+async fn hold_near_max_pending(lab: &Lab, flood: &mut Flood) -> anyhow::Result<serde_json::Value> {
     let start = Instant::now();
     let held = loop {
         let Some(c) = connection(lab, "lab-stuck-reader", false).await? else {
@@ -114,19 +156,20 @@ pub async fn server_cut(lab: &mut Lab) -> anyhow::Result<()> {
         if start.elapsed() > WAIT {
             bail!("the stuck reader's pending bytes stay at {}", pending(&c));
         }
-        for _ in 0..4 {
-            publisher.publish("lab.flood", payload.clone()).await?;
-        }
-        publisher.flush().await?;
-        sent += 4;
+        flood.publish(4).await?;
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     lab.report.note(&format!(
-        "{sent} messages of 8 KiB published; the server holds {} bytes for the reader",
+        "{} messages of 8 KiB published; the server holds {} bytes for the reader",
+        flood.sent,
         pending(&held)
     ));
-    // The server's own pending bytes against what Prometheus holds, read
-    // together until they agree (the kernel may still take a few bytes).
+    Ok(held)
+}
+
+/// The server's own pending bytes against what Prometheus holds, read
+/// together until they agree (the kernel may still take a few bytes).
+async fn check_pending_ratio(lab: &mut Lab, held: &serde_json::Value) -> anyhow::Result<()> {
     let q = "max(nats_delivery_connection_pending_ratio{client_name=\"lab-stuck-reader\"})";
     let start = Instant::now();
     let (ratio, got) = loop {
@@ -146,12 +189,21 @@ pub async fn server_cut(lab: &mut Lab) -> anyhow::Result<()> {
         q,
         got,
     );
+    Ok(())
+}
+
+/// The early warning for the held reader, with its connection's labels.
+async fn expect_near_max_pending(
+    lab: &mut Lab,
+    server: &str,
+    held: &serde_json::Value,
+) -> anyhow::Result<()> {
     let cid = held["cid"].to_string();
     let labels = [
         ("client_name", "lab-stuck-reader"),
         ("account", "APP"),
         ("cid", cid.as_str()),
-        ("server", server.as_str()),
+        ("server", server),
     ];
     let found = lab
         .prom
@@ -159,37 +211,53 @@ pub async fn server_cut(lab: &mut Lab) -> anyhow::Result<()> {
         .await?;
     lab.report
         .alert("NatsConnectionNearMaxPending", &labels, found);
+    Ok(())
+}
 
-    // 2. Publish on until the server counts a slow consumer. It then stops
-    // writing to the reader; what the reader still gets is what was already
-    // on its way (read to the end, which lets the server close the socket).
-    let slow = |v: &serde_json::Value| v["slow_consumers"].as_u64().unwrap_or(0);
-    let start = Instant::now();
-    while slow(&lab.monitor("varz").await?) == slow(&before) {
+/// Publishes until /varz counts one more slow consumer than before.
+async fn publish_until_cut(lab: &Lab, flood: &mut Flood, start: Instant) -> anyhow::Result<()> {
+    while slow_consumers(&lab.monitor("varz").await?) == slow_consumers(&flood.before) {
         if start.elapsed() > WAIT {
             bail!("the server did not cut the stuck reader");
         }
-        for _ in 0..8 {
-            publisher.publish("lab.flood", payload.clone()).await?;
-        }
-        publisher.flush().await?;
-        sent += 8;
+        flood.publish(8).await?;
     }
+    Ok(())
+}
+
+/// Reads what the cut reader still gets to its end; the messages in it.
+async fn received_by_cut_reader(stuck: &mut BufReader<TcpStream>) -> anyhow::Result<u64> {
     let mut received = Vec::new();
     tokio::time::timeout(Duration::from_secs(20), stuck.read_to_end(&mut received))
         .await
         .context("the cut connection did not end")??;
-    let got_msgs = count_msgs(&received);
-    let after = lab.monitor("varz").await?;
+    Ok(count_msgs(&received))
+}
+
+/// The reason the server gives for closing the reader (empty if it does not
+/// list it as closed by `WAIT` after `since`).
+async fn closed_reason(lab: &Lab, since: Instant) -> anyhow::Result<String> {
     let mut closed = None;
-    while closed.is_none() && start.elapsed() < WAIT {
+    while closed.is_none() && since.elapsed() < WAIT {
         closed = connection(lab, "lab-stuck-reader", true).await?;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let reason = closed
+    Ok(closed
         .as_ref()
         .and_then(|c| c["reason"].as_str())
-        .unwrap_or("");
+        .unwrap_or("")
+        .to_string())
+}
+
+/// The cut against the server's records: the reader's closed reason, the
+/// messages it never got, the cut and slow-consumer counts, the cut alert.
+async fn check_cut(
+    lab: &mut Lab,
+    flood: &Flood,
+    (got_msgs, reason): (u64, &str),
+    after: &serde_json::Value,
+) -> anyhow::Result<()> {
+    let (server, sent) = (flood.server.as_str(), flood.sent);
     lab.report.note(&format!(
         "cut after {sent} messages, reason {reason:?}; it had received {got_msgs}"
     ));
@@ -216,29 +284,67 @@ pub async fn server_cut(lab: &mut Lab) -> anyhow::Result<()> {
         let got = lab.prom.settle(&q, truth, WAIT).await?;
         lab.report.count(what, truth, &q, got);
     }
-    let server_labels = [("server", server.as_str())];
+    let server_labels = [("server", server)];
     let found = lab
         .prom
         .wait_firing("NatsServerSlowConsumerCut", &server_labels, WAIT)
         .await?;
     lab.report
         .alert("NatsServerSlowConsumerCut", &server_labels, found);
-    // Publishers were stalled if the server says so (2.12+).
-    if let Some(stalls) = after["stalled_clients"].as_f64() {
-        let q = format!("max(nats_delivery_server_stalled_clients_total{{server=\"{server}\"}})");
-        let got = lab.prom.settle(&q, stalls, WAIT).await?;
+    Ok(())
+}
+
+/// Publishers were stalled if the server says so (2.12+): its count, and
+/// the stall alert if it rose.
+async fn check_stalls(
+    lab: &mut Lab,
+    flood: &Flood,
+    after: &serde_json::Value,
+) -> anyhow::Result<()> {
+    let server = flood.server.as_str();
+    let Some(stalls) = after["stalled_clients"].as_f64() else {
+        return Ok(());
+    };
+    let q = format!("max(nats_delivery_server_stalled_clients_total{{server=\"{server}\"}})");
+    let got = lab.prom.settle(&q, stalls, WAIT).await?;
+    lab.report
+        .count("publisher stalls (server's /varz)", stalls, &q, got);
+    if stalls > flood.before["stalled_clients"].as_f64().unwrap_or(0.0) {
+        let server_labels = [("server", server)];
+        lab.report.allow("NatsProducerStallsRising");
+        let found = lab
+            .prom
+            .wait_firing("NatsProducerStallsRising", &server_labels, WAIT)
+            .await?;
         lab.report
-            .count("publisher stalls (server's /varz)", stalls, &q, got);
-        if stalls > before["stalled_clients"].as_f64().unwrap_or(0.0) {
-            lab.report.allow("NatsProducerStallsRising");
-            let found = lab
-                .prom
-                .wait_firing("NatsProducerStallsRising", &server_labels, WAIT)
-                .await?;
-            lab.report
-                .alert("NatsProducerStallsRising", &server_labels, found);
-        }
+            .alert("NatsProducerStallsRising", &server_labels, found);
     }
+    Ok(())
+}
+
+/// A subscriber stops reading. First it holds 52 % of `max_pending` (early
+/// warning), then publishing goes on until the server cuts it.
+pub async fn server_cut(lab: &mut Lab) -> anyhow::Result<()> {
+    lab.report.scenario(
+        "server cut: a subscriber stops reading, nears max_pending, is cut",
+        &["NatsConnectionNearMaxPending", "NatsServerSlowConsumerCut"],
+    );
+    let mut flood = Flood::start(lab).await?;
+    // 1. Fill its buffer to HOLD of max_pending and hold it there.
+    let held = hold_near_max_pending(lab, &mut flood).await?;
+    check_pending_ratio(lab, &held).await?;
+    expect_near_max_pending(lab, &flood.server, &held).await?;
+
+    // 2. Publish on until the server counts a slow consumer. It then stops
+    // writing to the reader; what the reader still gets is what was already
+    // on its way (read to the end, which lets the server close the socket).
+    let cutting = Instant::now();
+    publish_until_cut(lab, &mut flood, cutting).await?;
+    let got_msgs = received_by_cut_reader(&mut flood.stuck).await?;
+    let after = lab.monitor("varz").await?;
+    let reason = closed_reason(lab, cutting).await?;
+    check_cut(lab, &flood, (got_msgs, &reason), &after).await?;
+    check_stalls(lab, &flood, &after).await?;
     let firing = lab.prom.firing().await?;
     lab.report.only_expected(&firing);
     Ok(())
