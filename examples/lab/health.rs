@@ -123,36 +123,74 @@ async fn check_time(
     Ok(())
 }
 
-/// The consumer-health scenario.
-pub async fn consumer_health(lab: &mut Lab) -> anyhow::Result<()> {
-    lab.report.scenario(
-        "consumer health: each status driven on the server, lag and age in seconds",
-        &[STALLED_ALERT, STOPPED_ALERT, LAG_ALERT],
-    );
-    let js = jetstream::new(lab.app.clone());
-    let consumers = drive::create_all(&js).await?;
-    let created_unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_secs_f64();
-    drive::consume_rewound(&js).await?;
-    let driving = drive::Drive::start(&js, &consumers).await?;
-    // While it lives, account OTHER has a consumer nobody counts the
-    // advisories of (the scenario after next is about that).
-    lab.report.allow("NatsDeliveryAdvisoriesUnwatched");
-    let other = drive::connect_other(lab).await?;
-    drive::create(&other, ELSEWHERE, false).await?;
-    drive::publish(&other, ELSEWHERE, 5).await?;
-    lab.report.note(&format!(
-        "six streams HEALTH_<STATUS>, consumer `{CONSUMER}` on each; status window {STATUS_WINDOW_SECS} s"
-    ));
+/// Each alert of the scenario and the status whose consumer fires it.
+const ALERT_OF_STATUS: [(&str, &str); 3] = [
+    (STALLED_ALERT, "stalled"),
+    (STOPPED_ALERT, "stopped"),
+    (LAG_ALERT, "lagging"),
+];
 
-    // A status is known as soon as what the exporter has seen decides it,
-    // and never a guess: the application that keeps up is ok before its
-    // window is full (nothing waits at a snapshot), the one nobody reads
-    // is unknown until a whole window says stopped, the paused consumer
-    // says paused at once.
-    // Read from Prometheus's history, not its current value: on a busy
-    // machine the set-up above can outlast the window.
+/// What the scenario set up on the server and keeps running.
+struct Health {
+    /// JetStream in account APP.
+    js: Context,
+    /// JetStream in account OTHER.
+    other: Context,
+    consumers: drive::Consumers,
+    /// The applications driving the consumers.
+    driving: drive::Drive,
+    /// When the consumers were created (Unix seconds).
+    created_unix: f64,
+}
+
+impl Health {
+    /// Creates every health consumer, the rewound one's history and the
+    /// consumer in account OTHER, and starts the applications.
+    async fn start(lab: &mut Lab) -> anyhow::Result<Health> {
+        let js = jetstream::new(lab.app.clone());
+        let consumers = drive::create_all(&js).await?;
+        let created_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_secs_f64();
+        drive::consume_rewound(&js).await?;
+        let driving = drive::Drive::start(&js, &consumers).await?;
+        // While it lives, account OTHER has a consumer nobody counts the
+        // advisories of (the scenario after next is about that).
+        lab.report.allow("NatsDeliveryAdvisoriesUnwatched");
+        let other = drive::connect_other(lab).await?;
+        drive::create(&other, ELSEWHERE, false).await?;
+        drive::publish(&other, ELSEWHERE, 5).await?;
+        lab.report.note(&format!(
+            "six streams HEALTH_<STATUS>, consumer `{CONSUMER}` on each; status window {STATUS_WINDOW_SECS} s"
+        ));
+        Ok(Health {
+            js,
+            other,
+            consumers,
+            driving,
+            created_unix,
+        })
+    }
+
+    /// Stops the applications and deletes every health stream.
+    async fn stop(self) -> anyhow::Result<()> {
+        self.driving.stop().await?;
+        drive::delete_all(&self.js).await?;
+        self.other
+            .delete_stream(stream_of(ELSEWHERE))
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+}
+
+/// A status is known as soon as what the exporter has seen decides it,
+/// and never a guess: the application that keeps up is ok before its
+/// window is full (nothing waits at a snapshot), the one nobody reads
+/// is unknown until a whole window says stopped.
+/// Read from Prometheus's history, not its current value: on a busy
+/// machine the set-up can outlast the window.
+async fn check_known_before_window(lab: &mut Lab, created_unix: f64) -> anyhow::Result<()> {
     for (status, says) in [("stopped", "unknown"), ("ok", "ok")] {
         let series = format!(
             "nats_delivery_consumer_status{{{},status=\"{says}\"}} == 1",
@@ -173,64 +211,60 @@ pub async fn consumer_health(lab: &mut Lab) -> anyhow::Result<()> {
             ),
         );
     }
+    Ok(())
+}
+
+/// The paused consumer says paused at once, in its status and its gauge.
+async fn check_paused(lab: &mut Lab) -> anyhow::Result<()> {
     expect_status(lab, "paused").await?;
     let q = format!("nats_delivery_consumer_paused{{{}}}", labels("paused"));
     let got = lab.prom.value(&q).await?;
     lab.report
         .count("the paused consumer is paused", 1.0, &q, got);
+    Ok(())
+}
 
-    for status in ["ok", "lagging", "stalled", "stopped"] {
-        expect_status(lab, status).await?;
-    }
-
+/// The lagging consumer's delivery lag, the stalled one's oldest
+/// unacknowledged age, and the estimated lag in account OTHER, each against
+/// the stored time of its message.
+async fn check_times(lab: &mut Lab, health: &Health) -> anyhow::Result<()> {
+    let lagging_consumes = &health.driving.lagging_consumes;
     // Lag in time: the lagging application stops taking messages, so its
     // first undelivered message stays the same while the lab reads it.
-    driving
-        .lagging_consumes
-        .store(false, std::sync::atomic::Ordering::Relaxed);
+    lagging_consumes.store(false, std::sync::atomic::Ordering::Relaxed);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let info = consumers.lagging.clone().info().await.map_err(err)?.clone();
+    let info = health
+        .consumers
+        .lagging
+        .clone()
+        .info()
+        .await
+        .map_err(err)?
+        .clone();
     let next = info.delivered.stream_sequence + 1;
     lab.report.note(&format!(
         "lagging: delivered up to stream sequence {}, {} waiting",
         info.delivered.stream_sequence, info.num_pending
     ));
     tokio::time::sleep(Duration::from_secs(2)).await;
-    check_time(
-        lab,
-        &js,
-        ("nats_delivery_consumer_delivery_lag", "lagging", next),
-    )
-    .await?;
+    let lag = "nats_delivery_consumer_delivery_lag";
+    check_time(lab, &health.js, (lag, "lagging", next)).await?;
     // Back to work before the pause could look like a stopped application.
-    driving
-        .lagging_consumes
-        .store(true, std::sync::atomic::Ordering::Relaxed);
+    lagging_consumes.store(true, std::sync::atomic::Ordering::Relaxed);
     // The stalled application holds messages 1 to 10 unacknowledged: its
     // oldest unacknowledged message is sequence 1.
-    check_time(
-        lab,
-        &js,
-        ("nats_delivery_consumer_oldest_unacked_age", "stalled", 1),
-    )
-    .await?;
+    let age = "nats_delivery_consumer_oldest_unacked_age";
+    check_time(lab, &health.js, (age, "stalled", 1)).await?;
     // Estimated where the exporter cannot read: sequence 1 is the stream's
     // first, whose time /jsz gives, so the estimate meets the truth there.
-    check_time(
-        lab,
-        &other,
-        ("nats_delivery_consumer_delivery_lag", ELSEWHERE, 1),
-    )
-    .await?;
+    check_time(lab, &health.other, (lag, ELSEWHERE, 1)).await
+}
 
-    // Alerts: one per cause (the stopped consumer is far behind too, but
-    // only its stopped alert fires), nothing for the paused one. The lagging
-    // application took 2 of every 10 messages: 10 s behind after about 10 s.
-    for (alert, status) in [
-        (STALLED_ALERT, "stalled"),
-        (STOPPED_ALERT, "stopped"),
-        (LAG_ALERT, "lagging"),
-    ] {
+/// One alert per cause (the stopped consumer is far behind too, but only
+/// its stopped alert fires), nothing for the paused one. The lagging
+/// application took 2 of every 10 messages: 10 s behind after about 10 s.
+async fn expect_alerts(lab: &mut Lab) -> anyhow::Result<()> {
+    for (alert, status) in ALERT_OF_STATUS {
         let want = [
             ("account", "APP"),
             ("stream", &*stream_of(status)),
@@ -239,10 +273,43 @@ pub async fn consumer_health(lab: &mut Lab) -> anyhow::Result<()> {
         let found = lab.prom.wait_firing(alert, &want, SHOW_WAIT).await?;
         lab.report.alert(alert, &want, found);
     }
+    Ok(())
+}
+
+/// Once the streams are gone, every alert of the scenario stops, and the
+/// unwatched-account alert of OTHER too (so that the unwatched-account
+/// scenario starts from a quiet OTHER).
+async fn expect_resolved(lab: &mut Lab) -> anyhow::Result<()> {
+    for (alert, status) in ALERT_OF_STATUS {
+        let want = [("stream", &*stream_of(status))];
+        let stopped = lab.prom.wait_resolved(alert, &want, SHOW_WAIT).await?;
+        lab.report.resolved(alert, &want, stopped);
+    }
+    let want = [("account", "OTHER")];
+    let alert = "NatsDeliveryAdvisoriesUnwatched";
+    let stopped = lab.prom.wait_resolved(alert, &want, SHOW_WAIT).await?;
+    lab.report.resolved(alert, &want, stopped);
+    Ok(())
+}
+
+/// The consumer-health scenario.
+pub async fn consumer_health(lab: &mut Lab) -> anyhow::Result<()> {
+    lab.report.scenario(
+        "consumer health: each status driven on the server, lag and age in seconds",
+        &[STALLED_ALERT, STOPPED_ALERT, LAG_ALERT],
+    );
+    let health = Health::start(lab).await?;
+    check_known_before_window(lab, health.created_unix).await?;
+    check_paused(lab).await?;
+    for status in ["ok", "lagging", "stalled", "stopped"] {
+        expect_status(lab, status).await?;
+    }
+    check_times(lab, &health).await?;
+    expect_alerts(lab).await?;
 
     // Rewound: its delivered position goes back from 30 to 9 while the
     // exporter watches (its window is full by now).
-    drive::rewind(&js).await?;
+    drive::rewind(&health.js).await?;
     lab.report
         .note("rewound: consumer replaced by one starting at sequence 10 (delivered 30 -> 9)");
     // Behind its stream by the time since sequence 10 was stored: its lag
@@ -251,26 +318,6 @@ pub async fn consumer_health(lab: &mut Lab) -> anyhow::Result<()> {
 
     let firing = lab.prom.firing().await?;
     lab.report.only_expected(&firing);
-
-    driving.stop().await?;
-    drive::delete_all(&js).await?;
-    other
-        .delete_stream(stream_of(ELSEWHERE))
-        .await
-        .map_err(err)?;
-    for (alert, status) in [
-        (STALLED_ALERT, "stalled"),
-        (STOPPED_ALERT, "stopped"),
-        (LAG_ALERT, "lagging"),
-    ] {
-        let want = [("stream", &*stream_of(status))];
-        let stopped = lab.prom.wait_resolved(alert, &want, SHOW_WAIT).await?;
-        lab.report.resolved(alert, &want, stopped);
-    }
-    // So that the unwatched-account scenario starts from a quiet OTHER.
-    let want = [("account", "OTHER")];
-    let alert = "NatsDeliveryAdvisoriesUnwatched";
-    let stopped = lab.prom.wait_resolved(alert, &want, SHOW_WAIT).await?;
-    lab.report.resolved(alert, &want, stopped);
-    Ok(())
+    health.stop().await?;
+    expect_resolved(lab).await
 }
