@@ -33,35 +33,70 @@ async fn delivered_by_server(lab: &Lab) -> anyhow::Result<Option<u64>> {
     }))
 }
 
-/// A live-mode exporter with an 8-advisory buffer under a burst of 20,000
-/// NAK advisories.
-pub async fn exporter_drops(lab: &mut Lab) -> anyhow::Result<()> {
-    let alert = "NatsDeliveryExporterDroppedMessages";
-    lab.report.scenario(
-        "the exporter's own drops: a live-mode exporter with an 8-advisory buffer under a burst",
-        &[alert],
-    );
-    let port = nats_test_server::free_port();
-    let mut live = processes::start_live_exporter(&lab.nats, port, lab.dir())?;
-    let url = format!("http://127.0.0.1:{port}/metrics");
-    processes::wait_http(&lab.http, &url, &live).await?;
-    let both =
-        processes::prometheus_config(&[lab.exporter_port, port], lab.app_port, &lab.rules_dir);
-    lab.prometheus.reload(&both)?;
-    let instance = format!("127.0.0.1:{port}");
-    let sel = format!("{{instance=\"{instance}\",account=\"BURST\"}}");
-    lab.wait_series(&format!("nats_delivery_advisory_listener_up{sel} == 1"))
-        .await?;
-    // The drop counter is scraped at 0 before the burst, so that increase()
-    // sees it rise.
-    lab.wait_series(&format!(
-        "nats_delivery_exporter_dropped_messages_total{sel} == 0"
-    ))
-    .await?;
-    lab.report.note(&format!(
-        "second exporter {instance}: live advisories of account BURST, --advisories-buffer 8"
-    ));
+/// The second exporter, live-mode, of account BURST.
+struct LiveExporter {
+    process: processes::Guard,
+    /// Its `instance` label in Prometheus.
+    instance: String,
+    /// The selector of its series of account BURST.
+    sel: String,
+}
 
+impl LiveExporter {
+    /// Starts it, adds it to Prometheus' configuration, and waits until its
+    /// listener is up and its drop counter scraped at 0 (so that increase()
+    /// sees it rise).
+    async fn start(lab: &mut Lab) -> anyhow::Result<LiveExporter> {
+        let port = nats_test_server::free_port();
+        let process = processes::start_live_exporter(&lab.nats, port, lab.dir())?;
+        let url = format!("http://127.0.0.1:{port}/metrics");
+        processes::wait_http(&lab.http, &url, &process).await?;
+        let both =
+            processes::prometheus_config(&[lab.exporter_port, port], lab.app_port, &lab.rules_dir);
+        lab.prometheus.reload(&both)?;
+        let instance = format!("127.0.0.1:{port}");
+        let sel = format!("{{instance=\"{instance}\",account=\"BURST\"}}");
+        lab.wait_series(&format!("nats_delivery_advisory_listener_up{sel} == 1"))
+            .await?;
+        lab.wait_series(&format!(
+            "nats_delivery_exporter_dropped_messages_total{sel} == 0"
+        ))
+        .await?;
+        lab.report.note(&format!(
+            "second exporter {instance}: live advisories of account BURST, --advisories-buffer 8"
+        ));
+        Ok(LiveExporter {
+            process,
+            instance,
+            sel,
+        })
+    }
+
+    /// Out of Prometheus' configuration first (its series end), then
+    /// stopped: stopping it first would be an exporter down.
+    async fn remove(mut self, lab: &mut Lab) -> anyhow::Result<()> {
+        let one = processes::prometheus_config(&[lab.exporter_port], lab.app_port, &lab.rules_dir);
+        lab.prometheus.reload(&one)?;
+        let up = format!("up{{instance=\"{}\"}}", self.instance);
+        let start = Instant::now();
+        while !lab.prom.query(&up).await?.is_empty() {
+            if start.elapsed() > WAIT {
+                lab.report
+                    .check(false, "the second exporter left Prometheus within 30 s");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        self.process.kill();
+        lab.report
+            .note("the second exporter left Prometheus' configuration and was stopped");
+        Ok(())
+    }
+}
+
+/// Publishes [`BURST`] NAK advisories in account BURST, with a round trip
+/// every [`BATCH`].
+async fn publish_burst(lab: &Lab) -> anyhow::Result<()> {
     let burst = async_nats::ConnectOptions::new()
         .user_and_password("burst".into(), "burst-secret".into())
         .name("lab-burst")
@@ -88,11 +123,20 @@ pub async fn exporter_drops(lab: &mut Lab) -> anyhow::Result<()> {
         "published {BURST} NAK advisories in account BURST in {:.2} s",
         started.elapsed().as_secs_f64()
     ));
+    Ok(())
+}
 
+/// Every advisory the server delivered to the live exporter is counted or
+/// counted as dropped, and some were dropped.
+async fn check_counted_or_dropped(lab: &mut Lab, live: &LiveExporter) -> anyhow::Result<()> {
     let counted_q = format!(
-        "sum(nats_delivery_jetstream_naks_total{{instance=\"{instance}\",account=\"BURST\"}})"
+        "sum(nats_delivery_jetstream_naks_total{{instance=\"{}\",account=\"BURST\"}})",
+        live.instance
     );
-    let dropped_q = format!("sum(nats_delivery_exporter_dropped_messages_total{sel})");
+    let dropped_q = format!(
+        "sum(nats_delivery_exporter_dropped_messages_total{})",
+        live.sel
+    );
     let both_q = format!("{counted_q} + {dropped_q}");
     let got = lab.prom.settle(&both_q, BURST as f64, WAIT).await?;
     let server = delivered_by_server(lab).await?;
@@ -119,28 +163,24 @@ pub async fn exporter_drops(lab: &mut Lab) -> anyhow::Result<()> {
         dropped,
         "its JetStream counts are short by exactly this much",
     );
-    let labels = [("instance", instance.as_str()), ("account", "BURST")];
+    Ok(())
+}
+
+/// A live-mode exporter with an 8-advisory buffer under a burst of 20,000
+/// NAK advisories.
+pub async fn exporter_drops(lab: &mut Lab) -> anyhow::Result<()> {
+    let alert = "NatsDeliveryExporterDroppedMessages";
+    lab.report.scenario(
+        "the exporter's own drops: a live-mode exporter with an 8-advisory buffer under a burst",
+        &[alert],
+    );
+    let live = LiveExporter::start(lab).await?;
+    publish_burst(lab).await?;
+    check_counted_or_dropped(lab, &live).await?;
+    let labels = [("instance", live.instance.as_str()), ("account", "BURST")];
     let found = lab.prom.wait_firing(alert, &labels, WAIT).await?;
     lab.report.alert(alert, &labels, found);
     let firing = lab.prom.firing().await?;
     lab.report.only_expected(&firing);
-
-    // Out of Prometheus' configuration first (its series end), then stopped:
-    // stopping it first would be an exporter down.
-    let one = processes::prometheus_config(&[lab.exporter_port], lab.app_port, &lab.rules_dir);
-    lab.prometheus.reload(&one)?;
-    let up = format!("up{{instance=\"{instance}\"}}");
-    let start = Instant::now();
-    while !lab.prom.query(&up).await?.is_empty() {
-        if start.elapsed() > WAIT {
-            lab.report
-                .check(false, "the second exporter left Prometheus within 30 s");
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    live.kill();
-    lab.report
-        .note("the second exporter left Prometheus' configuration and was stopped");
-    Ok(())
+    live.remove(lab).await
 }
