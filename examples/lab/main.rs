@@ -34,19 +34,16 @@ mod promql_check;
 mod report;
 mod rules;
 mod server;
+mod startup;
 mod stuck;
 
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use futures::StreamExt;
-use nats_delivery_metrics::{
-    ClientMetrics, PendingLimits, ReportOptions, ReportPublisher, SubscribeOptions, Subscription,
-};
+use nats_delivery_metrics::{ClientMetrics, ReportPublisher, Subscription};
 use nats_test_server::NatsServer;
 use processes::Guard;
 use prom::Prometheus;
-use prometheus_client::registry::Registry;
 use report::Report;
 
 /// Subject of the application's instrumented subscription.
@@ -147,132 +144,6 @@ impl Lab {
     }
 }
 
-async fn start(check_mode: bool) -> anyhow::Result<Lab> {
-    let dir = tempfile::Builder::new()
-        .prefix("nats-delivery-lab-")
-        .tempdir()?;
-    // One TLS crypto backend for the process (reqwest needs one chosen).
-    let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()?;
-    let pid_file = dir.path().join("nats.pid");
-    let nats = tokio::task::spawn_blocking({
-        let pid_file = pid_file.clone();
-        move || processes::start_nats(&pid_file)
-    })
-    .await?;
-
-    let mut registry = Registry::default();
-    let metrics = ClientMetrics::new(APP_CLIENT, &mut registry);
-    let app = metrics
-        .connect_options(async_nats::ConnectOptions::new())
-        .user_and_password("app".into(), "app-secret".into())
-        .name(APP_CLIENT)
-        .connect(nats.client_url())
-        .await
-        .context("the lab application cannot connect")?;
-    // 100 messages of room: a handler that pauses loses the rest, counted.
-    let limits = PendingLimits::new(100, 1024 * 1024);
-    let subscription = metrics
-        .subscribe_with(
-            &app,
-            APP_SUBJECT,
-            SubscribeOptions::new().pending_limits(limits),
-        )
-        .await?;
-    let reports = metrics.publish_reports(
-        app.clone(),
-        ReportOptions::new()
-            .interval(Duration::from_secs(1))
-            .instance(APP_INSTANCE),
-    );
-    let plain_metrics = ClientMetrics::new(PLAIN_CLIENT, &mut registry);
-    let plain = plain_metrics
-        .connect_options(async_nats::ConnectOptions::new())
-        .user_and_password("app".into(), "app-secret".into())
-        .name(PLAIN_CLIENT)
-        .subscription_capacity(16)
-        .connect(nats.client_url())
-        .await
-        .context("the lab application's second connection cannot connect")?;
-    let app_port = processes::serve_app_metrics(registry).await?;
-
-    let exporter_port = nats_test_server::free_port();
-    let exporter = processes::start_exporter(&nats, exporter_port, dir.path())?;
-    let exporter_url = format!("http://127.0.0.1:{exporter_port}/metrics");
-    processes::wait_http(&http, &exporter_url, &exporter).await?;
-
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let rules_dir = dir.path().join("rules");
-    let lab_rules = rules::copy_rules(repo, &rules_dir)?;
-    let prom_port = nats_test_server::free_port();
-    let config = processes::prometheus_config(&[exporter_port], app_port, &rules_dir);
-    let prometheus = processes::start_prometheus(&config, prom_port, dir.path())?;
-    let prom = Prometheus::new(http.clone(), prom_port);
-    processes::wait_http(&http, &format!("{}/-/ready", prom.url()), &prometheus.guard).await?;
-
-    let version = app.server_info().version;
-    // Stalls (2.12+) and termination reasons (2.10.4+) are part of the
-    // scenarios: an older server would fail them for want of the fields.
-    anyhow::ensure!(
-        nats_test_server::version_numbers(&version) >= vec![2, 12],
-        "the lab needs nats-server 2.12 or newer, found {version} (scripts/install-deps.sh installs 2.15.1)"
-    );
-    println!("NATS delivery lab, everything on 127.0.0.1:");
-    println!(
-        "  nats-server {version}   {}  (monitoring {})",
-        nats.client_url(),
-        nats.monitor_url()
-    );
-    println!("  exporter               {exporter_url}");
-    println!("  application lab-app    http://127.0.0.1:{app_port}/metrics (link-in crate)");
-    println!(
-        "  Prometheus             {}  (scrapes and evaluates rules every 1 s)",
-        prom.url()
-    );
-    let list: Vec<String> = lab_rules
-        .shortened
-        .iter()
-        .map(|s| format!("{} {}", s.alert, s.original))
-        .collect();
-    println!(
-        "  rules: alerts/*.rules.yml, thresholds unchanged, every `for:` shortened to {} ({})",
-        rules::LAB_FOR,
-        list.join(", ")
-    );
-    for (alert, from, to) in &lab_rules.windows {
-        if from.starts_with(')') {
-            println!("         {alert}: its threshold `{from}` scaled to `{to}`");
-        } else {
-            println!("         {alert}: its {from} look-back windows scaled to {to}");
-        }
-    }
-    Ok(Lab {
-        nats,
-        exporter,
-        prom,
-        http,
-        app,
-        metrics,
-        subscription,
-        plain,
-        plain_metrics,
-        app_published: 0,
-        app_handled: 0,
-        report: Report::new(check_mode),
-        nats_pid_file: pid_file,
-        alerts: lab_rules.alerts,
-        prometheus,
-        app_port,
-        exporter_port,
-        held_jobs: Vec::new(),
-        rules_dir,
-        _reports: reports,
-        tmp: dir,
-    })
-}
-
 /// The quiet baseline: normal traffic, every series scraped, no alert.
 async fn baseline(lab: &mut Lab) -> anyhow::Result<()> {
     lab.report
@@ -312,7 +183,7 @@ async fn baseline(lab: &mut Lab) -> anyhow::Result<()> {
 
 async fn run(check_mode: bool) -> anyhow::Result<bool> {
     let started = Instant::now();
-    let mut lab = start(check_mode).await?;
+    let mut lab = startup::start(check_mode).await?;
     baseline(&mut lab).await?;
     client::client_drops(&mut lab).await?;
     client::library_drops(&mut lab).await?;
