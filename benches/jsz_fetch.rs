@@ -92,15 +92,10 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-#[tokio::main]
-async fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        return;
-    }
-    let consumers = env_or("BENCH_CONSUMERS", 100_000);
-    let rounds = env_or("BENCH_ROUNDS", 5);
-    // Over HTTP nats-server indents its replies (two spaces, as here):
-    // more than half of the bytes are whitespace.
+/// The body to serve: the file `BENCH_JSZ_FILE`, or a synthetic reply of
+/// `consumers` consumers indented as nats-server indents its replies over
+/// HTTP (two spaces: more than half of the bytes are whitespace).
+fn reply_body(consumers: usize) -> &'static [u8] {
     let body = match std::env::var("BENCH_JSZ_FILE") {
         Ok(path) => std::fs::read_to_string(path).expect("BENCH_JSZ_FILE"),
         Err(_) => {
@@ -109,9 +104,47 @@ async fn main() {
             serde_json::to_string_pretty(&value).unwrap()
         }
     };
-    let body: &'static [u8] = body.leak().as_bytes();
-    let consumers = consumers_in(body);
-    let url: url::Url = serve(body).await.parse().unwrap();
+    body.leak().as_bytes()
+}
+
+/// The consumers a parsed reply holds.
+fn consumers_parsed(jsz: &Jsz) -> usize {
+    jsz.account_details[0]
+        .stream_detail
+        .iter()
+        .map(|s| s.consumer_detail.len())
+        .sum()
+}
+
+/// Fetches and parses `url` one of the three ways: 0 gathered whole then
+/// parsed from the slice, 1 `from_reader`, 2 `split::parse`.
+async fn fetch_one_way(fetch: &Fetcher, url: &url::Url, way: usize) -> Jsz {
+    let kept = KeptBudget::unlimited();
+    match way {
+        0 => fetch
+            .get_streamed(url.clone(), &kept, |body| {
+                let mut whole = Vec::new();
+                body.read_to_end(&mut whole).map_err(|e| e.to_string())?;
+                serde_json::from_slice(&whole).map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap(),
+        1 => fetch
+            .get_streamed(url.clone(), &kept, |body| {
+                serde_json::from_reader(body).map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap(),
+        _ => fetch
+            .get_streamed(url.clone(), &kept, split::parse)
+            .await
+            .unwrap(),
+    }
+}
+
+/// Each way's times over HTTP, `rounds` each, a different way first each
+/// round; every reply must hold `consumers`.
+async fn fetched_over_http(url: &url::Url, rounds: usize, consumers: usize) -> [Vec<f64>; 3] {
     let fetch = Fetcher::new(
         reqwest::Client::builder(),
         Duration::from_secs(120),
@@ -121,41 +154,47 @@ async fn main() {
     let mut took_by_way = [Vec::new(), Vec::new(), Vec::new()];
     for round in 0..rounds {
         for way in 0..3 {
-            // A different way goes first each round.
             let which = (way + round) % 3;
             let start = Instant::now();
-            let kept = KeptBudget::unlimited();
-            let jsz: Jsz = match which {
-                0 => fetch
-                    .get_streamed(url.clone(), &kept, |body| {
-                        let mut whole = Vec::new();
-                        body.read_to_end(&mut whole).map_err(|e| e.to_string())?;
-                        serde_json::from_slice(&whole).map_err(|e| e.to_string())
-                    })
-                    .await
-                    .unwrap(),
-                1 => fetch
-                    .get_streamed(url.clone(), &kept, |body| {
-                        serde_json::from_reader(body).map_err(|e| e.to_string())
-                    })
-                    .await
-                    .unwrap(),
-                _ => fetch
-                    .get_streamed(url.clone(), &kept, split::parse)
-                    .await
-                    .unwrap(),
-            };
+            let jsz = fetch_one_way(&fetch, url, which).await;
             let took = start.elapsed().as_secs_f64();
-            let parsed: usize = jsz.account_details[0]
-                .stream_detail
-                .iter()
-                .map(|s| s.consumer_detail.len())
-                .sum();
-            assert_eq!(parsed, consumers);
+            assert_eq!(consumers_parsed(&jsz), consumers);
             took_by_way[which].push(took);
         }
     }
-    let [g, s, p] = took_by_way.map(median);
+    took_by_way
+}
+
+/// A NATS reply (system-account polling) arrives whole: the times to parse
+/// it from the slice in pieces, as over HTTP, and in one pass.
+fn parsed_held_whole(body: &'static [u8], rounds: usize, consumers: usize) -> [Vec<f64>; 2] {
+    let mut held = [Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        for way in 0..2 {
+            let which = (way + round) % 2;
+            let start = Instant::now();
+            let jsz = match which {
+                0 => split::parse(&mut &body[..]),
+                _ => split::parse_whole(body),
+            };
+            held[which].push(start.elapsed().as_secs_f64());
+            assert_eq!(consumers_parsed(&jsz.unwrap()), consumers);
+        }
+    }
+    held
+}
+
+#[tokio::main]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let consumers = env_or("BENCH_CONSUMERS", 100_000);
+    let rounds = env_or("BENCH_ROUNDS", 5);
+    let body = reply_body(consumers);
+    let consumers = consumers_in(body);
+    let url: url::Url = serve(body).await.parse().unwrap();
+    let [g, s, p] = fetched_over_http(&url, rounds, consumers).await.map(median);
     println!(
         "/jsz of {consumers} consumers, {:.1} MB, median of {rounds}",
         body.len() as f64 / 1e6
@@ -169,30 +208,7 @@ async fn main() {
         "get_streamed (split::parse)         {p:.3} s  ({:.2}x)",
         p / g
     );
-    // A NATS reply (system-account polling) arrives whole: parsed from the
-    // slice in pieces, as over HTTP, or in one pass.
-    let mut held = [Vec::new(), Vec::new()];
-    for round in 0..rounds {
-        for way in 0..2 {
-            let which = (way + round) % 2;
-            let start = Instant::now();
-            let jsz = match which {
-                0 => split::parse(&mut &body[..]),
-                _ => split::parse_whole(body),
-            };
-            held[which].push(start.elapsed().as_secs_f64());
-            let jsz = jsz.unwrap();
-            let streams = &jsz.account_details[0].stream_detail;
-            assert_eq!(
-                streams
-                    .iter()
-                    .map(|s| s.consumer_detail.len())
-                    .sum::<usize>(),
-                consumers
-            );
-        }
-    }
-    let [pieces, whole] = held.map(median);
+    let [pieces, whole] = parsed_held_whole(body, rounds, consumers).map(median);
     println!("held whole, split::parse            {pieces:.3} s");
     println!(
         "held whole, split::parse_whole      {whole:.3} s  ({:.2}x)",
