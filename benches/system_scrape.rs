@@ -25,6 +25,8 @@
 
 #[path = "system_scrape/measured.rs"]
 mod measured;
+#[path = "system_scrape/rounds.rs"]
+mod rounds;
 #[path = "system_scrape/setup.rs"]
 mod setup;
 mod support;
@@ -35,6 +37,8 @@ use std::time::{Duration, Instant};
 
 use measured::{complete, Measured};
 use nats_test_server::sample::value;
+use nats_test_server::NatsServer;
+use rounds::Rounds;
 use support::{env_or, median, min, timed_get};
 
 /// The consumers a raw /jsz reply holds.
@@ -47,29 +51,22 @@ fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default()
 }
 
-#[tokio::main]
-async fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        return;
-    }
-    let streams = env_or("BENCH_STREAMS", 10);
-    let per_stream = env_or("BENCH_CONSUMERS", 10);
-    let rounds = env_or("BENCH_ROUNDS", 5);
-    let total = streams * per_stream;
-    let servers = nats_test_server::cluster(3, setup::ACCOUNTS);
+/// Creates the streams and consumers, prints how long that took; the
+/// whole time.
+async fn create_streams(servers: &[NatsServer], streams: usize, per_stream: usize) -> Duration {
     let setup = Instant::now();
-    let parts = setup::create(&servers, streams, per_stream).await;
+    let parts = setup::create(servers, streams, per_stream).await;
     let setup_took = setup.elapsed();
     println!(
         "created {streams} R3 streams x {per_stream} R3 consumers in {setup_took:.1?}: cluster ready {:.1?}, streams {:.1?}, consumers {:.1?} ({} requests tried again)",
         parts.cluster_ready, parts.streams, parts.consumers, parts.retries
     );
+    setup_took
+}
 
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(120))
-        .build()
-        .unwrap();
-    let jsz_urls: Vec<String> = servers
+/// Each server's raw /jsz URL, asking for everything the exporter asks.
+fn jsz_urls(servers: &[NatsServer]) -> Vec<String> {
+    servers
         .iter()
         .map(|s| {
             format!(
@@ -77,211 +74,159 @@ async fn main() {
                 s.monitor_url()
             )
         })
-        .collect();
-    // Every replica holds every consumer before anything is measured.
+        .collect()
+}
+
+/// Waits until every replica holds every consumer.
+async fn wait_for_every_consumer(http: &reqwest::Client, jsz_urls: &[String], total: usize) {
     let deadline = Instant::now() + Duration::from_secs(300);
-    for url in &jsz_urls {
-        while consumers_in(&timed_get(&http, url).await.1) != total {
+    for url in jsz_urls {
+        while consumers_in(&timed_get(http, url).await.1) != total {
             assert!(Instant::now() < deadline, "{url}: not every consumer");
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
-    let system = |extra: &[&str]| {
-        let mut args: Vec<String> = [
-            "--system-account-polling",
-            "--system-account",
-            "user:sys:sys-secret",
-            "--nats-servers",
-            &servers[0].client_url(),
-            // Message timestamps (consumer status) are read in the
-            // JetStream account.
-            "--nats-user",
-            "app",
-            "--nats-password",
-            "app-secret",
-        ]
-        .map(str::to_string)
-        .to_vec();
-        args.extend(extra.iter().map(|a| a.to_string()));
-        args
-    };
+}
+
+/// The exporter's arguments for polling through the system account, and
+/// `extra`.
+fn system_account_args(servers: &[NatsServer], extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--system-account-polling",
+        "--system-account",
+        "user:sys:sys-secret",
+        "--nats-servers",
+        &servers[0].client_url(),
+        // Message timestamps (consumer status) are read in the
+        // JetStream account.
+        "--nats-user",
+        "app",
+        "--nats-password",
+        "app-secret",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+/// The exporters measured: through the system account, the same with
+/// `--consumer-status-window 0s`, over HTTP, and the `baseline` binary if
+/// one is named.
+async fn start_exporters(
+    servers: &[NatsServer],
+    http: &reqwest::Client,
+    baseline: Option<&str>,
+) -> Vec<Measured> {
+    let system = |extra: &[&str]| system_account_args(servers, extra);
     let monitor_urls: Vec<String> = servers
         .iter()
         .flat_map(|s| ["--monitor-url".to_string(), s.monitor_url()])
         .collect();
     let mut exporters = vec![
-        Measured::start("system account", support::EXPORTER, system(&[]), &http).await,
+        Measured::start("system account", support::EXPORTER, system(&[]), http).await,
         Measured::start(
             "system account, --consumer-status-window 0s",
             support::EXPORTER,
             system(&["--consumer-status-window", "0s"]),
-            &http,
+            http,
         )
         .await,
         Measured::start(
             "HTTP, 3 --monitor-url",
             support::EXPORTER,
             monitor_urls,
-            &http,
+            http,
         )
         .await,
     ];
-    let baseline = std::env::var("BENCH_BASELINE_EXPORTER").ok();
-    if let Some(binary) = &baseline {
-        let e = Measured::start(
-            "system account, baseline binary",
-            binary,
-            system(&[]),
-            &http,
-        );
+    if let Some(binary) = baseline {
+        let e = Measured::start("system account, baseline binary", binary, system(&[]), http);
         exporters.push(e.await);
     }
-    // Warm-up: the first survey waits out its gap, and leaders may still
-    // be settling; each exporter's scrape is complete before measuring.
-    for e in &mut exporters {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let text = String::from_utf8_lossy(&timed_get(&http, &e.url).await.1).into_owned();
-            match complete(&text, total) {
-                Ok(()) => break,
-                Err(why) if Instant::now() > deadline => {
-                    for line in text
-                        .lines()
-                        .filter(|l| l.starts_with("nats_delivery_survey_"))
-                    {
-                        eprintln!("{line}");
-                    }
-                    for server in &servers {
-                        eprintln!("{} warnings and errors:", server.name);
-                        let log = server.log();
-                        let notable = log
-                            .lines()
-                            .filter(|l| l.contains("[WRN]") || l.contains("[ERR]"));
-                        for line in notable.take(20) {
-                            eprintln!("  {line}");
-                        }
-                    }
-                    panic!("{}: {why}", e.name)
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
-            }
-        }
-    }
-    println!("load before rounds: {}", loadavg().trim());
+    exporters
+}
 
-    let (mut raw, mut slowest, mut all_at_once) = (vec![Vec::new(); 3], Vec::new(), Vec::new());
-    let mut raw_bytes = 0;
-    let system_raw = system_raw::SystemRaw::connect(&servers, &http).await;
-    let (mut nats, mut nats_all, mut nats_bytes) = (vec![Vec::new(); 3], Vec::new(), 0);
-    let mut surveys = Vec::new();
-    let settle = Duration::from_millis(300);
-    println!(
-        "round  raw n0   raw n1   raw n2   slowest  3 at once | NATS slowest, 3 at once | system   ratio | system 0s window | HTTP x3  {}| system peak RSS",
-        if baseline.is_some() { "| baseline " } else { "" }
-    );
-    for round in 0..rounds {
-        // Steps 0-2: one server's raw fetch; 3: the three at once; 4: the
-        // system request of each server alone, 5: of the three at once;
-        // then each exporter. A different step goes first each round.
-        let steps = 6 + exporters.len();
-        for step in (0..steps).map(|k| (k + round) % steps) {
-            tokio::time::sleep(settle).await;
-            match step {
-                0..=2 => {
-                    let (took, body) = timed_get(&http, &jsz_urls[step]).await;
-                    assert_eq!(consumers_in(&body), total, "raw /jsz of n{step}");
-                    raw_bytes = raw_bytes.max(body.len());
-                    raw[step].push(took);
-                }
-                3 => {
-                    let start = Instant::now();
-                    let bodies =
-                        futures::future::join_all(jsz_urls.iter().map(|u| timed_get(&http, u)))
-                            .await;
-                    all_at_once.push(start.elapsed().as_secs_f64());
-                    for (_, body) in bodies {
-                        assert_eq!(consumers_in(&body), total, "raw /jsz, three at once");
-                    }
-                }
-                4 => {
-                    surveys.push(system_raw.survey().await);
-                    for (n, times) in nats.iter_mut().enumerate() {
-                        tokio::time::sleep(settle).await;
-                        let (took, reply) = system_raw.jsz(n).await;
-                        assert_eq!(consumers_in(&reply), total, "system JSZ of n{n}");
-                        nats_bytes = nats_bytes.max(reply.len());
-                        times.push(took);
-                    }
-                }
-                5 => {
-                    let start = Instant::now();
-                    let replies = futures::future::join_all((0..3).map(|n| system_raw.jsz(n)));
-                    for (_, reply) in replies.await {
-                        assert_eq!(consumers_in(&reply), total, "system JSZ, three at once");
-                    }
-                    nats_all.push(start.elapsed().as_secs_f64());
-                }
-                e => exporters[e - 6].scrape(&http, total).await,
+/// Waits until the exporter's scrape is complete: the first survey waits
+/// out its gap, and leaders may still be settling. After 120 s it prints
+/// the exporter's survey figures and the servers' warnings, and panics.
+async fn warm_up(e: &Measured, servers: &[NatsServer], http: &reqwest::Client, total: usize) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let text = String::from_utf8_lossy(&timed_get(http, &e.url).await.1).into_owned();
+        match complete(&text, total) {
+            Ok(()) => break,
+            Err(why) if Instant::now() > deadline => {
+                print_why_incomplete(&text, servers);
+                panic!("{}: {why}", e.name)
             }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
-        let worst = raw.iter().map(|r| r[round]).fold(0.0, f64::max);
-        slowest.push(worst);
-        let took = |e: &Measured| match e.took[round] {
-            Some(t) => format!("{t:.3} s "),
-            None => "INCOMPLETE".into(),
-        };
-        let ratio = match exporters[0].took[round] {
-            Some(t) => format!("{:.2}x", t / worst),
-            None => "  -  ".into(),
-        };
-        let scrapes: Vec<String> = exporters[1..].iter().map(took).collect();
-        println!(
-            "{round:>5}  {:.3} s  {:.3} s  {:.3} s  {worst:.3} s  {:.3} s  | {:.3} s  {:.3} s        | {} {ratio} | {:<16} | {} | {:.1} MB",
-            raw[0][round],
-            raw[1][round],
-            raw[2][round],
-            all_at_once[round],
-            nats.iter().map(|r| r[round]).fold(0.0, f64::max),
-            nats_all[round],
-            took(&exporters[0]),
-            scrapes[0],
-            scrapes[1..].join(" | "),
-            exporters[0].peak_mb(),
-        );
     }
-    println!("load after rounds: {}", loadavg().trim());
-    println!();
-    println!("{streams} x {per_stream} R3 on 3 servers; setup {setup_took:.1?}; {rounds} rounds, medians (min)");
-    let row = |what: &str, v: &[f64], note: String| {
-        println!("{what:<46} {:.3} s ({:.3} s)  {note}", median(v), min(v));
-    };
-    for (n, r) in raw.iter().enumerate() {
+}
+
+/// The survey's series of a scrape, and each server's first warnings and
+/// errors.
+fn print_why_incomplete(text: &str, servers: &[NatsServer]) {
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("nats_delivery_survey_"))
+    {
+        eprintln!("{line}");
+    }
+    for server in servers {
+        eprintln!("{} warnings and errors:", server.name);
+        let log = server.log();
+        let notable = log
+            .lines()
+            .filter(|l| l.contains("[WRN]") || l.contains("[ERR]"));
+        for line in notable.take(20) {
+            eprintln!("  {line}");
+        }
+    }
+}
+
+/// One summary line: the median and the minimum of `v`, and `note`.
+fn row(what: &str, v: &[f64], note: String) {
+    println!("{what:<46} {:.3} s ({:.3} s)  {note}", median(v), min(v));
+}
+
+/// The medians (and minimums) of every fetch and every exporter's scrape,
+/// with the incomplete scrapes named.
+fn print_medians(measured: &Rounds, exporters: &[Measured], rounds: usize) {
+    for (n, r) in measured.raw.iter().enumerate() {
         row(&format!("raw /jsz of n{n}"), r, String::new());
     }
     row(
         "raw /jsz, slowest of the three",
-        &slowest,
-        format!("({:.1} MB each)", raw_bytes as f64 / 1e6),
+        &measured.slowest,
+        format!("({:.1} MB each)", measured.raw_bytes as f64 / 1e6),
     );
-    row("raw /jsz, three at once", &all_at_once, String::new());
-    for (n, r) in nats.iter().enumerate() {
+    row(
+        "raw /jsz, three at once",
+        &measured.all_at_once,
+        String::new(),
+    );
+    for (n, r) in measured.nats.iter().enumerate() {
         row(&format!("system request JSZ of n{n}"), r, String::new());
     }
-    let nats_slowest: Vec<f64> = (0..rounds)
-        .map(|round| nats.iter().map(|r| r[round]).fold(0.0, f64::max))
-        .collect();
+    let nats_slowest: Vec<f64> = (0..rounds).map(|r| measured.nats_slowest(r)).collect();
     row(
         "system request JSZ, slowest of the three",
         &nats_slowest,
-        format!("({:.1} MB each)", nats_bytes as f64 / 1e6),
+        format!("({:.1} MB each)", measured.nats_bytes as f64 / 1e6),
     );
     row(
         "system request JSZ, three at once",
-        &nats_all,
+        &measured.nats_all,
         String::new(),
     );
-    row("survey (VARZ, until 3 replies)", &surveys, String::new());
-    for e in &exporters {
+    row(
+        "survey (VARZ, until 3 replies)",
+        &measured.surveys,
+        String::new(),
+    );
+    for e in exporters {
         for (round, why) in &e.incomplete {
             println!("INCOMPLETE scrape, {}, round {round}: {why}", e.name);
         }
@@ -297,19 +242,28 @@ async fn main() {
             ),
         );
     }
-    let ratios: Vec<f64> = exporters[0]
+}
+
+/// The system-account scrape against the slowest raw fetch (the target).
+fn print_system_against_raw(system: &Measured, slowest: &[f64], rounds: usize) {
+    let ratios: Vec<f64> = system
         .took
         .iter()
-        .zip(&slowest)
+        .zip(slowest)
         .filter_map(|(s, r)| Some((*s)? / r))
         .collect();
     println!(
         "system scrape / slowest raw fetch              {:.2}x median of rounds, {:.2}x of medians (target <= 1.5x, every scrape complete: {} of {rounds} were)",
         median(&ratios),
-        median(&exporters[0].complete_times()) / median(&slowest),
-        rounds - exporters[0].incomplete.len(),
+        median(&system.complete_times()) / median(slowest),
+        rounds - system.incomplete.len(),
     );
-    let text = String::from_utf8_lossy(&timed_get(&http, &exporters[0].url).await.1).into_owned();
+}
+
+/// The survey's figures, from one more scrape of the system-account
+/// exporter.
+async fn print_survey(http: &reqwest::Client, system: &Measured) {
+    let text = String::from_utf8_lossy(&timed_get(http, &system.url).await.1).into_owned();
     let survey = |name: &str| value(&text, name, &[]).unwrap_or(f64::NAN);
     println!(
         "survey: {} of {} servers answered, {} late replies so far",
@@ -317,4 +271,43 @@ async fn main() {
         survey("nats_delivery_survey_servers_expected"),
         survey("nats_delivery_survey_late_replies_total"),
     );
+}
+
+#[tokio::main]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let streams = env_or("BENCH_STREAMS", 10);
+    let per_stream = env_or("BENCH_CONSUMERS", 10);
+    let rounds = env_or("BENCH_ROUNDS", 5);
+    let total = streams * per_stream;
+    let servers = nats_test_server::cluster(3, setup::ACCOUNTS);
+    let setup_took = create_streams(&servers, streams, per_stream).await;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let jsz_urls = jsz_urls(&servers);
+    wait_for_every_consumer(&http, &jsz_urls, total).await;
+    let baseline = std::env::var("BENCH_BASELINE_EXPORTER").ok();
+    let mut exporters = start_exporters(&servers, &http, baseline.as_deref()).await;
+    for e in &exporters {
+        warm_up(e, &servers, &http, total).await;
+    }
+    println!("load before rounds: {}", loadavg().trim());
+
+    let system_raw = system_raw::SystemRaw::connect(&servers, &http).await;
+    let mut measured = Rounds::new(http.clone(), jsz_urls, total, system_raw);
+    Rounds::print_header(baseline.is_some());
+    for round in 0..rounds {
+        measured.run(round, &mut exporters).await;
+        measured.print_row(round, &exporters);
+    }
+    println!("load after rounds: {}", loadavg().trim());
+    println!();
+    println!("{streams} x {per_stream} R3 on 3 servers; setup {setup_took:.1?}; {rounds} rounds, medians (min)");
+    print_medians(&measured, &exporters, rounds);
+    print_system_against_raw(&exporters[0], &measured.slowest, rounds);
+    print_survey(&http, &exporters[0]).await;
 }
