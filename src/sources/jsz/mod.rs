@@ -15,6 +15,7 @@ use super::{unix_seconds, ServerLink, Source};
 use super::{MonitoringSource, TargetSnapshot};
 use crate::poll_error::PollError;
 
+mod cut;
 pub mod de;
 mod filter;
 mod leaders;
