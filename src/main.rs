@@ -55,13 +55,16 @@ fn main() -> ExitCode {
 async fn start(
     config: &Config,
     nats_servers_given: bool,
-) -> Result<(tokio::net::TcpListener, Exporter, Listeners), Failure> {
-    let listen = config.listen;
+) -> Result<(Vec<tokio::net::TcpListener>, Exporter, Listeners), Failure> {
     // Bound first: a taken address stops the exporter before anything connects.
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("--listen: cannot listen on {listen}"))
-        .map_err(Failure::Start)?;
+    let mut listeners = Vec::new();
+    for &listen in &config.listen {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("--web.listen-address: cannot listen on {listen}"))
+            .map_err(Failure::Start)?;
+        listeners.push(listener);
+    }
     let mut exporter =
         ExporterBuilder::new(config.clone()).map_err(|e| Failure::Start(e.into()))?;
     let registry = exporter.registry_mut();
@@ -69,9 +72,10 @@ async fn start(
     if !config.disable_exporter_metrics {
         registry.register_collector(Box::new(process_metrics::ProcessCollector));
     }
-    let listeners = Listeners::start(&config.nats, &config.advisories, exporter.registry_mut())
-        .context("cannot start the NATS listeners")
-        .map_err(Failure::Start)?;
+    let nats_listeners =
+        Listeners::start(&config.nats, &config.advisories, exporter.registry_mut())
+            .context("cannot start the NATS listeners")
+            .map_err(Failure::Start)?;
     // Timestamp reads need a NATS server to ask: without --nats-servers the
     // default address is a guess, and nothing is read.
     if nats_servers_given {
@@ -102,55 +106,66 @@ async fn start(
             .await
             .map_err(Failure::Start)?;
     }
-    Ok((listener, exporter.build(), listeners))
+    Ok((listeners, exporter.build(), nats_listeners))
 }
 
-/// A signal to stop, from the moment the process starts.
-type StopSignal = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+/// A signal to stop, from the moment the process starts; shared by the
+/// servers of every listening address.
+type StopSignal =
+    futures::future::Shared<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>;
 
 async fn run() -> Result<(), Failure> {
-    init_logging();
     let (config, nats_servers_given) = parse_flags();
+    nats_delivery_exporter::cli::logging::init(&config.log, nats::cause_layer());
     // Registered before anything else: a SIGTERM while the exporter starts
     // (connecting to NATS can take long) stops it cleanly instead of ending
-    // it by the signal's default action.
-    let mut stop: StopSignal = Box::pin(
-        shutdown_signal()
-            .context("cannot listen for SIGTERM")
-            .map_err(Failure::Start)?,
-    );
+    // it by the signal's default action, and a SIGHUP does not end it.
+    let signal = shutdown_signal()
+        .context("cannot listen for SIGTERM")
+        .map_err(Failure::Start)?;
+    let stop: StopSignal = futures::FutureExt::shared(Box::pin(signal) as std::pin::Pin<Box<_>>);
+    reload_on_sighup(config.web_config.clone()).map_err(Failure::Start)?;
     let started = tokio::select! {
-        () = &mut stop => return Ok(()),
+        () = stop.clone() => return Ok(()),
         started = start(&config, nats_servers_given) => started?,
     };
-    let (listener, exporter, listeners) = started;
+    let (sockets, exporter, listeners) = started;
     let exporter = Arc::new(exporter);
-    let local = listener
-        .local_addr()
-        .context("the listening socket")
-        .map_err(Failure::Serve)?;
-    if config.system_account_polling {
-        tracing::info!(listen = %local, "serving /metrics, polling the servers through the system account");
-    } else {
-        tracing::info!(listen = %local, servers = ?config.monitor_urls.iter().map(redacted).collect::<Vec<_>>(), "serving /metrics");
+    let mut local = Vec::new();
+    for socket in &sockets {
+        local.push(
+            socket
+                .local_addr()
+                .context("the listening socket")
+                .map_err(Failure::Serve)?,
+        );
     }
-    let web = config.web_config.clone().unwrap_or_default();
-    let router = nats_delivery_exporter::http::routes::with_basic_auth(
-        nats_delivery_exporter::http::routes::router(exporter),
-        web.users.clone(),
+    if config.system_account_polling {
+        tracing::info!(listen = ?local, "serving /metrics, polling the servers through the system account");
+    } else {
+        tracing::info!(listen = ?local, servers = ?config.monitor_urls.iter().map(redacted).collect::<Vec<_>>(), "serving /metrics");
+    }
+    let web = config.web_config.clone();
+    let router = nats_delivery_exporter::http::routes::with_web_config(
+        nats_delivery_exporter::http::routes::router_at(exporter, &config.telemetry_path),
+        web.clone(),
     );
-    let stopped = serve(
-        listener,
-        web.tls.clone(),
-        router,
-        config.write_timeout,
-        config.shutdown_timeout,
-        stop,
-    )
-    .await
-    .context("serving /metrics")
-    .map_err(Failure::Serve)?;
-    if stopped == Stopped::TimedOut {
+    let servers = sockets.into_iter().map(|socket| {
+        serve(
+            socket,
+            web.clone(),
+            router.clone(),
+            config.write_timeout,
+            config.shutdown_timeout,
+            stop.clone(),
+        )
+    });
+    // One address failing ends the exporter, as a single one did.
+    let stopped = futures::future::try_join_all(servers)
+        .await
+        .context("serving /metrics")
+        .map_err(Failure::Serve)?;
+    if stopped.contains(&Stopped::TimedOut) {
         tracing::warn!(timeout = ?config.shutdown_timeout, "answers still in flight at the shutdown timeout were cut off");
     }
     // Durable listeners acknowledge what they counted before they end.
@@ -161,28 +176,6 @@ async fn run() -> Result<(), Failure> {
         tracing::warn!(timeout = ?config.shutdown_timeout, "the NATS listeners did not stop within the shutdown timeout");
     }
     Ok(())
-}
-
-/// Logs to stderr, filtered by `NATS_DELIVERY_LOG`. By default the NATS
-/// client's own connection lines are left out: the exporter says the same in
-/// one line naming the account, the servers and the cause, rate-limited; a
-/// second layer keeps the client's debug-level cause for that line.
-fn init_logging() {
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    use tracing_subscriber::Layer;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("NATS_DELIVERY_LOG")
-        .unwrap_or_else(|_| "info,async_nats=warn,async_nats::connector=off".into());
-    let causes = tracing_subscriber::filter::Targets::new()
-        .with_target("async_nats::connector", tracing::Level::DEBUG);
-    tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_filter(filter),
-        )
-        .with(nats::cause_layer().with_filter(causes))
-        .init();
 }
 
 /// Each scrape of a large server allocates megabytes (the parsed /jsz
@@ -287,6 +280,31 @@ fn parse_flags() -> (Config, bool) {
             std::process::exit(2);
         }
     }
+}
+
+/// SIGHUP reads the web configuration file again (as Prometheus and
+/// node_exporter reload on it) instead of ending the process.
+fn reload_on_sighup(
+    web: Option<nats_delivery_exporter::cli::web_config::WebConfig>,
+) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                match web.clone() {
+                    Some(web) => {
+                        let _ = tokio::task::spawn_blocking(move || web.reload()).await;
+                    }
+                    None => tracing::info!("SIGHUP: no --web.config.file to reload"),
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = web;
+    Ok(())
 }
 
 /// Registers for SIGTERM and SIGINT (Ctrl-C) now and returns the wait for

@@ -37,7 +37,7 @@ pub struct Config {
         env = "NATS_DELIVERY_MONITOR_URL",
         value_delimiter = ',',
         default_value = "http://127.0.0.1:8222",
-        value_parser = parse_monitor_url
+        value_parser = crate::flags::values::monitor_url
     )]
     pub monitor_urls: Vec<Url>,
 
@@ -69,9 +69,20 @@ pub struct Config {
     #[command(flatten)]
     pub system_filter: crate::system::poll::filter::SurveyFilter,
 
-    /// Address the exporter's HTTP server listens on (/metrics, /healthz, /).
-    #[arg(long, env = "NATS_DELIVERY_LISTEN", default_value = "0.0.0.0:7778")]
-    pub listen: SocketAddr,
+    /// Addresses the exporter's HTTP server listens on (/metrics, /healthz,
+    /// /): repeatable or comma-separated, each served alike.
+    #[arg(
+        long = "web.listen-address",
+        visible_alias = "listen",
+        env = "NATS_DELIVERY_LISTEN",
+        value_delimiter = ',',
+        default_value = "0.0.0.0:7778"
+    )]
+    pub listen: Vec<SocketAddr>,
+
+    /// Path under which the metrics are served.
+    #[arg(long = "web.telemetry-path", env = "NATS_DELIVERY_WEB_TELEMETRY_PATH", default_value = "/metrics", value_parser = crate::flags::values::telemetry_path)]
+    pub telemetry_path: String,
 
     /// Time allowed for each monitoring request, reply included (e.g. 500ms,
     /// 5s; a bare number means seconds).
@@ -140,7 +151,7 @@ pub struct Config {
     /// Span of consumer history behind `nats_delivery_consumer_status` (e.g.
     /// 5m); a consumer is `unknown` until the exporter has watched it this
     /// long. `0s` turns consumer status and lag off (nothing is kept).
-    #[arg(long, env = "NATS_DELIVERY_CONSUMER_STATUS_WINDOW", default_value = "5m", value_parser = parse_window)]
+    #[arg(long, env = "NATS_DELIVERY_CONSUMER_STATUS_WINDOW", default_value = "5m", value_parser = crate::flags::duration::parse_window)]
     pub consumer_status_window: Duration,
 
     /// Message timestamps read over NATS per scrape, for the consumers that
@@ -205,6 +216,10 @@ pub struct Config {
     /// JetStream advisories, dead-letter capture and system events.
     #[command(flatten)]
     pub advisories: crate::listeners::advisories::AdvisoryArgs,
+
+    /// Log level and format.
+    #[command(flatten)]
+    pub log: crate::cli::logging::LogArgs,
 }
 
 impl Config {
@@ -266,45 +281,15 @@ impl Config {
 
 pub use crate::flags::args::parse_args;
 
-/// A duration as `--timeout` takes it, or zero (`0`, `0s`): the consumer
-/// status window, where zero means off.
-pub fn parse_window(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    if !digits.is_empty() && digits.parse::<f64>() == Ok(0.0) {
-        return parse_duration(&format!("1{}", &t[digits.len()..])).map(|_| Duration::ZERO);
-    }
-    parse_duration(text)
-}
-
-/// Accepts `http(s)://host[:port][/base]`, the base of the monitoring endpoints.
-pub fn parse_monitor_url(text: &str) -> Result<Url, String> {
-    let url = Url::parse(text.trim()).map_err(|e| format!("'{text}' is not a URL: {e}"))?;
-    if url.scheme() != "http" && url.scheme() != "https" {
-        return Err(format!(
-            "'{text}': the monitoring URL must start with http:// or https://"
-        ));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("'{text}': the monitoring URL has no host"));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(format!(
-            "'{text}': give the base URL only, without ?query or #fragment"
-        ));
-    }
-    Ok(url)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn defaults_and_bad_values() {
+    fn defaults() {
         let c = Config::try_parse_from(["x"]).unwrap();
         assert_eq!(c.monitor_urls[0].as_str(), "http://127.0.0.1:8222/");
-        assert_eq!(c.listen.port(), 7778);
+        assert_eq!(c.listen[0].port(), 7778);
         assert_eq!(c.timeout, Duration::from_secs(5));
         assert_eq!(
             c.sources,
@@ -317,6 +302,10 @@ mod tests {
             c.cardinality.consumer_series(),
             crate::jetstream::cardinality::series::ConsumerSeries::default()
         );
+    }
+
+    #[test]
+    fn every_consumer_series_and_metric_asked_for() {
         let c = Config::try_parse_from([
             "x",
             "--consumer-status-series",
@@ -331,6 +320,10 @@ mod tests {
         );
         assert!(!c.cardinality.keep_ephemeral_consumers);
         assert!(c.cardinality.filter().server_account().is_none());
+    }
+
+    #[test]
+    fn include_filters() {
         let c = Config::try_parse_from([
             "x",
             "--include-account",
@@ -344,6 +337,10 @@ mod tests {
         let filter = c.cardinality.filter();
         assert_eq!(filter.server_account(), Some("A"));
         assert!(filter.streams.keeps("S2") && !filter.streams.keeps("S3"));
+    }
+
+    #[test]
+    fn status_window_zero_with_or_without_unit() {
         for (text, secs) in [("0s", 0), ("0", 0), ("0m", 0), ("3s", 3)] {
             let c = Config::try_parse_from(["x", "--consumer-status-window", text]).unwrap();
             assert_eq!(
@@ -352,6 +349,10 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn several_monitor_urls_and_one_source() {
         let c = Config::try_parse_from([
             "x",
             "--monitor-url",
@@ -362,6 +363,10 @@ mod tests {
         .unwrap();
         assert_eq!(c.monitor_urls.len(), 2);
         assert!(!c.polls(Source::Varz) && c.polls(Source::Jsz));
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
         for bad in [
             vec!["x", "--monitor-url", "nats://a:4222"],
             vec!["x", "--monitor-url", "http://"],

@@ -1,6 +1,8 @@
 //! The command line: every flag group gathered into one [`config::Config`],
 //! the rules that tie flags of different groups together, and the web
-//! configuration file (TLS and basic auth of the metrics endpoint).
+//! configuration file (TLS and basic auth of the metrics endpoint), and the
+//! logger the log flags set up.
 
 pub mod config;
-pub(crate) mod web_config;
+pub mod logging;
+pub mod web_config;

@@ -37,6 +37,17 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A duration as `--timeout` takes it, or zero (`0`, `0s`): the consumer
+/// status window, where zero means off.
+pub fn parse_window(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    if !digits.is_empty() && digits.parse::<f64>() == Ok(0.0) {
+        return parse_duration(&format!("1{}", &t[digits.len()..])).map(|_| Duration::ZERO);
+    }
+    parse_duration(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -84,6 +84,44 @@ pub fn at_least_one(text: &str) -> Result<usize, String> {
     }
 }
 
+/// Accepts `http(s)://host[:port][/base]`, the base of the monitoring endpoints.
+pub fn monitor_url(text: &str) -> Result<url::Url, String> {
+    let url = url::Url::parse(text.trim()).map_err(|e| format!("'{text}' is not a URL: {e}"))?;
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(format!(
+            "'{text}': the monitoring URL must start with http:// or https://"
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("'{text}': the monitoring URL has no host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "'{text}': give the base URL only, without ?query or #fragment"
+        ));
+    }
+    Ok(url)
+}
+
+/// The path the metrics are served under: starts with `/`, and is none of
+/// the exporter's other pages (`/`, `/healthz`).
+pub fn telemetry_path(text: &str) -> Result<String, String> {
+    if !text.starts_with('/') {
+        return Err(format!("'{text}' must start with '/'"));
+    }
+    if text == "/" || text.trim_end_matches('/') == "/healthz" {
+        return Err(format!(
+            "'{text}' is taken by another page of the exporter ('/' or '/healthz')"
+        ));
+    }
+    if text.contains(['{', '}', '*', '?', '#']) || text.contains("//") {
+        return Err(format!(
+            "'{text}' is not a plain path (no '{{', '}}', '*', '?', '#' or '//')"
+        ));
+    }
+    Ok(text.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +148,10 @@ mod tests {
         assert!(nkey_seed_file(&file("notseed", "hello")).is_err());
         assert_eq!(at_least_one("3"), Ok(3));
         assert!(at_least_one("0").is_err() && at_least_one("x").is_err());
+        assert_eq!(telemetry_path("/metrics").unwrap(), "/metrics");
+        assert_eq!(telemetry_path("/nats/metrics").unwrap(), "/nats/metrics");
+        for bad in ["metrics", "/", "/healthz", "/a/{x}", "/a//b", "/m?x"] {
+            assert!(telemetry_path(bad).is_err(), "{bad:?}");
+        }
     }
 }

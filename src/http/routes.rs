@@ -1,28 +1,35 @@
 //! The exporter's HTTP server: `/metrics`, `/healthz` and a landing page.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::Request;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use futures::StreamExt;
 
+use crate::cli::web_config::{Loaded, WebConfig};
 use crate::scrape::exporter::Exporter;
 use crate::text::Format;
 
 const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// The exporter's routes.
+/// The exporter's routes, the metrics at `/metrics`.
 pub fn router(exporter: Arc<Exporter>) -> Router {
+    router_at(exporter, "/metrics")
+}
+
+/// The exporter's routes, the metrics at `telemetry_path` (checked by
+/// `--web.telemetry-path`: starts with `/`, not `/` or `/healthz`).
+pub fn router_at(exporter: Arc<Exporter>, telemetry_path: &str) -> Router {
+    let page = Arc::new(landing_page(telemetry_path));
     Router::new()
-        .route("/", get(landing))
-        .route("/metrics", get(metrics).layer(compression()))
+        .route("/", get(move || std::future::ready(Html(page.to_string()))))
+        .route(telemetry_path, get(metrics).layer(compression()))
         .route("/healthz", get(|| async { "ok\n" }))
         .with_state(exporter)
 }
@@ -37,32 +44,22 @@ fn compression() -> tower_http::compression::CompressionLayer {
         .quality(tower_http::CompressionLevel::Fastest)
 }
 
-/// `router` behind HTTP basic authentication: every request needs one of
-/// `users` (name to bcrypt hash), else 401. No users: unchanged.
-pub fn with_basic_auth(router: Router, users: Arc<BTreeMap<String, String>>) -> Router {
-    if users.is_empty() {
-        return router;
+/// `router` behind the web configuration file's settings: a request over
+/// its `rate_limit` gets 429, one without a configured user (when there
+/// are users) 401, and every answer carries the configured headers. Each
+/// request uses the file's current reading. No file: unchanged.
+pub fn with_web_config(router: Router, web: Option<WebConfig>) -> Router {
+    match web {
+        Some(web) => router.layer(middleware::from_fn_with_state(web, web_config)),
+        None => router,
     }
-    router.layer(middleware::from_fn_with_state(users, basic_auth))
 }
 
-async fn basic_auth(
-    State(users): State<Arc<BTreeMap<String, String>>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let header = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    // bcrypt is slow by design: off the async workers.
-    let ok = tokio::task::spawn_blocking(move || {
-        crate::cli::web_config::authorized(&users, header.as_deref())
-    })
-    .await
-    .unwrap_or(false);
-    if ok {
+async fn web_config(State(web): State<WebConfig>, request: Request, next: Next) -> Response {
+    let loaded = web.current();
+    let mut response = if loaded.rate_limit.as_ref().is_some_and(|l| !l.allow()) {
+        (StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n").into_response()
+    } else if loaded.users.is_empty() || authorized(&web, &loaded, basic(&request)).await {
         next.run(request).await
     } else {
         (
@@ -71,7 +68,36 @@ async fn basic_auth(
             "Unauthorized\n",
         )
             .into_response()
+    };
+    for (name, value) in &loaded.headers {
+        // Checked when the file was read: names from a fixed list, values one line of ASCII.
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::try_from(name.as_str()),
+            HeaderValue::try_from(value.as_str()),
+        ) {
+            response.headers_mut().insert(name, value);
+        }
     }
+    response
+}
+
+fn basic(request: &Request) -> Option<String> {
+    request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+async fn authorized(web: &WebConfig, loaded: &Arc<Loaded>, header: Option<String>) -> bool {
+    let (web, loaded) = (web.clone(), loaded.clone());
+    // bcrypt is slow by design: off the async workers.
+    tokio::task::spawn_blocking(move || {
+        web.auth_cache()
+            .authorized(&loaded.users, header.as_deref())
+    })
+    .await
+    .unwrap_or(false)
 }
 
 /// OpenMetrics for scrapers that ask for it, the classic text format otherwise.
@@ -104,14 +130,23 @@ async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> i
     )
 }
 
-async fn landing() -> Html<&'static str> {
-    Html(concat!(
-        "<!doctype html><html><head><title>nats-delivery-exporter</title></head><body>",
-        "<h1>nats-delivery-exporter ",
-        env!("CARGO_PKG_VERSION"),
-        "</h1><p>Counts where NATS loses messages.</p><ul>",
-        "<li><a href=\"metrics\">metrics</a></li>",
-        "<li><a href=\"healthz\">healthz</a></li>",
-        "</ul></body></html>\n"
-    ))
+/// The landing page, linking to the metrics wherever they are served;
+/// relative links, so that they also work behind a proxy's path prefix.
+fn landing_page(telemetry_path: &str) -> String {
+    let href = telemetry_path
+        .trim_start_matches('/')
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;");
+    format!(
+        concat!(
+            "<!doctype html><html><head><title>nats-delivery-exporter</title></head><body>",
+            "<h1>nats-delivery-exporter {version}</h1><p>Counts where NATS loses messages.</p><ul>",
+            "<li><a href=\"{href}\">metrics</a></li>",
+            "<li><a href=\"healthz\">healthz</a></li>",
+            "</ul></body></html>\n"
+        ),
+        version = env!("CARGO_PKG_VERSION"),
+        href = href,
+    )
 }

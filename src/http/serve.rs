@@ -8,7 +8,6 @@ use std::future::{Future, IntoFuture};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -17,8 +16,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::Sleep;
-use tokio_rustls::rustls;
 use tokio_util::either::Either;
+
+use crate::cli::web_config::WebConfig;
 
 /// How the server ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -29,12 +29,13 @@ pub enum Stopped {
     TimedOut,
 }
 
-/// Serves `router` on `listener` (over TLS with `tls`) until `signal`
-/// completes, then stops accepting and gives the answers in flight at most
-/// `shutdown_timeout`.
+/// Serves `router` on `listener` (over TLS when `tls`'s configuration has
+/// it; each new connection takes its current TLS settings, read again when
+/// the file changed) until `signal` completes, then stops accepting and
+/// gives the answers in flight at most `shutdown_timeout`.
 pub async fn serve(
     listener: TcpListener,
-    tls: Option<Arc<rustls::ServerConfig>>,
+    tls: Option<WebConfig>,
     router: Router,
     write_timeout: Duration,
     shutdown_timeout: Duration,
@@ -70,12 +71,13 @@ struct Connections {
 impl Connections {
     fn start(
         listener: TcpListener,
-        tls: Option<Arc<rustls::ServerConfig>>,
+        tls: Option<WebConfig>,
         timeout: Duration,
     ) -> io::Result<Connections> {
         let local = listener.local_addr()?;
         let (tx, ready) = mpsc::channel(64);
-        let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+        // TLS or not is decided at start: a reload cannot switch it.
+        let web = tls.filter(|web| web.current().tls.is_some());
         let mut listener = listener;
         tokio::spawn(async move {
             loop {
@@ -89,12 +91,20 @@ impl Connections {
                     stalled: None,
                 };
                 let tx = tx.clone();
-                match acceptor.clone() {
+                match web.clone() {
                     None => {
                         let _ = tx.send((wrap(Either::Left(tcp)), addr)).await;
                     }
-                    Some(acceptor) => {
+                    Some(web) => {
                         tokio::spawn(async move {
+                            // A few stat calls, a read of the files when they changed.
+                            let Ok(Some(config)) =
+                                tokio::task::spawn_blocking(move || web.current().tls.clone())
+                                    .await
+                            else {
+                                return;
+                            };
+                            let acceptor = tokio_rustls::TlsAcceptor::from(config);
                             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp))
                                 .await
                             {

@@ -44,7 +44,7 @@ pub enum Auth {
     UserPassword {
         /// User name.
         user: String,
-        /// Password.
+        /// The password, never written to a log.
         password: Secret,
     },
     /// An authentication token.

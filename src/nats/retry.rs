@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use async_nats::jetstream::{self, context, ErrorCode};
 use tokio::sync::watch;
 
 /// What stopped a listener's session: the `kind` label of the listeners'
@@ -49,24 +50,93 @@ impl ErrorKind {
         }
     }
 
-    /// Sorts a failed JetStream request by the server's error code or the
-    /// client's error text (async-nats gives most of them only as text).
-    pub fn of_request(text: &str) -> ErrorKind {
-        let t = text.to_ascii_lowercase();
-        if t.contains("10014") || t.contains("consumer not found") {
-            ErrorKind::ConsumerMissing
-        } else if t.contains("10059") || t.contains("stream not found") {
-            ErrorKind::StreamMissing
-        } else if t.contains("10039") || t.contains("not enabled") || t.contains("no responders") {
-            ErrorKind::JetStreamUnavailable
-        } else if t.contains("permission") || t.contains("authorization") {
-            ErrorKind::Permission
-        } else if t.contains("timed out") || t.contains("timeout") {
-            ErrorKind::Timeout
-        } else {
-            ErrorKind::Other
+    /// Sorts a failed NATS or JetStream request by what async-nats reports
+    /// of it: the JetStream API error code, a timeout or no responders, from
+    /// the first error in `error`'s chain of sources that tells one (the
+    /// text of a message is never read: servers may reword it).
+    pub fn of_request(error: &(dyn std::error::Error + 'static)) -> ErrorKind {
+        std::iter::successors(Some(error), |e| e.source())
+            .find_map(told_by)
+            .unwrap_or(ErrorKind::Other)
+    }
+
+    /// The kind of a JetStream API error code.
+    pub fn of_code(code: ErrorCode) -> ErrorKind {
+        match code {
+            ErrorCode::CONSUMER_NOT_FOUND => ErrorKind::ConsumerMissing,
+            ErrorCode::STREAM_NOT_FOUND => ErrorKind::StreamMissing,
+            ErrorCode::JETSTREAM_NOT_ENABLED | ErrorCode::JETSTREAM_NOT_ENABLED_FOR_ACCOUNT => {
+                ErrorKind::JetStreamUnavailable
+            }
+            _ => ErrorKind::Other,
         }
     }
+}
+
+/// The kind one error of a chain tells; `None` leaves it to its source.
+/// async-nats wraps a request's failure in the error of each call (stream
+/// info, consumer create, bucket...), which keeps the code or the request
+/// kind either in its own kind or in its source.
+fn told_by(e: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
+    if let Some(e) = e.downcast_ref::<jetstream::Error>() {
+        return Some(ErrorKind::of_code(e.error_code()));
+    }
+    if let Some(e) = e.downcast_ref::<context::RequestError>() {
+        return match e.kind() {
+            context::RequestErrorKind::TimedOut => Some(ErrorKind::Timeout),
+            context::RequestErrorKind::NoResponders => Some(ErrorKind::JetStreamUnavailable),
+            _ => None,
+        };
+    }
+    if let Some(e) = e.downcast_ref::<async_nats::RequestError>() {
+        return match e.kind() {
+            async_nats::RequestErrorKind::TimedOut => Some(ErrorKind::Timeout),
+            async_nats::RequestErrorKind::NoResponders => Some(ErrorKind::JetStreamUnavailable),
+            _ => None,
+        };
+    }
+    if let Some(e) = e.downcast_ref::<context::ConsumerInfoError>() {
+        use context::ConsumerInfoErrorKind as Kind;
+        return match e.kind() {
+            Kind::NotFound => Some(ErrorKind::ConsumerMissing),
+            Kind::StreamNotFound => Some(ErrorKind::StreamMissing),
+            Kind::TimedOut => Some(ErrorKind::Timeout),
+            Kind::NoResponders => Some(ErrorKind::JetStreamUnavailable),
+            Kind::JetStream(j) => Some(ErrorKind::of_code(j.error_code())),
+            _ => None,
+        };
+    }
+    if let Some(e) = e.downcast_ref::<context::GetStreamError>() {
+        return match e.kind() {
+            context::GetStreamErrorKind::JetStream(j) => Some(ErrorKind::of_code(j.error_code())),
+            _ => None,
+        };
+    }
+    if let Some(e) = e.downcast_ref::<context::CreateStreamError>() {
+        use context::CreateStreamErrorKind as Kind;
+        return match e.kind() {
+            Kind::NotFound => Some(ErrorKind::StreamMissing),
+            Kind::JetStreamUnavailable => Some(ErrorKind::JetStreamUnavailable),
+            Kind::TimedOut => Some(ErrorKind::Timeout),
+            Kind::JetStream(j) => Some(ErrorKind::of_code(j.error_code())),
+            _ => None,
+        };
+    }
+    if let Some(e) = e.downcast_ref::<jetstream::stream::ConsumerError>() {
+        use jetstream::stream::ConsumerErrorKind as Kind;
+        return match e.kind() {
+            Kind::TimedOut => Some(ErrorKind::Timeout),
+            Kind::JetStream(j) => Some(ErrorKind::of_code(j.error_code())),
+            _ => None,
+        };
+    }
+    if let Some(e) = e.downcast_ref::<jetstream::consumer::StreamError>() {
+        return match e.kind() {
+            jetstream::consumer::StreamErrorKind::TimedOut => Some(ErrorKind::Timeout),
+            _ => None,
+        };
+    }
+    None
 }
 
 /// Why a listener's session ended.
@@ -88,10 +158,10 @@ impl ListenerError {
         }
     }
 
-    /// A failed JetStream request, sorted by [`ErrorKind::of_request`].
-    pub fn request(what: &str, e: impl std::fmt::Display) -> Self {
-        let text = format!("{what}: {e}");
-        ListenerError::new(ErrorKind::of_request(&text), text)
+    /// A failed NATS or JetStream request, sorted by
+    /// [`ErrorKind::of_request`].
+    pub fn request(what: &str, e: &(dyn std::error::Error + 'static)) -> Self {
+        ListenerError::new(ErrorKind::of_request(e), format!("{what}: {e}"))
     }
 
     /// A failure of the totals bucket.
@@ -164,5 +234,64 @@ pub(crate) async fn sleep_or_stop(d: Duration, shutdown: &mut watch::Receiver<bo
     tokio::select! {
         _ = tokio::time::sleep(d) => false,
         _ = stopped(shutdown) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use async_nats::jetstream::context::{
+        ConsumerInfoError, ConsumerInfoErrorKind, GetStreamError, GetStreamErrorKind,
+        KeyValueError, KeyValueErrorKind, RequestError, RequestErrorKind,
+    };
+
+    use super::*;
+
+    /// A JetStream API error as the server sends it.
+    fn api_error(code: u64, description: &str) -> jetstream::Error {
+        serde_json::from_value(serde_json::json!({
+            "code": 404, "err_code": code, "description": description
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_code_decides_not_the_text() {
+        // A description that names another failure, and a code 10059.
+        let get = GetStreamError::new(GetStreamErrorKind::JetStream(api_error(
+            10059,
+            "consumer not found",
+        )));
+        assert_eq!(ErrorKind::of_request(&get), ErrorKind::StreamMissing);
+        // Found under the error of the call that wrapped it.
+        let bucket = KeyValueError::with_source(KeyValueErrorKind::GetBucket, get);
+        assert_eq!(ErrorKind::of_request(&bucket), ErrorKind::StreamMissing);
+        let disabled = GetStreamError::new(GetStreamErrorKind::JetStream(api_error(10039, "")));
+        assert_eq!(
+            ErrorKind::of_request(&disabled),
+            ErrorKind::JetStreamUnavailable
+        );
+        let unknown = GetStreamError::new(GetStreamErrorKind::JetStream(api_error(
+            10008,
+            "stream not found, timeout",
+        )));
+        assert_eq!(ErrorKind::of_request(&unknown), ErrorKind::Other);
+    }
+
+    #[test]
+    fn kinds_of_requests_and_calls() {
+        let missing = ConsumerInfoError::new(ConsumerInfoErrorKind::NotFound);
+        assert_eq!(ErrorKind::of_request(&missing), ErrorKind::ConsumerMissing);
+        let timed_out = GetStreamError::with_source(
+            GetStreamErrorKind::Request,
+            RequestError::new(RequestErrorKind::TimedOut),
+        );
+        assert_eq!(ErrorKind::of_request(&timed_out), ErrorKind::Timeout);
+        let nobody = async_nats::RequestError::new(async_nats::RequestErrorKind::NoResponders);
+        assert_eq!(
+            ErrorKind::of_request(&nobody),
+            ErrorKind::JetStreamUnavailable
+        );
+        let text = std::io::Error::other("consumer not found (10014), timed out");
+        assert_eq!(ErrorKind::of_request(&text), ErrorKind::Other);
     }
 }

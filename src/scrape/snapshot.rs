@@ -1,7 +1,6 @@
 //! What one scrape saw, and the collector that encodes it. Polling fills a
 //! [`Snapshot`]; [`SnapshotCollector::encode`] only reads it (no I/O).
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -18,12 +17,7 @@ use crate::jetstream::consumer_health::encode::{
 use crate::jetstream::consumer_health::ConsumerHealthRow;
 use crate::jetstream::jsz_families;
 use crate::jetstream::stream_lost::LostData;
-use crate::sources::accstatz;
-use crate::sources::connz;
-use crate::sources::gatewayz;
 use crate::sources::jsz;
-use crate::sources::routez;
-use crate::sources::varz;
 pub use crate::sources::TargetSnapshot;
 use crate::system::poll::SurveyReport;
 use crate::text::consumer_labels::ConsumerLabels;
@@ -72,16 +66,6 @@ impl Snapshot {
             stream_lost: Vec::new(),
             series: ConsumerSeries::default(),
         }
-    }
-
-    /// Each server's reply from one source, with its `server` label, for the
-    /// servers whose poll of that source succeeded.
-    fn answered<'a, T>(
-        &'a self,
-        reply: impl Fn(&'a TargetSnapshot) -> Option<&'a T>,
-    ) -> Vec<(&'a str, &'a T)> {
-        let each = |t: &'a TargetSnapshot| reply(t).map(|r| (t.server.as_str(), r));
-        self.targets.iter().filter_map(each).collect()
     }
 
     /// Keeps the JetStream series under `limit`, see [`crate::jetstream::cardinality::budget`];
@@ -178,8 +162,7 @@ pub fn write_consumer_part(
 }
 
 /// A collector registered once; the scrape hands it each new snapshot. It
-/// writes the main part: health, /varz, /connz, /accstatz, /routez,
-/// /gatewayz and streams.
+/// writes the main part: health, every source's families, and streams.
 #[derive(Debug, Default)]
 pub struct SnapshotCollector {
     latest: Mutex<Option<Arc<Snapshot>>>,
@@ -207,38 +190,7 @@ impl Collector for SnapshotCollector {
         if let Some(survey) = &snap.survey {
             crate::system::poll::report::encode(&mut enc, survey)?;
         }
-        varz::encode(&mut enc, &snap.answered(|t| t.varz.as_ref()))?;
-        let top: Vec<_> = snap
-            .targets
-            .iter()
-            .filter_map(|t| {
-                t.top_pending
-                    .as_ref()
-                    .map(|p| (t.server.as_str(), p, t.max_pending))
-            })
-            .collect();
-        connz::encode_top(&mut enc, &top)?;
-        let mut closed = BTreeMap::new();
-        for t in &snap.targets {
-            for (k, n) in &t.closed {
-                *closed.entry(k.clone()).or_insert(0) += n;
-            }
-        }
-        connz::encode_closed(&mut enc, &closed)?;
-        accstatz::encode(&mut enc, &snap.answered(|t| t.accstatz.as_ref()))?;
-        let routes: Vec<_> = snap
-            .targets
-            .iter()
-            .filter_map(|t| Some((t.server.as_str(), t.max_pending, t.routes.as_deref()?)))
-            .collect();
-        routez::encode(&mut enc, &routes)?;
-        let gateways: Vec<_> = snap
-            .targets
-            .iter()
-            .filter_map(|t| Some((t.server.as_str(), t.max_pending, t.gateways.as_deref()?)))
-            .collect();
-        gatewayz::encode(&mut enc, &gateways)?;
-        crate::sources::healthz::encode(&mut enc, &snap.answered(|t| t.healthz.as_ref()))?;
+        crate::sources::encode_sources(&mut enc, &snap.targets)?;
         if let Some(report) = &snap.budget {
             budget::encode(&mut enc, report)?;
         }

@@ -67,6 +67,11 @@ impl MonitoringSource for AccstatzSource {
     }
 }
 
+/// Writes this source's families for the servers of one scrape.
+pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+    encode(enc, &super::answered(targets, |t| t.accstatz.as_ref()))
+}
+
 /// Writes the per-account families for the servers polled successfully.
 pub fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Accstatz)]) -> fmt::Result {
     counter_family(

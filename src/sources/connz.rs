@@ -279,6 +279,26 @@ impl MonitoringSource for ConnzSource {
     }
 }
 
+/// Writes this source's families for the servers of one scrape.
+pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+    let top: Vec<_> = targets
+        .iter()
+        .filter_map(|t| {
+            t.top_pending
+                .as_ref()
+                .map(|p| (t.server.as_str(), p, t.max_pending))
+        })
+        .collect();
+    encode_top(enc, &top)?;
+    let mut closed = BTreeMap::new();
+    for t in targets {
+        for (k, n) in &t.closed {
+            *closed.entry(k.clone()).or_insert(0) += n;
+        }
+    }
+    encode_closed(enc, &closed)
+}
+
 /// Writes the pending-bytes gauges for each server's top connections, with
 /// the ratio to that server's `max_pending` where it is known.
 pub fn encode_top(
@@ -345,44 +365,5 @@ pub fn encode_closed(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn conn(cid: u64, name: &str, reason: &str) -> ConnInfo {
-        ConnInfo {
-            cid,
-            name: name.into(),
-            account: "A".into(),
-            pending_bytes: 0,
-            reason: reason.into(),
-        }
-    }
-
-    #[test]
-    fn counts_slow_consumers_once_and_caps_names() {
-        let mut t = ClosedTracker::default();
-        let poll = ClosedPoll {
-            server_id: "S".into(),
-            newest: [3, 2, 1].into(),
-            new: vec![
-                conn(3, "a", "Slow Consumer (Pending Bytes)"),
-                conn(2, "b", "Client Closed"),
-                conn(1, "c", "Slow Consumer (Write Deadline)"),
-            ],
-        };
-        t.apply(poll, "srv", 1);
-        let got: Vec<_> = t
-            .counts
-            .iter()
-            .map(|(k, n)| (k.client_name.as_str(), k.reason, *n))
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                (OVERFLOW_NAME, "write_deadline", 1),
-                ("a", "pending_bytes", 1)
-            ]
-        );
-        assert_eq!(t.known(), ("S".to_string(), [3, 2, 1].into()));
-    }
-}
+#[path = "connz_tests.rs"]
+mod tests;

@@ -100,6 +100,15 @@ impl MonitoringSource for GatewayzSource {
     }
 }
 
+/// Writes this source's families for the servers of one scrape.
+pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+    let gateways: Vec<_> = targets
+        .iter()
+        .filter_map(|t| Some((t.server.as_str(), t.max_pending, t.gateways.as_deref()?)))
+        .collect();
+    encode(enc, &gateways)
+}
+
 /// Writes each gateway connection's pending bytes and their ratio to
 /// `max_pending`, for (server, its `max_pending`, its gateway connections).
 pub fn encode(

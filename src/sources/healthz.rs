@@ -92,6 +92,11 @@ impl MonitoringSource for HealthzSource {
     }
 }
 
+/// Writes this source's families for the servers of one scrape.
+pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+    encode(enc, &super::answered(targets, |t| t.healthz.as_ref()))
+}
+
 /// Writes the health families for the servers polled successfully.
 pub fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Healthz)]) -> fmt::Result {
     gauge_family(

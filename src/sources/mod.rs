@@ -22,6 +22,7 @@ pub use shape::{Absorb, AnySource, MonitoringSource};
 
 use std::collections::BTreeMap;
 
+use prometheus_client::encoding::DescriptorEncoder;
 use url::Url;
 
 use accstatz::Accstatz;
@@ -35,7 +36,9 @@ use varz::Varz;
 /// The table of sources: the `Source` enum, its names, [`Source::ALL`] and
 /// the `--sources` help all come from one line per source.
 macro_rules! source_table {
-    ($($variant:ident $name:literal $doc:literal;)+) => {
+    ($($variant:ident $name:literal $doc:literal,
+        made by |$settings:ident| $make:expr,
+        encoded by $encode:path;)+) => {
         /// A monitoring endpoint family the exporter polls.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
         pub enum Source {
@@ -54,6 +57,27 @@ macro_rules! source_table {
             }
         }
 
+        /// The enabled sources of one server, each with its own memory of
+        /// that server, in the table's order.
+        pub fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
+            let mut sources: Vec<Box<dyn AnySource>> = Vec::new();
+            $(if settings.enabled.contains(&Source::$variant) {
+                let $settings = settings;
+                sources.push(Box::new($make));
+            })+
+            sources
+        }
+
+        /// Writes every source's families for the servers of one scrape,
+        /// in the table's order.
+        pub fn encode_sources(
+            enc: &mut DescriptorEncoder,
+            targets: &[TargetSnapshot],
+        ) -> std::fmt::Result {
+            $($encode(enc, targets)?;)+
+            Ok(())
+        }
+
         /// The `--sources` help: every name, from the table.
         pub const SOURCES_HELP: &str = concat!(
             "Sources to poll, comma-separated, each one of: ",
@@ -65,37 +89,44 @@ macro_rules! source_table {
 }
 
 source_table! {
-    Varz "varz" "`/varz`: server totals, slow consumers by kind, stalls, limits.";
-    Connz "connz" "`/connz`: connections closest to `max_pending`, connections cut as slow consumers.";
-    Jsz "jsz" "`/jsz`: JetStream streams and consumers (leader's view).";
-    Accstatz "accstatz" "`/accstatz`: per-account slow consumers.";
-    Routez "routez" "`/routez`: pending bytes of each route connection (cluster).";
-    Gatewayz "gatewayz" "`/gatewayz`: pending bytes of each gateway connection (super-cluster).";
-    Healthz "healthz" "`/healthz`: the server's health check, with the JetStream problems it lists.";
+    Varz "varz" "`/varz`: server totals, slow consumers by kind, stalls, limits.",
+        made by |_s| varz::VarzSource,
+        encoded by varz::encode_targets;
+    Connz "connz" "`/connz`: connections closest to `max_pending`, connections cut as slow consumers.",
+        made by |s| connz::ConnzSource::new(s.connz_top, s.max_client_names),
+        encoded by connz::encode_targets;
+    Jsz "jsz" "`/jsz`: JetStream streams and consumers (leader's view).",
+        made by |s| jsz::JszSource::new(s.jsz_page_size, s.jsz_filter.clone()),
+        encoded by written_from_leaders;
+    Accstatz "accstatz" "`/accstatz`: per-account slow consumers.",
+        made by |_s| accstatz::AccstatzSource,
+        encoded by accstatz::encode_targets;
+    Routez "routez" "`/routez`: pending bytes of each route connection (cluster).",
+        made by |_s| routez::RoutezSource,
+        encoded by routez::encode_targets;
+    Gatewayz "gatewayz" "`/gatewayz`: pending bytes of each gateway connection (super-cluster).",
+        made by |_s| gatewayz::GatewayzSource,
+        encoded by gatewayz::encode_targets;
+    Healthz "healthz" "`/healthz`: the server's health check, with the JetStream problems it lists.",
+        made by |_s| healthz::HealthzSource,
+        encoded by healthz::encode_targets;
 }
 
-/// The enabled sources of one server, each with its own memory of that
-/// server, in the order they are reported ([`Source::ALL`]). A new source
-/// is one line here.
-pub fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
-    let all: [Box<dyn AnySource>; 7] = [
-        Box::new(varz::VarzSource),
-        Box::new(connz::ConnzSource::new(
-            settings.connz_top,
-            settings.max_client_names,
-        )),
-        Box::new(jsz::JszSource::new(
-            settings.jsz_page_size,
-            settings.jsz_filter.clone(),
-        )),
-        Box::new(accstatz::AccstatzSource),
-        Box::new(routez::RoutezSource),
-        Box::new(gatewayz::GatewayzSource),
-        Box::new(healthz::HealthzSource),
-    ];
-    all.into_iter()
-        .filter(|s| settings.enabled.contains(&s.kind()))
-        .collect()
+/// `/jsz` writes nothing per server: its streams and consumers are written
+/// once from their leaders' replies (`jetstream::jsz_families`), after the
+/// scrape has chosen the leaders and the series budget.
+fn written_from_leaders(_: &mut DescriptorEncoder, _: &[TargetSnapshot]) -> std::fmt::Result {
+    Ok(())
+}
+
+/// Each server's reply from one source, with its `server` label, for the
+/// servers whose poll of that source succeeded.
+fn answered<'a, T>(
+    targets: &'a [TargetSnapshot],
+    reply: impl Fn(&'a TargetSnapshot) -> Option<&'a T>,
+) -> Vec<(&'a str, &'a T)> {
+    let each = |t: &'a TargetSnapshot| reply(t).map(|r| (t.server.as_str(), r));
+    targets.iter().filter_map(each).collect()
 }
 
 /// How one poll of one source of one server went.

@@ -105,6 +105,15 @@ pub fn reports_route_pending(version: &str) -> bool {
     super::version_at_least(version, (2, 10, 26))
 }
 
+/// Writes this source's families for the servers of one scrape.
+pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+    let routes: Vec<_> = targets
+        .iter()
+        .filter_map(|t| Some((t.server.as_str(), t.max_pending, t.routes.as_deref()?)))
+        .collect();
+    encode(enc, &routes)
+}
+
 /// Writes each route's pending bytes and their ratio to `max_pending`, for
 /// (server, its `max_pending`, its routes).
 pub fn encode(

@@ -3,7 +3,7 @@
 //! source's own memory of that server), finish (once the server's label is
 //! known). The poller drives every source of a server through these steps
 //! the same way, so a new source is a module implementing
-//! [`MonitoringSource`] plus one line in [`super::per_target`] and one field in [`TargetSnapshot`].
+//! [`MonitoringSource`] plus one line in the source table and one field in [`TargetSnapshot`].
 
 use std::fmt;
 use std::future::Future;

@@ -119,6 +119,11 @@ impl MonitoringSource for VarzSource {
     }
 }
 
+/// Writes this source's families for the servers of one scrape.
+pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+    encode(enc, &super::answered(targets, |t| t.varz.as_ref()))
+}
+
 /// Writes every /varz family for the servers polled successfully.
 pub fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Varz)]) -> fmt::Result {
     encode_identity_and_cuts(enc, servers)?;

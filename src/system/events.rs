@@ -255,11 +255,11 @@ async fn session(
     let mut sub = client
         .subscribe(DISCONNECT_SUBJECT)
         .await
-        .map_err(|e| ListenerError::request("subscribe", e))?;
+        .map_err(|e| ListenerError::request("subscribe", &e))?;
     // While the server refuses us this waits, so shutdown must be able to cut in.
     match or_stop(shutdown, client.flush()).await {
         None => return Ok(()),
-        Some(r) => r.map_err(|e| ListenerError::request("subscribe", e))?,
+        Some(r) => r.map_err(|e| ListenerError::request("subscribe", &e))?,
     }
     metrics.set_up(true);
     let mut tick = tokio::time::interval(Duration::from_secs(1));

@@ -45,40 +45,51 @@ pub fn make_certs(dir: &Path) {
         "keyUsage=critical,keyCertSign,cRLSign",
     ]);
     openssl(dir, &ca);
-    for (name, ext) in [
-        (
-            "server",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
-        ),
-        ("client", "extendedKeyUsage=clientAuth\n"),
-    ] {
-        let key = format!("{name}.key");
-        let csr = format!("{name}.csr");
-        let pem = format!("{name}.pem");
-        let extfile = format!("{name}.ext");
-        std::fs::write(dir.join(&extfile), ext).unwrap();
-        let mut req = vec!["req", "-subj", "/CN=test", "-keyout", &key, "-out", &csr];
-        req.extend(ec);
-        openssl(dir, &req);
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-out",
-                &pem,
-                "-extfile",
-                &extfile,
-            ],
-        );
-    }
+    sign(
+        dir,
+        "server",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+    );
+    sign(dir, "client", "extendedKeyUsage=clientAuth\n");
+}
+
+/// A key `<name>.key` and a certificate `<name>.pem` signed by the CA of
+/// [`make_certs`] in `dir`, with the extensions `ext` (openssl's extfile
+/// lines, e.g. `subjectAltName=DNS:a.example`). Each call makes a new key.
+pub fn sign(dir: &Path, name: &str, ext: &str) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let key = format!("{name}.key");
+    let csr = format!("{name}.csr");
+    let pem = format!("{name}.pem");
+    let extfile = format!("{name}.ext");
+    std::fs::write(dir.join(&extfile), ext).unwrap();
+    let mut req = vec!["req", "-subj", "/CN=test", "-keyout", &key, "-out", &csr];
+    req.extend(ec);
+    openssl(dir, &req);
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            &pem,
+            "-extfile",
+            &extfile,
+        ],
+    );
 }

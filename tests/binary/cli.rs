@@ -35,7 +35,17 @@ fn wrong_flags_exit_2_with_one_line() {
         (vec!["--timeout", "soon"], "not a duration"),
         (vec!["--timeout", "0s"], "greater than zero"),
         (vec!["--sources", "leafz"], "leafz"),
-        (vec!["--listen", "localhost"], "--listen"),
+        (vec!["--listen", "localhost"], "--web.listen-address"),
+        (
+            vec!["--web.listen-address", "localhost"],
+            "--web.listen-address",
+        ),
+        (vec!["--log.format", "text"], "--log.format"),
+        (vec!["--log.level", "trace"], "--log.level"),
+        (
+            vec!["--web.telemetry-path", "metrics"],
+            "--web.telemetry-path",
+        ),
         (vec!["--connz-top", "0"], "--connz-top"),
         (vec!["--no-such-flag"], "--no-such-flag"),
         (vec!["--include-stream", "orders("], "--include-stream"),
@@ -70,7 +80,11 @@ fn help_and_version_succeed() {
     assert_eq!(code, 0);
     for flag in [
         "--monitor-url",
+        "--web.listen-address",
         "--listen",
+        "--web.telemetry-path",
+        "--log.level",
+        "--log.format",
         "--timeout",
         "--sources",
         "NATS_DELIVERY_MONITOR_URL",
@@ -95,7 +109,7 @@ fn a_busy_listen_address_is_a_clear_error() {
     assert_eq!(code, 2, "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stderr.contains(&format!("--listen: cannot listen on {addr}")),
+        stderr.contains(&format!("--web.listen-address: cannot listen on {addr}")),
         "{stderr}"
     );
 }

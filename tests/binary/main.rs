@@ -10,4 +10,8 @@ mod exporter_metrics;
 mod http_endpoints;
 mod secrets_in_logs;
 mod server_harness;
+mod toolkit_flags;
 mod web_config;
+mod web_config_reload;
+mod web_config_tls;
+mod web_support;

@@ -60,19 +60,10 @@ fn folded_reports(text: &str) -> Option<f64> {
     sample(text, "nats_delivery_app_reports_folded_total", &[])
 }
 
-/// Two kept instances, four folded. Second round: two folded instances
-/// count more, one restarted (its sequence went back), one restarted seen
-/// only in its totals. The `__overflow__` counters equal the first totals
-/// plus every increase, the gauges the sum of the latest values.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reports_past_the_instance_limit_are_summed_exactly() {
-    let server = NatsServer::builder().start();
-    let limits = ReportLimits {
-        max_instances: 2,
-        ..ReportLimits::default()
-    };
-    let (registry, reports) = exporter_with(&server, SUBJECT, LONG, limits).await;
-    let first = (0..6u64).map(|i| {
+/// Reports of pod-0 to pod-5: dropped 10, 20, ... 60, pending 1 to 6,
+/// high water 10 to 15, 101 received.
+fn first_reports() -> impl Iterator<Item = Bytes> {
+    (0..6u64).map(|i| {
         let b = Body {
             sequence: 5,
             dropped: 10 * (i + 1),
@@ -82,25 +73,13 @@ async fn reports_past_the_instance_limit_are_summed_exactly() {
             connected: 1,
         };
         body(&format!("pod-{i}"), b)
-    });
-    send(&server, first).await;
-    wait_for("6 reports", || {
-        received(&exposition(&registry)) == Some(6.0)
     })
-    .await;
-    let text = exposition(&registry);
-    assert_eq!((reports.instances(), reports.folded_instances()), (2, 4));
-    assert_eq!(dropped(&text, "app", "pod-1", "orders-pod-1"), Some(20.0));
-    assert_eq!(dropped(&text, "app", "pod-2", "orders-pod-2"), None);
-    // pod-2..pod-5: 30 + 40 + 50 + 60.
-    assert_eq!(
-        dropped(&text, "__overflow__", "__overflow__", "__overflow__"),
-        Some(180.0)
-    );
-    assert_eq!(folded_reports(&text), Some(4.0));
-    assert_eq!(rejected(&text, "too_many_instances"), Some(0.0));
+}
 
-    let second = [
+/// The second round: two folded instances count more, two restarted, and a
+/// kept one.
+fn second_reports() -> [Bytes; 5] {
+    [
         // +5, +50 and +0 received, +0 connected.
         ("pod-2", 6, 35, 1, [150, 1], 1),
         // +7, +50 and +1 received, +1 connected.
@@ -125,22 +104,22 @@ async fn reports_past_the_instance_limit_are_summed_exactly() {
             };
             body(instance, b)
         },
-    );
-    send(&server, second).await;
-    wait_for("11 reports", || {
-        received(&exposition(&registry)) == Some(11.0)
-    })
-    .await;
-    let text = exposition(&registry);
+    )
+}
+
+/// The `__overflow__` series after the second round: the first totals plus
+/// every increase (the whole totals of a restart), the gauges the sum of the
+/// latest values.
+fn assert_overflow_after_second_round(text: &str) {
     let sub = [("subscription", "__overflow__")];
     assert_eq!(
-        overflow(&text, "nats_delivery_app_dropped_messages_total", &sub),
+        overflow(text, "nats_delivery_app_dropped_messages_total", &sub),
         Some(180.0 + 5.0 + 7.0 + 4.0 + 3.0)
     );
     let consumer = [("stream", "__overflow__"), ("consumer", "__overflow__")];
     assert_eq!(
         overflow(
-            &text,
+            text,
             "nats_delivery_app_jetstream_received_messages_total",
             &consumer
         ),
@@ -148,25 +127,63 @@ async fn reports_past_the_instance_limit_are_summed_exactly() {
     );
     assert_eq!(
         overflow(
-            &text,
+            text,
             "nats_delivery_app_connection_events_total",
             &[("event", "connected")]
         ),
         Some(4.0 + 1.0 + 1.0 + 1.0)
     );
     assert_eq!(
-        overflow(&text, "nats_delivery_app_instance_restarts_total", &[]),
+        overflow(text, "nats_delivery_app_instance_restarts_total", &[]),
         Some(2.0)
     );
     // Latest pending of each folded instance, summed; the largest high water.
     assert_eq!(
-        overflow(&text, "nats_delivery_app_pending_messages", &sub),
+        overflow(text, "nats_delivery_app_pending_messages", &sub),
         Some(4.0)
     );
     assert_eq!(
-        overflow(&text, "nats_delivery_app_pending_messages_high_water", &sub),
+        overflow(text, "nats_delivery_app_pending_messages_high_water", &sub),
         Some(20.0)
     );
+}
+
+/// Two kept instances, four folded. Second round: two folded instances
+/// count more, one restarted (its sequence went back), one restarted seen
+/// only in its totals. The `__overflow__` counters equal the first totals
+/// plus every increase, the gauges the sum of the latest values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_past_the_instance_limit_are_summed_exactly() {
+    let server = NatsServer::builder().start();
+    let limits = ReportLimits {
+        max_instances: 2,
+        ..ReportLimits::default()
+    };
+    let (registry, reports) = exporter_with(&server, SUBJECT, LONG, limits).await;
+    send(&server, first_reports()).await;
+    wait_for("6 reports", || {
+        received(&exposition(&registry)) == Some(6.0)
+    })
+    .await;
+    let text = exposition(&registry);
+    assert_eq!((reports.instances(), reports.folded_instances()), (2, 4));
+    assert_eq!(dropped(&text, "app", "pod-1", "orders-pod-1"), Some(20.0));
+    assert_eq!(dropped(&text, "app", "pod-2", "orders-pod-2"), None);
+    // pod-2..pod-5: 30 + 40 + 50 + 60.
+    assert_eq!(
+        dropped(&text, "__overflow__", "__overflow__", "__overflow__"),
+        Some(180.0)
+    );
+    assert_eq!(folded_reports(&text), Some(4.0));
+    assert_eq!(rejected(&text, "too_many_instances"), Some(0.0));
+
+    send(&server, second_reports()).await;
+    wait_for("11 reports", || {
+        received(&exposition(&registry)) == Some(11.0)
+    })
+    .await;
+    let text = exposition(&registry);
+    assert_overflow_after_second_round(&text);
     assert_eq!(folded_reports(&text), Some(8.0));
     assert_eq!(
         dropped(&text, "app", "pod-0", "orders-pod-0"),

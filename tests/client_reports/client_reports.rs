@@ -37,23 +37,7 @@ async fn reports_are_re_exported_exactly_and_expire() {
         .connect(server.client_url())
         .await
         .unwrap();
-    let options = SubscribeOptions::new()
-        .name("orders")
-        .pending_limits(PendingLimits::new(10, u64::MAX));
-    let mut orders = metrics
-        .subscribe_with(&app, "orders.*", options)
-        .await
-        .unwrap();
-    sync_with_server(&app).await;
-    let publisher = async_nats::connect(server.client_url()).await.unwrap();
-    publish_n(&publisher, "orders.new", 50).await;
-    wait_for("50 messages accounted", || {
-        orders.dropped_messages() + orders.pending_messages() == 50
-    })
-    .await;
-    for _ in 0..4 {
-        orders.next().await.unwrap();
-    }
+    let _orders = read_4_of_50(&server, &metrics, &app).await;
     let consumer = metrics.jetstream_consumer("ORDERS", "billing");
     consumer.record(Acknowledgement::Ack);
     consumer.record(Acknowledgement::Nak(None));
@@ -77,52 +61,8 @@ async fn reports_are_re_exported_exactly_and_expire() {
     })
     .await;
     let text = exposition(&exporter_registry);
-    let value = |name| sample(&text, name, &labels);
-    assert_eq!(
-        value("nats_delivery_app_dropped_messages_total"),
-        Some(40.0)
-    );
-    assert_eq!(
-        value("nats_delivery_app_dropped_bytes_total"),
-        Some((40 * PAYLOAD_LEN) as f64)
-    );
-    assert_eq!(value("nats_delivery_app_pending_messages"), Some(6.0));
-    assert_eq!(
-        value("nats_delivery_app_pending_bytes"),
-        Some((6 * PAYLOAD_LEN) as f64)
-    );
-    assert_eq!(
-        value("nats_delivery_app_pending_messages_high_water"),
-        Some(10.0)
-    );
-    assert_eq!(
-        value("nats_delivery_app_slow_consumer_events_total"),
-        Some(0.0)
-    );
+    assert_re_exported_exactly(&text);
     let id = [("client", "billing"), ("instance", "pod-1")];
-    let event = |e| {
-        let l = [id[0], id[1], ("event", e)];
-        sample(&text, "nats_delivery_app_connection_events_total", &l)
-    };
-    assert_eq!(event("connected"), Some(1.0));
-    assert_eq!(event("disconnected"), Some(0.0));
-    let ack = |kind| {
-        let l = [
-            id[0],
-            id[1],
-            ("stream", "ORDERS"),
-            ("consumer", "billing"),
-            ("kind", kind),
-        ];
-        sample(
-            &text,
-            "nats_delivery_app_jetstream_acknowledgements_total",
-            &l,
-        )
-    };
-    assert_eq!(ack("ack"), Some(1.0));
-    assert_eq!(ack("nak"), Some(2.0));
-    assert_eq!(ack("term"), Some(0.0));
     assert!(sample(
         &text,
         "nats_delivery_app_last_report_timestamp_seconds",
@@ -164,6 +104,89 @@ async fn reports_are_re_exported_exactly_and_expire() {
         None
     );
     assert!(sample(&text, "nats_delivery_app_reports_received_total", &[]).unwrap() >= 1.0);
+}
+
+/// Subscribes "orders" with room for 10 pending messages, lets 50 arrive
+/// and reads 4: 40 dropped, 6 pending.
+async fn read_4_of_50(
+    server: &NatsServer,
+    metrics: &ClientMetrics,
+    app: &async_nats::Client,
+) -> nats_delivery_metrics::Subscription {
+    let options = SubscribeOptions::new()
+        .name("orders")
+        .pending_limits(PendingLimits::new(10, u64::MAX));
+    let mut orders = metrics
+        .subscribe_with(app, "orders.*", options)
+        .await
+        .unwrap();
+    sync_with_server(app).await;
+    let publisher = async_nats::connect(server.client_url()).await.unwrap();
+    publish_n(&publisher, "orders.new", 50).await;
+    wait_for("50 messages accounted", || {
+        orders.dropped_messages() + orders.pending_messages() == 50
+    })
+    .await;
+    for _ in 0..4 {
+        orders.next().await.unwrap();
+    }
+    orders
+}
+
+/// The values of the report of pod-1: 4 delivered, 40 dropped, 6 pending
+/// (10 at most), connected once, 1 ack and 2 NAKs.
+fn assert_re_exported_exactly(text: &str) {
+    let labels = [
+        ("client", "billing"),
+        ("instance", "pod-1"),
+        ("subscription", "orders"),
+    ];
+    let value = |name| sample(text, name, &labels);
+    assert_eq!(
+        value("nats_delivery_app_dropped_messages_total"),
+        Some(40.0)
+    );
+    assert_eq!(
+        value("nats_delivery_app_dropped_bytes_total"),
+        Some((40 * PAYLOAD_LEN) as f64)
+    );
+    assert_eq!(value("nats_delivery_app_pending_messages"), Some(6.0));
+    assert_eq!(
+        value("nats_delivery_app_pending_bytes"),
+        Some((6 * PAYLOAD_LEN) as f64)
+    );
+    assert_eq!(
+        value("nats_delivery_app_pending_messages_high_water"),
+        Some(10.0)
+    );
+    assert_eq!(
+        value("nats_delivery_app_slow_consumer_events_total"),
+        Some(0.0)
+    );
+    let id = [("client", "billing"), ("instance", "pod-1")];
+    let event = |e| {
+        let l = [id[0], id[1], ("event", e)];
+        sample(text, "nats_delivery_app_connection_events_total", &l)
+    };
+    assert_eq!(event("connected"), Some(1.0));
+    assert_eq!(event("disconnected"), Some(0.0));
+    let ack = |kind| {
+        let l = [
+            id[0],
+            id[1],
+            ("stream", "ORDERS"),
+            ("consumer", "billing"),
+            ("kind", kind),
+        ];
+        sample(
+            text,
+            "nats_delivery_app_jetstream_acknowledgements_total",
+            &l,
+        )
+    };
+    assert_eq!(ack("ack"), Some(1.0));
+    assert_eq!(ack("nak"), Some(2.0));
+    assert_eq!(ack("term"), Some(0.0));
 }
 
 /// Any sample of `name`, whatever its labels.

@@ -229,6 +229,7 @@ fn the_unit_is_hardened_and_reads_the_environment_file() {
     let unit = read("deploy/systemd/nats-delivery-exporter.service");
     for line in [
         "ExecStart=/usr/bin/nats-delivery-exporter",
+        "ExecReload=/bin/kill -HUP $MAINPID",
         "EnvironmentFile=-/etc/default/nats-delivery-exporter",
         "Restart=on-failure",
         "DynamicUser=yes",

@@ -156,6 +156,39 @@ const DELIVERIES: [&str; 2] = [
     "nats_delivery_consumer_deliveries_total",
 ];
 
+/// Per consumer: 4 durables, 1 folded series. Families a sum means nothing
+/// for have the durables only; health has the durables only.
+fn assert_one_folded_series_beside_the_durables(text: &str) {
+    let (consumers, streams) = consumer_and_stream_counts(text);
+    assert_eq!(streams, 3);
+    let want: BTreeMap<String, usize> = [
+        ("nats_delivery_consumer_pending_messages", 5),
+        ("nats_delivery_consumer_ack_pending_messages", 5),
+        ("nats_delivery_consumer_redelivered_messages", 5),
+        ("nats_delivery_consumer_waiting_pulls", 5),
+        ("nats_delivery_consumer_deliveries_total", 5),
+        ("nats_delivery_consumer_folded_consumers", 1),
+        ("nats_delivery_consumer_max_ack_pending", 4),
+        ("nats_delivery_consumer_max_deliver", 0),
+        ("nats_delivery_consumer_ack_wait_seconds", 0),
+        ("nats_delivery_consumer_delivered_stream_sequence", 4),
+        ("nats_delivery_consumer_ack_floor_stream_sequence", 4),
+        ("nats_delivery_consumer_status", 4),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    for (family, n) in &want {
+        assert_eq!(consumers.get(family).copied().unwrap_or(0), *n, "{family}");
+    }
+    for family in consumers.keys().filter(|k| !want.contains_key(*k)) {
+        assert!(
+            samples(text, family, &[("consumer", "__ephemeral__")]).is_empty(),
+            "{family} has a folded series"
+        );
+    }
+}
+
 #[tokio::test]
 async fn ephemerals_fold_into_one_series_per_stream() {
     let (server, orders) = setup().await;
@@ -209,36 +242,7 @@ async fn ephemerals_fold_into_one_series_per_stream() {
     }
     // No ephemeral under its own name, anywhere.
     assert!(!text.contains("eph-"), "{text}");
-    // Per consumer: 4 durables, 1 folded series. Families a sum means
-    // nothing for have the durables only; health has the durables only.
-    let (consumers, streams) = consumer_and_stream_counts(&text);
-    assert_eq!(streams, 3);
-    let want: BTreeMap<String, usize> = [
-        ("nats_delivery_consumer_pending_messages", 5),
-        ("nats_delivery_consumer_ack_pending_messages", 5),
-        ("nats_delivery_consumer_redelivered_messages", 5),
-        ("nats_delivery_consumer_waiting_pulls", 5),
-        ("nats_delivery_consumer_deliveries_total", 5),
-        ("nats_delivery_consumer_folded_consumers", 1),
-        ("nats_delivery_consumer_max_ack_pending", 4),
-        ("nats_delivery_consumer_max_deliver", 0),
-        ("nats_delivery_consumer_ack_wait_seconds", 0),
-        ("nats_delivery_consumer_delivered_stream_sequence", 4),
-        ("nats_delivery_consumer_ack_floor_stream_sequence", 4),
-        ("nats_delivery_consumer_status", 4),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    for (family, n) in &want {
-        assert_eq!(consumers.get(family).copied().unwrap_or(0), *n, "{family}");
-    }
-    for family in consumers.keys().filter(|k| !want.contains_key(*k)) {
-        assert!(
-            samples(&text, family, &[("consumer", "__ephemeral__")]).is_empty(),
-            "{family} has a folded series"
-        );
-    }
+    assert_one_folded_series_beside_the_durables(&text);
 
     // eph-1 goes away: its three deliveries stay in the folded counter.
     orders.delete_consumer("eph-1").await.unwrap();

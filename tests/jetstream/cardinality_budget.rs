@@ -64,11 +64,21 @@ const EVERY_SERIES: [&str; 4] = [
     "all",
 ];
 
-#[tokio::test]
-async fn the_ceiling_drops_health_first_then_the_least_pending_consumers() {
-    let server = NatsServer::builder().jetstream().start();
-    let client = async_nats::connect(server.client_url()).await.unwrap();
-    let js = jetstream::new(client);
+/// The folded ephemerals' consumer label.
+const EPH: &str = "__ephemeral__";
+
+/// Series dropped of `part` (`consumer_health` or `consumer`).
+fn dropped(text: &str, part: &str) -> u64 {
+    gauge(
+        text,
+        "nats_delivery_jetstream_series_dropped",
+        &[("part", part)],
+    )
+}
+
+/// Stream S with durables c0 .. c5 (0 .. 5 messages pending) and one
+/// ephemeral, folded.
+async fn six_durables_and_an_ephemeral(js: jetstream::Context) {
     let s = js
         .create_stream(stream::Config {
             name: "S".into(),
@@ -98,7 +108,27 @@ async fn the_ceiling_drops_health_first_then_the_least_pending_consumers() {
     })
     .await
     .unwrap();
-    const EPH: &str = "__ephemeral__";
+}
+
+/// Below the streams alone: streams and the folded series stay, every
+/// consumer goes.
+async fn below_the_streams_only_consumers_go(server: &NatsServer, series: &[&str], streams: u64) {
+    let text = scrape(server, 1, series).await;
+    let (kept_streams, kept) = jetstream_series(&text);
+    assert_eq!(kept_streams, streams);
+    assert_eq!(kept.keys().collect::<Vec<_>>(), [EPH]);
+    assert_eq!(
+        gauge(&text, "nats_delivery_jetstream_consumers_dropped", &[]),
+        6
+    );
+    nats_test_server::reference::assert_documented(&text);
+}
+
+#[tokio::test]
+async fn the_ceiling_drops_health_first_then_the_least_pending_consumers() {
+    let server = NatsServer::builder().jetstream().start();
+    let client = async_nats::connect(server.client_url()).await.unwrap();
+    six_durables_and_an_ephemeral(jetstream::new(client)).await;
 
     // (flags, folded series, least detail and health of a durable)
     let cases: [(&[&str], u64, (u64, u64)); 2] = [(&[], 5, (7, 1)), (&EVERY_SERIES, 6, (8, 7))];
@@ -127,13 +157,6 @@ async fn the_ceiling_drops_health_first_then_the_least_pending_consumers() {
             gauge(&text, "nats_delivery_jetstream_series_limit", &[]),
             1_000_000
         );
-        let dropped = |text: &str, part: &str| {
-            gauge(
-                text,
-                "nats_delivery_jetstream_series_dropped",
-                &[("part", part)],
-            )
-        };
         assert_eq!(
             dropped(&text, "consumer_health") + dropped(&text, "consumer"),
             0
@@ -173,16 +196,6 @@ async fn the_ceiling_drops_health_first_then_the_least_pending_consumers() {
         let written: u64 = kept.values().map(|(d, h)| d + h).sum();
         assert_eq!(kept_streams + written, limit);
 
-        // Below the streams alone: streams and the folded series stay, every
-        // consumer goes.
-        let text = scrape(&server, 1, series).await;
-        let (kept_streams, kept) = jetstream_series(&text);
-        assert_eq!(kept_streams, streams);
-        assert_eq!(kept.keys().collect::<Vec<_>>(), [EPH]);
-        assert_eq!(
-            gauge(&text, "nats_delivery_jetstream_consumers_dropped", &[]),
-            6
-        );
-        nats_test_server::reference::assert_documented(&text);
+        below_the_streams_only_consumers_go(&server, series, streams).await;
     }
 }

@@ -82,37 +82,47 @@ async fn scenario(version: &str) {
         (1.0..60.0).contains(&since_ack),
         "{version}: last ack {since_ack} s ago"
     );
+    assert_stream_gauges(&text);
+    nats_test_server::reference::assert_documented(&text);
+    // By default the opt-in families are left out, and the others are the same.
+    assert_opt_in_left_out_by_default(&text, &default_text, version);
+}
+
+/// ORDERS: 15 messages, one consumer, and its limits.
+fn assert_stream_gauges(text: &str) {
     let s = [("account", "$G"), ("stream", "ORDERS")];
+    assert_eq!(value(text, "nats_delivery_stream_messages", &s), Some(15.0));
     assert_eq!(
-        value(&text, "nats_delivery_stream_messages", &s),
+        value(text, "nats_delivery_stream_last_sequence", &s),
         Some(15.0)
     );
     assert_eq!(
-        value(&text, "nats_delivery_stream_last_sequence", &s),
-        Some(15.0)
-    );
-    assert_eq!(
-        value(&text, "nats_delivery_stream_first_sequence", &s),
+        value(text, "nats_delivery_stream_first_sequence", &s),
         Some(1.0)
     );
+    assert_eq!(value(text, "nats_delivery_stream_consumers", &s), Some(1.0));
     assert_eq!(
-        value(&text, "nats_delivery_stream_consumers", &s),
-        Some(1.0)
-    );
-    assert_eq!(
-        value(&text, "nats_delivery_stream_max_messages", &s),
+        value(text, "nats_delivery_stream_max_messages", &s),
         Some(1000.0)
     );
     assert_eq!(
-        value(&text, "nats_delivery_stream_max_bytes", &s),
+        value(text, "nats_delivery_stream_max_bytes", &s),
         Some(1048576.0)
     );
     assert_eq!(
-        value(&text, "nats_delivery_stream_max_age_seconds", &s),
+        value(text, "nats_delivery_stream_max_age_seconds", &s),
         Some(3600.0)
     );
-    nats_test_server::reference::assert_documented(&text);
-    // By default the opt-in families are left out, and the others are the same.
+}
+
+/// By default the opt-in families are left out, and the others are the same.
+fn assert_opt_in_left_out_by_default(text: &str, default_text: &str, version: &str) {
+    let c = [
+        ("account", "$G"),
+        ("stream", "ORDERS"),
+        ("consumer", "billing"),
+    ];
+    let v = |name: &str| value(text, name, &c);
     for family in [
         "nats_delivery_consumer_ack_wait_seconds",
         "nats_delivery_consumer_last_delivery_age_seconds",
@@ -120,11 +130,7 @@ async fn scenario(version: &str) {
         "nats_delivery_consumer_deliveries_total",
     ] {
         assert!(v(family).is_some(), "{version}: {family}");
-        assert_eq!(
-            value(&default_text, family, &c),
-            None,
-            "{version}: {family}"
-        );
+        assert_eq!(value(default_text, family, &c), None, "{version}: {family}");
     }
     for family in [
         "nats_delivery_consumer_ack_pending_messages",
@@ -132,7 +138,7 @@ async fn scenario(version: &str) {
         "nats_delivery_consumer_max_deliver",
     ] {
         assert_eq!(
-            value(&default_text, family, &c),
+            value(default_text, family, &c),
             v(family),
             "{version}: {family}"
         );

@@ -6,6 +6,7 @@ mod cardinality_request;
 #[path = "../common/mod.rs"]
 mod common;
 mod consumer_health;
+mod consumer_health_lag;
 mod jetstream_consumer;
 mod message_timestamps;
 mod message_timestamps_access;

@@ -85,6 +85,15 @@ async fn timestamps_are_the_servers_stored_ones() {
 
     // A cached answer whose message is removed stays until the stream's
     // first sequence says it is gone.
+    a_removed_message_is_kept_until_forgotten(&reader, &js).await;
+}
+
+/// A cached answer whose message is removed stays until the stream's first
+/// sequence says it is gone.
+async fn a_removed_message_is_kept_until_forgotten(
+    reader: &MessageTimestamps,
+    js: &jetstream::Context,
+) {
     let from_one = request("$G", "DIRECT", 1, &[]);
     js.get_stream("DIRECT")
         .await
@@ -103,7 +112,7 @@ async fn timestamps_are_the_servers_stored_ones() {
     let got = reader
         .read(std::slice::from_ref(&from_one), 1, DEADLINE)
         .await;
-    let t2 = stored_time(&js, "DIRECT", 2).await;
+    let t2 = stored_time(js, "DIRECT", 2).await;
     assert_eq!(
         got[&from_one],
         TimestampReply::Found {
@@ -171,6 +180,12 @@ async fn the_budget_bounds_requests_and_cached_answers_send_none() {
     }
 
     // The counts, as exposed and as METRICS.md lists them.
+    assert_counts_exposed(&reader, uses_direct_gets(&client));
+}
+
+/// The reader's counts after the budget test, as exposed and as METRICS.md
+/// lists them.
+fn assert_counts_exposed(reader: &MessageTimestamps, direct_gets: bool) {
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register_collector(Box::new(reader.clone()));
     let mut text = String::new();
@@ -182,11 +197,7 @@ async fn the_budget_bounds_requests_and_cached_answers_send_none() {
         exposed.keys().collect::<Vec<_>>(),
         documented.keys().collect::<Vec<_>>()
     );
-    let (direct, msg_get) = if uses_direct_gets(&client) {
-        (6, 0)
-    } else {
-        (0, 6)
-    };
+    let (direct, msg_get) = if direct_gets { (6, 0) } else { (0, 6) };
     for line in [
         "nats_delivery_message_timestamp_reads_total{result=\"read\"} 4".to_string(),
         "nats_delivery_message_timestamp_reads_total{result=\"no_message\"} 2".into(),

@@ -45,15 +45,9 @@ async fn api(client: &async_nats::Client, subject: String, body: Value) -> Value
     v
 }
 
-#[tokio::test]
-async fn the_pinned_gauge_follows_the_server_through_pin_and_unpin() {
-    let server = NatsServer::builder().jetstream().start();
-    let client = async_nats::connect(server.client_url()).await.unwrap();
-    let version = client.server_info().version;
-    if nats_test_server::version_numbers(&version) < vec![2, 11] {
-        println!("nats-server {version} has no priority groups (2.11+): skipped");
-        return;
-    }
+/// Stream WORK with 3 messages and two consumers: "pinned" (pinned_client,
+/// group g) and "spill" (overflow, group o).
+async fn stream_with_two_priority_groups(client: &async_nats::Client) {
     let js = jetstream::new(client.clone());
     js.create_stream(jetstream::stream::Config {
         name: "WORK".into(),
@@ -71,12 +65,7 @@ async fn the_pinned_gauge_follows_the_server_through_pin_and_unpin() {
             "priority_timeout": 60_000_000_000u64,
         });
         let body = json!({"stream_name": "WORK", "config": config});
-        api(
-            &client,
-            format!("$JS.API.CONSUMER.CREATE.WORK.{name}"),
-            body,
-        )
-        .await;
+        api(client, format!("$JS.API.CONSUMER.CREATE.WORK.{name}"), body).await;
     }
     for i in 0..3 {
         js.publish(format!("work.{i}"), "x".into())
@@ -85,6 +74,38 @@ async fn the_pinned_gauge_follows_the_server_through_pin_and_unpin() {
             .await
             .unwrap();
     }
+}
+
+/// Pulls one message from "pinned" in group g, which pins this client.
+async fn pull_one_in_group_g(client: &async_nats::Client) {
+    let inbox = client.new_inbox();
+    let mut replies = client.subscribe(inbox.clone()).await.unwrap();
+    let pull = json!({"batch": 1, "group": "g", "expires": 5_000_000_000u64});
+    client
+        .publish_with_reply(
+            "$JS.API.CONSUMER.MSG.NEXT.WORK.pinned",
+            inbox,
+            pull.to_string().into(),
+        )
+        .await
+        .unwrap();
+    let msg = tokio::time::timeout(Duration::from_secs(5), replies.next())
+        .await
+        .expect("a message for the pull")
+        .unwrap();
+    assert_eq!(msg.subject.as_str(), "work.0");
+}
+
+#[tokio::test]
+async fn the_pinned_gauge_follows_the_server_through_pin_and_unpin() {
+    let server = NatsServer::builder().jetstream().start();
+    let client = async_nats::connect(server.client_url()).await.unwrap();
+    let version = client.server_info().version;
+    if nats_test_server::version_numbers(&version) < vec![2, 11] {
+        println!("nats-server {version} has no priority groups (2.11+): skipped");
+        return;
+    }
+    stream_with_two_priority_groups(&client).await;
     // The pinned gauge is opt-in.
     let flags = [
         "--sources",
@@ -124,22 +145,7 @@ async fn the_pinned_gauge_follows_the_server_through_pin_and_unpin() {
     .is_empty());
 
     // A pull in group g pins this client.
-    let inbox = client.new_inbox();
-    let mut replies = client.subscribe(inbox.clone()).await.unwrap();
-    let pull = json!({"batch": 1, "group": "g", "expires": 5_000_000_000u64});
-    client
-        .publish_with_reply(
-            "$JS.API.CONSUMER.MSG.NEXT.WORK.pinned",
-            inbox,
-            pull.to_string().into(),
-        )
-        .await
-        .unwrap();
-    let msg = tokio::time::timeout(Duration::from_secs(5), replies.next())
-        .await
-        .expect("a message for the pull")
-        .unwrap();
-    assert_eq!(msg.subject.as_str(), "work.0");
+    pull_one_in_group_g(&client).await;
     assert!(server_pinned(&server));
     let text = common::scrape(&exporter).await;
     assert_eq!(pinned(&text), Some(1.0), "{text}");

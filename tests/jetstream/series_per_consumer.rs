@@ -46,12 +46,10 @@ async fn api(client: &async_nats::Client, subject: String, body: Value) {
     assert!(v.get("error").is_none(), "{v}");
 }
 
-#[tokio::test]
-async fn a_consumer_costs_at_most_the_documented_series() {
-    let server = NatsServer::builder().jetstream().start();
-    let client = async_nats::connect(server.client_url()).await.unwrap();
-    let version = client.server_info().version;
-    let since_2_11 = nats_test_server::version_numbers(&version) >= vec![2, 11];
+/// Stream S with 3 messages, a consumer "plain" with the defaults and a
+/// consumer "full" with every limit (paused, with a pinned_client group, on
+/// 2.11 and later).
+async fn stream_with_plain_and_full_consumers(client: &async_nats::Client, since_2_11: bool) {
     let js = jetstream::new(client.clone());
     js.create_stream(jetstream::stream::Config {
         name: "S".into(),
@@ -63,7 +61,7 @@ async fn a_consumer_costs_at_most_the_documented_series() {
     // As the scrape benchmark's: defaults (max_ack_pending 1,000 set by
     // the server, max_deliver unlimited).
     api(
-        &client,
+        client,
         "$JS.API.CONSUMER.CREATE.S.plain".into(),
         json!({"stream_name": "S", "config": {"durable_name": "plain", "ack_policy": "explicit"}}),
     )
@@ -87,13 +85,22 @@ async fn a_consumer_costs_at_most_the_documented_series() {
         config["priority_timeout"] = json!(60_000_000_000u64);
     }
     api(
-        &client,
+        client,
         "$JS.API.CONSUMER.CREATE.S.full".into(),
         json!({"stream_name": "S", "config": config}),
     )
     .await;
     // Stored messages, so that the stream has times to estimate lag from.
     common::publish_acked(&js, (0..3).map(|i| format!("s.{i}")), "x").await;
+}
+
+#[tokio::test]
+async fn a_consumer_costs_at_most_the_documented_series() {
+    let server = NatsServer::builder().jetstream().start();
+    let client = async_nats::connect(server.client_url()).await.unwrap();
+    let version = client.server_info().version;
+    let since_2_11 = nats_test_server::version_numbers(&version) >= vec![2, 11];
+    stream_with_plain_and_full_consumers(&client, since_2_11).await;
 
     let url = [server.monitor_url()];
     let default = common::exporter(&url, &["--sources", "varz,jsz"]);

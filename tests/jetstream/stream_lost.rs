@@ -71,11 +71,9 @@ fn now(r: &LostRecord) -> (Option<f64>, Option<f64>) {
     (Some(r.sequences.len() as f64), Some(r.bytes as f64))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lost_blocks_are_reported_as_the_server_reports_them() {
-    let mut server = NatsServer::builder().jetstream().start();
-    let client = async_nats::connect(server.client_url()).await.unwrap();
-    let js = jetstream::new(client.clone());
+/// Streams DATA (5,000 messages of 1 KB in several blocks), CALM (10) and
+/// THIRD (none).
+async fn three_streams(js: &jetstream::Context) {
     for name in ["DATA", "CALM", "THIRD"] {
         js.create_stream(stream::Config {
             name: name.into(),
@@ -88,8 +86,62 @@ async fn lost_blocks_are_reported_as_the_server_reports_them() {
         .unwrap();
     }
     let payload: &'static str = "x".repeat(1000).leak();
-    common::publish_acked(&js, (0..5000).map(|i| format!("data.{i}")), payload).await;
-    common::publish_acked(&js, (0..10).map(|i| format!("calm.{i}")), payload).await;
+    common::publish_acked(js, (0..5000).map(|i| format!("data.{i}")), payload).await;
+    common::publish_acked(js, (0..10).map(|i| format!("calm.{i}")), payload).await;
+}
+
+/// Two streams read per scrape, in turn: CALM and DATA, then THIRD; what
+/// the server reports lost in DATA is found once.
+async fn two_streams_a_scrape_each_lost_block_counted_once(
+    exporter: &nats_delivery_exporter::scrape::exporter::Exporter,
+    truth: &LostRecord,
+) {
+    let first = common::scrape(exporter).await;
+    let want = now(truth);
+    assert_eq!(lost(&first, "DATA"), want, "{first}");
+    assert_eq!(found(&first, "DATA"), want, "all found in the first read");
+    assert_eq!(lost(&first, "CALM"), (Some(0.0), Some(0.0)));
+    assert_eq!(lost(&first, "THIRD"), (None, None), "not read yet");
+    let second = common::scrape(exporter).await;
+    assert_eq!(lost(&second, "THIRD"), (Some(0.0), Some(0.0)));
+    assert_eq!(lost(&second, "DATA"), want, "kept until read again");
+    let ok = [("result", "ok")];
+    assert_eq!(
+        value(&second, "nats_delivery_stream_lost_reads_total", &ok),
+        Some(4.0)
+    );
+    assert_eq!(found(&second, "DATA"), want, "counted once");
+    nats_test_server::reference::assert_documented(&second);
+}
+
+/// Adds the sequences of `record` not in `seen` to it; returns the bytes
+/// they add: all of the record's when it holds only new sequences, none when
+/// it holds no new one (a record of both is not expected here).
+fn add_new_sequences(seen: &mut std::collections::BTreeSet<u64>, record: &LostRecord) -> u64 {
+    let new: Vec<u64> = record
+        .sequences
+        .iter()
+        .copied()
+        .filter(|s| !seen.contains(s))
+        .collect();
+    if new.is_empty() {
+        return 0;
+    }
+    assert_eq!(
+        new.len(),
+        record.sequences.len(),
+        "a record of new and old sequences"
+    );
+    seen.extend(new);
+    record.bytes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_blocks_are_reported_as_the_server_reports_them() {
+    let mut server = NatsServer::builder().jetstream().start();
+    let client = async_nats::connect(server.client_url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    three_streams(&js).await;
     let data_blocks = blocks(server.dir(), "DATA");
     assert!(data_blocks.len() >= 2, "DATA blocks: {data_blocks:?}");
 
@@ -117,22 +169,7 @@ async fn lost_blocks_are_reported_as_the_server_reports_them() {
     exporter.read_timestamps(MessageTimestamps::new(client.clone(), "$G", 100));
     exporter.read_stream_lost(StreamLostReader::new(client.clone(), 2));
     let exporter = exporter.build();
-    let first = common::scrape(&exporter).await;
-    let want = now(&truth);
-    assert_eq!(lost(&first, "DATA"), want, "{first}");
-    assert_eq!(found(&first, "DATA"), want, "all found in the first read");
-    assert_eq!(lost(&first, "CALM"), (Some(0.0), Some(0.0)));
-    assert_eq!(lost(&first, "THIRD"), (None, None), "not read yet");
-    let second = common::scrape(&exporter).await;
-    assert_eq!(lost(&second, "THIRD"), (Some(0.0), Some(0.0)));
-    assert_eq!(lost(&second, "DATA"), want, "kept until read again");
-    let ok = [("result", "ok")];
-    assert_eq!(
-        value(&second, "nats_delivery_stream_lost_reads_total", &ok),
-        Some(4.0)
-    );
-    assert_eq!(found(&second, "DATA"), want, "counted once");
-    nats_test_server::reference::assert_documented(&second);
+    two_streams_a_scrape_each_lost_block_counted_once(&exporter, &truth).await;
 
     // Restarted without new damage, then with a second block of DATA gone:
     // the server's record starts again from what it finds at each start,
@@ -152,21 +189,7 @@ async fn lost_blocks_are_reported_as_the_server_reports_them() {
             record.bytes,
             record.first_seq
         );
-        let new: Vec<u64> = record
-            .sequences
-            .iter()
-            .copied()
-            .filter(|s| !seen.contains(s))
-            .collect();
-        if !new.is_empty() {
-            assert_eq!(
-                new.len(),
-                record.sequences.len(),
-                "a record of new and old sequences"
-            );
-            want_bytes += record.bytes;
-        }
-        seen.extend(new);
+        want_bytes += add_new_sequences(&mut seen, &record);
         // Two scrapes read all three streams at two a scrape.
         common::scrape(&exporter).await;
         let text = common::scrape(&exporter).await;

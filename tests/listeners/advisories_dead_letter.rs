@@ -4,10 +4,10 @@ use crate::advisories_support;
 
 use std::time::Duration;
 
+use advisories_support::dead_letter::*;
 use advisories_support::*;
-use async_nats::jetstream::{self, AckKind};
-use async_nats::HeaderMap;
-use futures::StreamExt;
+use async_nats::jetstream;
+use nats_test_server::NatsServer;
 
 const APP: &[(&str, &str)] = &[("account", "APP")];
 const WORKER: &[(&str, &str)] = &[
@@ -15,47 +15,6 @@ const WORKER: &[(&str, &str)] = &[
     ("stream", "WORK"),
     ("consumer", "worker"),
 ];
-
-/// Publishes `n` messages with an application header and their own `Nats-Msg-Id`.
-async fn publish_with_headers(js: &jetstream::Context, first: usize, n: usize) {
-    for i in first..first + n {
-        let mut h = HeaderMap::new();
-        h.insert("Order-Id", format!("order-{i}").as_str());
-        h.insert("Nats-Msg-Id", format!("orig-{i}").as_str());
-        js.publish_with_headers(format!("work.{i}"), h, format!("payload-{i}").into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-    }
-}
-
-async fn stream_messages(js: &jetstream::Context, name: &str) -> u64 {
-    match js.get_stream(name).await {
-        Ok(mut s) => s.info().await.unwrap().state.messages,
-        Err(_) => 0,
-    }
-}
-
-/// Every message in `name`, in order.
-async fn all_messages(
-    js: &jetstream::Context,
-    name: &str,
-) -> Vec<jetstream::message::StreamMessage> {
-    let s = js.get_stream(name).await.unwrap();
-    let last = s.cached_info().state.last_sequence;
-    let mut out = Vec::new();
-    for seq in 1..=last {
-        if let Ok(m) = s.get_raw_message(seq).await {
-            out.push(m);
-        }
-    }
-    out
-}
-
-fn header<'a>(m: &'a jetstream::message::StreamMessage, name: &str) -> Option<&'a str> {
-    m.headers.get(name).map(|v| v.as_str())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_messages_are_copied_intact_and_never_twice() {
@@ -86,40 +45,7 @@ async fn dead_messages_are_copied_intact_and_never_twice() {
 
     let copies = all_messages(&js, "DLQ").await;
     assert_eq!(copies.len(), 12);
-    let mut seqs: Vec<u64> = Vec::new();
-    for c in &copies {
-        assert_eq!(c.subject.as_str(), "dead_letter.WORK.worker");
-        let seq: u64 = header(c, "Dead-Letter-Stream-Sequence")
-            .unwrap()
-            .parse()
-            .unwrap();
-        let i = seq - 1; // WORK's sequence i+1 holds message i
-        assert_eq!(c.payload, format!("payload-{i}").as_bytes());
-        assert_eq!(header(c, "Order-Id"), Some(format!("order-{i}").as_str()));
-        assert_eq!(
-            header(c, "Dead-Letter-Original-Msg-Id"),
-            Some(format!("orig-{i}").as_str())
-        );
-        assert_eq!(header(c, "Dead-Letter-Stream"), Some("WORK"));
-        assert_eq!(
-            header(c, "Dead-Letter-Subject"),
-            Some(format!("work.{i}").as_str())
-        );
-        assert_eq!(header(c, "Dead-Letter-Consumer"), Some("worker"));
-        assert_eq!(header(c, "Dead-Letter-Deliveries"), Some("3"));
-        assert_eq!(header(c, "Dead-Letter-Reason"), Some("max_deliveries"));
-        assert_eq!(header(c, "Dead-Letter-Account"), Some("APP"));
-        assert!(header(c, "Dead-Letter-Time").is_some_and(|t| t.contains('T')));
-        // Durable mode adds the stream's creation time to the id, so a
-        // stream created again (sequences from 1) is not refused as a repeat.
-        let created = header(c, "Dead-Letter-Stream-Created").expect("creation time");
-        assert!(created.parse::<i64>().unwrap() > 0);
-        assert_eq!(
-            header(c, "Nats-Msg-Id"),
-            Some(format!("APP.WORK.worker.{seq}.{created}").as_str())
-        );
-        seqs.push(seq);
-    }
+    let mut seqs: Vec<u64> = copies.iter().map(assert_intact_copy).collect();
     seqs.sort();
     assert_eq!(seqs, (1..=12).collect::<Vec<_>>());
 
@@ -128,12 +54,7 @@ async fn dead_messages_are_copied_intact_and_never_twice() {
     let adv = all_messages(&js, "ADV").await;
     assert_eq!(adv.len(), 12);
     let app = client(&s, "app").await;
-    for m in &adv {
-        app.publish(m.subject.clone(), m.payload.clone())
-            .await
-            .unwrap();
-    }
-    app.flush().await.unwrap();
+    republish(&app, &adv).await;
     wait_value(
         &running.registry,
         "nats_delivery_advisories_duplicate_total",
@@ -159,21 +80,27 @@ async fn dead_messages_are_copied_intact_and_never_twice() {
     nats_test_server::reference::assert_documented(&text);
     running.stop().await;
 
-    // Even a new process, which remembers nothing, stores nothing twice:
-    // the dead-letter stream refuses the repeated Nats-Msg-Id.
+    // Even a new process, which remembers nothing, stores nothing twice.
+    a_new_process_stores_nothing_twice(&s, &app, &adv[..3]).await;
+    assert_eq!(stream_messages(&js, "DLQ").await, 12);
+}
+
+/// Starts a new listener, which remembers nothing, and replays
+/// `advisories` (3 of them) to it: the dead-letter stream refuses the
+/// repeated Nats-Msg-Id, so nothing is stored.
+async fn a_new_process_stores_nothing_twice(
+    s: &NatsServer,
+    app: &async_nats::Client,
+    advisories: &[jetstream::message::StreamMessage],
+) {
     let fresh = start_listener(
-        &s,
+        s,
         "APP",
         "app",
         advisory_args(&["--dead-letter-stream", "DLQ"]),
     )
     .await;
-    for m in adv.iter().take(3) {
-        app.publish(m.subject.clone(), m.payload.clone())
-            .await
-            .unwrap();
-    }
-    app.flush().await.unwrap();
+    republish(app, advisories).await;
     wait_value(
         &fresh.registry,
         "nats_delivery_advisories_received_total",
@@ -191,7 +118,6 @@ async fn dead_messages_are_copied_intact_and_never_twice() {
         ),
         None
     );
-    assert_eq!(stream_messages(&js, "DLQ").await, 12);
     fresh.stop().await;
 }
 
@@ -222,19 +148,7 @@ async fn originals_already_gone_are_counted_by_reason_never_as_stored() {
     js.get_stream("WORK").await.unwrap().purge().await.unwrap();
 
     // Terminated by the client: 2 copies with reason "client".
-    let st2 = stream(&js, "TERM", "term", -1).await;
-    let c2 = pull_consumer(&st2, "t", -1, Duration::from_secs(30)).await;
-    publish(&js, "term", 2).await;
-    let mut batch = c2
-        .fetch()
-        .max_messages(2)
-        .expires(Duration::from_secs(2))
-        .messages()
-        .await
-        .unwrap();
-    while let Some(m) = batch.next().await {
-        m.unwrap().double_ack_with(AckKind::Term).await.unwrap();
-    }
+    terminate_two(&js).await;
 
     let running = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
     let missing = [

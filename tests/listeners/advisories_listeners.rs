@@ -10,14 +10,13 @@ use nats_delivery_exporter::cli::config::Config;
 use nats_delivery_exporter::listeners::advisories::Listeners;
 use prometheus_client::registry::Registry;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn listeners_start_from_flags_and_stop() {
-    let s = server();
-    let url = s.client_url();
-    let config = Config::try_parse_from([
+/// Flags for advisory listeners of accounts APP and OTHER and the system
+/// events listener on the server at `url`.
+fn two_accounts_and_system_events(url: &str) -> Config {
+    Config::try_parse_from([
         "nats-delivery-exporter",
         "--nats-servers",
-        url.as_str(),
+        url,
         "--nats-account",
         "APP=user:app:app-secret",
         "--nats-account",
@@ -26,7 +25,13 @@ async fn listeners_start_from_flags_and_stop() {
         "--system-account",
         "user:sys:sys-secret",
     ])
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listeners_start_from_flags_and_stop() {
+    let s = server();
+    let config = two_accounts_and_system_events(&s.client_url());
     let mut registry = Registry::default();
     let listeners = Listeners::start(&config.nats, &config.advisories, &mut registry).unwrap();
     for account in ["APP", "OTHER"] {

@@ -60,6 +60,19 @@ async fn wait_mid_burst(e: &Exporter, name: &str, total: f64) {
     }
 }
 
+/// Waits up to 60 s for the exporter's count of dead messages to reach `n`.
+async fn wait_for_count(e: &Exporter, n: f64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while tokio::task::block_in_place(|| e.value(NAME, LABELS)) != Some(n) {
+        assert!(
+            Instant::now() < deadline,
+            "exporter did not reach {n}: {:?}",
+            e.value(NAME, LABELS)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// What `increase()` adds up over a series: every rise, and after a fall
 /// (a counter reset) the new value.
 fn reset_aware_sum(values: &[f64]) -> f64 {
@@ -108,15 +121,7 @@ async fn kill_9_and_sigterm_while_messages_die_lose_and_repeat_nothing() {
     }
     assert_eq!(total, 241);
     let e = exporter.take().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while tokio::task::block_in_place(|| e.value(NAME, LABELS)) != Some(241.0) {
-        assert!(
-            Instant::now() < deadline,
-            "exporter did not reach 241: {:?}",
-            e.value(NAME, LABELS)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_count(&e, 241.0).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     *stop.lock().unwrap() = true;
     let values = values.lock().unwrap().clone();

@@ -22,19 +22,10 @@ fn series_count(text: &str, name: &str) -> usize {
         .count()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn forged_advisories_are_not_losses_and_series_are_capped() {
-    let s = server();
-    let flags = [
-        "--advisories-stream",
-        "ADV",
-        "--advisories-max-series",
-        "50",
-    ];
-    let running = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
-    let app = client(&s, "app").await;
-    let naks = "nats_delivery_jetstream_naks_total";
-
+/// Publishes 3 malformed forgeries (names that disagree, a payload of
+/// another kind, a name too long for any server) and 200 well-formed
+/// advisories of invented consumers.
+async fn publish_forgeries(app: &async_nats::Client) {
     // The subject names X/Y, the payload PAYMENTS/billing: not the server.
     app.publish(
         "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.X.Y",
@@ -68,6 +59,22 @@ async fn forged_advisories_are_not_losses_and_series_are_capped() {
         .await
         .unwrap();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_advisories_are_not_losses_and_series_are_capped() {
+    let s = server();
+    let flags = [
+        "--advisories-stream",
+        "ADV",
+        "--advisories-max-series",
+        "50",
+    ];
+    let running = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let app = client(&s, "app").await;
+    let naks = "nats_delivery_jetstream_naks_total";
+
+    publish_forgeries(&app).await;
     app.flush().await.unwrap();
     wait_value(
         &running.registry,

@@ -73,12 +73,11 @@ fn up(text: &str, server: &str) -> Vec<(String, f64)> {
     samples(text, "nats_delivery_up", &[("server", server)])
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
-    let mut servers = nats_test_server::cluster(3, ACCOUNTS);
-    let _js = work_stream(&servers[0].client_url()).await;
+/// A stream AUDIT of 3 messages in account OPS, created on the server at
+/// `url`.
+async fn audit_stream_of_ops(url: &str) {
     let ops = async_nats::ConnectOptions::with_user_and_password("ops".into(), "ops-secret".into())
-        .connect(servers[1].client_url())
+        .connect(url)
         .await
         .unwrap();
     let ops = jetstream::new(ops);
@@ -90,6 +89,129 @@ async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
     .await
     .unwrap();
     common::publish_acked(&ops, (0..3).map(|i| format!("audit.{i}")), "m").await;
+}
+
+/// Every server up for every source, and the WORK consumer "slow" and the
+/// streams of both accounts as HTTP polling reports them, each consumer once.
+fn assert_cluster_as_http_reports_it(via_system: &str, via_http: &str) {
+    for name in ["n0", "n1", "n2"] {
+        let up = up(via_system, name);
+        assert_eq!(up.len(), 5, "{name}: {up:?}");
+        assert!(up.iter().all(|(_, v)| *v == 1.0), "{name}: {up:?}");
+    }
+    let held = [("stream", "WORK"), ("consumer", "slow")];
+    let pick = |name| samples(via_system, name, &held);
+    assert_eq!(
+        pick("nats_delivery_consumer_ack_pending_messages"),
+        samples(
+            via_http,
+            "nats_delivery_consumer_ack_pending_messages",
+            &held
+        )
+    );
+    let ack_pending = pick("nats_delivery_consumer_ack_pending_messages");
+    assert_eq!(ack_pending.len(), 1, "reported once: {ack_pending:?}");
+    assert_eq!(ack_pending[0].1, 3.0);
+    assert_eq!(
+        value(via_system, "nats_delivery_consumer_pending_messages", &held),
+        Some(12.0)
+    );
+    assert_eq!(
+        value(
+            via_system,
+            "nats_delivery_stream_messages",
+            &[("stream", "WORK")]
+        ),
+        Some(20.0)
+    );
+    let audit = [("account", "OPS"), ("stream", "AUDIT")];
+    assert_eq!(
+        value(via_system, "nats_delivery_stream_messages", &audit),
+        Some(3.0)
+    );
+    assert_eq!(
+        value(via_system, "nats_delivery_survey_servers_expected", &[]),
+        Some(3.0)
+    );
+    assert_eq!(value(via_system, "nats_delivery_survey_up", &[]), Some(1.0));
+}
+
+/// The servers' own filters: a name filter leaves two servers out, never
+/// expected, never reported; a cluster filter keeps all three, or none when
+/// it names another cluster. Without /varz the survey still names each
+/// server, so each stream and consumer is taken from its leader.
+async fn servers_own_filters_apply(server: &NatsServer, via_http: &str) {
+    let only_n1 = system_exporter(server, &["--system-server-name", "n1"]).await;
+    let text = common::scrape(&only_n1).await;
+    assert_eq!(up(&text, "n0").len() + up(&text, "n2").len(), 0, "{text}");
+    assert_eq!(up(&text, "n1").len(), 5, "{text}");
+    for gauge in ["expected", "answered"] {
+        let name = format!("nats_delivery_survey_servers_{gauge}");
+        assert_eq!(value(&text, &name, &[]), Some(1.0), "{gauge}");
+    }
+    let cluster = system_exporter(server, &["--system-cluster", "C"]).await;
+    let text = common::scrape(&cluster).await;
+    assert_eq!(
+        value(&text, "nats_delivery_survey_servers_answered", &[]),
+        Some(3.0)
+    );
+    // Without /varz the survey still names each server, so each stream
+    // and consumer is taken from its leader.
+    let jsz_only = system_exporter(server, &["--sources", "jsz"]).await;
+    let text = common::scrape(&jsz_only).await;
+    assert_eq!(jetstream_samples(&text), jetstream_samples(via_http));
+    let elsewhere = system_exporter(server, &["--system-cluster", "EAST"]).await;
+    let text = common::scrape(&elsewhere).await;
+    assert_eq!(
+        value(&text, "nats_delivery_survey_servers_answered", &[]),
+        Some(0.0)
+    );
+    assert!(!text.contains("nats_delivery_up{"), "{text}");
+}
+
+/// n2 down for every source and missing from the survey; the consumer "slow"
+/// reported from a leader that lives.
+fn assert_n2_missing_and_leaders_alive(text: &str) {
+    let held = [("stream", "WORK"), ("consumer", "slow")];
+    let down = up(text, "n2");
+    assert_eq!(down.len(), 5, "{down:?}");
+    assert!(down.iter().all(|(_, v)| *v == 0.0), "{down:?}");
+    assert!(
+        value(
+            text,
+            "nats_delivery_scrape_errors_total",
+            &[("server", "n2"), ("source", "jsz"), ("kind", "no_reply")]
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(text, "nats_delivery_survey_servers_expected", &[]),
+        Some(3.0)
+    );
+    assert_eq!(
+        value(text, "nats_delivery_survey_servers_answered", &[]),
+        Some(2.0)
+    );
+    for (name, answered) in [("n0", 1.0), ("n1", 1.0), ("n2", 0.0)] {
+        let labels = [("server", name)];
+        let v = value(text, "nats_delivery_survey_server_answered", &labels);
+        assert_eq!(v, Some(answered), "{name}");
+    }
+    assert_eq!(
+        value(text, "nats_delivery_consumer_ack_pending_messages", &held),
+        Some(3.0)
+    );
+    for name in ["n0", "n1"] {
+        assert!(up(text, name).iter().all(|(_, v)| *v == 1.0), "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
+    let mut servers = nats_test_server::cluster(3, ACCOUNTS);
+    let _js = work_stream(&servers[0].client_url()).await;
+    audit_stream_of_ops(&servers[1].client_url()).await;
     let urls: Vec<String> = servers.iter().map(|s| s.monitor_url()).collect();
     let http = common::exporter(
         &urls,
@@ -113,82 +235,9 @@ async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
     .await;
     nats_test_server::reference::assert_documented(&via_system);
     nats_test_server::promtool::assert_metrics_clean(&via_system);
-    for name in ["n0", "n1", "n2"] {
-        let up = up(&via_system, name);
-        assert_eq!(up.len(), 5, "{name}: {up:?}");
-        assert!(up.iter().all(|(_, v)| *v == 1.0), "{name}: {up:?}");
-    }
-    let held = [("stream", "WORK"), ("consumer", "slow")];
-    let pick = |name| samples(&via_system, name, &held);
-    assert_eq!(
-        pick("nats_delivery_consumer_ack_pending_messages"),
-        samples(
-            &via_http,
-            "nats_delivery_consumer_ack_pending_messages",
-            &held
-        )
-    );
-    let ack_pending = pick("nats_delivery_consumer_ack_pending_messages");
-    assert_eq!(ack_pending.len(), 1, "reported once: {ack_pending:?}");
-    assert_eq!(ack_pending[0].1, 3.0);
-    assert_eq!(
-        value(
-            &via_system,
-            "nats_delivery_consumer_pending_messages",
-            &held
-        ),
-        Some(12.0)
-    );
-    assert_eq!(
-        value(
-            &via_system,
-            "nats_delivery_stream_messages",
-            &[("stream", "WORK")]
-        ),
-        Some(20.0)
-    );
-    let audit = [("account", "OPS"), ("stream", "AUDIT")];
-    assert_eq!(
-        value(&via_system, "nats_delivery_stream_messages", &audit),
-        Some(3.0)
-    );
-    assert_eq!(
-        value(&via_system, "nats_delivery_survey_servers_expected", &[]),
-        Some(3.0)
-    );
-    assert_eq!(
-        value(&via_system, "nats_delivery_survey_up", &[]),
-        Some(1.0)
-    );
+    assert_cluster_as_http_reports_it(&via_system, &via_http);
 
-    // The servers' own filters: a name filter leaves two servers out,
-    // never expected, never reported; a cluster filter keeps all three.
-    let only_n1 = system_exporter(&servers[0], &["--system-server-name", "n1"]).await;
-    let text = common::scrape(&only_n1).await;
-    assert_eq!(up(&text, "n0").len() + up(&text, "n2").len(), 0, "{text}");
-    assert_eq!(up(&text, "n1").len(), 5, "{text}");
-    for gauge in ["expected", "answered"] {
-        let name = format!("nats_delivery_survey_servers_{gauge}");
-        assert_eq!(value(&text, &name, &[]), Some(1.0), "{gauge}");
-    }
-    let cluster = system_exporter(&servers[0], &["--system-cluster", "C"]).await;
-    let text = common::scrape(&cluster).await;
-    assert_eq!(
-        value(&text, "nats_delivery_survey_servers_answered", &[]),
-        Some(3.0)
-    );
-    // Without /varz the survey still names each server, so each stream
-    // and consumer is taken from its leader.
-    let jsz_only = system_exporter(&servers[0], &["--sources", "jsz"]).await;
-    let text = common::scrape(&jsz_only).await;
-    assert_eq!(jetstream_samples(&text), jetstream_samples(&via_http));
-    let elsewhere = system_exporter(&servers[0], &["--system-cluster", "EAST"]).await;
-    let text = common::scrape(&elsewhere).await;
-    assert_eq!(
-        value(&text, "nats_delivery_survey_servers_answered", &[]),
-        Some(0.0)
-    );
-    assert!(!text.contains("nats_delivery_up{"), "{text}");
+    servers_own_filters_apply(&servers[0], &via_http).await;
 
     // n2 killed: down for every source, the survey says one is missing,
     // and each consumer is still reported once, from a leader that lives.
@@ -218,38 +267,7 @@ async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
         }
     })
     .await;
-    let down = up(&text, "n2");
-    assert_eq!(down.len(), 5, "{down:?}");
-    assert!(down.iter().all(|(_, v)| *v == 0.0), "{down:?}");
-    assert!(
-        value(
-            &text,
-            "nats_delivery_scrape_errors_total",
-            &[("server", "n2"), ("source", "jsz"), ("kind", "no_reply")]
-        )
-        .is_some_and(|n| n >= 1.0),
-        "{text}"
-    );
-    assert_eq!(
-        value(&text, "nats_delivery_survey_servers_expected", &[]),
-        Some(3.0)
-    );
-    assert_eq!(
-        value(&text, "nats_delivery_survey_servers_answered", &[]),
-        Some(2.0)
-    );
-    for (name, answered) in [("n0", 1.0), ("n1", 1.0), ("n2", 0.0)] {
-        let labels = [("server", name)];
-        let v = value(&text, "nats_delivery_survey_server_answered", &labels);
-        assert_eq!(v, Some(answered), "{name}");
-    }
-    assert_eq!(
-        value(&text, "nats_delivery_consumer_ack_pending_messages", &held),
-        Some(3.0)
-    );
-    for name in ["n0", "n1"] {
-        assert!(up(&text, name).iter().all(|(_, v)| *v == 1.0), "{name}");
-    }
+    assert_n2_missing_and_leaders_alive(&text);
 }
 
 /// The binary itself: `--system-account-polling` connects, surveys and

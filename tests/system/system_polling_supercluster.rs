@@ -171,6 +171,43 @@ async fn step_down(app: &async_nats::Client, what: &str) -> bool {
     false
 }
 
+/// Connected to leaf-sys, the exporter reaches the hub's servers through
+/// the leaf connection, and reports what HTTP polling does.
+async fn the_leaf_reaches_every_server(leaf_url: &str, via_http: &str) {
+    let from_leaf = system_exporter(leaf_url, SOURCES).await;
+    let expected = jetstream_samples(via_http);
+    let text = common::wait_for_async(30, "every server from the leaf", || {
+        let (from_leaf, expected) = (&from_leaf, &expected);
+        async move {
+            let t = common::scrape(from_leaf).await;
+            let all = value(&t, "nats_delivery_survey_servers_answered", &[]) == Some(6.0);
+            (all && jetstream_samples(&t) == *expected).then_some(t)
+        }
+    })
+    .await;
+    every_source_up(&text);
+    drop(from_leaf);
+}
+
+/// How much to check during step-downs: nats-server 2.9 clears a
+/// consumer's state when its leader steps down, a moment before any replica
+/// stops naming it the leader, so every /jsz then shows nothing awaiting an
+/// ack; 2.10 on keep the values exact.
+fn values_checked_during_step_downs(server: &NatsServer) -> Values {
+    let version = common::monitor_json(&server.monitor_url(), "varz")["version"].clone();
+    let version = version.as_str().unwrap_or_default().to_string();
+    let exact = nats_test_server::version_numbers(&version) >= vec![2, 10];
+    let values = if exact {
+        Values::ExactOrFollowerZero
+    } else {
+        Values::Unchecked
+    };
+    if !exact {
+        println!("nats-server {version}: values during step-downs not checked (only that each series is there once): the server reports a stepping-down consumer leader with its state cleared");
+    }
+    values
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_system_connection_reports_the_supercluster_as_http_polling_does() {
     let clusters = nats_test_server::supercluster(&[("A", 3), ("B", 2)], ACCOUNTS);
@@ -226,39 +263,10 @@ async fn one_system_connection_reports_the_supercluster_as_http_polling_does() {
     // out of reach: it neither answers nor is expected.
     assert_eq!(up(&via_http, "leaf-app").len(), SOURCE_COUNT);
     assert!(up(&via_system, "leaf-app").is_empty(), "{via_system}");
-    // The other way round: connected to leaf-sys, the exporter reaches the
-    // hub's servers through the leaf connection, and reports the same.
-    let from_leaf = system_exporter(&leaves[0].client_url(), SOURCES).await;
-    let expected = jetstream_samples(&via_http);
-    let text = common::wait_for_async(30, "every server from the leaf", || {
-        let (from_leaf, expected) = (&from_leaf, &expected);
-        async move {
-            let t = common::scrape(from_leaf).await;
-            let all = value(&t, "nats_delivery_survey_servers_answered", &[]) == Some(6.0);
-            (all && jetstream_samples(&t) == *expected).then_some(t)
-        }
-    })
-    .await;
-    every_source_up(&text);
-    drop(from_leaf);
+    // The other way round: from leaf-sys, the same.
+    the_leaf_reaches_every_server(&leaves[0].client_url(), &via_http).await;
 
-    // nats-server 2.9 clears a consumer's state when its leader steps
-    // down, a moment before any replica stops naming that server the
-    // leader: during that moment every server's /jsz (HTTP or system
-    // request alike) shows the leader with nothing awaiting an ack (seen
-    // as ack_pending 0 with delivered 8 and ack floor 5). Only 2.10 on
-    // keep the values exact through a step-down.
-    let version = common::monitor_json(&hub.monitor_url(), "varz")["version"].clone();
-    let version = version.as_str().unwrap_or_default().to_string();
-    let exact = nats_test_server::version_numbers(&version) >= vec![2, 10];
-    let values = if exact {
-        Values::ExactOrFollowerZero
-    } else {
-        Values::Unchecked
-    };
-    if !exact {
-        println!("nats-server {version}: values during step-downs not checked (only that each series is there once): the server reports a stepping-down consumer leader with its state cleared");
-    }
+    let values = values_checked_during_step_downs(hub);
     step_downs_during_polling(&js, &system, values).await;
     let text = common::wait_for_async(30, "the same series after step-downs", || {
         let (http, system) = (&http, &system);

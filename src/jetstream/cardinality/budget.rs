@@ -1,20 +1,13 @@
 //! A ceiling on the JetStream series of one scrape (`--max-jetstream-series`).
 //!
-//! The streams, consumers and consumer health from /jsz are the series that
-//! grow without bound; the others have their own limits (`--connz-top`,
-//! `--max-client-names`, `--advisories-max-series`, the client-report
-//! limits). When a scrape would write more JetStream series than the
-//! ceiling, detail goes in this order, never silently (the
-//! `nats_delivery_jetstream_series_*` gauges say what went):
-//!
-//! 1. consumer health (status, lag, age) of the consumers of lowest priority,
-//!    one consumer at a time;
-//! 2. then whole consumers (every per-consumer series), lowest priority first.
-//!
-//! Priority: most `num_pending` first, then most `num_ack_pending`, then
-//! account, stream and consumer name, so the same consumers are kept from
-//! one scrape to the next. Streams and the folded ephemeral series are never
-//! dropped: should they alone pass the ceiling, the filters are the remedy.
+//! The /jsz series are the ones that grow without bound (the others have
+//! limits of their own). Past the ceiling, detail goes in this order, and
+//! the `nats_delivery_jetstream_series_*` gauges say what went: first the
+//! consumer health of the consumers of lowest priority, one at a time, then
+//! whole consumers, lowest priority first. Priority: most `num_pending`,
+//! then most `num_ack_pending`, then the names, so the same consumers are
+//! kept from one scrape to the next. Streams and the folded ephemerals are
+//! never dropped: should they alone pass the ceiling, filter them.
 
 use std::fmt;
 

@@ -1,21 +1,16 @@
 //! Ephemeral consumers folded into one series per stream.
 //!
-//! A consumer is ephemeral when its configuration has no `durable_name`:
-//! the server's own test (`isDurableConsumer` in nats-server's
-//! `server/consumer.go`). That takes in the named ephemerals of 2.9 and
-//! later (`name` set, no `durable_name`, removed after
-//! `inactive_threshold`), and leaves out durables, even those given an
-//! `inactive_threshold`. A consumer listed without its configuration cannot
-//! be told apart and is kept under its own name.
+//! A consumer is ephemeral when its configuration has no `durable_name`, the
+//! server's own test (`isDurableConsumer`): named ephemerals included,
+//! durables with an `inactive_threshold` not. A consumer listed without its
+//! configuration cannot be told apart and keeps its own name.
 //!
-//! Ephemerals come and go (a million of them a day on some systems), so by
-//! default they are summed per stream under `consumer="__ephemeral__"`.
-//! The folded deliveries counter must never go down when an ephemeral goes
-//! away: the last count of each departed ephemeral is kept in a per-stream
-//! sum. Should a departed name come back within [`FORGET_AFTER_POLLS`]
-//! polls with at least its last count (the same consumer, missed by one
-//! poll, as during a change of leader), its count is taken out of the sum
-//! again rather than counted twice.
+//! Ephemerals come and go without bound, so by default they are summed per
+//! stream under `consumer="__ephemeral__"`. So that the folded deliveries
+//! counter never goes down, a departed ephemeral's last count stays in a
+//! per-stream sum; a name back within [`FORGET_AFTER_POLLS`] polls with at
+//! least that count (missed by one poll, as during a change of leader) is
+//! taken out of the sum again rather than counted twice.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -35,9 +30,9 @@ pub fn is_ephemeral(c: &ConsumerInfo) -> bool {
 /// One stream's ephemeral consumers, summed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FoldedRow {
-    /// Account.
+    /// The stream's account.
     pub account: String,
-    /// Stream.
+    /// The stream the ephemerals consume.
     pub stream: String,
     /// Ephemeral consumers folded in this poll.
     pub consumers: u64,

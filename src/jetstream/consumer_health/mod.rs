@@ -25,7 +25,7 @@ use window::{ConsumerWindow, Sample};
 /// An age in seconds, and whether it came from a read timestamp.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Age {
-    /// Seconds.
+    /// How old, in seconds.
     pub seconds: f64,
     /// Read (true) or estimated (false).
     pub exact: bool,
@@ -34,7 +34,7 @@ pub struct Age {
 /// What the exporter says about one consumer in one scrape.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ConsumerHealthRow {
-    /// The status.
+    /// The consumer's status over the window.
     pub status: Status,
     /// now - store time of the first undelivered message; `None` when the
     /// stream's times are unknown.

@@ -8,13 +8,11 @@
 //! So a consumer holds at most [`MAX_ENTRIES`] entries, and no event
 //! between two kept entries is lost.
 //!
-//! Every rule compares the window's start with its end, and each comparison
-//! is also a fact about the steps between consecutive snapshots: with no
-//! position gone back (the `rewound` rule comes first), the ack floor is
-//! the same at both ends exactly when no step moved it, and so on. So an
-//! entry holds only its time and facts (8 bytes), and the consumer only its
-//! newest positions, to compare the next snapshot with: about 150 bytes a
-//! consumer, allocated nowhere else.
+//! Every rule compares the window's start with its end; with no position
+//! gone back (the `rewound` rule comes first) that is also a fact about every
+//! step between (the ack floor is the same at both ends exactly when no step
+//! moved it). So an entry holds only its time and facts, and the consumer
+//! only its newest positions, inline.
 
 use super::Status;
 

@@ -2,19 +2,14 @@
 //! sequence whose subject matches, through the JetStream API of the
 //! connection's account.
 //!
-//! Two requests can answer it, both with `{"seq": from, "next_by_subj": filter}`
-//! (nats-server 2.9+): the direct get `$JS.API.DIRECT.GET.<stream>`, answered
-//! only for streams with `allow_direct` (by any replica, raw message with
-//! `Nats-Sequence` / `Nats-Time-Stamp` headers), and
-//! `$JS.API.STREAM.MSG.GET.<stream>`, answered for every stream by its leader
-//! as JSON with the payload in base64. No server version can leave the
-//! payload out (`no_hdr` drops headers only), so a read transfers the
-//! message once: raw with the direct get, a third larger with the other.
-//!
-//! A direct get of a stream without `allow_direct` gets "no responders"
-//! from 2.10 on, which says to use the other request. A 2.9 server passes
-//! it to its JetStream API, which never answers: there only the stream
-//! message get is used ([`is_2_10_or_later`]).
+//! Two requests answer `{"seq": from, "next_by_subj": filter}`: the direct
+//! get `$JS.API.DIRECT.GET.<stream>` (streams with `allow_direct`, any
+//! replica, the raw message with `Nats-Sequence` / `Nats-Time-Stamp`
+//! headers) and `$JS.API.STREAM.MSG.GET.<stream>` (every stream, its leader,
+//! JSON with the payload in base64, a third larger). Neither can leave the
+//! payload out. Without `allow_direct` a direct get gets "no responders"
+//! from 2.10 on; 2.9 never answers it, so there only the stream message get
+//! is used ([`is_2_10_or_later`]).
 
 use std::time::Duration;
 

@@ -16,7 +16,7 @@
 pub struct TimestampRequest {
     /// The stream's account.
     pub account: String,
-    /// The stream.
+    /// The stream to read from.
     pub stream: String,
     /// The first sequence that may answer.
     pub from_seq: u64,

@@ -7,11 +7,12 @@
 //! after a conflict or a crash adds nothing twice (see [`super::totals`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use async_nats::jetstream::{self, Message};
 
 use super::counting::OVERFLOW;
-use super::dead_letter::{Capture, DeadLetter, CAPTURE_ATTEMPTS};
+use super::dead_letter::{Capture, DeadLetter, DeadLetterError, CAPTURE_ATTEMPTS};
 use super::incarnation::{parse_timestamp, Incarnations};
 use super::parse::{self, Advisory, AdvisoryKind, ParseError, SUBJECTS};
 use super::store::TotalsStore;
@@ -61,7 +62,7 @@ pub struct Applier {
     pub dead_letter: Option<DeadLetter>,
     /// Copy outcomes by advisory sequence, kept while a batch is applied
     /// again after a conflict, so a copy is made and counted once.
-    pub captures: HashMap<u64, Result<Capture, String>>,
+    pub captures: HashMap<u64, Result<Capture, Arc<DeadLetterError>>>,
 }
 
 impl Applier {
@@ -152,22 +153,8 @@ impl Applier {
         if s.applied(self.source, aseq) {
             return Some(Counted::Before);
         }
-        let (kind, deliveries) = match a.kind {
-            AdvisoryKind::MaxDeliveries => (0, 0),
-            AdvisoryKind::Terminated(_) => (1, 0),
-            AdvisoryKind::Nak => (2, a.deliveries.unwrap_or(0)),
-        };
-        // Without the delivery count two NAKs of one message look alike:
-        // count them all rather than drop a real one. Folded series keep no
-        // names to look streams up by.
-        let comparable = !(folded || kind == 2 && a.deliveries.is_none());
+        let (mut event, comparable) = event_of(a, folded);
         let at = a.timestamp.as_deref().and_then(parse_timestamp);
-        let mut event = EventId {
-            kind,
-            seq: a.stream_seq,
-            deliveries,
-            incarnation: 0,
-        };
         if !folded {
             event.incarnation = self.incarnation(a, at, false).await?;
         }
@@ -189,10 +176,7 @@ impl Applier {
             let outcome = match self.captures.get(&aseq) {
                 Some(o) => o.clone(),
                 None => {
-                    let o = dl
-                        .capture_in(a, event.incarnation)
-                        .await
-                        .map_err(|e| e.to_string());
+                    let o = dl.capture_in(a, event.incarnation).await.map_err(Arc::new);
                     self.captures.insert(aseq, o.clone());
                     o
                 }
@@ -213,25 +197,49 @@ impl Applier {
             }
         }
         let s = work.entry(store, key);
-        match a.kind {
-            AdvisoryKind::MaxDeliveries => s.max_deliveries += 1,
-            AdvisoryKind::Nak => s.naks += 1,
-            AdvisoryKind::Terminated(r) => {
-                *s.terminated.entry(r.as_label().into()).or_default() += 1
-            }
-        }
-        match copied {
-            Some(Capture::Stored) => s.dead_letter_stored += 1,
-            Some(Capture::Missing) => {
-                *s.dead_letter_missing
-                    .entry(a.kind.reason_label().into())
-                    .or_default() += 1
-            }
-            _ => {}
-        }
+        add_to_series(s, a, copied);
         s.remember(event);
         s.mark_applied(self.source, aseq);
         Some(Counted::New)
+    }
+}
+
+/// The event `a` reports (its incarnation still 0), and whether it can be
+/// compared with the events counted before.
+fn event_of(a: &Advisory, folded: bool) -> (EventId, bool) {
+    let (kind, deliveries) = match a.kind {
+        AdvisoryKind::MaxDeliveries => (0, 0),
+        AdvisoryKind::Terminated(_) => (1, 0),
+        AdvisoryKind::Nak => (2, a.deliveries.unwrap_or(0)),
+    };
+    // Without the delivery count two NAKs of one message look alike:
+    // count them all rather than drop a real one. Folded series keep no
+    // names to look streams up by.
+    let comparable = !(folded || kind == 2 && a.deliveries.is_none());
+    let event = EventId {
+        kind,
+        seq: a.stream_seq,
+        deliveries,
+        incarnation: 0,
+    };
+    (event, comparable)
+}
+
+/// Adds `a` and the outcome of its dead-letter copy to the series' totals.
+fn add_to_series(s: &mut Totals, a: &Advisory, copied: Option<Capture>) {
+    match a.kind {
+        AdvisoryKind::MaxDeliveries => s.max_deliveries += 1,
+        AdvisoryKind::Nak => s.naks += 1,
+        AdvisoryKind::Terminated(r) => *s.terminated.entry(r.as_label().into()).or_default() += 1,
+    }
+    match copied {
+        Some(Capture::Stored) => s.dead_letter_stored += 1,
+        Some(Capture::Missing) => {
+            *s.dead_letter_missing
+                .entry(a.kind.reason_label().into())
+                .or_default() += 1
+        }
+        _ => {}
     }
 }
 

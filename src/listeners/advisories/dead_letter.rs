@@ -72,14 +72,46 @@ pub enum DeadLetterError {
     StreamMismatch {
         /// Stream name.
         stream: String,
-        /// Its subjects.
+        /// The subjects it captures.
         subjects: Vec<String>,
         /// The subject it needs.
         needed: String,
     },
     /// A JetStream request failed.
-    #[error("dead-letter {0}")]
-    JetStream(String),
+    #[error("dead-letter {what}: {source}")]
+    Request {
+        /// What was asked, for the log.
+        what: String,
+        /// How it failed.
+        #[source]
+        source: async_nats::Error,
+    },
+    /// A copy refused as a duplicate is the copy of another message: its
+    /// message id was reused (the stream holds copies from elsewhere).
+    #[error("dead-letter copy refused as a duplicate, but the copy at {stream} seq {seq} is of another message ({header}: {have:?}, expected {want:?})")]
+    OtherCopy {
+        /// The dead-letter stream.
+        stream: String,
+        /// Sequence of the copy it holds.
+        seq: u64,
+        /// The header that differs.
+        header: &'static str,
+        /// Its value in the stored copy.
+        have: Option<String>,
+        /// Its value in this copy.
+        want: Option<String>,
+    },
+}
+
+impl DeadLetterError {
+    /// The error of a failed request about `what`.
+    fn request<E: Into<async_nats::Error>>(what: impl Into<String>) -> impl FnOnce(E) -> Self {
+        let what = what.into();
+        move |e| DeadLetterError::Request {
+            what,
+            source: e.into(),
+        }
+    }
 }
 
 /// Copies dead messages of one account.
@@ -109,7 +141,7 @@ impl DeadLetter {
                 let info = s
                     .info()
                     .await
-                    .map_err(|e| DeadLetterError::JetStream(e.to_string()))?;
+                    .map_err(DeadLetterError::request(format!("stream {stream}")))?;
                 let subjects = info.config.subjects.clone();
                 if !subjects.iter().any(|f| subject_covers(f, &needed)) {
                     return Err(DeadLetterError::StreamMismatch {
@@ -127,10 +159,10 @@ impl DeadLetter {
                     ..Default::default()
                 })
                 .await
-                .map_err(|e| DeadLetterError::JetStream(format!("create stream: {e}")))?;
+                .map_err(DeadLetterError::request(format!("create stream {stream}")))?;
                 tracing::info!(stream, "created dead-letter stream");
             }
-            Err(e) => return Err(DeadLetterError::JetStream(e.to_string())),
+            Err(e) => return Err(DeadLetterError::request(format!("stream {stream}"))(e)),
         }
         Ok(DeadLetter {
             js,
@@ -267,7 +299,7 @@ impl DeadLetter {
             .js
             .get_stream_no_info(&a.stream)
             .await
-            .map_err(|e| DeadLetterError::JetStream(format!("stream {}: {e}", a.stream)))?;
+            .map_err(DeadLetterError::request(format!("stream {}", a.stream)))?;
         let original = match source.get_raw_message(a.stream_seq).await {
             Ok(m) => m,
             Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => {
@@ -275,12 +307,51 @@ impl DeadLetter {
                 return Ok(Capture::Missing);
             }
             Err(e) => {
-                return Err(DeadLetterError::JetStream(format!(
-                    "get {} seq {}: {e}",
+                return Err(DeadLetterError::request(format!(
+                    "get {} seq {}",
                     a.stream, a.stream_seq
-                )))
+                ))(e))
             }
         };
+        let headers = self.copy_headers(a, &original, incarnation);
+        let wanted = headers.clone();
+        let subject = format!("{}.{}.{}", self.prefix, a.stream, a.consumer);
+        let ack = self
+            .js
+            .publish_with_headers(subject, headers, original.payload)
+            .await
+            .map_err(DeadLetterError::request("publish"))?
+            .await
+            .map_err(DeadLetterError::request("publish ack"))?;
+        if ack.duplicate {
+            // A refusal is only as good as what it refers to: check that the
+            // copy stored under that id is this message's.
+            self.check_copy(&ack.stream, ack.sequence, &wanted).await?;
+            return Ok(Capture::AlreadyStored);
+        }
+        if !count {
+            return Ok(Capture::Stored);
+        }
+        self.metrics
+            .dead_letter_stored
+            .get_or_create(&ConsumerLabels {
+                account: self.account.clone(),
+                stream: a.stream.clone(),
+                consumer: a.consumer.clone(),
+            })
+            .inc();
+        Ok(Capture::Stored)
+    }
+
+    /// The headers of the copy of `original`: its own headers (`Nats-` ones
+    /// renamed so the server does not act on them), where it came from and
+    /// why, and a message id that makes a second copy a duplicate.
+    fn copy_headers(
+        &self,
+        a: &Advisory,
+        original: &jetstream::message::StreamMessage,
+        incarnation: Option<i64>,
+    ) -> HeaderMap {
         let mut headers = HeaderMap::new();
         for (name, values) in original.headers.iter() {
             let name: &str = name.as_ref();
@@ -314,33 +385,7 @@ impl DeadLetter {
             id.push_str(&format!(".{created}"));
         }
         headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
-        let wanted = headers.clone();
-        let subject = format!("{}.{}.{}", self.prefix, a.stream, a.consumer);
-        let ack = self
-            .js
-            .publish_with_headers(subject, headers, original.payload)
-            .await
-            .map_err(|e| DeadLetterError::JetStream(format!("publish: {e}")))?
-            .await
-            .map_err(|e| DeadLetterError::JetStream(format!("publish ack: {e}")))?;
-        if ack.duplicate {
-            // A refusal is only as good as what it refers to: check that the
-            // copy stored under that id is this message's.
-            self.check_copy(&ack.stream, ack.sequence, &wanted).await?;
-            return Ok(Capture::AlreadyStored);
-        }
-        if !count {
-            return Ok(Capture::Stored);
-        }
-        self.metrics
-            .dead_letter_stored
-            .get_or_create(&ConsumerLabels {
-                account: self.account.clone(),
-                stream: a.stream.clone(),
-                consumer: a.consumer.clone(),
-            })
-            .inc();
-        Ok(Capture::Stored)
+        headers
     }
 }
 
@@ -357,10 +402,13 @@ impl DeadLetter {
             .js
             .get_stream_no_info(stream)
             .await
-            .map_err(|e| DeadLetterError::JetStream(format!("stream {stream}: {e}")))?;
-        let stored = dl.get_raw_message(seq).await.map_err(|e| {
-            DeadLetterError::JetStream(format!("read the stored copy {stream} seq {seq}: {e}"))
-        })?;
+            .map_err(DeadLetterError::request(format!("stream {stream}")))?;
+        let stored = dl
+            .get_raw_message(seq)
+            .await
+            .map_err(DeadLetterError::request(format!(
+                "read the stored copy {stream} seq {seq}"
+            )))?;
         for h in [
             HEADER_ACCOUNT,
             HEADER_STREAM,
@@ -371,9 +419,13 @@ impl DeadLetter {
             let want = wanted.get(h).map(|v| v.as_str());
             let have = stored.headers.get(h).map(|v| v.as_str());
             if want != have {
-                return Err(DeadLetterError::JetStream(format!(
-                    "refused as a duplicate, but the copy at {stream} seq {seq} is of another message ({h}: {have:?}, expected {want:?})"
-                )));
+                return Err(DeadLetterError::OtherCopy {
+                    stream: stream.to_string(),
+                    seq,
+                    header: h,
+                    have: have.map(str::to_string),
+                    want: want.map(str::to_string),
+                });
             }
         }
         Ok(())

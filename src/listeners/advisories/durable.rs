@@ -2,19 +2,16 @@
 //! a durable pull consumer hands them out, and the totals live in a
 //! key-value bucket of the account ([`super::store`]).
 //!
-//! Commit first, acknowledge last: a batch of advisories is applied to the
-//! stored totals, the changed keys are written (compare-and-set), the
-//! counters shown are raised to what was written, and only then are the
-//! advisories acknowledged. A crash at any point loses nothing and counts
-//! nothing twice: an advisory whose acknowledgement was lost is redelivered
-//! and recognised by its advisory-stream sequence, stored with the totals.
-//! A new process, or a replica, starts from the stored totals, so the
-//! counters never go backwards; replicas sharing the consumer each commit
-//! their share and all show the same totals (they watch the bucket).
+//! Commit first, acknowledge last: a batch is applied to the stored totals,
+//! the changed keys are written (compare-and-set), the counters shown are
+//! raised to what was written, and only then are the advisories
+//! acknowledged. A crash at any point loses nothing and counts nothing
+//! twice: a redelivered advisory is recognised by its advisory-stream
+//! sequence, stored with the totals. Replicas sharing the consumer each
+//! commit their share and watch the bucket, so all show the same totals.
 //!
 //! Every [`PROBE_INTERVAL`] the consumer is asked for its state: a stream or
-//! consumer that is gone (deleted, or a server restarted with an empty
-//! store), JetStream switched off or a refused subject ends the session with
+//! consumer gone, JetStream off or a refused subject ends the session with
 //! its reason counted, and setup starts again.
 
 use std::time::Duration;
@@ -71,27 +68,15 @@ async fn session(
     let client = l
         .connect("advisories-durable", SUBSCRIPTION_CAPACITY)
         .await?;
-    let js = jetstream::new(client.clone());
-    // Setup makes JetStream requests that wait while the server refuses us;
-    // shutdown may cut in (nothing is acknowledged yet).
-    // Each request of setup has its own timeout; this one bounds the whole,
-    // so a step that waits on a cluster still electing leaders is retried
-    // rather than leaving the listener down without a word.
-    let DurableSession {
+    let Some(DurableSession {
         mut store,
         watch,
         mut applier,
         consumer,
         messages,
-    } = match or_stop(shutdown, tokio::time::timeout(SETUP_TIMEOUT, setup(l, &js))).await {
-        None => return Ok(()),
-        Some(Ok(r)) => r?,
-        Some(Err(_)) => {
-            return Err(ListenerError::new(
-                ErrorKind::Timeout,
-                format!("setup did not finish in {} s", SETUP_TIMEOUT.as_secs()),
-            ))
-        }
+    }) = set_up_in_time(l, &client, shutdown).await?
+    else {
+        return Ok(());
     };
     show_store(l, &store, shown);
     let watcher = tokio::spawn(mirror(l.clone(), watch));
@@ -114,27 +99,10 @@ async fn session(
                 Err(e) => break Err(e),
             },
             next = messages.next() => {
-                let Some(mut chunk) = next else {
+                let Some(chunk) = next else {
                     break Err(ListenerError::new(ErrorKind::Other, "advisory consumer stream ended"));
                 };
-                // Under load, gather up to a full batch for a moment: one
-                // commit per key per batch is the cost, so larger batches
-                // cost less per advisory.
-                let gather = tokio::time::Instant::now() + GATHER;
-                while chunk.len() < BATCH {
-                    match tokio::time::timeout_at(gather, messages.next()).await {
-                        Ok(Some(more)) => chunk.extend(more),
-                        _ => break,
-                    }
-                }
-                let mut batch = Vec::with_capacity(chunk.len());
-                let mut failed = None;
-                for item in chunk {
-                    match item {
-                        Ok(m) => batch.push(m),
-                        Err(e) => failed = Some(e),
-                    }
-                }
+                let (batch, failed) = gather_batch(chunk, &mut messages).await;
                 // The ack floor bounds what the bucket must remember; asking
                 // for it per batch keeps each stored value small.
                 if !batch.is_empty() {
@@ -165,12 +133,66 @@ async fn session(
     result
 }
 
+/// Runs setup, which shutdown may cut into (nothing is acknowledged yet);
+/// `None` when shutdown came first.
+///
+/// Each request of setup has its own timeout; this one bounds the whole, so
+/// a step that waits on a cluster still electing leaders is retried rather
+/// than leaving the listener down without a word.
+async fn set_up_in_time(
+    l: &AccountListener,
+    client: &async_nats::Client,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<Option<DurableSession>, ListenerError> {
+    let js = jetstream::new(client.clone());
+    match or_stop(shutdown, tokio::time::timeout(SETUP_TIMEOUT, setup(l, &js))).await {
+        None => Ok(None),
+        Some(Ok(r)) => Ok(Some(r?)),
+        Some(Err(_)) => Err(ListenerError::new(
+            ErrorKind::Timeout,
+            format!("setup did not finish in {} s", SETUP_TIMEOUT.as_secs()),
+        )),
+    }
+}
+
+/// Messages of the advisory consumer, as many as are ready at once.
+type Chunks = futures::stream::ReadyChunks<consumer::pull::Stream>;
+
+/// Completes the chunk that arrived into one batch: under load it waits
+/// [`GATHER`] for more, up to [`BATCH`] (one commit per key per batch is the
+/// cost, so larger batches cost less per advisory). Returns the messages and
+/// the last error the stream reported among them.
+async fn gather_batch(
+    mut chunk: Vec<Result<jetstream::Message, consumer::pull::MessagesError>>,
+    messages: &mut Chunks,
+) -> (
+    Vec<jetstream::Message>,
+    Option<consumer::pull::MessagesError>,
+) {
+    let gather = tokio::time::Instant::now() + GATHER;
+    while chunk.len() < BATCH {
+        match tokio::time::timeout_at(gather, messages.next()).await {
+            Ok(Some(more)) => chunk.extend(more),
+            _ => break,
+        }
+    }
+    let mut batch = Vec::with_capacity(chunk.len());
+    let mut failed = None;
+    for item in chunk {
+        match item {
+            Ok(m) => batch.push(m),
+            Err(e) => failed = Some(e),
+        }
+    }
+    (batch, failed)
+}
+
 /// Asks for the consumer's state; returns its ack floor (advisory stream
 /// sequence) or why the listener cannot go on.
 async fn check(consumer: &consumer::PullConsumer) -> Result<u64, ListenerError> {
     match tokio::time::timeout(PROBE_INTERVAL, consumer.get_info()).await {
         Ok(Ok(info)) => Ok(info.ack_floor.stream_sequence),
-        Ok(Err(e)) => Err(ListenerError::request("advisory consumer", e)),
+        Ok(Err(e)) => Err(ListenerError::request("advisory consumer", &e)),
         Err(_) => Err(ListenerError::new(
             ErrorKind::Timeout,
             "advisory consumer: no answer to a state request",

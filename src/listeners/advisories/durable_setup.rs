@@ -27,18 +27,31 @@ pub enum DurableError {
     StreamMismatch {
         /// Stream name.
         stream: String,
-        /// Its subjects.
+        /// The subjects it captures.
         subjects: Vec<String>,
         /// Advisory subjects it does not capture.
         missing: Vec<String>,
     },
-    /// Anything else (connection, JetStream request).
-    #[error("{0}")]
-    Other(String),
+    /// A JetStream request about the stream failed.
+    #[error("{what}: {source}")]
+    Request {
+        /// What was asked, for the log.
+        what: String,
+        /// How it failed.
+        #[source]
+        source: async_nats::Error,
+    },
 }
 
-fn other(e: impl std::fmt::Display) -> DurableError {
-    DurableError::Other(e.to_string())
+impl DurableError {
+    /// The error of a failed request about `what`.
+    fn request<E: Into<async_nats::Error>>(what: impl Into<String>) -> impl FnOnce(E) -> Self {
+        let what = what.into();
+        move |e| DurableError::Request {
+            what,
+            source: e.into(),
+        }
+    }
 }
 
 /// Finds or creates the advisory stream; returns whether its subjects are
@@ -52,7 +65,10 @@ pub async fn ensure_stream(
 ) -> Result<(bool, i64), DurableError> {
     match js.get_stream(name).await {
         Ok(mut s) => {
-            let info = s.info().await.map_err(other)?;
+            let info = s
+                .info()
+                .await
+                .map_err(DurableError::request(format!("advisory stream {name:?}")))?;
             let created = unix_nanos(info.created);
             let subjects = info.config.subjects.clone();
             let missing: Vec<String> = SUBJECTS
@@ -82,12 +98,19 @@ pub async fn ensure_stream(
                     ..Default::default()
                 })
                 .await
-                .map_err(|e| other(format!("create advisory stream {name:?}: {e}")))?;
+                .map_err(DurableError::request(format!(
+                    "create advisory stream {name:?}"
+                )))?;
             tracing::info!(stream = name, replicas, "created advisory stream");
-            let info = created.info().await.map_err(other)?;
+            let info = created
+                .info()
+                .await
+                .map_err(DurableError::request(format!("advisory stream {name:?}")))?;
             Ok((true, unix_nanos(info.created)))
         }
-        Err(e) => Err(other(format!("advisory stream {name:?}: {e}"))),
+        Err(e) => Err(DurableError::request(format!("advisory stream {name:?}"))(
+            e,
+        )),
     }
 }
 
@@ -105,7 +128,7 @@ pub(super) struct DurableSession {
     pub applier: Applier,
     /// The durable consumer of the advisory stream.
     pub consumer: consumer::PullConsumer,
-    /// Its messages.
+    /// The consumer's messages, pulled [`BATCH`] at a time.
     pub messages: consumer::pull::Stream,
 }
 
@@ -123,7 +146,7 @@ pub(super) async fn setup(
             DurableError::StreamMismatch { .. } => {
                 ListenerError::new(ErrorKind::StreamMismatch, e.to_string())
             }
-            DurableError::Other(text) => ListenerError::request("advisory stream", text),
+            DurableError::Request { .. } => ListenerError::request("advisory stream", &e),
         })?;
     let (store, watch) = TotalsStore::open(js, &l.args.totals_bucket(), replicas).await?;
     let dead_letter = open_dead_letter(l, js).await?;
@@ -140,7 +163,7 @@ pub(super) async fn setup(
     let advisory_stream = js
         .get_stream_no_info(stream_name)
         .await
-        .map_err(|e| ListenerError::request("advisory stream", e))?;
+        .map_err(|e| ListenerError::request("advisory stream", &e))?;
     let consumer = durable_consumer(l, &advisory_stream, exact, deliver_policy).await?;
     log_resume(l, &store, source, &consumer);
     let messages = consumer
@@ -150,7 +173,7 @@ pub(super) async fn setup(
         .expires(Duration::from_secs(30))
         .messages()
         .await
-        .map_err(|e| ListenerError::request("advisory consumer", e))?;
+        .map_err(|e| ListenerError::request("advisory consumer", &e))?;
     let applier = Applier {
         account: l.account.clone(),
         source,
@@ -187,7 +210,7 @@ async fn open_dead_letter(
     )
     .await
     .map(Some)
-    .map_err(|e| ListenerError::request("dead-letter stream", e))
+    .map_err(|e| ListenerError::request("dead-letter stream", &e))
 }
 
 /// The durable consumer, made again when it is gone.
@@ -219,8 +242,9 @@ async fn durable_consumer(
         },
         ..Default::default()
     };
-    let failed =
-        |e: String| ListenerError::request(&format!("durable consumer {:?}", l.args.consumer), e);
+    let failed = |e: &(dyn std::error::Error + 'static)| {
+        ListenerError::request(&format!("durable consumer {:?}", l.args.consumer), e)
+    };
     match advisory_stream.get_consumer(&l.args.consumer).await {
         Ok(c) => Ok(c),
         Err(e) if is_consumer_not_found(e.as_ref()) => {
@@ -239,9 +263,9 @@ async fn durable_consumer(
             advisory_stream
                 .create_consumer(config)
                 .await
-                .map_err(|e| failed(e.to_string()))
+                .map_err(|e| failed(&e))
         }
-        Err(e) => Err(failed(e.to_string())),
+        Err(e) => Err(failed(e.as_ref())),
     }
 }
 

@@ -55,7 +55,7 @@ impl Incarnations {
         stream: &str,
         at: Option<i64>,
         fresh: bool,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, LookupError> {
         let known = self
             .known
             .get(stream)
@@ -83,17 +83,27 @@ impl Incarnations {
 /// stream. Any other failure (a timeout, no leader during an election) is an
 /// error: taken for "gone", it would give an advisory the wrong tag and count
 /// it again under that tag.
-async fn created(js: &jetstream::Context, stream: &str) -> Result<Option<i64>, String> {
+async fn created(js: &jetstream::Context, stream: &str) -> Result<Option<i64>, LookupError> {
+    let failed = |e: async_nats::Error| LookupError {
+        stream: stream.to_string(),
+        source: e,
+    };
     let mut s = match js.get_stream(stream).await {
         Ok(s) => s,
         Err(e) if is_stream_not_found(&e) => return Ok(None),
-        Err(e) => return Err(format!("stream {stream}: {e}")),
+        Err(e) => return Err(failed(e.into())),
     };
-    let info = s
-        .info()
-        .await
-        .map_err(|e| format!("stream {stream}: {e}"))?;
+    let info = s.info().await.map_err(|e| failed(e.into()))?;
     Ok(i64::try_from(info.created.unix_timestamp_nanos()).ok())
+}
+
+/// Why a stream's creation time could not be learned.
+#[derive(Debug, thiserror::Error)]
+#[error("stream {stream}: {source}")]
+pub struct LookupError {
+    stream: String,
+    #[source]
+    source: async_nats::Error,
 }
 
 #[cfg(test)]

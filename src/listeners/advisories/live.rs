@@ -3,17 +3,15 @@
 //! Advisories sent while the exporter is down are lost; use durable mode for
 //! exact counts across restarts.
 //!
-//! Own drops, counted exactly: async-nats drops a message when a
-//! subscription's buffer is full and reports it only through a lossy event
-//! channel. The advisory connection carries nothing but the advisory
-//! subscriptions, so every message the client reads (`in_messages`) is either
-//! handed to us or dropped. Every second the listener reads `in_messages`
-//! (= a), flushes (a PING round trip: the client has then finished handing
-//! over or dropping those a messages), and drains its buffers; `a - received`
-//! is then a lower bound of the drops, and exact whenever no message arrived
-//! during the round trip. The counter follows that bound, so it never
-//! over-counts and catches up as soon as traffic pauses. Dead-letter capture
-//! uses a second connection so its replies do not enter this arithmetic.
+//! Own drops, counted exactly: async-nats reports a full subscription buffer
+//! only through a lossy event channel, but this connection carries nothing
+//! but the advisory subscriptions, so every message it reads (`in_messages`)
+//! is handed over or dropped. Every [`AUDIT_INTERVAL`] the listener reads
+//! `in_messages`, flushes (after the round trip those are handed over or
+//! dropped) and drains its buffers: `in_messages - received` is a lower
+//! bound of the drops, exact when nothing arrived meanwhile, so the counter
+//! never over-counts and catches up when traffic pauses. Dead-letter
+//! capture uses a second connection to stay out of this arithmetic.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -66,7 +64,7 @@ async fn subscribe_all(client: &Client) -> Result<SelectAll<Subscriber>, Listene
             client
                 .subscribe(s)
                 .await
-                .map_err(|e| ListenerError::request(&format!("subscribe {s}"), e))?,
+                .map_err(|e| ListenerError::request(&format!("subscribe {s}"), &e))?,
         );
     }
     Ok(futures::stream::select_all(subs))
@@ -86,26 +84,14 @@ async fn session(
 ) -> Result<(), ListenerError> {
     let client = l.connect("advisories", l.args.buffer.max(1)).await?;
     let dead_letter = match &l.args.dead_letter_stream {
-        Some(stream) => {
-            let dl_client = l.connect("dead-letter", 1024).await?;
-            let setup = DeadLetter::setup(
-                async_nats::jetstream::new(dl_client),
-                stream,
-                &l.args.dead_letter_subject_prefix,
-                l.args.dead_letter_terminated,
-                &l.account,
-                l.metrics.clone(),
-            );
-            match or_stop(shutdown, setup).await {
-                None => return Ok(()),
-                Some(r) => Some(r.map_err(|e| ListenerError::request("dead-letter stream", e))?),
-            }
-        }
+        Some(stream) => match set_up_dead_letter(l, stream, shutdown).await? {
+            Some(dl) => Some(dl),
+            None => return Ok(()),
+        },
         None => None,
     };
-    let stats = client.statistics();
     let mut audit = DropAudit {
-        baseline: stats.in_messages.load(Ordering::Relaxed),
+        baseline: client.statistics().in_messages.load(Ordering::Relaxed),
         received: 0,
         reported: 0,
     };
@@ -114,7 +100,7 @@ async fn session(
     // the server refuses us this waits, so shutdown must be able to cut in.
     match or_stop(shutdown, client.flush()).await {
         None => return Ok(()),
-        Some(r) => r.map_err(|e| ListenerError::request("subscribe", e))?,
+        Some(r) => r.map_err(|e| ListenerError::request("subscribe", &e))?,
     }
     l.metrics.set_up(&l.account, true);
     let dropped = l.metrics.dropped.get_or_create_owned(&AccountLabels {
@@ -137,21 +123,9 @@ async fn session(
                 if !connected {
                     continue;
                 }
-                let a = stats.in_messages.load(Ordering::Relaxed);
-                // Only a completed round trip proves those `a` messages were
-                // handed over or dropped.
-                let flushed = tokio::time::timeout(AUDIT_INTERVAL * 5, client.flush()).await;
-                if !matches!(flushed, Ok(Ok(()))) {
+                let Some(lower) = audit_drops(&client, &mut subs, &mut audit, counter, dead_letter.as_ref()).await else {
                     continue;
-                }
-                // Unconstrained: under Tokio's cooperative budget a channel
-                // that still holds messages can answer "not ready", and
-                // every message left behind here would be taken for a drop.
-                while let Some(Some(msg)) = tokio::task::unconstrained(subs.next()).now_or_never() {
-                    audit.received += 1;
-                    handle(counter, dead_letter.as_ref(), msg).await;
-                }
-                let lower = a.saturating_sub(audit.baseline).saturating_sub(audit.received);
+                };
                 if lower > audit.reported {
                     dropped.inc_by(lower - audit.reported);
                     tracing::error!(
@@ -164,6 +138,62 @@ async fn session(
             }
         }
     }
+}
+
+/// Sets up dead-letter capture on its own connection; `None` when shutdown
+/// came first.
+async fn set_up_dead_letter(
+    l: &AccountListener,
+    stream: &str,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<Option<DeadLetter>, ListenerError> {
+    let dl_client = l.connect("dead-letter", 1024).await?;
+    let setup = DeadLetter::setup(
+        async_nats::jetstream::new(dl_client),
+        stream,
+        &l.args.dead_letter_subject_prefix,
+        l.args.dead_letter_terminated,
+        &l.account,
+        l.metrics.clone(),
+    );
+    match or_stop(shutdown, setup).await {
+        None => Ok(None),
+        Some(r) => {
+            Ok(Some(r.map_err(|e| {
+                ListenerError::request("dead-letter stream", &e)
+            })?))
+        }
+    }
+}
+
+/// One audit round: reads the connection's message count, waits for a round
+/// trip, drains the buffers and returns the lower bound of the drops so far
+/// (`None` when the round trip did not complete).
+async fn audit_drops(
+    client: &Client,
+    subs: &mut SelectAll<Subscriber>,
+    audit: &mut DropAudit,
+    counter: &mut AdvisoryCounter,
+    dead_letter: Option<&DeadLetter>,
+) -> Option<u64> {
+    let a = client.statistics().in_messages.load(Ordering::Relaxed);
+    // Only a completed round trip proves those `a` messages were
+    // handed over or dropped.
+    let flushed = tokio::time::timeout(AUDIT_INTERVAL * 5, client.flush()).await;
+    if !matches!(flushed, Ok(Ok(()))) {
+        return None;
+    }
+    // Unconstrained: under Tokio's cooperative budget a channel
+    // that still holds messages can answer "not ready", and
+    // every message left behind here would be taken for a drop.
+    while let Some(Some(msg)) = tokio::task::unconstrained(subs.next()).now_or_never() {
+        audit.received += 1;
+        handle(counter, dead_letter, msg).await;
+    }
+    Some(
+        a.saturating_sub(audit.baseline)
+            .saturating_sub(audit.received),
+    )
 }
 
 async fn handle(counter: &mut AdvisoryCounter, dead_letter: Option<&DeadLetter>, msg: Message) {

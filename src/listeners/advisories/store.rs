@@ -30,7 +30,7 @@ const LOAD_STALL: std::time::Duration = std::time::Duration::from_secs(10);
 /// (0: not in the bucket yet).
 #[derive(Clone, Debug, Default)]
 pub struct Stored {
-    /// The totals.
+    /// The totals as the bucket holds them.
     pub totals: Totals,
     /// The key's revision.
     pub revision: u64,
@@ -58,38 +58,11 @@ impl TotalsStore {
         bucket: &str,
         replicas: usize,
     ) -> Result<(TotalsStore, kv::Watch), ListenerError> {
-        let exists = match js.get_stream(format!("KV_{bucket}")).await {
-            Ok(_) => true,
-            Err(e) if super::api_errors::is_stream_not_found(&e) => false,
-            Err(e) => return Err(ListenerError::request(&format!("bucket {bucket:?}"), e)),
-        };
-        if !exists {
-            // The bucket's stream made directly, as a key-value bucket with
-            // history 1: async-nats' own bucket creation cannot read the
-            // answer of servers before 2.10.
-            js.create_stream(jetstream::stream::Config {
-                name: format!("KV_{bucket}"),
-                description: Some(
-                    "nats-delivery-exporter: advisory totals (commit before ack)".into(),
-                ),
-                subjects: vec![format!("$KV.{bucket}.>")],
-                max_messages_per_subject: 1,
-                discard: jetstream::stream::DiscardPolicy::New,
-                allow_rollup: true,
-                deny_delete: true,
-                allow_direct: true,
-                storage: jetstream::stream::StorageType::File,
-                num_replicas: replicas,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| ListenerError::request(&format!("create bucket {bucket:?}"), e))?;
-            tracing::info!(bucket, replicas, "created the advisory totals bucket");
-        }
+        ensure_bucket(js, bucket, replicas).await?;
         let kv = js
             .get_key_value(bucket)
             .await
-            .map_err(|e| ListenerError::request(&format!("bucket {bucket:?}"), e))?;
+            .map_err(|e| ListenerError::request(&format!("bucket {bucket:?}"), &e))?;
         let mut stream = js
             .get_stream(format!("KV_{bucket}"))
             .await
@@ -119,32 +92,39 @@ impl TotalsStore {
             entries: HashMap::new(),
         };
         if keys > 0 {
-            // The watch is an ordered consumer: after a leader change it may
-            // stall until it notices and starts again. A load that makes no
-            // progress for a while fails and setup starts over.
-            loop {
-                let entry = match tokio::time::timeout(LOAD_STALL, watch.next()).await {
-                    Ok(Some(entry)) => entry,
-                    Ok(None) => return Err(ListenerError::store("read totals: the watch ended")),
-                    Err(_) => {
-                        return Err(ListenerError::new(
-                            crate::nats::retry::ErrorKind::Timeout,
-                            format!(
-                                "read totals: nothing arrived for {} s",
-                                LOAD_STALL.as_secs()
-                            ),
-                        ))
-                    }
-                };
-                let entry = entry.map_err(|e| ListenerError::store(format!("read totals: {e}")))?;
-                let caught_up = entry.delta == 0;
-                store.absorb(&entry);
-                if caught_up {
-                    break;
-                }
-            }
+            store.load(&mut watch).await?;
         }
         Ok((store, watch))
+    }
+
+    /// Reads the newest value of every key from the start of `watch`.
+    ///
+    /// The watch is an ordered consumer: after a leader change it may
+    /// stall until it notices and starts again. A load that makes no
+    /// progress for a while fails and setup starts over.
+    async fn load(&mut self, watch: &mut kv::Watch) -> Result<(), ListenerError> {
+        loop {
+            let entry = match tokio::time::timeout(LOAD_STALL, watch.next()).await {
+                Ok(Some(entry)) => entry,
+                Ok(None) => return Err(ListenerError::store("read totals: the watch ended")),
+                Err(_) => {
+                    return Err(ListenerError::new(
+                        crate::nats::retry::ErrorKind::Timeout,
+                        format!(
+                            "read totals: nothing arrived for {} s",
+                            LOAD_STALL.as_secs()
+                        ),
+                    ))
+                }
+            };
+            let entry = entry.map_err(|e| ListenerError::store(format!("read totals: {e}")))?;
+            let caught_up = entry.delta == 0;
+            self.absorb(&entry);
+            if caught_up {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Takes one entry read from the bucket into memory; returns its totals.
@@ -280,6 +260,41 @@ impl TotalsStore {
             .map(|s| (s.totals.stream.clone(), s.totals.consumer.clone()))
             .collect()
     }
+}
+
+/// Creates the bucket's stream unless it exists.
+async fn ensure_bucket(
+    js: &jetstream::Context,
+    bucket: &str,
+    replicas: usize,
+) -> Result<(), ListenerError> {
+    let exists = match js.get_stream(format!("KV_{bucket}")).await {
+        Ok(_) => true,
+        Err(e) if super::api_errors::is_stream_not_found(&e) => false,
+        Err(e) => return Err(ListenerError::request(&format!("bucket {bucket:?}"), &e)),
+    };
+    if !exists {
+        // The bucket's stream made directly, as a key-value bucket with
+        // history 1: async-nats' own bucket creation cannot read the
+        // answer of servers before 2.10.
+        js.create_stream(jetstream::stream::Config {
+            name: format!("KV_{bucket}"),
+            description: Some("nats-delivery-exporter: advisory totals (commit before ack)".into()),
+            subjects: vec![format!("$KV.{bucket}.>")],
+            max_messages_per_subject: 1,
+            discard: jetstream::stream::DiscardPolicy::New,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            storage: jetstream::stream::StorageType::File,
+            num_replicas: replicas,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| ListenerError::request(&format!("create bucket {bucket:?}"), &e))?;
+        tracing::info!(bucket, replicas, "created the advisory totals bucket");
+    }
+    Ok(())
 }
 
 fn is_wrong_last_sequence(e: &jetstream::context::PublishError) -> bool {

@@ -1,21 +1,16 @@
 //! The stored totals of durable mode: what one key of the totals bucket
 //! holds, and how a batch of advisories changes it.
 //!
-//! One key per (stream, consumer) series and one for the account. Each value
-//! carries, besides the totals, what makes a redelivered or re-sent advisory
-//! recognisable after a restart:
+//! One key per (stream, consumer) series and one for the account, each with
+//! what makes a redelivered or re-sent advisory recognisable after a restart:
 //! - `applied`: the advisory stream's sequences already added to this key,
 //!   with the advisory stream's creation time they belong to (`source`).
-//!   Everything at or below the consumer's ack floor was handled, so it is
-//!   kept as one range starting at 1: the value stays small, and an
-//!   acknowledged advisory handed out again (a consumer replica that had not
-//!   caught up becoming leader after a server is lost) is still recognised;
+//!   Everything at or below the consumer's ack floor is one range from 1, so
+//!   the value stays small and an advisory handed out again by a lagging
+//!   replica that became leader is still recognised;
 //! - `dead`: the stream sequences of the messages that exhausted max
-//!   deliveries in this series, as ranges. That happens once per message and
-//!   consumer, yet a new consumer leader re-announces it for every such
-//!   message still in its replicated state (nats-server 2.9 was seen
-//!   re-announcing 60 at once), so every one is remembered, not only the
-//!   last few;
+//!   deliveries in this series, as ranges: a new consumer leader
+//!   re-announces every such message still in its replicated state;
 //! - `recent`: the identities of the key's last [`RECENT_EVENTS`] events, so a
 //!   server that re-sends a NAK advisory after a leader change is caught
 //!   across restarts too.

@@ -3,23 +3,14 @@
 //! and `instance` labels so that applications without an HTTP server appear
 //! next to the server's own numbers.
 //!
-//! Reports carry absolute values, so a lost report is harmless: the next one
-//! carries the totals. Anyone allowed to publish on the report subject can
-//! send one, so everything a report can make the exporter hold is bounded
-//! ([`ReportLimits`]): its size, its label values, its subscriptions and
-//! consumers per instance (more fold into `__overflow__`, counted), and the
-//! number of instances: past [`ReportLimits::max_instances`], reports are
-//! summed under client and instance `__overflow__` (counted), and past
-//! [`ReportLimits::max_folded_instances`] more they are rejected.
-//! Re-exported counters never go backwards: a lower total is a restart of
-//! that instance and adds the new total, so `increase()` equals the true
-//! count, for the `__overflow__` series too. An instance that has not
-//! reported for the expiry time is removed by a timer of its own, freeing
-//! its memory.
-//! The wire format is described in the crate's README; names in METRICS.md
-//! under "Application reports re-exported by the exporter". They use the
-//! prefix `nats_delivery_app_` so that they never collide with the crate's
-//! own `nats_delivery_client_` series when Prometheus scrapes both.
+//! Reports carry absolute values, so a lost report is harmless. Anyone
+//! allowed to publish on the report subject can send one, so all a report
+//! can make the exporter hold is bounded ([`ReportLimits`]); what does not
+//! fit is folded into `__overflow__` and counted. A lower total is a restart
+//! of that instance, so `increase()` equals the true count. The prefix
+//! `nats_delivery_app_` keeps these apart from the crate's own
+//! `nats_delivery_client_` series when Prometheus scrapes both (wire format:
+//! the crate's README; metrics: METRICS.md).
 
 mod collector;
 mod error;
@@ -70,11 +61,10 @@ const MAX_FOLDED: usize = 65_536;
 
 impl ReportLimits {
     /// Instances past [`Self::max_instances`] whose reports are summed under
-    /// `__overflow__`: 16 times `max_instances`, at most 65,536 (about 50 MB
-    /// whatever `max_instances` is). Each costs the exporter its
-    /// name and one total per counter (about 800 bytes with short names,
-    /// `benches/client_reports.rs`), kept to add only what it counted since
-    /// its previous report.
+    /// `__overflow__`: 16 times `max_instances`, at most 65,536. Each costs
+    /// the exporter its name and one total per counter, kept to add only what
+    /// it counted since its previous report (`benches/client_reports.rs`
+    /// measures the cost).
     pub fn max_folded_instances(&self) -> usize {
         self.max_instances
             .saturating_mul(FOLDED_PER_KEPT)
@@ -290,8 +280,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// A report of a new instance at the instance limit removes expired
 /// instances first, at most this often: the sweep visits every kept and
 /// folded instance, and a flood of new instances would otherwise pay for
-/// it on every report (29 us instead of 3 us per report at the default
-/// limits, `benches/client_reports.rs`).
+/// it on every report.
 const SWEEP_ON_RECORD_GAP: Duration = Duration::from_millis(100);
 
 /// Pause before subscribing again after the subscription failed or ended.
@@ -347,7 +336,7 @@ pub async fn run_client_reports(
             }
             Err(e) => {
                 reports.set_listener_up(false);
-                reports.count_listener_error(ErrorKind::of_request(&e.to_string()));
+                reports.count_listener_error(ErrorKind::of_request(&e));
                 tracing::error!(%subject, error = %e, "cannot subscribe to application reports");
             }
         }

@@ -3,27 +3,15 @@
 //! instance `__overflow__` (subscription, stream and consumer `__overflow__`
 //! as well), instead of being rejected.
 //!
-//! Reports carry cumulative totals per instance, so the sum cannot simply
-//! add what each report says: it adds, per folded instance, what that
-//! instance counted since its previous report. That needs the previous
-//! totals of every folded instance; only their sums are kept (one value per
-//! counter, no names), so a folded instance costs under 1 KiB. Their
-//! number is bounded as well
-//! ([`ReportLimits::max_folded_instances`](super::ReportLimits::max_folded_instances)):
-//! reports of instances past that are rejected.
-//!
-//! A folded instance stays folded until it has not reported for the expiry
-//! time, even when a kept instance expires and frees a slot: moving it to
-//! series of its own would split its count over two series mid-way.
-//!
-//! Gauges are not cumulative: the pending values of `__overflow__` are the
-//! sum of the latest values of the folded instances not yet expired (the
-//! high-water mark the largest of theirs), computed at each scrape.
-//!
-//! What sums cannot tell apart: a folded instance whose report no longer
-//! lists a subscription (its summed total goes down) is taken as restarted,
-//! and one that was silent past the expiry time and reports again is new;
-//! both add their whole new totals.
+//! Reports carry cumulative totals, so the sum adds, per folded instance,
+//! what it counted since its previous report: each folded instance keeps
+//! its previous totals as sums (no names), and their number is bounded by
+//! [`ReportLimits::max_folded_instances`](super::ReportLimits::max_folded_instances).
+//! A folded instance stays folded until it expires, so its count is never
+//! split over two series. Gauges are the sums of the latest values of the
+//! folded instances (the high-water mark their largest), at each scrape.
+//! A total that goes down (a subscription no longer listed) is a restart,
+//! and the whole new totals are added.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

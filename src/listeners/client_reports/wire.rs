@@ -133,9 +133,34 @@ pub fn parse(payload: &[u8], limits: &ReportLimits) -> Result<Bounded, ReportErr
             s
         }
     };
+    let (subscriptions, sub_duplicates) = bound_subscriptions(report.subscriptions, &mut label);
+    let (consumers, consumer_duplicates) = bound_consumers(report.jetstream_consumers, &mut label);
+    folded.duplicates = sub_duplicates + consumer_duplicates;
+    let events = report
+        .connection_events
+        .iter()
+        .filter_map(|(e, n)| EVENTS.iter().find(|k| *k == e).map(|k| (*k, *n)))
+        .collect();
+    Ok(Bounded {
+        client: report.client,
+        instance: report.instance,
+        sequence: report.sequence,
+        subscriptions,
+        events,
+        consumers,
+        folded,
+    })
+}
+
+/// The report's subscriptions by bounded name, entries naming one a second
+/// time merged; returns them and how many were merged.
+fn bound_subscriptions(
+    wire: Vec<WireSubscription>,
+    label: &mut impl FnMut(String) -> String,
+) -> (BTreeMap<String, (SubCounters, SubGauges)>, u64) {
     let mut subscriptions: BTreeMap<String, (SubCounters, SubGauges)> = BTreeMap::new();
     let mut duplicates = 0;
-    for s in report.subscriptions {
+    for s in wire {
         let counters = [
             s.delivered_messages,
             s.dropped_messages,
@@ -158,8 +183,18 @@ pub fn parse(payload: &[u8], limits: &ReportLimits) -> Result<Bounded, ReportErr
             }
         }
     }
+    (subscriptions, duplicates)
+}
+
+/// The report's consumers by bounded stream and name, entries naming one a
+/// second time added up; returns them and how many were merged.
+fn bound_consumers(
+    wire: Vec<WireConsumer>,
+    label: &mut impl FnMut(String) -> String,
+) -> (BTreeMap<(String, String), ConsumerCounters>, u64) {
     let mut consumers: BTreeMap<(String, String), ConsumerCounters> = BTreeMap::new();
-    for c in report.jetstream_consumers {
+    let mut duplicates = 0;
+    for c in wire {
         let mut counters = [
             c.received_messages,
             c.redelivered_messages,
@@ -184,21 +219,7 @@ pub fn parse(payload: &[u8], limits: &ReportLimits) -> Result<Bounded, ReportErr
             }
         }
     }
-    folded.duplicates = duplicates;
-    let events = report
-        .connection_events
-        .iter()
-        .filter_map(|(e, n)| EVENTS.iter().find(|k| *k == e).map(|k| (*k, *n)))
-        .collect();
-    Ok(Bounded {
-        client: report.client,
-        instance: report.instance,
-        sequence: report.sequence,
-        subscriptions,
-        events,
-        consumers,
-        folded,
-    })
+    (consumers, duplicates)
 }
 
 /// Adds counters that are present; a value present on either side stays present.

@@ -279,7 +279,7 @@ impl Poller {
                 Err(e) => {
                     match &target.url {
                         Some(url) => {
-                            tracing::warn!(target = %redacted(url), source = source.as_str(), error = %e, "poll failed")
+                            tracing::warn!(url = %redacted(url), source = source.as_str(), error = %e, "poll failed")
                         }
                         None => {
                             tracing::warn!(server = %target.identity, source = source.as_str(), error = %e, "poll failed")

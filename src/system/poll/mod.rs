@@ -185,9 +185,7 @@ impl SystemPolling {
     pub async fn survey(&self, deadline: Duration) -> Result<SurveyOutcome, SurveyError> {
         let state = self.requests.client.connection_state();
         if state != async_nats::connection::State::Connected {
-            return Err(SurveyError::Publish(format!(
-                "the system-account connection is not up ({state})"
-            )));
+            return Err(SurveyError::NotConnected(state));
         }
         let waiting = Waiting {
             gap: self.gap.min(deadline),

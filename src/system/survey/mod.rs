@@ -107,9 +107,16 @@ pub fn parse_reply(payload: &[u8]) -> Result<Answer, ReplyError> {
 /// Why a survey failed as a whole (single replies that fail are counted).
 #[derive(Debug, thiserror::Error)]
 pub enum SurveyError {
+    /// The replies could not be subscribed to.
+    #[error("cannot send the survey request: {0}")]
+    Subscribe(#[source] async_nats::SubscribeError),
     /// The request could not be sent.
     #[error("cannot send the survey request: {0}")]
-    Publish(String),
+    Publish(#[source] async_nats::PublishError),
+    /// The system-account connection is not up: a request queued for a
+    /// later connection would only wait out the deadline.
+    #[error("cannot send the survey request: the system-account connection is not up ({0})")]
+    NotConnected(async_nats::connection::State),
     /// The reply subscription is gone (the connection was closed).
     #[error("the survey reply subscription ended")]
     Closed,
@@ -165,7 +172,7 @@ impl Survey {
         let mut replies = client
             .subscribe(format!("{inbox}.*"))
             .await
-            .map_err(|e| SurveyError::Publish(e.to_string()))?;
+            .map_err(SurveyError::Subscribe)?;
         let routing = Arc::new(Mutex::new(Routing::default()));
         let reply_prefix = format!("{inbox}.");
         let router = tokio::spawn({
@@ -229,7 +236,7 @@ impl Survey {
             .client
             .publish_with_reply(subject, reply, request)
             .await
-            .map_err(|e| SurveyError::Publish(e.to_string()));
+            .map_err(SurveyError::Publish);
         let expected = self.roster.lock().expect("roster lock").expected();
         let mut answers = Vec::new();
         let mut broken = 0;

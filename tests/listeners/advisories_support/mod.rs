@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod binary;
+pub mod dead_letter;
 
 use std::time::{Duration, Instant};
 
