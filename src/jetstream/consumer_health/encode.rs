@@ -63,14 +63,13 @@ fn status_family(t: Target, family: (&'static str, &'static str)) {
         return write_family(t.out, t.format, MetricType::Gauge, family, series);
     }
     let series = t.health.iter().enumerate().flat_map(|(i, h)| {
-        more.iter()
-            .map(move |(s, more)| {
-                (
-                    t.labels.get(i),
-                    more.as_str(),
-                    Num::U(u64::from(*s == h.status)),
-                )
-            })
+        more.iter().map(move |(s, more)| {
+            (
+                t.labels.get(i),
+                more.as_str(),
+                Num::U(u64::from(*s == h.status)),
+            )
+        })
     });
     write_family(t.out, t.format, MetricType::Gauge, family, series);
 }
