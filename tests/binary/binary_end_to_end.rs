@@ -70,7 +70,38 @@ async fn the_binary_counts_every_kind_of_loss_it_listens_for() {
     })
     .await;
 
-    // JetStream: 4 messages NAKed, 1 terminated by the client.
+    let client = nak_four_and_terminate_one(&server).await;
+
+    let (_app, _held, _reports) = drop_eight_of_ten(&server, &client).await;
+
+    let app_labels = [
+        ("client", "e2e-app"),
+        ("instance", "e2e-1"),
+        ("subscription", "work"),
+    ];
+    let c = [("account", "$G"), ("stream", "E2E"), ("consumer", "worker")];
+    let text = common::wait_for_async(
+        20,
+        "the advisories and the application's report",
+        || async {
+            let text = scrape(&exporter.url).await?;
+            let naks = value(&text, "nats_delivery_jetstream_naks_total", &c);
+            let dropped = value(
+                &text,
+                "nats_delivery_app_dropped_messages_total",
+                &app_labels,
+            );
+            (naks == Some(4.0) && dropped == Some(8.0)).then_some(text)
+        },
+    )
+    .await;
+    check_the_other_series(&text);
+
+    stop_with_sigterm(exporter).await;
+}
+
+/// JetStream: 4 messages NAKed, 1 terminated by the client; the client.
+async fn nak_four_and_terminate_one(server: &NatsServer) -> async_nats::Client {
     let client = async_nats::connect(server.client_url()).await.unwrap();
     let js = jetstream::new(client.clone());
     let st = js
@@ -103,8 +134,16 @@ async fn the_binary_counts_every_kind_of_loss_it_listens_for() {
     }
     assert_eq!(n, 5);
 
-    // An application whose subscription holds at most 2 messages: 10 arrive
-    // while it reads none, 8 are dropped, and its reports say so.
+    client
+}
+
+/// An application whose subscription holds at most 2 messages: 10 arrive
+/// while it reads none, 8 are dropped, and its reports say so. What must
+/// live as long as the test: the connection, the subscription, the reports.
+async fn drop_eight_of_ten(
+    server: &NatsServer,
+    client: &async_nats::Client,
+) -> (async_nats::Client, impl Sized, impl Sized) {
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = ClientMetrics::new("e2e-app", &mut registry);
     let app = metrics
@@ -112,7 +151,7 @@ async fn the_binary_counts_every_kind_of_loss_it_listens_for() {
         .connect(server.client_url())
         .await
         .unwrap();
-    let _held = metrics
+    let held = metrics
         .subscribe_with(
             &app,
             "work",
@@ -130,66 +169,57 @@ async fn the_binary_counts_every_kind_of_loss_it_listens_for() {
         client.publish("work", "job".into()).await.unwrap();
     }
     client.flush().await.unwrap();
-    let _reports = metrics.publish_reports(
+    let reports = metrics.publish_reports(
         app.clone(),
         ReportOptions::new()
             .interval(Duration::from_millis(200))
             .instance("e2e-1"),
     );
 
+    (app, held, reports)
+}
+
+/// The series beside the ones the test waited for.
+fn check_the_other_series(text: &str) {
     let app_labels = [
         ("client", "e2e-app"),
         ("instance", "e2e-1"),
         ("subscription", "work"),
     ];
     let c = [("account", "$G"), ("stream", "E2E"), ("consumer", "worker")];
-    let text = common::wait_for_async(
-        20,
-        "the advisories and the application's report",
-        || async {
-            let text = scrape(&exporter.url).await?;
-            let naks = value(&text, "nats_delivery_jetstream_naks_total", &c);
-            let dropped = value(
-                &text,
-                "nats_delivery_app_dropped_messages_total",
-                &app_labels,
-            );
-            (naks == Some(4.0) && dropped == Some(8.0)).then_some(text)
-        },
-    )
-    .await;
     assert_eq!(
         value(
-            &text,
+            text,
             "nats_delivery_jetstream_terminated_total",
             &[("reason", "client")]
         ),
         Some(1.0)
     );
     assert_eq!(
-        value(&text, "nats_delivery_app_pending_messages", &app_labels),
+        value(text, "nats_delivery_app_pending_messages", &app_labels),
         Some(2.0)
     );
     assert_eq!(
-        value(&text, "nats_delivery_consumer_ack_pending_messages", &c),
+        value(text, "nats_delivery_consumer_ack_pending_messages", &c),
         Some(4.0)
     );
     assert_eq!(
-        value(&text, "nats_delivery_up", &[("source", "jsz")]),
+        value(text, "nats_delivery_up", &[("source", "jsz")]),
         Some(1.0)
     );
     assert_eq!(
-        value(&text, "nats_delivery_app_report_instances_limit", &[]),
+        value(text, "nats_delivery_app_report_instances_limit", &[]),
         Some(3.0)
     );
     assert_eq!(
-        value(&text, "nats_delivery_app_reports_listener_up", &[]),
+        value(text, "nats_delivery_app_reports_listener_up", &[]),
         Some(1.0)
     );
-    nats_test_server::reference::assert_documented(&text);
+    nats_test_server::reference::assert_documented(text);
+}
 
-    // SIGTERM: a clean stop.
-    let mut exporter = exporter;
+/// SIGTERM: a clean stop.
+async fn stop_with_sigterm(mut exporter: Exporter) {
     let status = Command::new("kill")
         .args(["-TERM", &exporter.child.id().to_string()])
         .status()

@@ -116,25 +116,24 @@ fn a_busy_listen_address_is_a_clear_error() {
 
 /// Every value that cannot work is refused at start, before anything
 /// connects: status 2, one line, naming the flag.
+fn assert_refused(table: Vec<(Vec<&str>, &str, &str)>) {
+    for (mut args, flag, says) in table {
+        args.extend(["--listen", "127.0.0.1:0"]);
+        let (code, _, stderr) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(flag),
+            "{args:?} does not name {flag}: {stderr}"
+        );
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
-fn unusable_values_are_refused_at_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let pem = dir.path().join("client.pem");
-    std::fs::write(
-        &pem,
-        "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n",
-    )
-    .unwrap();
-    let not_pem = dir.path().join("notes.txt");
-    std::fs::write(&not_pem, "hello").unwrap();
-    let missing = dir.path().join("missing.creds");
-    let (pem, not_pem, missing) = (
-        pem.to_str().unwrap(),
-        not_pem.to_str().unwrap(),
-        missing.to_str().unwrap(),
-    );
-    let account_creds = format!("A=creds:{missing}");
-    let table: Vec<(Vec<&str>, &str, &str)> = vec![
+fn unusable_names_and_urls_are_refused_at_start() {
+    assert_refused(vec![
         (
             vec!["--timeout", "99999999999999999999s"],
             "--timeout",
@@ -165,6 +164,53 @@ fn unusable_values_are_refused_at_start() {
             "--nats-servers",
             "scheme",
         ),
+        (
+            vec!["--consumer-status-window", "five minutes"],
+            "--consumer-status-window",
+            "not a duration",
+        ),
+        (
+            vec!["--consumer-status-window", "5 weeks"],
+            "--consumer-status-window",
+            "unknown unit",
+        ),
+        (
+            vec!["--consumer-timestamp-reads", "many"],
+            "--consumer-timestamp-reads",
+            "invalid digit",
+        ),
+        (
+            vec!["--advisories-buffer", "0"],
+            "--advisories-buffer",
+            "at least 1",
+        ),
+        (
+            vec!["--advisories-max-series", "0"],
+            "--advisories-max-series",
+            "at least 1",
+        ),
+    ]);
+}
+
+#[test]
+fn unusable_files_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("client.pem");
+    std::fs::write(
+        &pem,
+        "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let not_pem = dir.path().join("notes.txt");
+    std::fs::write(&not_pem, "hello").unwrap();
+    let missing = dir.path().join("missing.creds");
+    let (pem, not_pem, missing) = (
+        pem.to_str().unwrap(),
+        not_pem.to_str().unwrap(),
+        missing.to_str().unwrap(),
+    );
+    let account_creds = format!("A=creds:{missing}");
+    assert_refused(vec![
         (
             vec!["--nats-creds-file", missing],
             "--nats-creds-file",
@@ -201,41 +247,6 @@ fn unusable_values_are_refused_at_start() {
             "cannot read",
         ),
         (
-            vec!["--consumer-status-window", "five minutes"],
-            "--consumer-status-window",
-            "not a duration",
-        ),
-        (
-            vec!["--consumer-status-window", "5 weeks"],
-            "--consumer-status-window",
-            "unknown unit",
-        ),
-        (
-            vec!["--consumer-timestamp-reads", "many"],
-            "--consumer-timestamp-reads",
-            "invalid digit",
-        ),
-        (
-            vec!["--advisories-buffer", "0"],
-            "--advisories-buffer",
-            "at least 1",
-        ),
-        (
-            vec!["--advisories-max-series", "0"],
-            "--advisories-max-series",
-            "at least 1",
-        ),
-        (
-            vec!["--advisories-replicas", "9"],
-            "--advisories-replicas",
-            "1..=5",
-        ),
-        (
-            vec!["--advisories-totals-bucket", "totals.v1"],
-            "--advisories-totals-bucket",
-            "not a valid bucket name",
-        ),
-        (
             vec![
                 "--nats-servers",
                 "nats://127.0.0.1:1",
@@ -249,6 +260,22 @@ fn unusable_values_are_refused_at_start() {
             "name the bucket",
         ),
         (vec!["--nats-tls-cert", pem], "--nats-tls-key", "required"),
+    ]);
+}
+
+#[test]
+fn unusable_durations_and_settings_are_refused_at_start() {
+    assert_refused(vec![
+        (
+            vec!["--advisories-replicas", "9"],
+            "--advisories-replicas",
+            "1..=5",
+        ),
+        (
+            vec!["--advisories-totals-bucket", "totals.v1"],
+            "--advisories-totals-bucket",
+            "not a valid bucket name",
+        ),
         (
             vec!["--max-reply-size", "0"],
             "--max-reply-size",
@@ -305,18 +332,5 @@ fn unusable_values_are_refused_at_start() {
             "--monitor-url",
             "given twice",
         ),
-    ];
-    for (args, flag, says) in table {
-        let mut args = args;
-        args.extend(["--listen", "127.0.0.1:0"]);
-        let (code, _, stderr) = run(&args);
-        assert_eq!(code, 2, "{args:?}: {stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
-        assert!(
-            stderr.contains(flag),
-            "{args:?} does not name {flag}: {stderr}"
-        );
-        assert!(stderr.contains(says), "{args:?}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-    }
+    ]);
 }
