@@ -291,9 +291,11 @@ pub fn write_consumer_family(
         return;
     }
     let n = consumers.len();
-    let folded_series = |value: fn(&FoldedRow) -> u64| {
+    // A family without a folded value writes no folded series (a filter,
+    // not an empty chain, so that the series' count stays bounded).
+    let folded_series = |value: Option<fn(&FoldedRow) -> u64>| {
         let rows = folded.iter().enumerate();
-        rows.map(move |(i, f)| (labels.get(n + i), "", Num::U(value(f))))
+        rows.filter_map(move |(i, f)| Some((labels.get(n + i), "", Num::U(value?(f)))))
     };
     if let Some(counter) = index
         .checked_sub(CONSUMER_FAMILIES.len())
@@ -306,7 +308,7 @@ pub fn write_consumer_family(
         let value = counter.value;
         let written = rows
             .map(|(i, (_, _, c, _))| (labels.get(i), "", Num::U(value(c))))
-            .chain(folded_series(counter.folded));
+            .chain(folded_series(Some(counter.folded)));
         let family = (counter.name, counter.help);
         return write_family(out, format, MetricType::Counter, family, written);
     }
@@ -318,7 +320,7 @@ pub fn write_consumer_family(
         .iter()
         .enumerate()
         .filter_map(|(i, (_, _, c, now))| Some((labels.get(i), "", (family.value)(c, *now)?)))
-        .chain(family.folded.into_iter().flat_map(folded_series));
+        .chain(folded_series(family.folded));
     write_family(
         out,
         format,

@@ -94,19 +94,20 @@ impl Exposition {
     ) {
         let main = self.encode_main(snapshot, format);
         let (_, consumers) = snapshot.rows();
-        // Every per-consumer family repeats each consumer's labels: rendered once.
-        let mut labels =
-            ConsumerLabels::new(consumers.iter().map(|(a, s, c, _)| (*a, *s, &c.name[..])));
-        for f in &snapshot.folded {
-            labels.push(&f.account, &f.stream, EPHEMERAL_LABEL);
-        }
         // The folded ephemerals are written with the last block: there is
         // one even when every consumer is folded.
         let folded = usize::from(!snapshot.folded.is_empty());
         let blocks = consumers.len().div_ceil(BLOCK).max(folded);
         let pieces = CONSUMER_PARTS * blocks;
+        // The main part is sent while the labels are rendered.
         if head.send((main, pieces)).is_err() {
             return;
+        }
+        // Every per-consumer family repeats each consumer's labels: rendered once.
+        let mut labels =
+            ConsumerLabels::new(consumers.iter().map(|(a, s, c, _)| (*a, *s, &c.name[..])));
+        for f in &snapshot.folded {
+            labels.push(&f.account, &f.stream, EPHEMERAL_LABEL);
         }
         let threads = senders.len();
         let write_share = |(first, sender): (usize, mpsc::Sender<String>)| {

@@ -145,7 +145,11 @@ pub fn write_family<'a>(
         _ => "{",
     };
     let (mut int, mut float) = (itoa::Buffer::new(), dtoa::Buffer::new());
+    // Room for the lines to come, taken once after the first: a piece grown
+    // by doubling copies its text about once more.
+    let mut to_reserve = series.size_hint().1.map(|n| n.saturating_sub(1));
     for (labels, more, value) in series {
+        let line_start = out.len();
         out.push_str(name);
         out.push_str(suffix);
         out.push_str(labels);
@@ -157,8 +161,19 @@ pub fn write_family<'a>(
             Num::F(v) => format_float(&mut float, v, format),
         });
         out.push('\n');
+        if let Some(lines) = to_reserve.take() {
+            out.reserve(lines.min(RESERVED_LINES) * (out.len() - line_start + LINE_SLACK));
+        }
     }
 }
+
+/// Lines of a family reserved at once, at most: a block of consumers is
+/// far fewer.
+const RESERVED_LINES: usize = 1 << 16;
+
+/// Bytes reserved per line beyond the first line's length, for longer names
+/// and values further on.
+const LINE_SLACK: usize = 8;
 
 /// A float as prometheus-client writes a gauge's or counter's: the shortest
 /// digits that read back the same; the classic format writes `+Inf`, `-Inf`

@@ -78,18 +78,10 @@ async fn serve(
     reply: &(dyn Fn(&str) -> Reply + Send + Sync),
     counted: &AtomicUsize,
 ) -> std::io::Result<()> {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = s.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        head.extend_from_slice(&buf[..n]);
-    }
+    let Some(path) = request_path(&mut s).await? else {
+        return Ok(());
+    };
     counted.fetch_add(1, Ordering::SeqCst);
-    let text = String::from_utf8_lossy(&head);
-    let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
     match reply(&path) {
         Reply::Fixed(status, body) => {
             let head = format!(
@@ -111,32 +103,11 @@ async fn serve(
                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {n}\r\n\r\n{{}}"
             );
             s.write_all(head.as_bytes()).await?;
-            let block = vec![b' '; 1 << 16];
-            let mut left = n.saturating_sub(2);
-            while left > 0 {
-                let k = left.min(block.len() as u64) as usize;
-                s.write_all(&block[..k]).await?;
-                left -= k as u64;
-            }
+            spaces(&mut s, n.saturating_sub(2)).await?;
         }
-        Reply::Endless => {
-            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
-                .await?;
-            let chunk = format!("10000\r\n{}\r\n", " ".repeat(0x10000));
-            loop {
-                s.write_all(chunk.as_bytes()).await?;
-            }
-        }
-        Reply::EndlessAfter(prefix) => {
-            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
-                .await?;
-            s.write_all(format!("{:x}\r\n{prefix}\r\n", prefix.len()).as_bytes())
-                .await?;
-            let chunk = format!("10000\r\n{}\r\n", " ".repeat(0x10000));
-            loop {
-                s.write_all(chunk.as_bytes()).await?;
-            }
-        }
+        Reply::Endless => chunks_forever(&mut s, "", " ").await?,
+        Reply::EndlessAfter(prefix) => chunks_forever(&mut s, prefix, " ").await?,
+        Reply::Repeat(prefix, unit) => chunks_forever(&mut s, &prefix, unit).await?,
         Reply::SpacedJson(json, at, n) => {
             let head = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -144,29 +115,12 @@ async fn serve(
             );
             s.write_all(head.as_bytes()).await?;
             s.write_all(&json.as_bytes()[..at]).await?;
-            let block = vec![b' '; 1 << 16];
-            let mut left = n;
-            while left > 0 {
-                let k = left.min(block.len() as u64) as usize;
-                s.write_all(&block[..k]).await?;
-                left -= k as u64;
-            }
+            spaces(&mut s, n).await?;
             s.write_all(&json.as_bytes()[at..]).await?;
         }
-        Reply::Repeat(prefix, unit) => {
-            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
-                .await?;
-            s.write_all(format!("{:x}\r\n{prefix}\r\n", prefix.len()).as_bytes())
-                .await?;
-            let units = unit.repeat((1 << 16) / unit.len().max(1) + 1);
-            let chunk = format!("{:x}\r\n{units}\r\n", units.len());
-            loop {
-                s.write_all(chunk.as_bytes()).await?;
-            }
-        }
         Reply::Trickle => {
-            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n")
-                .await?;
+            s.write_all(CHUNKED_HEAD).await?;
+            s.write_all(b"1\r\n{\r\n").await?;
             loop {
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 s.write_all(b"1\r\n \r\n").await?;
@@ -181,4 +135,52 @@ async fn serve(
         Reply::Hang => std::future::pending::<()>().await,
     }
     s.shutdown().await
+}
+
+/// Reads a request's head; its path, or None when the client left first.
+async fn request_path(s: &mut TcpStream) -> std::io::Result<Option<String>> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = s.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&head);
+    Ok(Some(
+        text.split_whitespace().nth(1).unwrap_or("/").to_string(),
+    ))
+}
+
+const CHUNKED_HEAD: &[u8] =
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+
+/// `n` spaces, 64 KiB at a time.
+async fn spaces(s: &mut TcpStream, n: u64) -> std::io::Result<()> {
+    let block = vec![b' '; 1 << 16];
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(block.len() as u64) as usize;
+        s.write_all(&block[..k]).await?;
+        left -= k as u64;
+    }
+    Ok(())
+}
+
+/// A chunked body that never ends: `prefix` (when not empty, as an empty
+/// chunk would end the body), then `unit` repeated, 64 KiB a chunk, until
+/// the client goes.
+async fn chunks_forever(s: &mut TcpStream, prefix: &str, unit: &str) -> std::io::Result<()> {
+    s.write_all(CHUNKED_HEAD).await?;
+    if !prefix.is_empty() {
+        s.write_all(format!("{:x}\r\n{prefix}\r\n", prefix.len()).as_bytes())
+            .await?;
+    }
+    let units = unit.repeat((1 << 16) / unit.len().max(1) + 1);
+    let chunk = format!("{:x}\r\n{units}\r\n", units.len());
+    loop {
+        s.write_all(chunk.as_bytes()).await?;
+    }
 }

@@ -135,53 +135,7 @@ impl Drop for Container {
 #[ignore = "needs the image: scripts/test-deploy.sh"]
 async fn the_image_counts_a_cut_slow_consumer_and_dead_messages_exactly() {
     let server = losses::server("");
-    // The NATS server by a name only DNS knows; the monitoring endpoint by
-    // `localhost`, from the /etc/hosts podman writes.
-    let name = "nats.deploy.test";
-    let dns = crate::dns::Stub::start(name);
-    let resolv = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(resolv.path(), dns.resolv_conf()).unwrap();
-    // Readable by the container's user, as /etc/resolv.conf always is.
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(resolv.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
-    let mount = format!("{}:/etc/resolv.conf:ro", resolv.path().display());
-    let container = Container::start(
-        &["-v", &mount],
-        &[
-            (
-                "NATS_DELIVERY_MONITOR_URL",
-                format!("http://localhost:{}", server.monitor_port),
-            ),
-            (
-                "NATS_DELIVERY_NATS_SERVERS",
-                format!("nats://{name}:{}", server.client_port),
-            ),
-            ("NATS_DELIVERY_ADVISORIES", "true".into()),
-        ],
-    );
-    wait_for(
-        30,
-        "the containerised exporter's advisory listener",
-        || async {
-            let text = scrape(&container.metrics).await?;
-            let listening = value(&text, "nats_delivery_advisory_listener_up", &[]) == Some(1.0);
-            let polling = value(&text, "nats_delivery_up", &[("source", "varz")]) == Some(1.0);
-            (listening && polling).then_some(())
-        },
-    )
-    .await;
-    assert!(
-        dns.answered() > 0,
-        "the container never asked DNS for {name}"
-    );
-    assert_eq!(
-        container.process_ids(),
-        (
-            "65534 65534 65534 65534".into(),
-            "65534 65534 65534 65534".into()
-        ),
-        "the exporter must run as 65534, not root"
-    );
+    let (container, _dns) = start_resolving_by_dns(&server).await;
 
     let reason = losses::cut_a_slow_consumer(&server).await;
     let dead = 3;
@@ -358,4 +312,60 @@ async fn the_image_checks_tls_against_the_ca_bundle_at_the_debian_path() {
         value(&text, "nats_delivery_advisory_listener_up", &[]),
         Some(0.0)
     );
+}
+
+/// The image run against `server`: the NATS server by a name only DNS
+/// knows (the stub answers, and must outlive the container), the monitoring
+/// endpoint by `localhost`, from the /etc/hosts podman writes. Returns once
+/// it polls and listens, checked to run as 65534.
+async fn start_resolving_by_dns(
+    server: &NatsServer,
+) -> (Container, (crate::dns::Stub, tempfile::NamedTempFile)) {
+    let name = "nats.deploy.test";
+    let dns = crate::dns::Stub::start(name);
+    let resolv = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(resolv.path(), dns.resolv_conf()).unwrap();
+    // Readable by the container's user, as /etc/resolv.conf always is.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(resolv.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mount = format!("{}:/etc/resolv.conf:ro", resolv.path().display());
+    let container = Container::start(
+        &["-v", &mount],
+        &[
+            (
+                "NATS_DELIVERY_MONITOR_URL",
+                format!("http://localhost:{}", server.monitor_port),
+            ),
+            (
+                "NATS_DELIVERY_NATS_SERVERS",
+                format!("nats://{name}:{}", server.client_port),
+            ),
+            ("NATS_DELIVERY_ADVISORIES", "true".into()),
+        ],
+    );
+    wait_for(
+        30,
+        "the containerised exporter's advisory listener",
+        || async {
+            let text = scrape(&container.metrics).await?;
+            let listening = value(&text, "nats_delivery_advisory_listener_up", &[]) == Some(1.0);
+            let polling = value(&text, "nats_delivery_up", &[("source", "varz")]) == Some(1.0);
+            (listening && polling).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        dns.answered() > 0,
+        "the container never asked DNS for {name}"
+    );
+    assert_eq!(
+        container.process_ids(),
+        (
+            "65534 65534 65534 65534".into(),
+            "65534 65534 65534 65534".into()
+        ),
+        "the exporter must run as 65534, not root"
+    );
+
+    (container, (dns, resolv))
 }

@@ -140,85 +140,104 @@ fn dashboards_have_variables_descriptions_units_and_rate_intervals() {
             uids.insert(dash["uid"].as_str().expect("uid").to_string()),
             "{name}: duplicate uid"
         );
-        let vars: BTreeMap<&str, &Value> = dash["templating"]["list"]
-            .as_array()
-            .expect("templating")
-            .iter()
-            .map(|v| (v["name"].as_str().expect("variable name"), v))
-            .collect();
-        assert_eq!(vars["datasource"]["type"], "datasource", "{name}");
-        assert_eq!(vars["datasource"]["query"], "prometheus", "{name}");
-        for v in ["job", "server", "account", "stream", "consumer"] {
-            let var = vars
-                .get(v)
-                .unwrap_or_else(|| panic!("{name}: no ${v} variable"));
-            assert_eq!(var["datasource"]["uid"], "${datasource}", "{name}: ${v}");
-        }
+        check_variables(&name, &dash);
         let mut ids = BTreeSet::new();
-        let mut placed: Vec<(String, (u64, u64, u64, u64))> = Vec::new();
+        let mut placed: Vec<(String, Rect)> = Vec::new();
         for p in dash["panels"].as_array().expect("panels") {
             let title = p["title"].as_str().unwrap_or("?");
             assert!(
                 ids.insert(p["id"].as_u64().expect("panel id")),
                 "{name}: duplicate id at {title:?}"
             );
-            let g = &p["gridPos"];
-            let cell = |k: &str| {
-                g[k].as_u64()
-                    .unwrap_or_else(|| panic!("{name}: {title:?} gridPos.{k}"))
-            };
-            let rect = (cell("x"), cell("y"), cell("w"), cell("h"));
-            assert!(rect.0 + rect.2 <= 24, "{name}: {title:?} too wide");
-            for (other, r) in &placed {
-                let apart = rect.0 + rect.2 <= r.0
-                    || r.0 + r.2 <= rect.0
-                    || rect.1 + rect.3 <= r.1
-                    || r.1 + r.3 <= rect.1;
-                assert!(apart, "{name}: {title:?} overlaps {other:?}");
+            check_placement(&name, p, &mut placed);
+            if p["type"] != "row" {
+                check_panel(&name, p);
             }
-            placed.push((title.to_string(), rect));
-            if p["type"] == "row" {
-                continue;
-            }
-            let desc = p["description"].as_str().unwrap_or("");
+        }
+    }
+}
+
+/// The data source and the selection variables every query uses.
+fn check_variables(name: &str, dash: &Value) {
+    let vars: BTreeMap<&str, &Value> = dash["templating"]["list"]
+        .as_array()
+        .expect("templating")
+        .iter()
+        .map(|v| (v["name"].as_str().expect("variable name"), v))
+        .collect();
+    assert_eq!(vars["datasource"]["type"], "datasource", "{name}");
+    assert_eq!(vars["datasource"]["query"], "prometheus", "{name}");
+    for v in ["job", "server", "account", "stream", "consumer"] {
+        let var = vars
+            .get(v)
+            .unwrap_or_else(|| panic!("{name}: no ${v} variable"));
+        assert_eq!(var["datasource"]["uid"], "${datasource}", "{name}: ${v}");
+    }
+}
+
+/// A panel's place on the grid: x, y, width, height.
+type Rect = (u64, u64, u64, u64);
+
+/// A panel within the 24 columns, overlapping none placed before it.
+fn check_placement(name: &str, p: &Value, placed: &mut Vec<(String, Rect)>) {
+    let title = p["title"].as_str().unwrap_or("?");
+    let g = &p["gridPos"];
+    let cell = |k: &str| {
+        g[k].as_u64()
+            .unwrap_or_else(|| panic!("{name}: {title:?} gridPos.{k}"))
+    };
+    let rect = (cell("x"), cell("y"), cell("w"), cell("h"));
+    assert!(rect.0 + rect.2 <= 24, "{name}: {title:?} too wide");
+    for (other, r) in placed.iter() {
+        let apart = rect.0 + rect.2 <= r.0
+            || r.0 + r.2 <= rect.0
+            || rect.1 + rect.3 <= r.1
+            || r.1 + r.3 <= rect.1;
+        assert!(apart, "{name}: {title:?} overlaps {other:?}");
+    }
+    placed.push((title.to_string(), rect));
+}
+
+/// A panel's description, data source, unit and query windows.
+fn check_panel(name: &str, p: &Value) {
+    let title = p["title"].as_str().unwrap_or("?");
+    let desc = p["description"].as_str().unwrap_or("");
+    assert!(
+        desc.len() >= 40,
+        "{name}: panel {title:?} needs a plain description"
+    );
+    let Some(targets) = p["targets"].as_array() else {
+        return;
+    };
+    assert_eq!(p["datasource"]["uid"], "${datasource}", "{name}: {title:?}");
+    let unit = p["fieldConfig"]["defaults"]["unit"].as_str().unwrap_or("");
+    assert!(!unit.is_empty(), "{name}: panel {title:?} has no unit");
+    for t in targets {
+        assert_eq!(t["datasource"]["uid"], "${datasource}", "{name}: {title:?}");
+        let expr = t["expr"].as_str().unwrap();
+        // Every range selector uses Grafana's interval: rates follow
+        // the scrape interval, totals the chosen time range.
+        for window in expr
+            .split('[')
+            .skip(1)
+            .map(|s| s.split(']').next().unwrap())
+        {
             assert!(
-                desc.len() >= 40,
-                "{name}: panel {title:?} needs a plain description"
+                window == "$__rate_interval" || window == "$__range",
+                "{name}: {title:?} has a fixed window [{window}]: {expr}"
             );
-            let Some(targets) = p["targets"].as_array() else {
-                continue;
-            };
-            assert_eq!(p["datasource"]["uid"], "${datasource}", "{name}: {title:?}");
-            let unit = p["fieldConfig"]["defaults"]["unit"].as_str().unwrap_or("");
-            assert!(!unit.is_empty(), "{name}: panel {title:?} has no unit");
-            for t in targets {
-                assert_eq!(t["datasource"]["uid"], "${datasource}", "{name}: {title:?}");
-                let expr = t["expr"].as_str().unwrap();
-                // Every range selector uses Grafana's interval: rates follow
-                // the scrape interval, totals the chosen time range.
-                for window in expr
-                    .split('[')
-                    .skip(1)
-                    .map(|s| s.split(']').next().unwrap())
-                {
-                    assert!(
-                        window == "$__rate_interval" || window == "$__range",
-                        "{name}: {title:?} has a fixed window [{window}]: {expr}"
-                    );
-                }
-                if expr.contains("rate(") {
-                    assert!(
-                        expr.contains("[$__rate_interval]"),
-                        "{name}: {title:?}: rate without $__rate_interval"
-                    );
-                }
-                if expr.contains("[$__range]") {
-                    assert_eq!(
-                        t["instant"], true,
-                        "{name}: {title:?}: a total over the range is an instant query"
-                    );
-                }
-            }
+        }
+        if expr.contains("rate(") {
+            assert!(
+                expr.contains("[$__rate_interval]"),
+                "{name}: {title:?}: rate without $__rate_interval"
+            );
+        }
+        if expr.contains("[$__range]") {
+            assert_eq!(
+                t["instant"], true,
+                "{name}: {title:?}: a total over the range is an instant query"
+            );
         }
     }
 }

@@ -58,18 +58,20 @@ fn closed_endpoint() -> String {
 #[tokio::test]
 async fn broken_endpoints_are_down_and_the_rest_is_served() {
     let server = NatsServer::builder().jetstream().start();
-    let hanging = hanging_endpoint().await;
-    let garbage = fixed_endpoint("200 OK", "<html>not json</html>").await;
-    let wrong_shape = fixed_endpoint("200 OK", "{\"slow_consumers\": \"many\"}").await;
-    let failing = fixed_endpoint("503 Service Unavailable", "").await;
-    let closed = closed_endpoint();
+    let broken = Broken {
+        hanging: hanging_endpoint().await,
+        garbage: fixed_endpoint("200 OK", "<html>not json</html>").await,
+        wrong_shape: fixed_endpoint("200 OK", "{\"slow_consumers\": \"many\"}").await,
+        failing: fixed_endpoint("503 Service Unavailable", "").await,
+        closed: closed_endpoint(),
+    };
     let urls = [
         server.monitor_url(),
-        hanging.clone(),
-        garbage.clone(),
-        wrong_shape.clone(),
-        failing.clone(),
-        closed.clone(),
+        broken.hanging.clone(),
+        broken.garbage.clone(),
+        broken.wrong_shape.clone(),
+        broken.failing.clone(),
+        broken.closed.clone(),
     ];
     // Every source, also those off by default.
     let all_sources = Source::ALL.map(Source::as_str).join(",");
@@ -82,18 +84,46 @@ async fn broken_endpoints_are_down_and_the_rest_is_served() {
     let took = started.elapsed();
     // Generous bound: a hang would never end; this only proves it is bounded.
     assert!(took < Duration::from_secs(20), "scrape took {took:?}");
+    check_up_and_errors(&text, &server, &broken);
+    check_only_the_healthy_values(&text, &server, &broken);
 
-    let authority = |u: &str| u.trim_start_matches("http://").to_string();
+    // A second scrape counts a second failure: errors are counters.
+    let text = common::scrape(&exporter).await;
+    let n = value(
+        &text,
+        "nats_delivery_scrape_errors_total",
+        &[("server", &authority(&broken.closed)), ("source", "varz")],
+    );
+    assert_eq!(n, Some(2.0));
+}
+
+/// The broken endpoints' URLs.
+struct Broken {
+    hanging: String,
+    garbage: String,
+    wrong_shape: String,
+    failing: String,
+    closed: String,
+}
+
+/// The `server` label of an endpoint the exporter polls by its URL.
+fn authority(u: &str) -> String {
+    u.trim_start_matches("http://").to_string()
+}
+
+/// Each source up on the healthy server, down on the broken endpoints, and
+/// each failure counted by its kind.
+fn check_up_and_errors(text: &str, server: &NatsServer, broken: &Broken) {
     let up = |server: &str, source: &str| {
         value(
-            &text,
+            text,
             "nats_delivery_up",
             &[("server", server), ("source", source)],
         )
     };
     let errors = |server: &str, kind: &str| {
         nats_test_server::sample::samples(
-            &text,
+            text,
             "nats_delivery_scrape_errors_total",
             &[("server", server), ("kind", kind)],
         )
@@ -101,57 +131,58 @@ async fn broken_endpoints_are_down_and_the_rest_is_served() {
         .map(|(_, v)| *v)
         .sum::<f64>()
     };
+    let Broken {
+        hanging,
+        garbage,
+        wrong_shape,
+        failing,
+        closed,
+    } = broken;
     for source in Source::ALL.map(Source::as_str) {
         assert_eq!(up(&server.name, source), Some(1.0), "{source}");
-        for bad in [&hanging, &garbage, &failing, &closed] {
+        for bad in [hanging, garbage, failing, closed] {
             assert_eq!(up(&authority(bad), source), Some(0.0), "{bad} {source}");
         }
     }
-    assert_eq!(errors(&authority(&hanging), "timeout"), SOURCES);
-    assert_eq!(errors(&authority(&garbage), "parse"), SOURCES);
+    assert_eq!(errors(&authority(hanging), "timeout"), SOURCES);
+    assert_eq!(errors(&authority(garbage), "parse"), SOURCES);
     // The wrong shape only breaks /varz, whose slow_consumers must be a number;
     // /connz, /jsz, /accstatz, /routez, /gatewayz and /healthz find none of their fields, and a missing field is not an error.
-    assert_eq!(errors(&authority(&wrong_shape), "parse"), 1.0);
-    assert_eq!(up(&authority(&wrong_shape), "varz"), Some(0.0));
-    assert_eq!(up(&authority(&wrong_shape), "connz"), Some(1.0));
-    assert_eq!(up(&authority(&wrong_shape), "accstatz"), Some(1.0));
+    assert_eq!(errors(&authority(wrong_shape), "parse"), 1.0);
+    assert_eq!(up(&authority(wrong_shape), "varz"), Some(0.0));
+    assert_eq!(up(&authority(wrong_shape), "connz"), Some(1.0));
+    assert_eq!(up(&authority(wrong_shape), "accstatz"), Some(1.0));
     // /healthz answers 503 with its reasons, so that status is read: an
     // empty body is a parse failure there.
-    assert_eq!(errors(&authority(&failing), "http_status"), SOURCES - 1.0);
-    assert_eq!(errors(&authority(&failing), "parse"), 1.0);
-    assert_eq!(errors(&authority(&closed), "connect"), SOURCES);
-    // Values of the healthy server are served; nothing from the broken ones.
+    assert_eq!(errors(&authority(failing), "http_status"), SOURCES - 1.0);
+    assert_eq!(errors(&authority(failing), "parse"), 1.0);
+    assert_eq!(errors(&authority(closed), "connect"), SOURCES);
+}
+
+/// Values of the healthy server are served; nothing from the broken ones.
+fn check_only_the_healthy_values(text: &str, server: &NatsServer, broken: &Broken) {
     assert_eq!(
         value(
-            &text,
+            text,
             "nats_delivery_server_slow_consumers_total",
             &[("server", &server.name)]
         ),
         Some(0.0)
     );
     assert_eq!(
-        nats_test_server::sample::samples(&text, "nats_delivery_server_slow_consumers_total", &[])
+        nats_test_server::sample::samples(text, "nats_delivery_server_slow_consumers_total", &[])
             .len(),
         1
     );
     assert_eq!(
         value(
-            &text,
+            text,
             "nats_delivery_last_success_timestamp_seconds",
-            &[("server", &authority(&closed)), ("source", "varz")]
+            &[("server", &authority(&broken.closed)), ("source", "varz")]
         ),
         None
     );
-    nats_test_server::reference::assert_documented(&text);
-
-    // A second scrape counts a second failure: errors are counters.
-    let text = common::scrape(&exporter).await;
-    let n = value(
-        &text,
-        "nats_delivery_scrape_errors_total",
-        &[("server", &authority(&closed)), ("source", "varz")],
-    );
-    assert_eq!(n, Some(2.0));
+    nats_test_server::reference::assert_documented(text);
 }
 
 #[tokio::test]

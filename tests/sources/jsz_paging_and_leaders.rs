@@ -80,52 +80,7 @@ async fn accounts_beyond_one_page_are_all_read() {
 async fn a_replicated_consumer_is_reported_once_from_its_leader() {
     let servers = nats_test_server::cluster(3, "");
     let urls: Vec<String> = servers.iter().map(|s| s.monitor_url()).collect();
-    let client = async_nats::connect(servers[0].client_url()).await.unwrap();
-    let js = jetstream::new(client);
-    // The meta group needs a leader before streams can be created.
-    let st = common::wait_for_async(30, "a JetStream cluster ready for an R3 stream", || {
-        let js = js.clone();
-        async move {
-            js.get_or_create_stream(stream::Config {
-                name: "R3".into(),
-                subjects: vec!["r3.>".into()],
-                num_replicas: 3,
-                ..Default::default()
-            })
-            .await
-            .ok()
-        }
-    })
-    .await;
-    let consumer = st
-        .create_consumer(pull::Config {
-            durable_name: Some("c".into()),
-            ack_wait: Duration::from_secs(30),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    common::publish_acked(&js, (0..5).map(|i| format!("r3.{i}")), "m").await;
-    // A fetch hands out what the consumer has at that moment: on a loaded
-    // machine that was 1 of the 5 just stored, so fetch until all 5 came.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let mut n = 0;
-    while n < 5 {
-        assert!(std::time::Instant::now() < deadline, "{n} of 5 delivered");
-        let mut batch = consumer
-            .fetch()
-            .max_messages(5 - n)
-            .messages()
-            .await
-            .unwrap();
-        while let Some(m) = batch.next().await {
-            n += 1;
-            if n <= 2 {
-                m.unwrap().double_ack().await.unwrap();
-            }
-        }
-    }
-    assert_eq!(n, 5);
+    deliver_five_ack_two(&servers[0]).await;
     let exporter = common::exporter(&urls, &["--sources", "varz,jsz"]);
     let c = [("account", "$G"), ("stream", "R3"), ("consumer", "c")];
     // Followers apply the leader's state a moment later; the leader's view is exact at once.
@@ -173,4 +128,55 @@ async fn a_replicated_consumer_is_reported_once_from_its_leader() {
         value(&text, "nats_delivery_stream_messages", &[("stream", "R3")]),
         Some(5.0)
     );
+}
+
+/// An R3 stream of 5 messages and a consumer that delivered all 5 and had
+/// 2 acknowledged.
+async fn deliver_five_ack_two(server: &NatsServer) {
+    let client = async_nats::connect(server.client_url()).await.unwrap();
+    let js = jetstream::new(client);
+    // The meta group needs a leader before streams can be created.
+    let st = common::wait_for_async(30, "a JetStream cluster ready for an R3 stream", || {
+        let js = js.clone();
+        async move {
+            js.get_or_create_stream(stream::Config {
+                name: "R3".into(),
+                subjects: vec!["r3.>".into()],
+                num_replicas: 3,
+                ..Default::default()
+            })
+            .await
+            .ok()
+        }
+    })
+    .await;
+    let consumer = st
+        .create_consumer(pull::Config {
+            durable_name: Some("c".into()),
+            ack_wait: Duration::from_secs(30),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    common::publish_acked(&js, (0..5).map(|i| format!("r3.{i}")), "m").await;
+    // A fetch hands out what the consumer has at that moment: on a loaded
+    // machine that was 1 of the 5 just stored, so fetch until all 5 came.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut n = 0;
+    while n < 5 {
+        assert!(std::time::Instant::now() < deadline, "{n} of 5 delivered");
+        let mut batch = consumer
+            .fetch()
+            .max_messages(5 - n)
+            .messages()
+            .await
+            .unwrap();
+        while let Some(m) = batch.next().await {
+            n += 1;
+            if n <= 2 {
+                m.unwrap().double_ack().await.unwrap();
+            }
+        }
+    }
+    assert_eq!(n, 5);
 }

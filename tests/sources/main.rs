@@ -13,6 +13,7 @@ mod jsz_paging_and_leaders;
 mod link_pending;
 mod link_pending_held;
 mod link_support;
+mod mutated_exposition;
 mod mutated_replies;
 mod server_health;
 mod single_flight;

@@ -53,59 +53,12 @@ async fn cut_scenario(version: &str) {
         .await
         .unwrap();
     publish_until_cut(&server, &publisher, "cut.test").await;
-    // The server's own record of why it closed the connection is the truth
-    // the exporter must repeat (2.15 may close by write deadline first).
-    let reason = closed_reason(&server, "stuck-reader").await;
-    let reason_label = match reason.as_str() {
-        "Slow Consumer (Pending Bytes)" => "pending_bytes",
-        "Slow Consumer (Write Deadline)" => "write_deadline",
-        other => panic!("the stuck reader was closed for another reason: {other}"),
-    };
     // The server counts detections, not connections: one cut connection can
     // be detected twice (pending bytes, then the write deadline). The
     // exporter must repeat the server's count exactly, and name one connection.
     let (after, detections) = scrape_matching_varz(&exporter, &server).await;
-    assert!(detections >= 1);
-    assert_eq!(
-        value(&after, "nats_delivery_server_slow_consumers_total", &[]),
-        Some(detections as f64)
-    );
-    let by_kind = |text: &str, kind| {
-        value(
-            text,
-            "nats_delivery_server_slow_consumers_by_kind_total",
-            &[("kind", kind)],
-        )
-    };
-    if version == "debian" {
-        // 2.9 has no slow_consumer_stats: absent, never 0.
-        assert_eq!(by_kind(&after, "client"), None);
-    } else {
-        assert_eq!(by_kind(&after, "client"), Some(detections as f64));
-        assert_eq!(by_kind(&after, "route"), Some(0.0));
-    }
-    let closed = [
-        ("client_name", "stuck-reader"),
-        ("account", "$G"),
-        ("reason", reason_label),
-    ];
-    let name = [("server", server.name.as_str())];
-    assert_eq!(
-        value(
-            &after,
-            "nats_delivery_slow_consumer_closed_connections_total",
-            &closed
-        ),
-        Some(1.0)
-    );
-    assert_eq!(
-        value(
-            &after,
-            "nats_delivery_slow_consumer_closed_connections_total",
-            &name
-        ),
-        Some(1.0)
-    );
+    check_detections(&after, detections, version);
+    check_the_cut_connection(&after, &server).await;
 
     // The publisher's own clean disconnect is not a slow consumer, and a
     // second poll counts nothing twice.
@@ -125,6 +78,58 @@ async fn cut_scenario(version: &str) {
         Some(detections as f64)
     );
     nats_test_server::reference::assert_documented(&again);
+}
+
+/// The server's slow-consumer detections, in total and by kind.
+fn check_detections(after: &str, detections: u64, version: &str) {
+    assert!(detections >= 1);
+    assert_eq!(
+        value(after, "nats_delivery_server_slow_consumers_total", &[]),
+        Some(detections as f64)
+    );
+    let by_kind = |kind| {
+        value(
+            after,
+            "nats_delivery_server_slow_consumers_by_kind_total",
+            &[("kind", kind)],
+        )
+    };
+    if version == "debian" {
+        // 2.9 has no slow_consumer_stats: absent, never 0.
+        assert_eq!(by_kind("client"), None);
+    } else {
+        assert_eq!(by_kind("client"), Some(detections as f64));
+        assert_eq!(by_kind("route"), Some(0.0));
+    }
+}
+
+/// One cut connection, named, with the reason the server recorded.
+async fn check_the_cut_connection(after: &str, server: &NatsServer) {
+    // The server's own record of why it closed the connection is the truth
+    // the exporter must repeat (2.15 may close by write deadline first).
+    let reason = closed_reason(server, "stuck-reader").await;
+    let reason_label = match reason.as_str() {
+        "Slow Consumer (Pending Bytes)" => "pending_bytes",
+        "Slow Consumer (Write Deadline)" => "write_deadline",
+        other => panic!("the stuck reader was closed for another reason: {other}"),
+    };
+    let closed = [
+        ("client_name", "stuck-reader"),
+        ("account", "$G"),
+        ("reason", reason_label),
+    ];
+    let name = [("server", server.name.as_str())];
+    for labels in [&closed[..], &name[..]] {
+        assert_eq!(
+            value(
+                after,
+                "nats_delivery_slow_consumer_closed_connections_total",
+                labels
+            ),
+            Some(1.0),
+            "{labels:?}"
+        );
+    }
 }
 
 /// Runs on the version under test (`scripts/test.sh` runs it on each).

@@ -54,17 +54,22 @@ fn status_family(t: Target, family: (&'static str, &'static str)) {
         push_label(&mut more, "status", s.as_str());
         (s, more)
     });
-    let all = t.status == StatusSeries::All;
+    if t.status != StatusSeries::All {
+        // One series per consumer: a count known ahead, for the text's room.
+        let series = t.health.iter().enumerate().filter_map(|(i, h)| {
+            let (_, more) = more.iter().find(|(s, _)| *s == h.status)?;
+            Some((t.labels.get(i), more.as_str(), Num::U(1)))
+        });
+        return write_family(t.out, t.format, MetricType::Gauge, family, series);
+    }
     let series = t.health.iter().enumerate().flat_map(|(i, h)| {
-        more.iter()
-            .filter(move |(s, _)| all || *s == h.status)
-            .map(move |(s, more)| {
-                (
-                    t.labels.get(i),
-                    more.as_str(),
-                    Num::U(u64::from(*s == h.status)),
-                )
-            })
+        more.iter().map(move |(s, more)| {
+            (
+                t.labels.get(i),
+                more.as_str(),
+                Num::U(u64::from(*s == h.status)),
+            )
+        })
     });
     write_family(t.out, t.format, MetricType::Gauge, family, series);
 }

@@ -20,92 +20,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Mutex;
 
+use super::cut::{cut, HELD_TEXT};
 use super::de::Kept;
-use super::stream_end::{InStream, StreamBytes};
 use super::{AccountDetail, Jsz, StreamDetail};
-use crate::sources::kept::{self, KeptBudget};
-use crate::sources::kept::{is_space, step_in_string};
-
-/// Keys a stream's way from the root passes through; others are `Other`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Key {
-    None,
-    AccountDetails,
-    StreamDetail,
-    Other,
-}
-
-/// An open object or array, and the key it is the value of.
-#[derive(Clone, Copy)]
-struct Frame {
-    object: bool,
-    key: Key,
-}
-
-/// Longest key worth remembering: the ones looked for are shorter.
-const KEY_MAX: usize = 16;
-
-/// Open objects and arrays followed: one more than a stream's depth, so that
-/// hostile nesting costs no memory.
-const FRAMES_KEPT: usize = 5;
-
-#[derive(Default)]
-struct Scan {
-    in_string: bool,
-    escaped: bool,
-    /// The last string outside a stream, up to `KEY_MAX` bytes.
-    string: Vec<u8>,
-    long_string: bool,
-    /// The key just read, waiting for its value.
-    key: Option<Key>,
-    /// The open objects and arrays, the first `FRAMES_KEPT` of them.
-    frames: Vec<Frame>,
-    /// Open beyond those: only counted, a stream is never that deep.
-    deeper: usize,
-    /// Where the scan is in the stream being cut out; depth 0 outside one.
-    stream: InStream,
-    /// The byte before was whitespace outside a string: a run of them is
-    /// kept as its first, so that padding cannot fill the memory.
-    after_space: bool,
-}
-
-impl Scan {
-    /// True at a `{` that opens an element of
-    /// `account_details[].stream_detail`.
-    fn at_stream(&self) -> bool {
-        self.deeper == 0
-            && matches!(
-                self.frames.as_slice(),
-                [
-                    Frame {
-                        object: true,
-                        key: Key::None
-                    },
-                    Frame {
-                        object: false,
-                        key: Key::AccountDetails
-                    },
-                    Frame {
-                        object: true,
-                        key: Key::None
-                    },
-                    Frame {
-                        object: false,
-                        key: Key::StreamDetail
-                    },
-                ]
-            )
-    }
-
-    fn key_of_string(&self) -> Key {
-        match self.string.as_slice() {
-            _ if self.long_string => Key::Other,
-            b"account_details" => Key::AccountDetails,
-            b"stream_detail" => Key::StreamDetail,
-            _ => Key::Other,
-        }
-    }
-}
+use crate::sources::kept;
 
 /// Parses a `/jsz` reply already held whole (a NATS reply) in one pass:
 /// what [`parse`] gives for the same bytes.
@@ -116,11 +34,6 @@ pub fn parse_whole(body: &[u8]) -> Result<Jsz, String> {
 /// Streams cut out but not yet parsed, at most: a few hundred KB each at
 /// 100 consumers a stream.
 const STREAMS_IN_FLIGHT: usize = 4;
-
-/// Text held to be parsed is charged this many times its room: once for
-/// itself, once for what its parse may hold besides the values it keeps
-/// (serde's scratch as it skips nested lists, the skeleton's strings).
-const HELD_TEXT: usize = 2;
 
 /// The room of a stream parsed is handed back for a later one up to this
 /// size (rooms waiting are not charged); a larger one (a stream of
@@ -244,139 +157,6 @@ fn parse_streams(
             let _ = give_back.try_send(bytes);
         }
     }
-}
-
-/// Reads `input` to its end, hands each stream to `emit` as soon as its
-/// last byte is read (`emit` takes the bytes, leaving room for the next;
-/// false stops the reading, as does `stop` once set), and returns the rest: the skeleton, with
-/// `null` where the streams were. The room the skeleton and the stream
-/// being cut take is charged to `budget` as it grows (a stream's charge
-/// goes with it to its parser); a refused charge stops the reading.
-fn cut(
-    input: &mut dyn BufRead,
-    (stop, budget): (&AtomicBool, &KeptBudget),
-    mut emit: impl FnMut(&mut StreamBytes) -> bool,
-) -> Result<Vec<u8>, String> {
-    let mut scan = Scan::default();
-    let mut skeleton = Vec::new();
-    let mut stream = StreamBytes::default();
-    // The room of the skeleton and of the stream being cut, as charged.
-    let (mut skeleton_charged, mut stream_charged) = (0, 0);
-    let grown = |room: usize, charged: &mut usize| {
-        let more = room.saturating_sub(*charged);
-        *charged = (*charged).max(room);
-        if budget.charge(more) {
-            Ok(())
-        } else {
-            Err(budget.refused())
-        }
-    };
-    loop {
-        if stop.load(Ordering::Acquire) {
-            return Err("the stream parser stopped".into());
-        }
-        grown(HELD_TEXT * skeleton.capacity(), &mut skeleton_charged)?;
-        grown(HELD_TEXT * stream.bytes.capacity(), &mut stream_charged)?;
-        let buf = input.fill_buf().map_err(|e| e.to_string())?;
-        if buf.is_empty() {
-            break;
-        }
-        // Bytes from `run` on go to the stream being cut out, or else to
-        // the skeleton.
-        let mut run = 0;
-        let mut i = 0;
-        while i < buf.len() {
-            if scan.stream.depth > 0 {
-                // Inside a stream, most of the reply: see `stream_end`.
-                let Some(at) = scan.stream.find_end(buf, i) else {
-                    break;
-                };
-                stream.extend(&buf[run..=at]);
-                run = at + 1;
-                i = at + 1;
-                // The stream's room goes charged to its parser, which gives
-                // it back; the next stream's room is charged anew.
-                grown(HELD_TEXT * stream.bytes.capacity(), &mut stream_charged)?;
-                stream_charged = 0;
-                if !emit(&mut stream) {
-                    return Err("the stream parser stopped".into());
-                }
-                continue;
-            }
-            let b = buf[i];
-            i += 1;
-            if !scan.in_string && is_space(b) {
-                if scan.after_space {
-                    skeleton.extend_from_slice(&buf[run..i - 1]);
-                    run = i;
-                }
-                scan.after_space = true;
-                continue;
-            }
-            scan.after_space = false;
-            if scan.in_string {
-                step_in_string(&mut scan.in_string, &mut scan.escaped, b);
-                if !scan.in_string {
-                    // The closing quote: the string read is complete.
-                    continue;
-                }
-                if scan.string.len() < KEY_MAX {
-                    scan.string.push(b);
-                } else {
-                    scan.long_string = true;
-                }
-                continue;
-            }
-            match b {
-                b'"' => {
-                    scan.in_string = true;
-                    scan.string.clear();
-                    scan.long_string = false;
-                }
-                b'{' if scan.at_stream() => {
-                    skeleton.extend_from_slice(&buf[run..i - 1]);
-                    skeleton.extend_from_slice(b"null");
-                    run = i - 1;
-                    scan.stream.depth = 1;
-                }
-                b'{' | b'[' => {
-                    let key = scan.key.take().unwrap_or(Key::None);
-                    if scan.frames.len() < FRAMES_KEPT {
-                        scan.frames.push(Frame {
-                            object: b == b'{',
-                            key,
-                        });
-                    } else {
-                        scan.deeper += 1;
-                    }
-                }
-                b'}' | b']' => {
-                    if scan.deeper > 0 {
-                        scan.deeper -= 1;
-                    } else {
-                        scan.frames.pop();
-                    }
-                    scan.key = None;
-                }
-                b':' => scan.key = Some(scan.key_of_string()),
-                b',' => scan.key = None,
-                _ => {}
-            }
-        }
-        let rest = &buf[run..];
-        if scan.stream.depth > 0 {
-            stream.extend(rest);
-        } else {
-            skeleton.extend_from_slice(rest);
-        }
-        let n = buf.len();
-        input.consume(n);
-    }
-    if scan.stream.depth > 0 {
-        // Cut short inside a stream: the skeleton alone could look complete.
-        skeleton.extend_from_slice(&stream.bytes);
-    }
-    Ok(skeleton)
 }
 
 /// Parses the skeleton and puts the parsed streams back where they were cut out.

@@ -1,0 +1,214 @@
+//! The fields of a `/jsz` reply the exporter uses, as serde reads them: a
+//! field an older server lacks stays `None` (or its default), never an error.
+
+use serde::Deserialize;
+
+use super::de;
+
+/// The fields of a `/jsz` reply the exporter uses. (`S` is the type of a
+/// stream: while a reply is parsed in pieces, streams cut out are `None`.)
+#[derive(Debug, Default, Deserialize)]
+#[serde(
+    default,
+    bound(deserialize = "S: Deserialize<'de> + Default + de::Kept")
+)]
+pub struct Jsz<S = StreamDetail> {
+    /// The server's clock when it answered.
+    pub now: String,
+    /// JetStream is off on this server.
+    pub disabled: bool,
+    /// Accounts with JetStream on this server (all pages).
+    pub total: Option<usize>,
+    /// This page of accounts.
+    #[serde(deserialize_with = "de::list")]
+    pub account_details: Vec<AccountDetail<S>>,
+}
+
+/// One account's streams.
+#[derive(Debug, Default, Deserialize)]
+#[serde(
+    default,
+    bound(deserialize = "S: Deserialize<'de> + Default + de::Kept")
+)]
+pub struct AccountDetail<S = StreamDetail> {
+    /// Account name (its name tag where one is set).
+    pub name: String,
+    /// The account's own name (its public key in operator mode), by which
+    /// servers from 2.10 on order the pages.
+    pub id: String,
+    /// The account's streams.
+    #[serde(deserialize_with = "de::list")]
+    pub stream_detail: Vec<S>,
+}
+
+/// Who leads a clustered stream or consumer.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ClusterInfo {
+    /// The leader's server name; empty while there is none.
+    pub leader: Box<str>,
+}
+
+/// One stream.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct StreamDetail {
+    /// Stream name.
+    pub name: String,
+    /// Set for streams in a JetStream cluster.
+    pub cluster: Option<ClusterInfo>,
+    /// Limits.
+    pub config: Option<StreamConfig>,
+    /// Current contents.
+    pub state: StreamState,
+    /// Consumers.
+    #[serde(deserialize_with = "de::list")]
+    pub consumer_detail: Vec<ConsumerInfo>,
+}
+
+/// Stream limits; negative means unlimited.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct StreamConfig {
+    /// Most messages kept.
+    pub max_msgs: Option<i64>,
+    /// Most bytes kept.
+    pub max_bytes: Option<i64>,
+    /// Oldest message kept, in nanoseconds; 0 means unlimited.
+    pub max_age: Option<i64>,
+}
+
+/// Stream contents.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct StreamState {
+    /// Messages stored.
+    pub messages: u64,
+    /// Bytes stored.
+    pub bytes: u64,
+    /// First sequence stored.
+    pub first_seq: u64,
+    /// When the first message stored was stored, as Unix seconds.
+    #[serde(deserialize_with = "crate::sources::timestamp")]
+    pub first_ts: Option<f64>,
+    /// Last sequence stored.
+    pub last_seq: u64,
+    /// When the last message stored was stored, as Unix seconds.
+    #[serde(deserialize_with = "crate::sources::timestamp")]
+    pub last_ts: Option<f64>,
+    /// Consumers.
+    pub consumer_count: u64,
+}
+
+/// One consumer.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ConsumerInfo {
+    /// Consumer name. (Names and lists that are only read are boxed: held
+    /// for every consumer of a poll, each `String` or `Vec` would take 8
+    /// bytes more.)
+    pub name: Box<str>,
+    /// Set for consumers in a JetStream cluster.
+    pub cluster: Option<ClusterInfo>,
+    /// Present with `config=true`.
+    pub config: Option<ConsumerConfig>,
+    /// Last delivered.
+    pub delivered: SequenceInfo,
+    /// Acknowledged floor.
+    pub ack_floor: SequenceInfo,
+    /// Delivered, not yet acknowledged.
+    pub num_ack_pending: u64,
+    /// Unacknowledged messages delivered more than once (a level).
+    pub num_redelivered: u64,
+    /// Pull requests waiting.
+    pub num_waiting: u64,
+    /// Messages matching the consumer not yet delivered.
+    pub num_pending: u64,
+    /// Whether the consumer is paused (2.11+, sent only when true). `None`
+    /// means the server did not say; [`JszSource`]'s finish step makes it
+    /// `Some(false)` on servers that report pausing, see [`reports_pausing`].
+    pub paused: Option<bool>,
+    /// Nanoseconds until a paused consumer resumes (2.11+, sent only while paused).
+    pub pause_remaining: Option<i64>,
+    /// The state of the consumer's priority group (2.11+, only for consumers
+    /// with priority groups; the server reports the first group only).
+    #[serde(deserialize_with = "de::boxed_list")]
+    pub priority_groups: Box<[PriorityGroup]>,
+}
+
+/// One priority group's state in a consumer's info.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct PriorityGroup {
+    /// The group's name.
+    pub group: String,
+    /// The client the server pinned to the group (`pinned_client` policy);
+    /// absent or empty while none is. Changes at every pin: never a label.
+    pub pinned_client_id: String,
+}
+
+/// The `priority_policy` value of consumers that pin one client per group.
+pub const PINNED_CLIENT_POLICY: &str = "pinned_client";
+
+impl ConsumerInfo {
+    /// (group, whether a client is pinned) for each priority group of a
+    /// consumer with the `pinned_client` policy; empty for any other.
+    pub fn pinned_groups(&self) -> impl Iterator<Item = (&str, bool)> {
+        let pins = self.config.as_ref().is_some_and(|c| c.pins_clients);
+        self.priority_groups
+            .iter()
+            .filter(move |_| pins)
+            .map(|g| (g.group.as_str(), !g.pinned_client_id.is_empty()))
+    }
+}
+
+/// The consumer settings the exporter reports.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ConsumerConfig {
+    /// Whether the consumer has a durable name (the name itself is `name`;
+    /// an ephemeral consumer has none).
+    #[serde(rename = "durable_name", deserialize_with = "de::present")]
+    pub durable: bool,
+    /// Deliveries before a message is given up; -1 means unlimited.
+    pub max_deliver: Option<i64>,
+    /// Nanoseconds before an unacknowledged message is redelivered.
+    pub ack_wait: Option<i64>,
+    /// Unacknowledged messages at which delivery stops; -1 means unlimited.
+    pub max_ack_pending: Option<i64>,
+    /// The one subject filter (older form; empty for none).
+    pub filter_subject: Box<str>,
+    /// Several subject filters (2.10+).
+    #[serde(deserialize_with = "de::boxed_list")]
+    pub filter_subjects: Box<[String]>,
+    /// Whether the priority policy (2.11+) is `pinned_client` (others are
+    /// `overflow` and `prioritized`).
+    #[serde(rename = "priority_policy", deserialize_with = "de::pins_clients")]
+    pub pins_clients: bool,
+}
+
+impl ConsumerConfig {
+    /// The consumer's subject filters; empty when it takes every subject.
+    pub fn filters(&self) -> Vec<String> {
+        if !self.filter_subjects.is_empty() {
+            self.filter_subjects.to_vec()
+        } else if self.filter_subject.is_empty() {
+            Vec::new()
+        } else {
+            vec![self.filter_subject.to_string()]
+        }
+    }
+}
+
+/// A position in the stream and consumer and when it was reached.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct SequenceInfo {
+    /// Consumer sequence: every delivery, first or again, takes the next one.
+    pub consumer_seq: u64,
+    /// Stream sequence.
+    pub stream_seq: u64,
+    /// When it was last reached, as Unix seconds; absent when never.
+    #[serde(deserialize_with = "crate::sources::timestamp")]
+    pub last_active: Option<f64>,
+}
