@@ -19,30 +19,11 @@ use super::metrics::{AccountLabels, AdvisoryMetrics, ConsumerLabels, ReasonLabel
 use super::parse::{Advisory, AdvisoryKind};
 use super::subject_covers;
 
-/// Header: the original stream.
-pub const HEADER_STREAM: &str = "Dead-Letter-Stream";
-/// Header: the original stream sequence.
-pub const HEADER_SEQUENCE: &str = "Dead-Letter-Stream-Sequence";
-/// Header: the original subject.
-pub const HEADER_SUBJECT: &str = "Dead-Letter-Subject";
-/// Header: the consumer that gave up on the message.
-pub const HEADER_CONSUMER: &str = "Dead-Letter-Consumer";
-/// Header: delivery count from the advisory.
-pub const HEADER_DELIVERIES: &str = "Dead-Letter-Deliveries";
-/// Header: `max_deliveries` or a termination reason label.
-pub const HEADER_REASON: &str = "Dead-Letter-Reason";
-/// Header: the advisory's timestamp.
-pub const HEADER_TIME: &str = "Dead-Letter-Time";
-/// Header (durable mode): the original stream's creation time (Unix ns), which
-/// tells one incarnation of a stream name from the next.
-pub const HEADER_STREAM_CREATED: &str = "Dead-Letter-Stream-Created";
-/// Header: the account label.
-pub const HEADER_ACCOUNT: &str = "Dead-Letter-Account";
-/// The original's own `Nats-<name>` headers are kept as
-/// `Dead-Letter-Original-<name>`: the server would act on them (expected
-/// sequence, rollup, TTL, message id), and servers before 2.10 find
-/// `Nats-Msg-Id` anywhere in a header name, so the new name must not contain it.
-pub const ORIGINAL_HEADER_PREFIX: &str = "Dead-Letter-Original-";
+mod error;
+mod headers;
+
+pub use error::DeadLetterError;
+pub use headers::*;
 
 /// Attempts at one copy before it is given up (so that a dead-letter stream
 /// that refuses everything cannot stall the counting of advisories).
@@ -62,56 +43,6 @@ pub enum Capture {
     Missing,
     /// This kind of advisory is not captured.
     NotWanted,
-}
-
-/// Why a capture failed (retry later).
-#[derive(Debug, thiserror::Error)]
-pub enum DeadLetterError {
-    /// The dead-letter stream exists but does not capture the copies' subjects.
-    #[error("dead-letter stream {stream:?} exists but its subjects {subjects:?} do not capture {needed:?}")]
-    StreamMismatch {
-        /// Stream name.
-        stream: String,
-        /// The subjects it captures.
-        subjects: Vec<String>,
-        /// The subject it needs.
-        needed: String,
-    },
-    /// A JetStream request failed.
-    #[error("dead-letter {what}: {source}")]
-    Request {
-        /// What was asked, for the log.
-        what: String,
-        /// How it failed.
-        #[source]
-        source: async_nats::Error,
-    },
-    /// A copy refused as a duplicate is the copy of another message: its
-    /// message id was reused (the stream holds copies from elsewhere).
-    #[error("dead-letter copy refused as a duplicate, but the copy at {stream} seq {seq} is of another message ({header}: {have:?}, expected {want:?})")]
-    OtherCopy {
-        /// The dead-letter stream.
-        stream: String,
-        /// Sequence of the copy it holds.
-        seq: u64,
-        /// The header that differs.
-        header: &'static str,
-        /// Its value in the stored copy.
-        have: Option<String>,
-        /// Its value in this copy.
-        want: Option<String>,
-    },
-}
-
-impl DeadLetterError {
-    /// The error of a failed request about `what`.
-    fn request<E: Into<async_nats::Error>>(what: impl Into<String>) -> impl FnOnce(E) -> Self {
-        let what = what.into();
-        move |e| DeadLetterError::Request {
-            what,
-            source: e.into(),
-        }
-    }
 }
 
 /// Copies dead messages of one account.
