@@ -90,6 +90,42 @@ async fn main() {
 /// alternating raw fetches and scrapes.
 async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
     let server = NatsServer::builder().jetstream().start();
+    create_consumers(&server, streams, consumers).await;
+    if std::env::var_os("BENCH_HOLD").is_some() {
+        // For profiling an exporter by hand against the same server.
+        eprintln!(
+            "holding the server at {} until interrupted",
+            server.monitor_url()
+        );
+        std::future::pending::<()>().await;
+    }
+    let mut targets = Targets::start(&server).await;
+    let rss_idle_kib = status_kib(targets.pid, "VmRSS:");
+    let mut samples = Samples::default();
+    for round in 0..rounds {
+        samples.take_round(&targets, round).await;
+    }
+    let peak_kib = status_kib(targets.pid, "VmHWM:");
+    targets.stop_and_compare(&samples, peak_kib);
+    println!("streams x consumers        {streams} x {consumers}");
+    println!("rounds                     {rounds}, alternating, 300 ms apart (median / min)");
+    samples.print(rss_idle_kib, peak_kib);
+    Row {
+        consumers: streams * consumers,
+        raw: median(&samples.raw),
+        scrape: median(&samples.scrape),
+        ratio_median: median(&samples.scrape) / median(&samples.raw),
+        ratio_min: min(&samples.scrape) / min(&samples.raw),
+        peak_mb: peak_kib as f64 / 1024.0,
+        text_mb: samples.scrape_bytes as f64 / 1e6,
+        gzip: (!samples.gzip.is_empty())
+            .then(|| (median(&samples.gzip), samples.gzip_bytes as f64 / 1e6)),
+    }
+}
+
+/// `streams` memory streams of one message, each with `consumers` durable
+/// pull consumers.
+async fn create_consumers(server: &NatsServer, streams: usize, consumers: usize) {
     let client = async_nats::connect(server.client_url()).await.unwrap();
     let js = jetstream::new(client);
     let setup = Instant::now();
@@ -126,197 +162,240 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         "created {streams} streams x {consumers} consumers in {:.1?}",
         setup.elapsed()
     );
-    if std::env::var_os("BENCH_HOLD").is_some() {
-        // For profiling an exporter by hand against the same server.
-        eprintln!(
-            "holding the server at {} until interrupted",
-            server.monitor_url()
-        );
-        std::future::pending::<()>().await;
+}
+
+/// What one size measures: the server's `/jsz`, the exporter, and the
+/// exporter compared with it when asked.
+struct Targets {
+    exporter: std::process::Child,
+    pid: u32,
+    http: reqwest::Client,
+    metrics_url: String,
+    jsz_url: String,
+    /// The exporter's own URL when it answers gzip.
+    gzip_url: Option<String>,
+    other: Option<(std::process::Child, String)>,
+    compare_args: Vec<String>,
+    compare_binary: Option<String>,
+}
+
+impl Targets {
+    /// Starts the exporter (and the compared one), and warms each up once.
+    async fn start(server: &NatsServer) -> Targets {
+        let (exporter, listen) = spawn_exporter(server, &env_args("BENCH_EXPORTER_ARGS"));
+        let compare_args = env_args("BENCH_COMPARE_ARGS");
+        let compare_binary = std::env::var("BENCH_COMPARE_BINARY").ok();
+        let other = (!compare_args.is_empty() || compare_binary.is_some()).then(|| {
+            let binary = compare_binary.as_deref().unwrap_or(support::EXPORTER);
+            spawn_binary(binary, server, &compare_args)
+        });
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()
+            .unwrap();
+        wait_until_up(&http, listen).await;
+        if let Some((_, l)) = &other {
+            wait_until_up(&http, *l).await;
+        }
+        let mut targets = Targets {
+            pid: exporter.id(),
+            exporter,
+            http,
+            metrics_url: format!("http://{listen}/metrics"),
+            jsz_url: format!(
+                "{}/jsz?accounts=true&streams=true&consumers=true&config=true&offset=0&limit=1024",
+                server.monitor_url()
+            ),
+            gzip_url: None,
+            other: other.map(|(child, l)| (child, format!("http://{l}/metrics"))),
+            compare_args,
+            compare_binary,
+        };
+        targets.warm_up().await;
+        targets
     }
 
-    let (mut exporter, listen) = spawn_exporter(&server, &env_args("BENCH_EXPORTER_ARGS"));
-    let pid = exporter.id();
-    let compare_args = env_args("BENCH_COMPARE_ARGS");
-    let compare_binary = std::env::var("BENCH_COMPARE_BINARY").ok();
-    let mut other = (!compare_args.is_empty() || compare_binary.is_some()).then(|| {
-        let binary = compare_binary.as_deref().unwrap_or(support::EXPORTER);
-        spawn_binary(binary, &server, &compare_args)
-    });
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(120))
-        .build()
-        .unwrap();
-    let metrics_url = format!("http://{listen}/metrics");
-    let jsz_url = format!(
-        "{}/jsz?accounts=true&streams=true&consumers=true&config=true&offset=0&limit=1024",
-        server.monitor_url()
-    );
-    wait_until_up(&http, listen).await;
-    let other_url = other.as_ref().map(|(_, l)| format!("http://{l}/metrics"));
-    if let Some((_, l)) = &other {
-        wait_until_up(&http, *l).await;
-    }
-    // One warm-up of each; the first scrape also reads the closed-connection
-    // ring. It asks for gzip, to say whether the exporter answers compressed
-    // (then a compressed scrape would be measured too).
-    let _ = timed_read(&http, &jsz_url, 0).await;
-    let warm_up = http
-        .get(&metrics_url)
-        .header("Accept-Encoding", "gzip")
-        .send()
-        .await
-        .unwrap();
-    let encoding = warm_up.headers().get("content-encoding").cloned();
-    let gzip_url = encoding.is_some().then(|| metrics_url.clone());
-    let _ = warm_up.bytes().await.unwrap();
-    println!(
-        "asked for gzip, the exporter answered {}",
-        encoding.map_or(
-            "uncompressed (no compressed scrape to measure)".into(),
-            |e| { format!("with Content-Encoding {e:?}") }
-        )
-    );
-    if let Some(url) = &other_url {
-        let _ = timed_read(&http, url, 0).await;
-    }
-    let mut other_scrape = Vec::new();
-    let rss_idle_kib = status_kib(pid, "VmRSS:");
-    let (mut raw, mut scrape, mut cpu, mut jsz_poll) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut raw_bytes, mut scrape_bytes) = (0, 0);
-    let (mut raw_first, mut text_sent) = (Vec::new(), Vec::new());
-    // The order alternates and each request starts after a pause: the
-    // server's garbage collection after one 11 MB reply must not fall on
-    // whichever request happens to come next.
-    let settle = Duration::from_millis(300);
-    let (mut gzip, mut gzip_bytes) = (Vec::new(), 0);
-    for round in 0..rounds {
-        let kinds = 4;
-        for which in (0..kinds).map(|k| (k + round) % kinds) {
-            if let (2, Some(url)) = (which, &other_url) {
-                tokio::time::sleep(settle).await;
-                // Read as the first exporter's scrape is, its head kept:
-                // keeping 16 MB costs the reader time the comparison must
-                // not count against one of the two.
-                other_scrape.push(timed_read(&http, url, HEAD_KEPT).await.seconds);
-                continue;
-            }
-            if let (3, Some(url)) = (which, &gzip_url) {
-                tokio::time::sleep(settle).await;
-                let read = timed_read_gzip(&http, url).await;
-                gzip.push(read.seconds);
-                gzip_bytes = read.bytes;
-                continue;
-            }
-            if which >= 2 {
-                continue;
-            }
-            tokio::time::sleep(settle).await;
-            if which == 0 {
-                let read = timed_read(&http, &jsz_url, 0).await;
-                raw.push(read.seconds);
-                raw_first.push(read.first_byte);
-                raw_bytes = read.bytes;
-                continue;
-            }
-            let before = cpu_seconds(pid);
-            // The registry part, with the scrape's own durations, comes first.
-            let read = timed_read(&http, &metrics_url, HEAD_KEPT).await;
-            cpu.push(cpu_seconds(pid) - before);
-            scrape.push(read.seconds);
-            text_sent.push(read.seconds - read.first_byte);
-            scrape_bytes = read.bytes;
-            let text = String::from_utf8_lossy(&read.head);
-            let polled = nats_test_server::sample::value(
-                &text,
-                "nats_delivery_scrape_duration_seconds",
-                &[("source", "jsz")],
-            );
-            jsz_poll.push(polled.expect("the scrape reports its /jsz poll"));
+    /// One warm-up of each; the first scrape also reads the closed-connection
+    /// ring. It asks for gzip, to say whether the exporter answers compressed
+    /// (then a compressed scrape is measured too).
+    async fn warm_up(&mut self) {
+        let _ = timed_read(&self.http, &self.jsz_url, 0).await;
+        let warm_up = self
+            .http
+            .get(&self.metrics_url)
+            .header("Accept-Encoding", "gzip")
+            .send()
+            .await
+            .unwrap();
+        let encoding = warm_up.headers().get("content-encoding").cloned();
+        self.gzip_url = encoding.is_some().then(|| self.metrics_url.clone());
+        let _ = warm_up.bytes().await.unwrap();
+        println!(
+            "asked for gzip, the exporter answered {}",
+            encoding.map_or(
+                "uncompressed (no compressed scrape to measure)".into(),
+                |e| { format!("with Content-Encoding {e:?}") }
+            )
+        );
+        if let Some((_, url)) = &self.other {
+            let _ = timed_read(&self.http, url, 0).await;
         }
     }
-    let peak_kib = status_kib(pid, "VmHWM:");
-    let _ = exporter.kill();
-    let _ = exporter.wait();
-    if let Some((mut child, _)) = other.take() {
+
+    /// Stops both exporters and prints the comparison, if there is one.
+    fn stop_and_compare(&mut self, samples: &Samples, peak_kib: u64) {
+        let _ = self.exporter.kill();
+        let _ = self.exporter.wait();
+        let Some((mut child, _)) = self.other.take() else {
+            return;
+        };
         let other_peak_kib = status_kib(child.id(), "VmHWM:");
         let _ = child.kill();
         let _ = child.wait();
+        let (scrape, other) = (median(&samples.scrape), median(&samples.other_scrape));
         println!(
             "vs {} {:?}: scrape {:.3} s / {:.3} s = {:.3}x (median), peak RSS {:.1} MB / {:.1} MB = {:+.1} MB",
-            compare_binary.as_deref().unwrap_or("this build"),
-            compare_args,
-            median(&scrape),
-            median(&other_scrape),
-            median(&scrape) / median(&other_scrape),
+            self.compare_binary.as_deref().unwrap_or("this build"),
+            self.compare_args,
+            scrape,
+            other,
+            scrape / other,
             peak_kib as f64 / 1024.0,
             other_peak_kib as f64 / 1024.0,
             (peak_kib as f64 - other_peak_kib as f64) / 1024.0
         );
     }
-    println!("streams x consumers        {streams} x {consumers}");
-    println!("rounds                     {rounds}, alternating, 300 ms apart (median / min)");
-    let row = |what: &str, v: &[f64], note: String| {
-        println!("{what:<26} {:.3} s / {:.3} s  {note}", median(v), min(v));
-    };
-    row(
-        "raw /jsz fetch",
-        &raw,
-        format!("({:.1} MB)", raw_bytes as f64 / 1e6),
-    );
-    row(
-        "  of which first byte",
-        &raw_first,
-        "(the server's work before it sends)".into(),
-    );
-    row(
-        "exporter scrape",
-        &scrape,
-        format!("({:.1} MB of text)", scrape_bytes as f64 / 1e6),
-    );
-    row(
-        "  of which /jsz poll",
-        &jsz_poll,
-        "(fetch and parse, as the exporter reports it)".into(),
-    );
-    row(
-        "  of which text sent",
-        &text_sent,
-        "(from the text's first byte to its last)".into(),
-    );
-    row("exporter CPU per scrape", &cpu, String::new());
-    if !gzip.is_empty() {
+}
+
+/// Every round's figures.
+#[derive(Default)]
+struct Samples {
+    raw: Vec<f64>,
+    raw_first: Vec<f64>,
+    raw_bytes: usize,
+    scrape: Vec<f64>,
+    cpu: Vec<f64>,
+    jsz_poll: Vec<f64>,
+    text_sent: Vec<f64>,
+    scrape_bytes: usize,
+    gzip: Vec<f64>,
+    gzip_bytes: usize,
+    other_scrape: Vec<f64>,
+}
+
+impl Samples {
+    /// One round: each kind of request once, in an order that turns with
+    /// the round, each after a pause: the server's garbage collection after
+    /// one 11 MB reply must not fall on whichever request happens to come
+    /// next.
+    async fn take_round(&mut self, t: &Targets, round: usize) {
+        let settle = Duration::from_millis(300);
+        let kinds = 4;
+        for which in (0..kinds).map(|k| (k + round) % kinds) {
+            match (which, &t.other, &t.gzip_url) {
+                (0, _, _) => {
+                    tokio::time::sleep(settle).await;
+                    let read = timed_read(&t.http, &t.jsz_url, 0).await;
+                    self.raw.push(read.seconds);
+                    self.raw_first.push(read.first_byte);
+                    self.raw_bytes = read.bytes;
+                }
+                (1, _, _) => {
+                    tokio::time::sleep(settle).await;
+                    self.scrape(t).await;
+                }
+                (2, Some((_, url)), _) => {
+                    tokio::time::sleep(settle).await;
+                    // Read as the first exporter's scrape is, its head kept:
+                    // keeping 16 MB costs the reader time the comparison must
+                    // not count against one of the two.
+                    let read = timed_read(&t.http, url, HEAD_KEPT).await;
+                    self.other_scrape.push(read.seconds);
+                }
+                (3, _, Some(url)) => {
+                    tokio::time::sleep(settle).await;
+                    let read = timed_read_gzip(&t.http, url).await;
+                    self.gzip.push(read.seconds);
+                    self.gzip_bytes = read.bytes;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// One scrape of the exporter, with its CPU time and the `/jsz` poll's
+    /// duration it reports.
+    async fn scrape(&mut self, t: &Targets) {
+        let before = cpu_seconds(t.pid);
+        // The registry part, with the scrape's own durations, comes first.
+        let read = timed_read(&t.http, &t.metrics_url, HEAD_KEPT).await;
+        self.cpu.push(cpu_seconds(t.pid) - before);
+        self.scrape.push(read.seconds);
+        self.text_sent.push(read.seconds - read.first_byte);
+        self.scrape_bytes = read.bytes;
+        let text = String::from_utf8_lossy(&read.head);
+        let polled = nats_test_server::sample::value(
+            &text,
+            "nats_delivery_scrape_duration_seconds",
+            &[("source", "jsz")],
+        );
+        self.jsz_poll
+            .push(polled.expect("the scrape reports its /jsz poll"));
+    }
+
+    fn print(&self, rss_idle_kib: u64, peak_kib: u64) {
+        let row = |what: &str, v: &[f64], note: String| {
+            println!("{what:<26} {:.3} s / {:.3} s  {note}", median(v), min(v));
+        };
+        let mb = |bytes: usize| bytes as f64 / 1e6;
         row(
-            "gzip scrape",
-            &gzip,
-            format!("({:.1} MB on the wire)", gzip_bytes as f64 / 1e6),
+            "raw /jsz fetch",
+            &self.raw,
+            format!("({:.1} MB)", mb(self.raw_bytes)),
+        );
+        row(
+            "  of which first byte",
+            &self.raw_first,
+            "(the server's work before it sends)".into(),
+        );
+        row(
+            "exporter scrape",
+            &self.scrape,
+            format!("({:.1} MB of text)", mb(self.scrape_bytes)),
+        );
+        row(
+            "  of which /jsz poll",
+            &self.jsz_poll,
+            "(fetch and parse, as the exporter reports it)".into(),
+        );
+        row(
+            "  of which text sent",
+            &self.text_sent,
+            "(from the text's first byte to its last)".into(),
+        );
+        row("exporter CPU per scrape", &self.cpu, String::new());
+        if !self.gzip.is_empty() {
+            row(
+                "gzip scrape",
+                &self.gzip,
+                format!("({:.1} MB on the wire)", mb(self.gzip_bytes)),
+            );
+            println!(
+                "gzip scrape / raw fetch    {:.2}x / {:.2}x",
+                median(&self.gzip) / median(&self.raw),
+                min(&self.gzip) / min(&self.raw)
+            );
+        }
+        println!(
+            "scrape / raw fetch         {:.2}x / {:.2}x  (goal at 100,000 consumers: <= 1.2x)",
+            median(&self.scrape) / median(&self.raw),
+            min(&self.scrape) / min(&self.raw)
         );
         println!(
-            "gzip scrape / raw fetch    {:.2}x / {:.2}x",
-            median(&gzip) / median(&raw),
-            min(&gzip) / min(&raw)
+            "exporter RSS idle / peak   {:.1} MB / {:.1} MB  (goal at 100,000 consumers: <= 96 MB)",
+            rss_idle_kib as f64 / 1024.0,
+            peak_kib as f64 / 1024.0
         );
-    }
-    println!(
-        "scrape / raw fetch         {:.2}x / {:.2}x  (goal at 100,000 consumers: <= 1.2x)",
-        median(&scrape) / median(&raw),
-        min(&scrape) / min(&raw)
-    );
-    println!(
-        "exporter RSS idle / peak   {:.1} MB / {:.1} MB  (goal at 100,000 consumers: <= 96 MB)",
-        rss_idle_kib as f64 / 1024.0,
-        peak_kib as f64 / 1024.0
-    );
-    Row {
-        consumers: streams * consumers,
-        raw: median(&raw),
-        scrape: median(&scrape),
-        ratio_median: median(&scrape) / median(&raw),
-        ratio_min: min(&scrape) / min(&raw),
-        peak_mb: peak_kib as f64 / 1024.0,
-        text_mb: scrape_bytes as f64 / 1e6,
-        gzip: (!gzip.is_empty()).then(|| (median(&gzip), gzip_bytes as f64 / 1e6)),
     }
 }
 
