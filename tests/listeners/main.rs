@@ -6,6 +6,7 @@ mod advisories_connection;
 mod advisories_dead_letter;
 mod advisories_drops;
 mod advisories_durable;
+mod advisories_durable_repair;
 mod advisories_incarnation;
 mod advisories_listeners;
 mod advisories_live;
