@@ -218,7 +218,10 @@ async fn unanswered_reads_end_at_the_deadline() {
     let server = NatsServer::builder().start();
     let silent = async_nats::connect(server.client_url()).await.unwrap();
     let _taker = silent.subscribe("$JS.API.>").await.unwrap();
-    silent.flush().await.unwrap();
+    // A round trip on the taker's connection: after it the server knows the
+    // subscription (a flush only empties the client's write buffer).
+    let nobody = silent.request("roundtrip.nobody", "".into()).await;
+    assert!(nobody.is_err());
     let reader = MessageTimestamps::new(
         async_nats::connect(server.client_url()).await.unwrap(),
         "$G",
