@@ -16,15 +16,17 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
+/// A new P-256 key, unencrypted, for `openssl req`.
+const EC_KEY: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
+
 /// A CA, a server certificate for 127.0.0.1 and a client certificate.
 pub fn make_certs(dir: &Path) {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
     let mut ca = vec![
         "req",
         "-x509",
@@ -37,7 +39,7 @@ pub fn make_certs(dir: &Path) {
         "-out",
         "ca.pem",
     ];
-    ca.extend(ec);
+    ca.extend(EC_KEY);
     ca.extend([
         "-addext",
         "basicConstraints=critical,CA:TRUE",
@@ -57,20 +59,13 @@ pub fn make_certs(dir: &Path) {
 /// [`make_certs`] in `dir`, with the extensions `ext` (openssl's extfile
 /// lines, e.g. `subjectAltName=DNS:a.example`). Each call makes a new key.
 pub fn sign(dir: &Path, name: &str, ext: &str) {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
     let key = format!("{name}.key");
     let csr = format!("{name}.csr");
     let pem = format!("{name}.pem");
     let extfile = format!("{name}.ext");
     std::fs::write(dir.join(&extfile), ext).unwrap();
     let mut req = vec!["req", "-subj", "/CN=test", "-keyout", &key, "-out", &csr];
-    req.extend(ec);
+    req.extend(EC_KEY);
     openssl(dir, &req);
     openssl(
         dir,
