@@ -8,5 +8,6 @@ pub mod consumer_health;
 pub(crate) mod consumer_status;
 pub(crate) mod jsz_families;
 pub mod message_timestamps;
+pub mod removed_before_delivery;
 pub(crate) mod seq_ranges;
 pub mod stream_lost;

@@ -191,3 +191,8 @@ pub fn present<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 pub fn pins_clients<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     Ok(Option::<String>::deserialize(d)?.as_deref() == Some(PINNED_CLIENT_POLICY))
 }
+
+/// `ack_policy`: true for `none`.
+pub fn acks_none<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.as_deref() == Some("none"))
+}

@@ -98,6 +98,9 @@ pub struct StreamState {
     pub last_ts: Option<f64>,
     /// Consumers.
     pub consumer_count: u64,
+    /// Sequences between the first and the last that were removed (interior
+    /// deletes: a message deleted by hand, a per-subject limit).
+    pub num_deleted: u64,
 }
 
 /// One consumer.
@@ -174,6 +177,9 @@ pub struct ConsumerConfig {
     pub max_deliver: Option<i64>,
     /// Nanoseconds before an unacknowledged message is redelivered.
     pub ack_wait: Option<i64>,
+    /// Whether the ack policy is `none`: every delivery is a first one.
+    #[serde(rename = "ack_policy", deserialize_with = "de::acks_none")]
+    pub acks_none: bool,
     /// Unacknowledged messages at which delivery stops; -1 means unlimited.
     pub max_ack_pending: Option<i64>,
     /// The one subject filter (older form; empty for none).

@@ -1,0 +1,181 @@
+//! Messages a stream removed before a consumer delivered them (limits, a
+//! purge, a deleted message), counted from successive `/jsz` polls.
+//!
+//! The server skips such messages without a word: the consumer's delivered
+//! stream sequence jumps over them and `num_pending` shrinks. Between two
+//! polls of one consumer the delivered stream sequence `D` advances by the
+//! messages delivered for the first time plus the ones skipped, and the
+//! delivery count `C` (`delivered.consumer_seq`) by every delivery, first
+//! or again; so `skipped = ΔD - ΔC + redeliveries`. Removed messages the
+//! consumer has not reached yet are the ones below the stream's first
+//! sequence `F` and the interior deletes above `D`: they are counted as
+//! soon as they are gone, and not again when the consumer jumps them.
+//! METRICS.md has the whole arithmetic, its bounds and where it is exact.
+
+/// One consumer and its stream as one poll saw them (leader only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Position {
+    /// Stream `first_seq`.
+    pub first_seq: u64,
+    /// Stream `last_seq`.
+    pub last_seq: u64,
+    /// Stream `messages`.
+    pub messages: u64,
+    /// Stream `num_deleted` (interior deletes).
+    pub deleted: u64,
+    /// `delivered.stream_seq`.
+    pub delivered: u64,
+    /// `delivered.consumer_seq`: deliveries, first or again.
+    pub deliveries: u64,
+    /// `num_pending`.
+    pub pending: u64,
+    /// `num_redelivered`.
+    pub redelivered: u64,
+}
+
+/// What a consumer's configuration says for the arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Kind {
+    /// The consumer has a subject filter: not every stream message is its.
+    pub filtered: bool,
+    /// Ack policy `none` or `max_deliver` 1: every delivery is a first one.
+    pub no_redelivery: bool,
+}
+
+/// The counter for one consumer, since the exporter began tracking it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Removed {
+    /// Messages removed before delivery (exact, or the estimate).
+    pub messages: u64,
+    /// Every increase so far was exact (the bounds met).
+    pub exact: bool,
+}
+
+/// The state kept for one consumer between polls (88 bytes: it is held
+/// for every consumer).
+#[derive(Debug, Clone, Default)]
+pub struct RemovedTracker {
+    /// The last poll; meaningless before the first.
+    prev: Position,
+    /// Counted at the last new start (a reset consumer or stream), plus the
+    /// increases since, minus the removed, not yet jumped messages at that
+    /// start (counted before it, if at all).
+    sum: i64,
+    shown: u64,
+    started: bool,
+    exact: bool,
+}
+
+/// Removed sequences above the delivered one: those below the first
+/// sequence, and interior deletes above `D`. `last - D - pending` alone
+/// over-counts on R3 streams of 2.11+ (`D` is the committed position,
+/// `num_pending` counts from the leader's newer one), so it is used only
+/// to place interior deletes, bounded by what the stream reports.
+fn gap(p: &Position) -> u64 {
+    let head = p.first_seq.saturating_sub(1).saturating_sub(p.delivered);
+    if p.deleted == 0 {
+        return head;
+    }
+    let above = p.last_seq.saturating_sub(p.delivered).saturating_sub(p.pending);
+    above.min(head + p.deleted)
+}
+
+/// Lower bound, estimate and upper bound of one interval, unfiltered.
+fn unfiltered(p: &Position, s: &Position, kind: Kind) -> [u64; 3] {
+    let dd = s.delivered - p.delivered;
+    let dc = s.deliveries - p.deliveries;
+    // skipped - redeliveries; a message newly in the redelivered set was
+    // redelivered at least once.
+    let base = dd as i128 - dc as i128;
+    let newly_redelivered = s.redelivered.saturating_sub(p.redelivered) as i128;
+    let mut low = (base + newly_redelivered).max(0) as u64;
+    if dd > 0 {
+        // The removed messages seen at the last poll below where it is now.
+        let passed = (p.first_seq.saturating_sub(1)).min(s.delivered);
+        low = low.max(passed.saturating_sub(p.delivered));
+    }
+    let gone = s.first_seq.saturating_sub(1).min(s.delivered);
+    let mut high = gone.saturating_sub(p.delivered) + s.deleted;
+    if kind.no_redelivery {
+        high = high.min(base.max(0) as u64);
+    }
+    let low = low.min(dd);
+    let high = high.max(low).min(dd);
+    [low, low, high]
+}
+
+/// Lower bound, estimate and upper bound of one interval, filtered:
+/// `removed = matching arrivals - first deliveries - Δpending`, where the
+/// matching arrivals are unknown between 0 and every arrival.
+fn filtered(p: &Position, s: &Position, kind: Kind) -> [u64; 3] {
+    let arrivals = s.last_seq.saturating_sub(p.last_seq) as i128;
+    let removed_by_stream = (arrivals + p.messages as i128 - s.messages as i128).max(0);
+    if removed_by_stream == 0 {
+        return [0; 3];
+    }
+    let dc = (s.deliveries - p.deliveries) as i128;
+    let first_high = dc;
+    let first_low = if kind.no_redelivery { dc } else { 0 };
+    let fell = p.pending as i128 - s.pending as i128;
+    let low = (fell - first_high).max(0);
+    let high = (arrivals + fell - first_low).min(removed_by_stream).max(low);
+    // The share of stored messages above the delivered one that match, at
+    // the last poll, taken for the arrivals too.
+    let above = p.messages.min(p.last_seq.saturating_sub(p.delivered));
+    let share = if above == 0 {
+        0.0
+    } else {
+        (p.pending as f64 / above as f64).min(1.0)
+    };
+    let guess = (share * arrivals as f64).round() as i128 + fell - first_high;
+    let estimate = guess.clamp(low, high);
+    [low as u64, estimate as u64, high as u64]
+}
+
+impl RemovedTracker {
+    /// Takes one poll and returns the counter as it stands.
+    pub fn record(&mut self, s: Position, kind: Kind) -> Removed {
+        let p = self.prev;
+        let open = if kind.filtered { 0 } else { gap(&s) as i64 };
+        let reset = !self.started
+            || s.delivered < p.delivered
+            || s.deliveries < p.deliveries
+            || s.last_seq < p.last_seq
+            || s.first_seq < p.first_seq;
+        self.prev = s;
+        if reset {
+            // A new consumer, a reset one or a new stream: count from here.
+            if !self.started {
+                self.exact = true;
+            }
+            self.started = true;
+            self.sum = self.shown as i64 - open;
+            return self.removed();
+        }
+        let [low, estimate, high] = if kind.filtered {
+            filtered(&p, &s, kind)
+        } else {
+            unfiltered(&p, &s, kind)
+        };
+        self.sum += estimate as i64;
+        self.exact &= low == high;
+        self.shown = self.shown.max((self.sum + open).max(0) as u64);
+        self.removed()
+    }
+
+    fn removed(&self) -> Removed {
+        Removed {
+            messages: self.shown,
+            exact: self.exact,
+        }
+    }
+}
+
+#[test]
+fn the_state_is_small() {
+    assert!(std::mem::size_of::<RemovedTracker>() <= 88);
+}
+
+#[cfg(test)]
+#[path = "removed_before_delivery_tests.rs"]
+mod tests;

@@ -1,0 +1,131 @@
+//! The arithmetic on positions a real server reported (nats-server 2.15.1,
+//! a stream with `max_age`, one pull consumer, polls between steps).
+
+use super::{Kind, Position, Removed, RemovedTracker};
+
+/// (first, last, messages, deleted, delivered, deliveries, pending, redelivered)
+type Row = (u64, u64, u64, u64, u64, u64, u64, u64);
+
+fn position(r: Row) -> Position {
+    let (first_seq, last_seq, messages, deleted, delivered, deliveries, pending, redelivered) = r;
+    Position {
+        first_seq,
+        last_seq,
+        messages,
+        deleted,
+        delivered,
+        deliveries,
+        pending,
+        redelivered,
+    }
+}
+
+fn run(kind: Kind, rows: &[Row]) -> Vec<Removed> {
+    let mut t = RemovedTracker::default();
+    rows.iter().map(|&r| t.record(position(r), kind)).collect()
+}
+
+fn counts(out: &[Removed]) -> Vec<u64> {
+    out.iter().map(|r| r.messages).collect()
+}
+
+const UNFILTERED: Kind = Kind {
+    filtered: false,
+    no_redelivery: false,
+};
+
+/// Fell behind (30 aged out), jumped the visible gap, jumped a gap that
+/// opened and closed between polls, fell behind again after reading some,
+/// an interior delete, a purge: the server's truth after each step is
+/// 0, 0, 30, 30, 47, 74, 75, 75, 82, 82.
+const AGE_OUT: [Row; 10] = [
+    (0, 0, 0, 0, 0, 0, 0, 0),
+    (1, 10, 10, 0, 5, 5, 5, 0),
+    (36, 35, 0, 0, 5, 5, 0, 0),
+    (36, 40, 5, 0, 38, 8, 2, 0),
+    (56, 60, 5, 0, 59, 12, 1, 0),
+    (93, 92, 0, 0, 84, 18, 0, 0),
+    (93, 98, 5, 1, 84, 18, 5, 0),
+    (93, 98, 5, 1, 98, 23, 0, 0),
+    (106, 105, 0, 0, 105, 23, 0, 0),
+    (106, 108, 3, 0, 108, 26, 0, 0),
+];
+
+#[test]
+fn every_step_of_a_consumer_that_fell_behind_equals_the_truth() {
+    let out = run(UNFILTERED, &AGE_OUT);
+    assert_eq!(counts(&out), [0, 0, 30, 30, 47, 74, 75, 75, 82, 82]);
+    // Explicit acks: a redelivery could hide in the step where the
+    // consumer read while messages aged out behind it.
+    assert!(!out[9].exact);
+    assert!(out[4].exact, "{:?}", out[4]);
+}
+
+#[test]
+fn without_redelivery_every_step_is_exact() {
+    let kind = Kind {
+        filtered: false,
+        no_redelivery: true,
+    };
+    let out = run(kind, &AGE_OUT);
+    assert_eq!(counts(&out), [0, 0, 30, 30, 47, 74, 75, 75, 82, 82]);
+    assert!(out.iter().all(|r| r.exact));
+}
+
+#[test]
+fn a_gap_open_at_the_first_poll_is_not_counted_when_it_is_jumped() {
+    // An exporter started at step 3: the 30 were removed before it ran.
+    let out = run(UNFILTERED, &AGE_OUT[2..]);
+    assert_eq!(counts(&out), [0, 0, 17, 44, 45, 45, 52, 52]);
+}
+
+#[test]
+fn a_reset_consumer_keeps_its_count_and_counts_on() {
+    let mut rows = AGE_OUT.to_vec();
+    // Deleted and created again: back to the start of the stream.
+    rows.push((106, 110, 5, 0, 105, 0, 5, 0));
+    rows.push((120, 119, 0, 0, 105, 0, 0, 0));
+    let out = run(UNFILTERED, &rows);
+    assert_eq!(counts(&out)[9..], [82, 82, 96]);
+}
+
+#[test]
+fn redeliveries_make_a_lower_bound() {
+    // 2.15.1, explicit acks, 1 NAK and 4 ack-wait redeliveries in steps
+    // where the consumer also jumped removed messages: truth 0, 0, 16, 16,
+    // 36, 36, 62, 62.
+    let rows = [
+        (0, 0, 0, 0, 0, 0, 0, 0),
+        (1, 10, 10, 0, 4, 4, 6, 0),
+        (21, 40, 20, 0, 25, 9, 15, 0),
+        (24, 43, 20, 0, 28, 12, 15, 0),
+        (49, 68, 20, 0, 52, 17, 16, 0),
+        (53, 72, 20, 0, 56, 21, 16, 0),
+        (83, 102, 20, 0, 85, 28, 17, 0),
+        (83, 102, 20, 0, 102, 45, 0, 0),
+    ];
+    let out = run(UNFILTERED, &rows);
+    assert_eq!(counts(&out), [0, 0, 16, 16, 35, 35, 57, 57]);
+    assert!(out[3].exact && !out[4].exact);
+}
+
+#[test]
+fn a_filtered_consumer_is_estimated_within_its_bounds() {
+    // Two subjects, the consumer takes s.a: 4 of 12 removed matched, then
+    // 3 more with arrivals in the same step (truth 2 then 5).
+    let kind = Kind {
+        filtered: true,
+        no_redelivery: false,
+    };
+    let rows = [
+        (0, 0, 0, 0, 0, 0, 0, 0),
+        (1, 12, 12, 0, 4, 2, 2, 0),
+        (13, 12, 0, 0, 4, 2, 0, 0),
+        (22, 27, 6, 0, 4, 2, 2, 0),
+    ];
+    let out = run(kind, &rows);
+    assert_eq!(counts(&out)[..3], [0, 0, 2]);
+    assert!(out[2].exact, "no arrivals: exact");
+    assert!((2..=11).contains(&out[3].messages), "{:?}", out[3]);
+    assert!(!out[3].exact);
+}
