@@ -211,7 +211,7 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 14] = [
         help: "Deliveries after which a message is given up; absent when unlimited.",
         value: |c, _| config_value(c, |k| k.max_deliver).map(Num::I),
         folded: None,
-        opt_in: None,
+        opt_in: Some(OptIn::MaxDeliver),
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_ack_wait_seconds",

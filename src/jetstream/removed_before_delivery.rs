@@ -76,7 +76,10 @@ fn gap(p: &Position) -> u64 {
     if p.deleted == 0 {
         return head;
     }
-    let above = p.last_seq.saturating_sub(p.delivered).saturating_sub(p.pending);
+    let above = p
+        .last_seq
+        .saturating_sub(p.delivered)
+        .saturating_sub(p.pending);
     above.min(head + p.deleted)
 }
 
@@ -118,7 +121,9 @@ fn filtered(p: &Position, s: &Position, kind: Kind) -> [u64; 3] {
     let first_low = if kind.no_redelivery { dc } else { 0 };
     let fell = p.pending as i128 - s.pending as i128;
     let low = (fell - first_high).max(0);
-    let high = (arrivals + fell - first_low).min(removed_by_stream).max(low);
+    let high = (arrivals + fell - first_low)
+        .min(removed_by_stream)
+        .max(low);
     // The share of stored messages above the delivered one that match, at
     // the last poll, taken for the arrivals too.
     let above = p.messages.min(p.last_seq.saturating_sub(p.delivered));

@@ -36,11 +36,15 @@ pub enum OptIn {
     DeliveryLagExact,
     /// `nats_delivery_consumer_oldest_unacked_age_exact`.
     OldestUnackedAgeExact,
+    /// `nats_delivery_consumer_max_deliver`.
+    MaxDeliver,
+    /// `nats_delivery_consumer_removed_before_delivery_exact`.
+    RemovedBeforeDeliveryExact,
 }
 
 impl OptIn {
     /// Every opt-in family.
-    pub const ALL: [OptIn; 8] = [
+    pub const ALL: [OptIn; 10] = [
         OptIn::Deliveries,
         OptIn::AckWait,
         OptIn::LastDeliveryAge,
@@ -49,6 +53,8 @@ impl OptIn {
         OptIn::PriorityGroupPinned,
         OptIn::DeliveryLagExact,
         OptIn::OldestUnackedAgeExact,
+        OptIn::MaxDeliver,
+        OptIn::RemovedBeforeDeliveryExact,
     ];
 
     /// The family's name as queried (a counter's with `_total`).
@@ -62,6 +68,10 @@ impl OptIn {
             OptIn::PriorityGroupPinned => "nats_delivery_consumer_priority_group_pinned",
             OptIn::DeliveryLagExact => "nats_delivery_consumer_delivery_lag_exact",
             OptIn::OldestUnackedAgeExact => "nats_delivery_consumer_oldest_unacked_age_exact",
+            OptIn::MaxDeliver => "nats_delivery_consumer_max_deliver",
+            OptIn::RemovedBeforeDeliveryExact => {
+                "nats_delivery_consumer_removed_before_delivery_exact"
+            }
         }
     }
 

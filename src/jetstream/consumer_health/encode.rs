@@ -74,7 +74,19 @@ fn status_family(t: Target, family: (&'static str, &'static str)) {
     write_family(t.out, t.format, MetricType::Gauge, family, series);
 }
 
-const HEALTH_FAMILIES: [HealthFamily; 5] = [
+fn removed_family(t: Target, family: (&'static str, &'static str)) {
+    let series = (t.health.iter().enumerate())
+        .map(|(i, h)| (t.labels.get(i), "", Num::U(h.removed.messages)));
+    write_family(t.out, t.format, MetricType::Counter, family, series);
+}
+
+fn removed_exact_family(t: Target, family: (&'static str, &'static str)) {
+    let series = (t.health.iter().enumerate())
+        .map(|(i, h)| (t.labels.get(i), "", Num::U(u64::from(h.removed.exact))));
+    write_family(t.out, t.format, MetricType::Gauge, family, series);
+}
+
+const HEALTH_FAMILIES: [HealthFamily; 7] = [
     HealthFamily {
         name: "nats_delivery_consumer_status",
         help: "The consumer's current status (unknown, ok, lagging, stalled, stopped, rewound, paused) at 1; with --consumer-status-series all, each other status at 0 too. See METRICS.md for the rules.",
@@ -105,6 +117,18 @@ const HEALTH_FAMILIES: [HealthFamily; 5] = [
         write: |t, family| age_family(t, family, |h| h.oldest_unacked_age, true),
         opt_in: Some(OptIn::OldestUnackedAgeExact),
     },
+    HealthFamily {
+        name: "nats_delivery_consumer_removed_before_delivery_messages",
+        help: "Messages that matched the consumer and that the stream removed (limits, a purge, a delete) before the consumer delivered them, since the exporter began tracking it; a lower bound or an estimate where _exact is 0 (see METRICS.md).",
+        write: removed_family,
+        opt_in: None,
+    },
+    HealthFamily {
+        name: "nats_delivery_consumer_removed_before_delivery_exact",
+        help: "1 while every increase of removed_before_delivery_messages_total was exact, 0 once one was a lower bound or an estimate.",
+        write: removed_exact_family,
+        opt_in: Some(OptIn::RemovedBeforeDeliveryExact),
+    },
 ];
 
 /// How many health families there are (parts of the exposition).
@@ -116,10 +140,12 @@ pub fn health_series(h: &ConsumerHealthRow, series: &ConsumerSeries) -> u64 {
         (h.delivery_lag, OptIn::DeliveryLagExact),
         (h.oldest_unacked_age, OptIn::OldestUnackedAgeExact),
     ];
-    // Each age has an `_exact` beside it when asked for.
+    // Each age, and the removed count, has an `_exact` beside it when
+    // asked for.
     let per_age = |exact: OptIn| 1 + u64::from(series.writes(Some(exact)));
     let ages = ages.iter().filter(|(age, _)| age.is_some());
-    series.status_series() + ages.map(|(_, exact)| per_age(*exact)).sum::<u64>()
+    let removed = per_age(OptIn::RemovedBeforeDeliveryExact);
+    series.status_series() + ages.map(|(_, exact)| per_age(*exact)).sum::<u64>() + removed
 }
 
 /// Appends health family `index` (below [`HEALTH_FAMILY_COUNT`]) for a

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 
 pub use crate::jetstream::consumer_status::Status;
 use crate::jetstream::message_timestamps::{TimestampReply, TimestampRequest};
+use crate::jetstream::removed_before_delivery::{Kind, Position, Removed, RemovedTracker};
 use crate::sources::jsz::{ConsumerInfo, ConsumerRow, StreamRow};
 use history::StreamHistory;
 use window::{ConsumerWindow, Sample};
@@ -41,6 +42,8 @@ pub struct ConsumerHealthRow {
     pub delivery_lag: Option<Age>,
     /// now - store time of the first unacknowledged message.
     pub oldest_unacked_age: Option<Age>,
+    /// Messages removed before the consumer delivered them.
+    pub removed: Removed,
 }
 
 /// The state kept across polls, by account and stream: looked up by `&str`,
@@ -55,9 +58,54 @@ pub struct ConsumerHealth {
 #[derive(Debug, Default)]
 struct StreamState {
     history: StreamHistory,
-    /// The first sequence stored, as last polled.
+    /// The stream's state as last polled: first and last sequence,
+    /// messages, interior deletes.
     first_seq: u64,
-    consumers: HashMap<Box<str>, ConsumerWindow>,
+    last_seq: u64,
+    messages: u64,
+    deleted: u64,
+    consumers: HashMap<Box<str>, ConsumerState>,
+}
+
+impl StreamState {
+    /// The stream's part of a consumer's [`Position`].
+    fn position(&self) -> Position {
+        Position {
+            first_seq: self.first_seq,
+            last_seq: self.last_seq,
+            messages: self.messages,
+            deleted: self.deleted,
+            ..Position::default()
+        }
+    }
+}
+
+/// What is kept for one consumer.
+#[derive(Debug, Default)]
+struct ConsumerState {
+    window: ConsumerWindow,
+    removed: RemovedTracker,
+}
+
+impl ConsumerState {
+    /// Counts what the stream (at `stream_at`) removed before `c`
+    /// delivered it.
+    fn count_removed(&mut self, stream_at: Position, c: &ConsumerInfo) -> Removed {
+        let position = Position {
+            delivered: c.delivered.stream_seq,
+            deliveries: c.delivered.consumer_seq,
+            pending: c.num_pending,
+            redelivered: c.num_redelivered,
+            ..stream_at
+        };
+        let config = c.config.as_ref();
+        let kind = Kind {
+            filtered: config
+                .is_some_and(|k| !k.filter_subject.is_empty() || !k.filter_subjects.is_empty()),
+            no_redelivery: config.is_some_and(|k| k.acks_none || k.max_deliver == Some(1)),
+        };
+        self.removed.record(position, kind)
+    }
 }
 
 /// `map[key]`, made (default) if missing; the key is copied only then.
@@ -138,6 +186,9 @@ impl ConsumerHealth {
             let st = slot(slot(&mut self.accounts, account), &s.name);
             let state = &s.state;
             st.first_seq = state.first_seq;
+            st.last_seq = state.last_seq;
+            st.messages = state.messages;
+            st.deleted = state.num_deleted;
             let (first, last) = (
                 (state.first_seq, state.first_ts),
                 (state.last_seq, state.last_ts),
@@ -235,12 +286,14 @@ impl ConsumerHealth {
             let st = slot(slot(&mut self.accounts, account), stream);
             for &(_, _, c, server_now) in group {
                 let now = server_now.unwrap_or(now);
+                let stream_at = st.position();
                 let consumer = slot(&mut st.consumers, &c.name);
-                consumer.record(sample(c, now), window);
+                consumer.window.record(sample(c, now), window);
+                let removed = consumer.count_removed(stream_at, c);
                 let status = if c.paused == Some(true) {
                     Status::Paused
                 } else {
-                    consumer.status(now, window)
+                    consumer.window.status(now, window)
                 };
                 let [lag, unacked] = positions(c, st.first_seq).map(|seq| {
                     let reply = seq
@@ -252,6 +305,7 @@ impl ConsumerHealth {
                     status,
                     delivery_lag: lag,
                     oldest_unacked_age: unacked,
+                    removed,
                 });
             }
         }
@@ -259,7 +313,7 @@ impl ConsumerHealth {
         for streams in self.accounts.values_mut() {
             for st in streams.values_mut() {
                 st.consumers
-                    .retain(|_, w| w.last_seen().is_some_and(|t| t >= forget_before));
+                    .retain(|_, c| c.window.last_seen().is_some_and(|t| t >= forget_before));
             }
             streams.retain(|_, st| st.history.seen >= forget_before || !st.consumers.is_empty());
         }

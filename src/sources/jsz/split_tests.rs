@@ -36,9 +36,9 @@ fn gives_what_parsing_the_whole_gives() {
         let expected = whole(body.as_bytes()).unwrap();
         assert_eq!(in_pieces(body.as_bytes()).unwrap(), expected);
     }
-    assert!(whole(TWO_ACCOUNTS.as_bytes())
-        .unwrap()
-        .contains("consumer_count: 0 }, consumer_detail: [ConsumerInfo { name: \"C\""));
+    assert!(whole(TWO_ACCOUNTS.as_bytes()).unwrap().contains(
+        "consumer_count: 0, num_deleted: 0 }, consumer_detail: [ConsumerInfo { name: \"C\""
+    ));
 }
 
 /// Real replies (indented, as over HTTP) read in pieces of every small
