@@ -99,6 +99,11 @@ fn unfiltered(p: &Position, s: &Position, kind: Kind) -> [u64; 3] {
     }
     let gone = s.first_seq.saturating_sub(1).min(s.delivered);
     let mut high = gone.saturating_sub(p.delivered) + s.deleted;
+    // Equally, what was removed above the delivered sequence at the last
+    // poll plus what the stream removed since: interior deletes the
+    // consumer had passed before are in neither.
+    let removed_since = (s.last_seq - p.last_seq + p.messages).saturating_sub(s.messages);
+    high = high.min(gap(p) + removed_since);
     if kind.no_redelivery {
         high = high.min(base.max(0) as u64);
     }

@@ -129,3 +129,21 @@ fn a_filtered_consumer_is_estimated_within_its_bounds() {
     assert!((2..=11).contains(&out[3].messages), "{:?}", out[3]);
     assert!(!out[3].exact);
 }
+
+#[test]
+fn interior_deletes_the_consumer_already_passed_leave_it_exact() {
+    // 2.15.1, explicit acks: 10 stored, 3 read; 6 and 8 deleted; read
+    // past both; 5 more of which 2 read (the deletes now lie below the
+    // delivered sequence); everything purged. Truth 0, 0, 2, 2, 2, 5.
+    let rows = [
+        (0, 0, 0, 0, 0, 0, 0, 0),
+        (1, 10, 10, 0, 3, 3, 7, 0),
+        (1, 10, 8, 2, 3, 3, 5, 0),
+        (1, 10, 8, 2, 10, 8, 0, 0),
+        (1, 15, 13, 2, 12, 10, 3, 0),
+        (16, 15, 0, 0, 12, 10, 0, 0),
+    ];
+    let out = run(UNFILTERED, &rows);
+    assert_eq!(counts(&out), [0, 0, 2, 2, 2, 5]);
+    assert!(out.iter().all(|r| r.exact), "{out:?}");
+}
