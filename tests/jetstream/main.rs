@@ -13,6 +13,8 @@ mod message_timestamps_access;
 mod message_timestamps_support;
 mod priority_groups;
 mod removed_before_delivery;
+mod removed_before_delivery_bounds;
+mod removed_before_delivery_restart;
 mod removed_before_delivery_support;
 mod series_per_consumer;
 mod stream_lost;

@@ -219,18 +219,17 @@ impl Reader {
         seq
     }
 
-    /// Acknowledges every held message (the server's answer awaited), or
-    /// refuses it (a NAK: redelivered at the next pull) where `nak` says so.
-    pub async fn settle_held(&mut self, nak: impl Fn(u64) -> bool) {
-        for m in self.held.drain(..) {
-            let seq = m.info().unwrap().stream_sequence;
-            let kind = if nak(seq) {
-                AckKind::Nak(None)
-            } else {
-                AckKind::Ack
-            };
-            m.double_ack_with(kind).await.unwrap();
+    /// Answers each held message with what `answer` gives for its stream
+    /// sequence (the server's reply awaited); keeps those it gives `None`.
+    pub async fn settle(&mut self, answer: impl Fn(u64) -> Option<AckKind>) {
+        let mut kept = Vec::new();
+        for m in std::mem::take(&mut self.held) {
+            match answer(m.info().unwrap().stream_sequence) {
+                Some(kind) => m.double_ack_with(kind).await.unwrap(),
+                None => kept.push(m),
+            }
         }
+        self.held = kept;
     }
 
     /// The server's deliveries (`delivered.consumer_seq`) and
@@ -319,6 +318,31 @@ pub(crate) fn counted(reader: &Reader) -> Expect<'_> {
         since: 0,
         exact: None,
     }
+}
+
+/// Asserts that each reader's counter is at most its truth (a lower
+/// bound) and its `_exact` gauge 0; returns (counter, truth) of each.
+pub(crate) fn assert_lower_bound(
+    (text, stored): &(String, Stored),
+    lab: &Lab,
+    readers: &[&Reader],
+    step: &str,
+) -> Vec<(u64, u64)> {
+    let stream = lab.stream.cached_info().config.name.as_str();
+    let mut out = Vec::new();
+    for reader in readers {
+        let truth = reader.truth(lab, stored);
+        let (count, gauge) = counter(text, stream, reader.name);
+        println!(
+            "{step}: {} counter {count}, _exact {gauge}; truth {} = {truth:?}; {stored:?}",
+            reader.name,
+            truth.removed()
+        );
+        assert!(count <= truth.removed(), "{step}: {}", reader.name);
+        assert_eq!(gauge, 0.0, "{step}: {}", reader.name);
+        out.push((count, truth.removed()));
+    }
+    out
 }
 
 /// Asserts that each reader's counter equals its truth and its `_exact`
