@@ -1,7 +1,6 @@
 //! Shared by the removed-before-delivery tests: a stream that remembers what
 //! was published to it, pull consumers that remember what they received,
 //! and the truth worked out from the two, to compare with the counter.
-#![allow(dead_code)]
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
