@@ -11,8 +11,10 @@ use async_nats::jetstream::{self, consumer, stream};
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 
-const HEALTH: [&str; 5] = [
+const HEALTH: [&str; 7] = [
     "nats_delivery_consumer_status",
+    "nats_delivery_consumer_removed_before_delivery_messages_total",
+    "nats_delivery_consumer_removed_before_delivery_exact",
     "nats_delivery_consumer_delivery_lag_seconds",
     "nats_delivery_consumer_delivery_lag_exact",
     "nats_delivery_consumer_oldest_unacked_age_seconds",

@@ -128,6 +128,7 @@ fn assert_opt_in_left_out_by_default(text: &str, default_text: &str, version: &s
         "nats_delivery_consumer_last_delivery_age_seconds",
         "nats_delivery_consumer_last_ack_age_seconds",
         "nats_delivery_consumer_deliveries_total",
+        "nats_delivery_consumer_max_deliver",
     ] {
         assert!(v(family).is_some(), "{version}: {family}");
         assert_eq!(value(default_text, family, &c), None, "{version}: {family}");
@@ -135,7 +136,6 @@ fn assert_opt_in_left_out_by_default(text: &str, default_text: &str, version: &s
     for family in [
         "nats_delivery_consumer_ack_pending_messages",
         "nats_delivery_consumer_redelivered_messages",
-        "nats_delivery_consumer_max_deliver",
     ] {
         assert_eq!(
             value(default_text, family, &c),

@@ -123,12 +123,13 @@ async fn a_consumer_costs_at_most_the_documented_series() {
 
     let budget = documented_budget();
     let full = series_of(&text, "S", "full");
-    // 6 levels and positions, max_ack_pending, max_deliver, paused (2.11+),
-    // status, delivery lag, oldest unacknowledged age.
+    // 6 levels and positions, max_ack_pending, paused (2.11+), status,
+    // delivery lag, oldest unacknowledged age, removed before delivery;
+    // max_deliver is opt-in, so both consumers cost the same.
     let paused = usize::from(since_2_11);
     assert_eq!(full.len(), budget - 1 + paused, "{version}: {full:?}");
     let plain = series_of(&text, "S", "plain");
-    assert_eq!(plain.len(), budget - 2 + paused, "{version}: {plain:?}");
+    assert_eq!(plain.len(), budget - 1 + paused, "{version}: {plain:?}");
     for family in [
         "nats_delivery_consumer_status",
         "nats_delivery_consumer_delivery_lag_seconds",
@@ -137,18 +138,19 @@ async fn a_consumer_costs_at_most_the_documented_series() {
     }
 
     // Everything: the six other statuses at 0, deliveries_total, ack_wait,
-    // the two _exact gauges, and on 2.11+ pause_remaining and the pinned
-    // gauge; never delivered, so neither last_*_age.
+    // the three _exact gauges, max_deliver (full only), and on 2.11+
+    // pause_remaining and the pinned gauge; never delivered, so neither
+    // last_*_age.
     let all_full = series_of(&all_text, "S", "full");
     assert_eq!(
         all_full.len(),
-        full.len() + 6 + 4 + 2 * paused,
+        full.len() + 6 + 6 + 2 * paused,
         "{version}: {all_full:?}"
     );
     let all_plain = series_of(&all_text, "S", "plain");
     assert_eq!(
         all_plain.len(),
-        plain.len() + 6 + 4,
+        plain.len() + 6 + 5,
         "{version}: {all_plain:?}"
     );
     nats_test_server::reference::assert_documented(&text);
