@@ -12,5 +12,7 @@ mod message_timestamps;
 mod message_timestamps_access;
 mod message_timestamps_support;
 mod priority_groups;
+mod removed_before_delivery_cluster;
+mod removed_before_delivery_cluster_support;
 mod series_per_consumer;
 mod stream_lost;
