@@ -43,9 +43,9 @@ pub fn select_leaders(polls: &[Option<(Option<&str>, &JszPoll)>]) -> Leaders {
     let mut seen_consumers = HashSet::new();
     let at = |i: usize| u32::try_from(i).expect("fewer than 2^32 entries");
     // With several servers, an entry without cluster information is taken
-    // only where no server names itself its leader: a replica recovering
-    // after a restart reports its stale state without it (seen on 2.9.10
-    // to 2.12.8: a consumer's `delivered` from before the restart).
+    // only where no server names itself its leader: a server recovering
+    // after a restart first lists its replicas without it, with their
+    // figures of before the restart.
     let passes: &[bool] = if dedupe { &[true, false] } else { &[false] };
     for &named_only in passes {
         for (p, (server, poll)) in polls
