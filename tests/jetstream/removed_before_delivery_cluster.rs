@@ -91,8 +91,8 @@ async fn replica_caught_up(server: &NatsServer, last: u64) {
     .await
 }
 
-/// While the server `down` is killed: 5 more published (31, 34 gone
-/// unread, 33 read) and 44 deleted.
+/// While the server `down` is killed: 5 more published (31, 33 and 34
+/// gone, 34 unread) and 44 deleted.
 async fn while_down(
     js: &jetstream::Context,
     others: &[&NatsServer],
@@ -172,7 +172,9 @@ async fn removed_before_delivery_is_exact_through_leader_changes_over_http_and_n
     let all = [&both[..], &[watcher("late", &late, from)]].concat();
     settle("an exporter started late", &live, &truth, ANY, &all).await;
 
-    // The server leading "reader" killed, then started again.
+    // The server leading "reader" killed, then started again. Coming back,
+    // it lists its replicas for a moment without cluster information and
+    // with their figures of before: no exporter may take them.
     let victim = servers.iter().position(|s| s.name == reader_leader);
     let mut victim = servers.remove(victim.unwrap());
     let others: Vec<&NatsServer> = servers.iter().collect();
