@@ -66,21 +66,41 @@ pub struct RemovedTracker {
     exact: bool,
 }
 
-/// Removed sequences above the delivered one: those below the first
-/// sequence, and interior deletes above `D`. `last - D - pending` alone
-/// over-counts on R3 streams of 2.11+ (`D` is the committed position,
-/// `num_pending` counts from the leader's newer one), so it is used only
-/// to place interior deletes, bounded by what the stream reports.
-fn gap(p: &Position) -> u64 {
-    let head = p.first_seq.saturating_sub(1).saturating_sub(p.delivered);
+/// Removed sequences above the delivered one and below the first.
+fn head(p: &Position) -> u64 {
+    p.first_seq.saturating_sub(1).saturating_sub(p.delivered)
+}
+
+/// Interior deletes above the delivered one as one poll measures them:
+/// `L - D - pending` less the head, at most the stream's interior deletes.
+/// On R3 streams of 2.11+ `D` is the committed position while `num_pending`
+/// counts from the leader's newer one, so right after a delivery the
+/// measure also holds the delivered, not yet committed messages.
+fn interior(p: &Position) -> u64 {
     if p.deleted == 0 {
-        return head;
+        return 0;
     }
     let above = p
         .last_seq
         .saturating_sub(p.delivered)
         .saturating_sub(p.pending);
-    above.min(head + p.deleted)
+    above.saturating_sub(head(p)).min(p.deleted)
+}
+
+/// Removed messages above the delivered one that are counted at poll `s`:
+/// the head, plus the interior deletes when the poll before (`p`) saw the
+/// same committed position. A delivery not yet committed at `p` would have
+/// moved `D` by `s`, so `p`'s measure is clean; each interior delete it saw
+/// is still deleted at `s`, above `D` or fallen into the head, hence the
+/// least of `s`'s measure and `p`'s less the head's growth. Otherwise the
+/// interior deletes are counted when the consumer passes them.
+fn open(p: &Position, s: &Position) -> u64 {
+    let settled = p.delivered == s.delivered && p.deliveries == s.deliveries;
+    if !settled {
+        return head(s);
+    }
+    let fell_into_head = head(s).saturating_sub(head(p));
+    head(s) + interior(s).min(interior(p).saturating_sub(fell_into_head))
 }
 
 /// Lower bound, estimate and upper bound of one interval, unfiltered.
@@ -103,7 +123,7 @@ fn unfiltered(p: &Position, s: &Position, kind: Kind) -> [u64; 3] {
     // poll plus what the stream removed since: interior deletes the
     // consumer had passed before are in neither.
     let removed_since = (s.last_seq - p.last_seq + p.messages).saturating_sub(s.messages);
-    high = high.min(gap(p) + removed_since);
+    high = high.min(head(p) + interior(p) + removed_since);
     if kind.no_redelivery {
         high = high.min(base.max(0) as u64);
     }
@@ -146,7 +166,6 @@ impl RemovedTracker {
     /// Takes one poll and returns the counter as it stands.
     pub fn record(&mut self, s: Position, kind: Kind) -> Removed {
         let p = self.prev;
-        let open = if kind.filtered { 0 } else { gap(&s) as i64 };
         let reset = !self.started
             || s.delivered < p.delivered
             || s.deliveries < p.deliveries
@@ -159,7 +178,14 @@ impl RemovedTracker {
                 self.exact = true;
             }
             self.started = true;
-            self.sum = self.shown as i64 - open;
+            // All the measure shows is left out: a delivery not yet
+            // committed can only make this later count less, never more.
+            let open = if kind.filtered {
+                0
+            } else {
+                head(&s) + interior(&s)
+            };
+            self.sum = self.shown as i64 - open as i64;
             return self.removed();
         }
         let [low, estimate, high] = if kind.filtered {
@@ -168,6 +194,11 @@ impl RemovedTracker {
             unfiltered(&p, &s, kind)
         };
         self.sum += estimate as i64;
+        let open = if kind.filtered {
+            0
+        } else {
+            open(&p, &s) as i64
+        };
         self.exact &= low == high;
         self.shown = self.shown.max((self.sum + open).max(0) as u64);
         self.removed()

@@ -16,5 +16,7 @@ mod removed_before_delivery;
 mod removed_before_delivery_bounds;
 mod removed_before_delivery_restart;
 mod removed_before_delivery_support;
+mod removed_before_delivery_cluster;
+mod removed_before_delivery_cluster_support;
 mod series_per_consumer;
 mod stream_lost;

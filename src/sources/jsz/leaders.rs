@@ -5,9 +5,12 @@ use std::collections::HashSet;
 
 use super::{ClusterInfo, ConsumerInfo, JszPoll, StreamDetail};
 
-fn leads(cluster: &Option<ClusterInfo>, server: Option<&str>) -> bool {
+/// Whether `server` reports the entry as its leader. An entry without
+/// cluster information (a server outside a cluster) leads unless
+/// `named_only`.
+fn leads(cluster: &Option<ClusterInfo>, server: Option<&str>, named_only: bool) -> bool {
     match (cluster, server) {
-        (None, _) => true,
+        (None, _) => !named_only,
         (Some(c), Some(s)) => &*c.leader == s,
         (Some(_), None) => false,
     }
@@ -39,22 +42,31 @@ pub fn select_leaders(polls: &[Option<(Option<&str>, &JszPoll)>]) -> Leaders {
     let mut seen_streams = HashSet::new();
     let mut seen_consumers = HashSet::new();
     let at = |i: usize| u32::try_from(i).expect("fewer than 2^32 entries");
-    for (p, (server, poll)) in polls
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| Some((i, (*p)?)))
-    {
-        for (a, acc) in poll.accounts.iter().enumerate() {
-            for (s, st) in acc.stream_detail.iter().enumerate() {
-                if leads(&st.cluster, server)
-                    && (!dedupe || seen_streams.insert((acc.name.as_str(), st.name.as_str())))
-                {
-                    out.streams.push([at(p), at(a), at(s)]);
-                }
-                for (c, cons) in st.consumer_detail.iter().enumerate() {
-                    let key = (acc.name.as_str(), st.name.as_str(), &*cons.name);
-                    if leads(&cons.cluster, server) && (!dedupe || seen_consumers.insert(key)) {
-                        out.consumers.push([at(p), at(a), at(s), at(c)]);
+    // With several servers, an entry without cluster information is taken
+    // only where no server names itself its leader: a server recovering
+    // after a restart first lists its replicas without it, with their
+    // figures of before the restart.
+    let passes: &[bool] = if dedupe { &[true, false] } else { &[false] };
+    for &named_only in passes {
+        for (p, (server, poll)) in polls
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| Some((i, (*p)?)))
+        {
+            for (a, acc) in poll.accounts.iter().enumerate() {
+                for (s, st) in acc.stream_detail.iter().enumerate() {
+                    if leads(&st.cluster, server, named_only)
+                        && (!dedupe || seen_streams.insert((acc.name.as_str(), st.name.as_str())))
+                    {
+                        out.streams.push([at(p), at(a), at(s)]);
+                    }
+                    for (c, cons) in st.consumer_detail.iter().enumerate() {
+                        let key = (acc.name.as_str(), st.name.as_str(), &*cons.name);
+                        if leads(&cons.cluster, server, named_only)
+                            && (!dedupe || seen_consumers.insert(key))
+                        {
+                            out.consumers.push([at(p), at(a), at(s), at(c)]);
+                        }
                     }
                 }
             }
@@ -162,5 +174,34 @@ mod tests {
         let other = poll("b", 5);
         let (_, consumers) = select(&[(Some("b"), &b), (Some("b"), &other)]);
         assert_eq!(consumers.len(), 1);
+    }
+
+    #[test]
+    fn a_replica_without_cluster_information_does_not_hide_the_leader() {
+        // A restarted server, polled first, still recovering: no cluster
+        // information and the figures of before its restart.
+        let stale = poll("b", 7);
+        let mut recovering = poll("b", 7);
+        let st = &mut recovering.accounts[0].stream_detail[0];
+        st.cluster = None;
+        st.consumer_detail[0].cluster = None;
+        st.state.messages = 99;
+        let leader = poll("b", 3);
+        let polls = [
+            (Some("a"), &recovering),
+            (Some("b"), &leader),
+            (Some("c"), &stale),
+        ];
+        let (streams, consumers) = select(&polls);
+        assert_eq!(streams.len(), 1);
+        assert_eq!(streams[0].1.state.messages, 1);
+        assert_eq!(consumers.len(), 1);
+        assert_eq!(consumers[0].2.num_ack_pending, 3);
+        // Where no server names a leader, the entry is still exported once.
+        let (streams, consumers) = select(&[(Some("a"), &recovering), (Some("c"), &stale)]);
+        assert_eq!((streams.len(), consumers.len()), (1, 1));
+        // One server outside a cluster: its entries, as before.
+        let (streams, consumers) = select(&[(Some("a"), &recovering)]);
+        assert_eq!((streams.len(), consumers.len()), (1, 1));
     }
 }

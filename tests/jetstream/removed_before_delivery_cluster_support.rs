@@ -1,0 +1,401 @@
+//! The cluster, the truth and the checks of
+//! `removed_before_delivery_cluster`: what the test published, deleted and
+//! received, what the leaders report, and every exporter's counters held to
+//! the truth at every scrape.
+use crate::common;
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer, stream};
+use clap::Parser;
+use futures::StreamExt;
+use nats_delivery_exporter::cli::config::Config;
+use nats_delivery_exporter::scrape::exporter::{Exporter, ExporterBuilder};
+use nats_test_server::sample::value;
+use nats_test_server::NatsServer;
+
+const COUNTER: &str = "nats_delivery_consumer_removed_before_delivery_messages_total";
+const EXACT: &str = "nats_delivery_consumer_removed_before_delivery_exact";
+const CONSUMERS: [&str; 2] = ["reader", "acker"];
+/// The stream keeps this many messages: a publish past it removes the oldest.
+const MAX_MSGS: usize = 10;
+/// Flags of every exporter: consumer health on, the exact gauge written.
+pub(crate) const FLAGS: [&str; 6] = [
+    "--sources",
+    "varz,jsz",
+    "--consumer-status-window",
+    "120s",
+    "--consumer-opt-in-metrics",
+    "nats_delivery_consumer_removed_before_delivery_exact,nats_delivery_consumer_deliveries_total",
+];
+
+/// What the test published, what the stream holds and what each consumer
+/// received.
+pub(crate) struct Truth {
+    /// Every settling shares this deadline: the whole scenario's bound.
+    pub(crate) until: Instant,
+    /// The last stream sequence published (sequences start at 1, one publisher).
+    pub(crate) last: u64,
+    stored: BTreeSet<u64>,
+    pub(crate) received: [BTreeSet<u64>; 2],
+    /// A message was deleted from the middle of the stream.
+    pub(crate) deleted: bool,
+}
+
+impl Truth {
+    /// Nothing published yet; the scenario has 120 s from now.
+    pub(crate) fn new() -> Truth {
+        Truth {
+            until: Instant::now() + Duration::from_secs(120),
+            last: 0,
+            stored: BTreeSet::new(),
+            received: Default::default(),
+            deleted: false,
+        }
+    }
+
+    fn first(&self) -> u64 {
+        self.stored.first().copied().unwrap_or(self.last + 1)
+    }
+    /// Messages the stream no longer holds that consumer `c` never received.
+    pub(crate) fn removed(&self, c: usize) -> u64 {
+        let gone = (1..=self.last).filter(|s| !self.stored.contains(s));
+        gone.filter(|s| !self.received[c].contains(s)).count() as u64
+    }
+    /// The stream sequence consumer `c` delivered last.
+    pub(crate) fn delivered(&self, c: usize) -> u64 {
+        self.received[c].last().copied().unwrap_or(0)
+    }
+}
+
+/// An exporter and the truth at the moment it began tracking the consumers
+/// (what was removed before that is not its to count).
+#[derive(Clone)]
+pub(crate) struct Watcher<'a> {
+    pub(crate) name: &'static str,
+    pub(crate) exporter: &'a Exporter,
+    pub(crate) from: [u64; 2],
+    /// Each counter as last scraped.
+    pub(crate) seen: Cell<[f64; 2]>,
+    /// The last scrape, to show what the exporter saw before a failure.
+    pub(crate) before: RefCell<String>,
+}
+
+/// An exporter polling the cluster through the system account.
+pub(crate) async fn system_exporter(client_urls: &str) -> Exporter {
+    let mut args = vec![
+        "nats-delivery-exporter",
+        "--system-account-polling",
+        "--system-account",
+        "user:sys:sys-secret",
+        "--nats-servers",
+        client_urls,
+        "--system-survey-gap",
+        "300ms",
+    ];
+    args.extend(FLAGS);
+    let config = Config::try_parse_from(args).expect("valid flags");
+    let polling = nats_delivery_exporter::system::poll::connect(config.system_poll_settings())
+        .await
+        .expect("system polling");
+    common::wait_for(20, "the system-account connection", || {
+        polling.is_connected().then_some(())
+    })
+    .await;
+    let mut exporter = ExporterBuilder::new(config).expect("exporter");
+    exporter.poll_through_system_account(polling);
+    exporter.build()
+}
+
+/// A leader's name and what it reports: the stream's first and last
+/// sequences, or a consumer's delivered stream sequence.
+type Led = (String, [u64; 2]);
+
+/// Who leads LIMITED, "reader" and "acker", and what each reports, from
+/// the /jsz of each server in `live` that names itself leader; `None`
+/// while one of them has no leader.
+fn leader_view(live: &[&NatsServer]) -> Option<[Led; 3]> {
+    let mut led: [Option<Led>; 3] = Default::default();
+    for server in live {
+        let jsz = common::monitor_json(
+            &server.monitor_url(),
+            "jsz?accounts=true&streams=true&consumers=true",
+        );
+        let leads = |v: &serde_json::Value| v["cluster"]["leader"] == server.name.as_str();
+        let accounts = jsz["account_details"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for a in &accounts {
+            let streams = a["stream_detail"].as_array().cloned().unwrap_or_default();
+            for s in streams.iter().filter(|s| s["name"] == "LIMITED") {
+                if leads(s) {
+                    let state = &s["state"];
+                    let at = [state["first_seq"].as_u64()?, state["last_seq"].as_u64()?];
+                    led[0] = Some((server.name.clone(), at));
+                }
+                let consumers = s["consumer_detail"].as_array().cloned().unwrap_or_default();
+                for c in consumers.iter().filter(|c| leads(c)) {
+                    let Some(i) = CONSUMERS.iter().position(|n| c["name"] == *n) else {
+                        continue;
+                    };
+                    let delivered = c["delivered"]["stream_seq"].as_u64()?;
+                    led[i + 1] = Some((server.name.clone(), [delivered, 0]));
+                }
+            }
+        }
+    }
+    let [s, r, a] = led;
+    Some([s?, r?, a?])
+}
+
+/// Scrapes every watcher: each consumer's counter, where written, is
+/// neither above the truth (less what came before the watcher) nor below
+/// its last scrape, and its exact gauge is 1. True once every watcher
+/// writes both for both consumers and every counter equals the truth (an
+/// interior delete is counted a poll after the stream reports it).
+pub(crate) async fn check(
+    step: &str,
+    live: &[&NatsServer],
+    watchers: &[Watcher<'_>],
+    truth: &Truth,
+) -> bool {
+    let mut all = true;
+    for w in watchers {
+        let text = common::scrape(w.exporter).await;
+        let mut seen = w.seen.get();
+        for (c, name) in CONSUMERS.iter().enumerate() {
+            let labels = [
+                ("account", "APP"),
+                ("stream", "LIMITED"),
+                ("consumer", name),
+            ];
+            let want = (truth.removed(c) - w.from[c]) as f64;
+            let counter = value(&text, COUNTER, &labels);
+            let exact = value(&text, EXACT, &labels);
+            if let Some(v) = counter {
+                let (by, last) = (w.name, seen[c]);
+                let saw = || {
+                    let before = positions(&w.before.borrow(), name);
+                    let now = positions(&text, name);
+                    let servers = tokio::task::block_in_place(|| replicas(live, name));
+                    format!("before:\n{before}now:\n{now}each server now:\n{servers}")
+                };
+                assert!(
+                    v <= want,
+                    "{step}: {name} by the {by} exporter: {v}, truth {want}; {}",
+                    saw()
+                );
+                assert!(
+                    v >= last,
+                    "{step}: {name} by the {by} exporter: {v} after {last}; {}",
+                    saw()
+                );
+                seen[c] = v;
+            }
+            // A consumer that may redeliver is exact only until the stream
+            // has an interior delete: /jsz does not say whether it lies in
+            // what the consumer passed, so the interval is a lower bound
+            // (here equal to the truth, which the counter is held to).
+            let may_be_bound = c == 1 && truth.deleted;
+            if let Some(e) = exact.filter(|_| !may_be_bound) {
+                assert_eq!(e, 1.0, "{step}: {name}'s exact gauge by the {}", w.name);
+            }
+            all &= counter == Some(want) && exact.is_some();
+        }
+        w.seen.set(seen);
+        *w.before.borrow_mut() = text;
+    }
+    all
+}
+
+/// What each server in `live` says of `consumer`: its cluster information
+/// (the leader it names), the delivered position.
+fn replicas(live: &[&NatsServer], consumer: &str) -> String {
+    let mut out = String::new();
+    for server in live {
+        let path = "jsz?accounts=true&streams=true&consumers=true";
+        let jsz = common::monitor_json(&server.monitor_url(), path);
+        let accounts = jsz["account_details"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for a in &accounts {
+            for s in a["stream_detail"].as_array().into_iter().flatten() {
+                for c in s["consumer_detail"].as_array().into_iter().flatten() {
+                    if c["name"] == consumer {
+                        let (cluster, d) = (&c["cluster"], &c["delivered"]);
+                        out.push_str(&format!("  {}: cluster {cluster}, {d}\n", server.name));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The stream's and `consumer`'s position lines of a scrape.
+fn positions(text: &str, consumer: &str) -> String {
+    let ours = format!("consumer=\"{consumer}\"");
+    let lines = text.lines().filter(|l| {
+        l.contains("stream=\"LIMITED\"")
+            && (l.starts_with("nats_delivery_stream_") || l.contains(&ours))
+    });
+    lines.map(|l| format!("  {l}\n")).collect()
+}
+
+/// Waits (scraping every watcher meanwhile, each scrape checked) until the
+/// leaders of the stream and both consumers report the truth's positions,
+/// none led by the server `not` names for it (stream, reader, acker), and
+/// every counter equals the truth; returns the leaders' names.
+pub(crate) async fn settle(
+    step: &str,
+    live: &[&NatsServer],
+    truth: &Truth,
+    not: [&str; 3],
+    watchers: &[Watcher<'_>],
+) -> [String; 3] {
+    let deadline = (Instant::now() + Duration::from_secs(30)).min(truth.until);
+    let want = [
+        [truth.first(), truth.last],
+        [truth.delivered(0), 0],
+        [truth.delivered(1), 0],
+    ];
+    let mut last_seen = None;
+    loop {
+        let view = tokio::task::block_in_place(|| leader_view(live));
+        let equal = check(step, live, watchers, truth).await;
+        if let Some(led) = &view {
+            let moved = led.iter().zip(not).all(|((name, _), old)| name != old);
+            let at = led.iter().map(|(_, at)| *at).eq(want);
+            if at && moved && equal {
+                // One more round, now that the leaders were seen settled.
+                let still = check(step, live, watchers, truth).await;
+                assert!(still, "{step}: a counter left the truth");
+                return led.clone().map(|(name, _)| name);
+            }
+        }
+        last_seen = view.or(last_seen);
+        assert!(
+            Instant::now() < deadline,
+            "{step}: not settled in 30 s (or the test's 120 s); the leaders last reported {last_seen:?}, \
+             the truth is {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Publishes `n` messages, each acknowledged by the stream, which keeps
+/// the last [`MAX_MSGS`].
+pub(crate) async fn publish(js: &jetstream::Context, truth: &mut Truth, n: u64) {
+    let subjects = (truth.last + 1..=truth.last + n).map(|i| format!("limited.{i}"));
+    common::publish_acked(js, subjects, "m").await;
+    truth.stored.extend(truth.last + 1..=truth.last + n);
+    truth.last += n;
+    while truth.stored.len() > MAX_MSGS {
+        truth.stored.pop_first();
+    }
+}
+
+/// Deletes the stored message `seq`.
+pub(crate) async fn delete(js: &jetstream::Context, truth: &mut Truth, seq: u64) {
+    common::wait_for_async(30, "a message deleted", || async {
+        let st = js.get_stream("LIMITED").await.ok()?;
+        st.delete_message(seq).await.ok()?.then_some(())
+    })
+    .await;
+    assert!(truth.stored.remove(&seq), "{seq} was stored");
+    truth.deleted = true;
+}
+
+/// Takes exactly `n` messages from each consumer (each delivered once:
+/// ack policy none, or an acknowledgement the server confirmed), recording
+/// their stream sequences.
+pub(crate) async fn take(consumers: &[consumer::PullConsumer; 2], truth: &mut Truth, n: usize) {
+    for (c, received) in consumers.iter().zip(&mut truth.received) {
+        take_from(c, received, n).await;
+    }
+}
+
+/// [`take`] from one consumer.
+pub(crate) async fn take_from(c: &consumer::PullConsumer, received: &mut BTreeSet<u64>, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut taken = 0;
+    while taken < n {
+        assert!(Instant::now() < deadline, "{taken} of {n} came in 30 s");
+        let fetch = c.fetch().max_messages(n - taken);
+        let Ok(mut batch) = fetch.expires(Duration::from_secs(1)).messages().await else {
+            continue;
+        };
+        while let Some(Ok(m)) = batch.next().await {
+            let seq = m.info().expect("a JetStream message").stream_sequence;
+            assert!(received.insert(seq), "seq {seq} delivered twice");
+            taken += 1;
+            if c.cached_info().config.ack_policy == consumer::AckPolicy::Explicit {
+                m.double_ack().await.expect("an acknowledgement confirmed");
+            }
+        }
+    }
+}
+
+/// Asks a leader to step down (`what` after `$JS.API.`), again while the
+/// cluster refuses (a loaded machine is slow to elect), for up to 30 s.
+pub(crate) async fn step_down(app: &async_nats::Client, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let reply = tokio::time::timeout(
+            Duration::from_secs(5),
+            app.request(format!("$JS.API.{what}"), "".into()),
+        )
+        .await;
+        if let Ok(Ok(reply)) = reply {
+            let v: serde_json::Value = serde_json::from_slice(&reply.payload).unwrap_or_default();
+            if v["success"] == true {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "{what}: no step-down in 30 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The R3 stream LIMITED and its R3 consumers "reader" (ack policy none)
+/// and "acker" (explicit acks), created once the cluster takes R3 assets.
+pub(crate) async fn limited_stream(js: &jetstream::Context) -> [consumer::PullConsumer; 2] {
+    let st = common::wait_for_async(30, "a cluster ready for R3 streams", || async {
+        js.get_or_create_stream(stream::Config {
+            name: "LIMITED".into(),
+            subjects: vec!["limited.>".into()],
+            max_messages: MAX_MSGS as i64,
+            num_replicas: 3,
+            ..Default::default()
+        })
+        .await
+        .ok()
+    })
+    .await;
+    let policies = [consumer::AckPolicy::None, consumer::AckPolicy::Explicit];
+    let mut made = Vec::new();
+    for (name, ack_policy) in CONSUMERS.into_iter().zip(policies) {
+        let c = common::wait_for_async(30, "an R3 consumer", || async {
+            st.create_consumer(consumer::pull::Config {
+                durable_name: Some(name.into()),
+                ack_policy,
+                ack_wait: Duration::from_secs(300),
+                num_replicas: 3,
+                ..Default::default()
+            })
+            .await
+            .ok()
+        })
+        .await;
+        made.push(c);
+    }
+    let [reader, acker]: [_; 2] = made.try_into().unwrap_or_else(|_| panic!("two consumers"));
+    [reader, acker]
+}
+
+/// `settle` avoids no server.
+pub(crate) const ANY: [&str; 3] = ["", "", ""];
