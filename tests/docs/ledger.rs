@@ -23,6 +23,8 @@ const LEDGER: &str = "Ledger per consumer over the range";
 /// - fresh: created at 41m: pending 30 and awaiting acknowledgement 3 count
 ///   from 0; stored is still the stream's 600.
 /// - __ephemeral__: folded ephemerals, left out of the ledger.
+/// - gone: deleted at 41m, after 40 removals in the range; no row at 70m,
+///   though `increase()` over the range still sees its counter.
 /// - OPS/JOBS is created at 31m (41 stored by 70m); runner has 1 pending, and
 ///   nohealth has no removed counter (consumer health off): its derived
 ///   columns are absent rather than wrong.
@@ -53,6 +55,10 @@ const SERIES: &str = r#"
         values: '20x20 20+1x10 _ 0x10 0+1x4 4x30'
       - series: 'nats_delivery_consumer_pending_messages{job="nats-delivery-exporter",instance="a",account="APP",stream="ORDERS",consumer="__ephemeral__"}'
         values: '7x75'
+      - series: 'nats_delivery_consumer_pending_messages{job="nats-delivery-exporter",instance="a",account="APP",stream="ORDERS",consumer="gone"}'
+        values: '5x40'
+      - series: 'nats_delivery_consumer_removed_before_delivery_messages_total{job="nats-delivery-exporter",instance="a",account="APP",stream="ORDERS",consumer="gone"}'
+        values: '0+1x40'
       - series: 'nats_delivery_consumer_pending_messages{job="nats-delivery-exporter",instance="a",account="APP",stream="ORDERS",consumer="fresh"}'
         values: '_x40 30x35'
       - series: 'nats_delivery_consumer_ack_pending_messages{job="nats-delivery-exporter",instance="a",account="APP",stream="ORDERS",consumer="fresh"}'
