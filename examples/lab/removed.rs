@@ -40,7 +40,7 @@ const TOTAL: u64 = WAVES[0] + WAVES[1] + WAVES[2];
 const BATCH: u64 = 5;
 const WAIT: Duration = Duration::from_secs(30);
 /// The alert on the new counter.
-pub const ALERT: &str = "NatsJetStreamMessagesRemovedBeforeDelivery";
+const ALERT: &str = "NatsJetStreamMessagesRemovedBeforeDelivery";
 
 /// What the worker's application does with the message of a sequence.
 #[derive(Clone, Copy, PartialEq)]
@@ -351,8 +351,12 @@ async fn check_alert(lab: &mut Lab) -> anyhow::Result<()> {
 /// The laggard catches up and the worker acknowledges what it held, so
 /// that no status alert fires for them in the scenarios after.
 async fn clean_up(lab: &mut Lab, mut s: Scenario) -> anyhow::Result<()> {
+    // The held messages the stream removed are no longer the consumer's.
+    let kept = s.kept();
     for m in std::mem::take(&mut s.held) {
-        m.double_ack().await.map_err(err)?;
+        if kept.contains(&m.info().map_err(err)?.stream_sequence) {
+            m.double_ack().await.map_err(err)?;
+        }
     }
     let laggard = &mut s.laggard.consumer;
     let mut rest = laggard.info().await.map_err(err)?.num_pending;
