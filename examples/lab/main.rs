@@ -26,11 +26,13 @@ mod dashboards;
 mod health;
 mod health_drive;
 mod jetstream;
+mod ledger;
 mod own_drops;
 mod processes;
 mod prom;
 #[path = "../../tests/docs/promql_check/mod.rs"]
 mod promql_check;
+mod removed;
 mod report;
 mod rules;
 mod server;
@@ -193,6 +195,7 @@ async fn run(check_mode: bool) -> anyhow::Result<bool> {
     jetstream::saturated(&mut lab).await?;
     stuck::stuck(&mut lab).await?;
     health::consumer_health(&mut lab).await?;
+    removed::removed_before_delivery(&mut lab).await?;
     blind::malformed_advisory(&mut lab).await?;
     blind::unwatched_account(&mut lab).await?;
     own_drops::exporter_drops(&mut lab).await?;

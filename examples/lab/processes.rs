@@ -146,11 +146,14 @@ fn exporter_command(
             "--consumer-status-window",
             &format!("{STATUS_WINDOW_SECS}s"),
         ])
-        // Default series, but the two opt-in `_exact` gauges, which the
-        // lab checks against the stored messages' times.
+        // Default series, but the opt-in `_exact` gauges, which the lab
+        // checks against the stored messages' times and its own count of
+        // removed messages, and max_deliver, which the consumer dashboard
+        // draws where it is opted in.
         .args([
             "--consumer-opt-in-metrics",
-            "nats_delivery_consumer_delivery_lag_exact,nats_delivery_consumer_oldest_unacked_age_exact",
+            "nats_delivery_consumer_delivery_lag_exact,nats_delivery_consumer_oldest_unacked_age_exact,\
+             nats_delivery_consumer_removed_before_delivery_exact,nats_delivery_consumer_max_deliver",
         ])
         .args(["--nats-servers", &nats.client_url()])
         .args(["--nats-client-name", client_name])

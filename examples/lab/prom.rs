@@ -114,6 +114,34 @@ impl Prometheus {
         }
     }
 
+    /// [`Self::settle`] for several queries at once: waits up to `timeout`
+    /// until each `(expr, want)` holds, then reads them all again two
+    /// scrapes later. Returns the last values read, in order.
+    pub async fn settle_all(
+        &self,
+        pairs: &[(String, f64)],
+        timeout: Duration,
+    ) -> anyhow::Result<Vec<Option<f64>>> {
+        let start = Instant::now();
+        loop {
+            let mut all = true;
+            for (expr, want) in pairs {
+                all &= self.value(expr).await? == Some(*want);
+            }
+            if all || start.elapsed() > timeout {
+                if all {
+                    tokio::time::sleep(Duration::from_millis(2500)).await;
+                }
+                let mut values = Vec::with_capacity(pairs.len());
+                for (expr, _) in pairs {
+                    values.push(self.value(expr).await?);
+                }
+                return Ok(values);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
     /// Every pending or firing alert.
     pub async fn alerts(&self) -> anyhow::Result<Vec<Alert>> {
         let body: Value = self

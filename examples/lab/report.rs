@@ -92,8 +92,15 @@ impl Report {
             scenario: self.scenario.clone(),
             what: what.to_string(),
             truth: number(truth),
-            prometheus: shown.clone(),
+            prometheus: shown,
         });
+        self.term(what, truth, query, got);
+    }
+
+    /// A count checked as [`Self::count`] checks it, but left out of the
+    /// table: a term of a sum that the table shows whole ([`Self::sum`]).
+    pub fn term(&mut self, what: &str, truth: f64, query: &str, got: Option<f64>) {
+        let shown = got.map_or("(no data)".to_string(), number);
         self.check(
             got == Some(truth),
             &format!(
@@ -101,6 +108,17 @@ impl Report {
                 number(truth)
             ),
         );
+    }
+
+    /// A sum and its terms as the lab knows them and as Prometheus holds
+    /// them, for the table; each term is checked with [`Self::term`].
+    pub fn sum(&mut self, what: &str, truth: &str, prometheus: &str) {
+        self.rows.push(Row {
+            scenario: self.scenario.clone(),
+            what: what.to_string(),
+            truth: truth.to_string(),
+            prometheus: prometheus.to_string(),
+        });
     }
 
     /// A fact with no Prometheus counterpart (said so in the report).

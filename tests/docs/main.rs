@@ -2,6 +2,7 @@
 //! rules, dashboards, the server support table.
 mod alert_rules;
 mod dashboards;
+mod ledger;
 mod module_cycles;
 mod promql_check;
 mod scrape_configs;
