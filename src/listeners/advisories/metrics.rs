@@ -6,6 +6,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use super::api_audit::ApiAuditMetrics;
 use super::totals::Totals;
 
 /// Raises a counter to `v` (never lowers it).
@@ -88,6 +89,8 @@ pub struct AdvisoryMetrics {
     pub dead_letter_errors: Family<AccountLabels, Counter>,
     /// Dead messages whose copy was given up after every attempt failed.
     pub dead_letter_failed: Family<ConsumerLabels, Counter>,
+    /// Messages removed by purges and message deletes (API audits).
+    pub api_audit: ApiAuditMetrics,
 }
 
 impl AdvisoryMetrics {
@@ -169,6 +172,7 @@ impl AdvisoryMetrics {
             "Dead messages not copied because every attempt failed; the copy was given up",
             m.dead_letter_failed.clone(),
         );
+        m.api_audit.register(registry);
         m
     }
 
