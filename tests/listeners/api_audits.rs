@@ -1,9 +1,10 @@
 //! Purges and message deletes counted from the JetStream API audit
 //! advisories, on real servers: every kind of purge, a delete, a failed
 //! delete and a failed purge, in live and durable mode and on a 3-node
-//! cluster with an R3 stream. The counters must equal the server's own
-//! `purged` figures and the deletes it confirmed, and garbage on the audit
-//! subject must count as malformed, never as a purge.
+//! cluster with an R3 stream whose leader steps down halfway. The counters
+//! must equal the server's own `purged` figures and the deletes it
+//! confirmed, and garbage on the audit subject must count as malformed,
+//! never as a purge.
 use crate::advisories_support;
 
 use std::time::{Duration, Instant};
@@ -68,12 +69,14 @@ async fn purge(app: &async_nats::Client, stream: &str, body: Value) -> u64 {
 /// allows: one message delete, a purge by subject, by sequence, keeping the
 /// last messages and of everything; also a delete of a message that is gone
 /// and a purge of a stream that does not exist, which remove nothing.
+/// With `step_down` (a clustered stream), its leader steps down halfway.
 /// Returns the sum of the server's `purged` figures.
 async fn remove_every_way(
     app: &async_nats::Client,
     js: &jetstream::Context,
     stream: &str,
     prefix: &str,
+    step_down: bool,
 ) -> u64 {
     publish_ab(js, prefix, 12).await;
     let delete = format!("$JS.API.STREAM.MSG.DELETE.{stream}");
@@ -88,6 +91,9 @@ async fn remove_every_way(
     // Left: 1 5 7 9 11 (a), 2 4 .. 12 (b).
     let mut figures = vec![purge(app, stream, json!({"filter": format!("{prefix}.b")})).await];
     figures.push(purge(app, stream, json!({"seq": 8})).await);
+    if step_down {
+        new_leader(app, stream).await;
+    }
     publish_ab(js, prefix, 4).await;
     // Left: 9 11 13 14 15 16.
     figures.push(purge(app, stream, json!({"keep": 2})).await);
@@ -105,6 +111,35 @@ async fn remove_every_way(
     let none = api(app, "$JS.API.STREAM.PURGE.NO_SUCH_STREAM", Value::Null).await;
     assert!(none["error"].is_object(), "purging no stream: {none}");
     figures.iter().sum()
+}
+
+/// The stream's leader, once one answers (`None` while none does).
+async fn leader(app: &async_nats::Client, stream: &str) -> Option<String> {
+    let subject = format!("$JS.API.STREAM.INFO.{stream}");
+    let reply = tokio::time::timeout(Duration::from_secs(2), app.request(subject, "".into()))
+        .await
+        .ok()?
+        .ok()?;
+    let info: Value = serde_json::from_slice(&reply.payload).ok()?;
+    let leader = info["cluster"]["leader"].as_str()?;
+    (!leader.is_empty()).then(|| leader.to_string())
+}
+
+/// Asks the stream's leader to step down and waits until another server
+/// leads it (at most 30 s).
+async fn new_leader(app: &async_nats::Client, stream: &str) {
+    let old = leader(app, stream).await.expect("a stream leader");
+    let subject = format!("$JS.API.STREAM.LEADER.STEPDOWN.{stream}");
+    let answer = api(app, &subject, Value::Null).await;
+    assert_eq!(answer["success"], json!(true), "step down: {answer}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match leader(app, stream).await {
+            Some(l) if l != old => break,
+            _ => assert!(Instant::now() < deadline, "{stream}: no new leader in 30 s"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Waits until the listener shows `purged` and one delete for `stream`,
@@ -153,7 +188,7 @@ async fn live_purges_and_deletes_equal_the_servers_figures() {
     let app = client(&s, "app").await;
     let js = jetstream::new(app.clone());
     stream(&js, "ORDERS", "orders", -1).await;
-    let purged = remove_every_way(&app, &js, "ORDERS", "orders").await;
+    let purged = remove_every_way(&app, &js, "ORDERS", "orders", false).await;
     check_counts(&running, &app, "ORDERS", purged).await;
     // The delivery advisories' own counters saw none of it.
     let text = running.text();
@@ -179,7 +214,7 @@ async fn durable_mode_counts_purges_while_it_runs() {
     let app = client(&s, "app").await;
     let js = jetstream::new(app.clone());
     stream(&js, "ORDERS", "orders", -1).await;
-    let purged = remove_every_way(&app, &js, "ORDERS", "orders").await;
+    let purged = remove_every_way(&app, &js, "ORDERS", "orders", false).await;
     check_counts(&running, &app, "ORDERS", purged).await;
     // The advisory stream keeps to its three subjects: the audits are not in it.
     assert_eq!(advisories_in_stream(&js).await, 0);
@@ -210,7 +245,7 @@ async fn a_cluster_audits_each_purge_once() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let purged = remove_every_way(&app, &js, "ORDERS", "orders").await;
+    let purged = remove_every_way(&app, &js, "ORDERS", "orders", true).await;
     check_counts(&running, &app, "ORDERS", purged).await;
     running.stop().await;
 }
