@@ -15,14 +15,10 @@
 //! from zero with it (a counter reset), in durable mode too (its advisory
 //! stream does not capture this subject).
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::registry::Registry;
 use serde::Deserialize;
 
 use super::counting::{SeriesCap, OVERFLOW};
-use super::metrics::AccountLabels;
+use super::metrics::{AccountLabels, ApiAuditMetrics, StreamLabels};
 use super::parse::MAX_NAME_LEN;
 
 /// Subject of the JetStream API audit advisories.
@@ -37,63 +33,6 @@ const MSG_DELETE_PREFIX: &str = "$JS.API.STREAM.MSG.DELETE.";
 const PURGE_RESPONSE_TYPE: &str = "io.nats.jetstream.api.v1.stream_purge_response";
 /// `type` of the answer to a message delete.
 const MSG_DELETE_RESPONSE_TYPE: &str = "io.nats.jetstream.api.v1.stream_msg_delete_response";
-
-/// `{account,stream}`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StreamLabels {
-    /// Account name as configured.
-    pub account: String,
-    /// Stream name.
-    pub stream: String,
-}
-
-/// The API audit families; cheap to clone (shared handles).
-#[derive(Clone, Debug, Default)]
-pub struct ApiAuditMetrics {
-    /// Messages removed by successful purges (the server's `purged`).
-    pub purged: Family<StreamLabels, Counter>,
-    /// Messages removed by successful message deletes.
-    pub deleted: Family<StreamLabels, Counter>,
-    /// Audit advisories that were not valid.
-    pub malformed: Family<AccountLabels, Counter>,
-    /// Purges and deletes counted under stream `__overflow__`.
-    pub folded: Family<AccountLabels, Counter>,
-}
-
-impl ApiAuditMetrics {
-    /// Registers the families.
-    pub fn register(&self, registry: &mut Registry) {
-        registry.register(
-            "nats_delivery_jetstream_stream_purged_messages",
-            "Messages removed from the stream by successful purges, the server's own purged figure, from JetStream API audit advisories while the exporter runs",
-            self.purged.clone(),
-        );
-        registry.register(
-            "nats_delivery_jetstream_stream_deleted_messages",
-            "Messages removed from the stream by successful message deletes, from JetStream API audit advisories while the exporter runs",
-            self.deleted.clone(),
-        );
-        registry.register(
-            "nats_delivery_api_audits_malformed",
-            "JetStream API audit advisories that were not valid (not JSON, missing fields, or a purge or delete answered with something else)",
-            self.malformed.clone(),
-        );
-        registry.register(
-            "nats_delivery_api_audits_folded",
-            "Purges and message deletes counted under stream __overflow__ because the account reached --advisories-max-series distinct streams",
-            self.folded.clone(),
-        );
-    }
-
-    /// The account's series that exist from the start (zeros).
-    pub fn init_account(&self, account: &str) {
-        let l = AccountLabels {
-            account: account.to_string(),
-        };
-        let _ = self.malformed.get_or_create(&l);
-        let _ = self.folded.get_or_create(&l);
-    }
-}
 
 /// What one successful purge or delete removed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -115,7 +115,10 @@ impl ListenerHealth for Health<'_> {
     }
 
     fn count_error(&self, kind: ErrorKind) {
-        self.l.count_error(kind);
+        // The durable listener's own connection counts refused logins.
+        if self.scope == Scope::Everything || kind != ErrorKind::Connect {
+            self.l.count_error(kind);
+        }
     }
 
     fn account(&self) -> Option<&str> {
@@ -161,7 +164,9 @@ async fn session(
         Scope::Everything => "advisories",
         Scope::ApiAudits => "api-audits",
     };
-    let client = l.connect(purpose, l.args.buffer.max(1)).await?;
+    let client = l
+        .connect_counting(purpose, l.args.buffer.max(1), scope == Scope::Everything)
+        .await?;
     let dead_letter = match (&l.args.dead_letter_stream, scope) {
         (Some(stream), Scope::Everything) => match set_up_dead_letter(l, stream, shutdown).await? {
             Some(dl) => Some(dl),

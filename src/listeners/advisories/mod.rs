@@ -99,9 +99,25 @@ impl AccountListener {
         purpose: &str,
         subscription_capacity: usize,
     ) -> Result<async_nats::Client, ListenerError> {
+        self.connect_counting(purpose, subscription_capacity, true)
+            .await
+    }
+
+    /// Connects as [`Self::connect`] does, counting refused logins only with
+    /// `count_login`: a second connection of the listener, beside one that
+    /// counts them, would count each outage twice.
+    pub(crate) async fn connect_counting(
+        &self,
+        purpose: &str,
+        subscription_capacity: usize,
+        count_login: bool,
+    ) -> Result<async_nats::Client, ListenerError> {
         let (metrics, account) = (self.metrics.clone(), self.account.clone());
-        let on_failure: crate::nats::OnFailure =
-            Box::new(move |kind| metrics.listener_error(&account, kind.as_label()));
+        let on_failure: crate::nats::OnFailure = Box::new(move |kind| {
+            if count_login || kind != ErrorKind::Connect {
+                metrics.listener_error(&account, kind.as_label())
+            }
+        });
         crate::nats::connect_watched(
             &self.nats,
             &self.auth,
