@@ -249,3 +249,70 @@ async fn a_cluster_audits_each_purge_once() {
     check_counts(&running, &app, "ORDERS", purged).await;
     running.stop().await;
 }
+
+/// Account APP with a user `app` allowed everything and a user `narrow`
+/// allowed to subscribe to the delivery advisories only, as a deployment
+/// set up before the API audits were read.
+const NARROW: &str = r#"
+accounts {
+  APP { jetstream: enabled, users: [
+    { user: app, password: app-secret },
+    { user: narrow, password: narrow-secret,
+      permissions: { subscribe: { allow: ["$JS.EVENT.ADVISORY.CONSUMER.>", "_INBOX.>"] } } }
+  ] }
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_audit_subject_is_counted_and_the_rest_goes_on() {
+    let s = nats_test_server::NatsServer::builder()
+        .jetstream()
+        .config(NARROW)
+        .start();
+    let running = start_listener(&s, "APP", "narrow", advisory_args(&[])).await;
+    let errors = "nats_delivery_advisory_listener_errors_total";
+    let permission = [("account", "APP"), ("kind", "permission")];
+    wait_value(&running.registry, errors, &permission, 1.0, 10).await;
+    let app = client(&s, "app").await;
+    let js = jetstream::new(app.clone());
+    let st = stream(&js, "JOBS", "jobs", -1).await;
+    let consumer = pull_consumer(&st, "jobber", -1, Duration::from_secs(30)).await;
+    publish(&js, "jobs", 1).await;
+    let mut batch = consumer
+        .fetch()
+        .max_messages(1)
+        .expires(Duration::from_secs(2))
+        .messages()
+        .await
+        .expect("fetch");
+    let m = futures::StreamExt::next(&mut batch)
+        .await
+        .expect("a message")
+        .expect("message");
+    m.ack_with(jetstream::AckKind::Nak(None))
+        .await
+        .expect("nak");
+    let naks = [
+        ("account", "APP"),
+        ("stream", "JOBS"),
+        ("consumer", "jobber"),
+    ];
+    wait_value(
+        &running.registry,
+        "nats_delivery_jetstream_naks_total",
+        &naks,
+        1.0,
+        10,
+    )
+    .await;
+    assert_eq!(purge(&app, "JOBS", Value::Null).await, 1);
+    let text = running.text();
+    let labels = [("account", "APP"), ("stream", "JOBS")];
+    assert_eq!(sample(&text, PURGED, &labels), None);
+    assert_eq!(sample(&text, errors, &permission), Some(1.0));
+    assert_eq!(
+        sample(&text, "nats_delivery_advisory_listener_up", APP),
+        Some(1.0)
+    );
+    running.stop().await;
+}
