@@ -11,6 +11,7 @@ mod advisories_incarnation;
 mod advisories_listeners;
 mod advisories_live;
 mod advisories_support;
+mod api_audits;
 mod durable_cluster;
 mod durable_faults;
 mod durable_identity;

@@ -1,4 +1,6 @@
-//! Live mode: a core subscription to the advisory subjects.
+//! Live mode: a core subscription to the advisory subjects and to the API
+//! audits ([`super::api_audit`]); in durable mode, the same for the API
+//! audits alone, on a connection of their own.
 //!
 //! Advisories sent while the exporter is down are lost; use durable mode for
 //! exact counts across restarts.
@@ -21,13 +23,14 @@ use futures::stream::SelectAll;
 use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
 
+use super::api_audit::{ApiAuditCounter, API_AUDIT_SUBJECT};
 use super::counting::{AdvisoryCounter, Outcome};
 use super::dead_letter::DeadLetter;
 use super::metrics::AccountLabels;
 use super::parse::SUBJECTS;
 use super::AccountListener;
 use crate::nats;
-use crate::nats::retry::{or_stop, retry_after, stopped, ErrorKind, ListenerError};
+use crate::nats::retry::{or_stop, retry_after, stopped, ErrorKind, ListenerError, ListenerHealth};
 
 /// Default of the messages the advisory subscription may buffer before the client drops:
 /// about 2^20, so a burst of a million advisories does not lose one while
@@ -41,28 +44,101 @@ pub const AUDIT_INTERVAL: Duration = Duration::from_secs(1);
 /// redelivery and must not fall behind while it retries.
 const LIVE_CAPTURE_ATTEMPTS: u32 = 3;
 
+/// What a live session listens to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Scope {
+    /// The delivery advisories and the API audits (live mode); owns
+    /// `listener_up`.
+    Everything,
+    /// The API audits only (durable mode, whose stream holds the others).
+    ApiAudits,
+}
+
+/// The counters a session writes to; kept across sessions.
+struct Counters {
+    delivery: Option<AdvisoryCounter>,
+    api: ApiAuditCounter,
+}
+
 /// Runs the live listener of one account until shutdown.
-pub async fn run(l: AccountListener, mut shutdown: watch::Receiver<bool>) {
-    let mut counter = AdvisoryCounter::new(
-        &l.account,
-        l.metrics.clone(),
-        l.args.dedup_window,
-        l.args.max_series,
-    );
-    while let Err(e) = session(&l, &mut counter, &mut shutdown).await {
-        if retry_after(&l, "advisory listener", e, &mut shutdown).await {
+pub async fn run(l: AccountListener, shutdown: watch::Receiver<bool>) {
+    run_scope(l, shutdown, Scope::Everything).await
+}
+
+/// Runs a live session of `scope` for one account until shutdown.
+pub(super) async fn run_scope(
+    l: AccountListener,
+    mut shutdown: watch::Receiver<bool>,
+    scope: Scope,
+) {
+    let mut counters = Counters {
+        delivery: (scope == Scope::Everything).then(|| {
+            AdvisoryCounter::new(
+                &l.account,
+                l.metrics.clone(),
+                l.args.dedup_window,
+                l.args.max_series,
+            )
+        }),
+        api: ApiAuditCounter::new(&l.account, l.metrics.api_audit.clone(), l.args.max_series),
+    };
+    let health = Health { l: &l, scope };
+    while let Err(e) = session(&l, scope, &mut counters, &mut shutdown).await {
+        if retry_after(&health, health.what(), e, &mut shutdown).await {
             break;
         }
     }
-    l.metrics.set_up(&l.account, false);
+    health.set_up(false);
 }
 
-async fn subscribe_all(client: &Client) -> Result<SelectAll<Subscriber>, ListenerError> {
+/// The listener's health as a session of `scope` reports it: only the
+/// session of everything speaks for `listener_up`.
+struct Health<'a> {
+    l: &'a AccountListener,
+    scope: Scope,
+}
+
+impl Health<'_> {
+    fn what(&self) -> &'static str {
+        match self.scope {
+            Scope::Everything => "advisory listener",
+            Scope::ApiAudits => "API audit listener",
+        }
+    }
+}
+
+impl ListenerHealth for Health<'_> {
+    fn set_up(&self, up: bool) {
+        if self.scope == Scope::Everything {
+            self.l.set_up(up);
+        }
+    }
+
+    fn count_error(&self, kind: ErrorKind) {
+        // The durable listener's own connection counts refused logins.
+        if self.scope == Scope::Everything || kind != ErrorKind::Connect {
+            self.l.count_error(kind);
+        }
+    }
+
+    fn account(&self) -> Option<&str> {
+        Some(&self.l.account)
+    }
+}
+
+async fn subscribe_all(
+    client: &Client,
+    scope: Scope,
+) -> Result<SelectAll<Subscriber>, ListenerError> {
+    let subjects: &[&str] = match scope {
+        Scope::Everything => &SUBJECTS,
+        Scope::ApiAudits => &[],
+    };
     let mut subs = Vec::new();
-    for s in SUBJECTS {
+    for s in subjects.iter().chain([&API_AUDIT_SUBJECT]) {
         subs.push(
             client
-                .subscribe(s)
+                .subscribe(*s)
                 .await
                 .map_err(|e| ListenerError::request(&format!("subscribe {s}"), &e))?,
         );
@@ -79,30 +155,38 @@ struct DropAudit {
 
 async fn session(
     l: &AccountListener,
-    counter: &mut AdvisoryCounter,
+    scope: Scope,
+    counters: &mut Counters,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), ListenerError> {
-    let client = l.connect("advisories", l.args.buffer.max(1)).await?;
-    let dead_letter = match &l.args.dead_letter_stream {
-        Some(stream) => match set_up_dead_letter(l, stream, shutdown).await? {
+    let health = Health { l, scope };
+    let purpose = match scope {
+        Scope::Everything => "advisories",
+        Scope::ApiAudits => "api-audits",
+    };
+    let client = l
+        .connect_counting(purpose, l.args.buffer.max(1), scope == Scope::Everything)
+        .await?;
+    let dead_letter = match (&l.args.dead_letter_stream, scope) {
+        (Some(stream), Scope::Everything) => match set_up_dead_letter(l, stream, shutdown).await? {
             Some(dl) => Some(dl),
             None => return Ok(()),
         },
-        None => None,
+        _ => None,
     };
     let mut audit = DropAudit {
         baseline: client.statistics().in_messages.load(Ordering::Relaxed),
         received: 0,
         reported: 0,
     };
-    let mut subs = subscribe_all(&client).await?;
+    let mut subs = subscribe_all(&client, scope).await?;
     // The subscription is only live once the server has processed SUB. While
     // the server refuses us this waits, so shutdown must be able to cut in.
     match or_stop(shutdown, client.flush()).await {
         None => return Ok(()),
         Some(r) => r.map_err(|e| ListenerError::request("subscribe", &e))?,
     }
-    l.metrics.set_up(&l.account, true);
+    health.set_up(true);
     let dropped = l.metrics.dropped.get_or_create_owned(&AccountLabels {
         account: l.account.clone(),
     });
@@ -113,17 +197,17 @@ async fn session(
             msg = subs.next() => match msg {
                 Some(msg) => {
                     audit.received += 1;
-                    handle(counter, dead_letter.as_ref(), msg).await;
+                    handle(counters, dead_letter.as_ref(), msg).await;
                 }
                 None => return Err(ListenerError::new(ErrorKind::Other, "advisory subscriptions closed")),
             },
             _ = tick.tick() => {
                 let connected = nats::is_connected(&client);
-                l.metrics.set_up(&l.account, connected);
+                health.set_up(connected);
                 if !connected {
                     continue;
                 }
-                let Some(lower) = audit_drops(&client, &mut subs, &mut audit, counter, dead_letter.as_ref()).await else {
+                let Some(lower) = audit_drops(&client, &mut subs, &mut audit, counters, dead_letter.as_ref()).await else {
                     continue;
                 };
                 if lower > audit.reported {
@@ -173,7 +257,7 @@ async fn audit_drops(
     client: &Client,
     subs: &mut SelectAll<Subscriber>,
     audit: &mut DropAudit,
-    counter: &mut AdvisoryCounter,
+    counters: &mut Counters,
     dead_letter: Option<&DeadLetter>,
 ) -> Option<u64> {
     let a = client.statistics().in_messages.load(Ordering::Relaxed);
@@ -188,7 +272,7 @@ async fn audit_drops(
     // every message left behind here would be taken for a drop.
     while let Some(Some(msg)) = tokio::task::unconstrained(subs.next()).now_or_never() {
         audit.received += 1;
-        handle(counter, dead_letter, msg).await;
+        handle(counters, dead_letter, msg).await;
     }
     Some(
         a.saturating_sub(audit.baseline)
@@ -196,7 +280,14 @@ async fn audit_drops(
     )
 }
 
-async fn handle(counter: &mut AdvisoryCounter, dead_letter: Option<&DeadLetter>, msg: Message) {
+async fn handle(counters: &mut Counters, dead_letter: Option<&DeadLetter>, msg: Message) {
+    if msg.subject.as_str() == API_AUDIT_SUBJECT {
+        counters.api.record(&msg.payload);
+        return;
+    }
+    let Some(counter) = counters.delivery.as_mut() else {
+        return;
+    };
     let (advisory, first_time) = match counter.record(&msg.subject, &msg.payload) {
         Outcome::Counted(a) => (a, true),
         Outcome::Duplicate(a) => (a, false),

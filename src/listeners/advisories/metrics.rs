@@ -53,6 +53,63 @@ pub struct ErrorLabels {
     pub kind: String,
 }
 
+/// `{account,stream}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StreamLabels {
+    /// Account name as configured.
+    pub account: String,
+    /// Stream name.
+    pub stream: String,
+}
+
+/// The API audit families ([`super::api_audit`]); cheap to clone (shared handles).
+#[derive(Clone, Debug, Default)]
+pub struct ApiAuditMetrics {
+    /// Messages removed by successful purges (the server's `purged`).
+    pub purged: Family<StreamLabels, Counter>,
+    /// Messages removed by successful message deletes.
+    pub deleted: Family<StreamLabels, Counter>,
+    /// Audit advisories that were not valid.
+    pub malformed: Family<AccountLabels, Counter>,
+    /// Purges and deletes counted under stream `__overflow__`.
+    pub folded: Family<AccountLabels, Counter>,
+}
+
+impl ApiAuditMetrics {
+    /// Registers the families.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "nats_delivery_jetstream_stream_purged_messages",
+            "Messages removed from the stream by successful purges, the server's own purged figure, from JetStream API audit advisories while the exporter runs",
+            self.purged.clone(),
+        );
+        registry.register(
+            "nats_delivery_jetstream_stream_deleted_messages",
+            "Messages removed from the stream by successful message deletes, from JetStream API audit advisories while the exporter runs",
+            self.deleted.clone(),
+        );
+        registry.register(
+            "nats_delivery_api_audits_malformed",
+            "JetStream API audit advisories that were not valid (not JSON, missing fields, or a purge or delete answered with something else)",
+            self.malformed.clone(),
+        );
+        registry.register(
+            "nats_delivery_api_audits_folded",
+            "Purges and message deletes counted under stream __overflow__ because the account reached --advisories-max-series distinct streams",
+            self.folded.clone(),
+        );
+    }
+
+    /// The account's series that exist from the start (zeros).
+    pub fn init_account(&self, account: &str) {
+        let l = AccountLabels {
+            account: account.to_string(),
+        };
+        let _ = self.malformed.get_or_create(&l);
+        let _ = self.folded.get_or_create(&l);
+    }
+}
+
 /// Every advisory metric; cheap to clone (shared handles).
 #[derive(Clone, Debug, Default)]
 pub struct AdvisoryMetrics {
@@ -88,6 +145,8 @@ pub struct AdvisoryMetrics {
     pub dead_letter_errors: Family<AccountLabels, Counter>,
     /// Dead messages whose copy was given up after every attempt failed.
     pub dead_letter_failed: Family<ConsumerLabels, Counter>,
+    /// Messages removed by purges and message deletes (API audits).
+    pub api_audit: ApiAuditMetrics,
 }
 
 impl AdvisoryMetrics {
@@ -169,6 +228,7 @@ impl AdvisoryMetrics {
             "Dead messages not copied because every attempt failed; the copy was given up",
             m.dead_letter_failed.clone(),
         );
+        m.api_audit.register(registry);
         m
     }
 

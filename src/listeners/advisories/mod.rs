@@ -11,7 +11,11 @@
 //!
 //! Optionally (`dead_letter`) each dead message is copied into a
 //! dead-letter stream.
+//!
+//! In both modes the JetStream API audits are read live ([`api_audit`]):
+//! messages removed by purges and message deletes, per stream.
 
+pub mod api_audit;
 mod api_errors;
 mod args;
 mod batch;
@@ -95,9 +99,25 @@ impl AccountListener {
         purpose: &str,
         subscription_capacity: usize,
     ) -> Result<async_nats::Client, ListenerError> {
+        self.connect_counting(purpose, subscription_capacity, true)
+            .await
+    }
+
+    /// Connects as [`Self::connect`] does, counting refused logins only with
+    /// `count_login`: a second connection of the listener, beside one that
+    /// counts them, would count each outage twice.
+    pub(crate) async fn connect_counting(
+        &self,
+        purpose: &str,
+        subscription_capacity: usize,
+        count_login: bool,
+    ) -> Result<async_nats::Client, ListenerError> {
         let (metrics, account) = (self.metrics.clone(), self.account.clone());
-        let on_failure: crate::nats::OnFailure =
-            Box::new(move |kind| metrics.listener_error(&account, kind.as_label()));
+        let on_failure: crate::nats::OnFailure = Box::new(move |kind| {
+            if count_login || kind != ErrorKind::Connect {
+                metrics.listener_error(&account, kind.as_label())
+            }
+        });
         crate::nats::connect_watched(
             &self.nats,
             &self.auth,
@@ -110,7 +130,8 @@ impl AccountListener {
     }
 
     /// Runs until `shutdown` turns true (or its sender is dropped): durable
-    /// mode when `--advisories-stream` is set, live mode otherwise. Errors are
+    /// mode when `--advisories-stream` is set, live mode otherwise; the API
+    /// audits live in both. Errors are
     /// logged and retried; they never end the task.
     pub async fn run(self, shutdown: watch::Receiver<bool>) {
         // Down until a session is set up: a login the server keeps refusing
@@ -122,7 +143,11 @@ impl AccountListener {
             async move { crate::nats::warn_on_account_mismatch(&nats, &auth, &account).await }
         });
         if self.args.stream.is_some() {
-            durable::run(self, shutdown).await
+            // The advisory stream does not capture the API audits (changing
+            // its subjects would break existing deployments): they are
+            // read live, on a connection of their own.
+            let audits = live::run_scope(self.clone(), shutdown.clone(), live::Scope::ApiAudits);
+            tokio::join!(durable::run(self, shutdown), audits);
         } else {
             live::run(self, shutdown).await
         }
