@@ -14,23 +14,23 @@
 
 /// One consumer and its stream as one poll saw them (leader only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Position {
+struct Position {
     /// Stream `first_seq`.
-    pub first_seq: u64,
+    first_seq: u64,
     /// Stream `last_seq`.
-    pub last_seq: u64,
+    last_seq: u64,
     /// Stream `messages`.
-    pub messages: u64,
+    messages: u64,
     /// Stream `num_deleted` (interior deletes).
-    pub deleted: u64,
+    deleted: u64,
     /// `delivered.stream_seq`.
-    pub delivered: u64,
+    delivered: u64,
     /// `delivered.consumer_seq`: deliveries, first or again.
-    pub deliveries: u64,
+    deliveries: u64,
     /// `num_pending`.
-    pub pending: u64,
+    pending: u64,
     /// `num_redelivered`.
-    pub redelivered: u64,
+    redelivered: u64,
 }
 
 /// What a consumer's configuration says for the arithmetic.
@@ -51,17 +51,95 @@ pub struct Removed {
     pub exact: bool,
 }
 
-/// The state kept for one consumer between polls (88 bytes: it is held
-/// for every consumer).
+/// A stream's part of a [`Position`], as one poll saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StreamAt {
+    /// Stream `first_seq`.
+    pub first_seq: u64,
+    /// Stream `last_seq`.
+    pub last_seq: u64,
+    /// Stream `messages`.
+    pub messages: u64,
+    /// Stream `num_deleted` (interior deletes).
+    pub deleted: u64,
+}
+
+/// A consumer's part of a [`Position`], as one poll saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ConsumerAt {
+    /// `delivered.stream_seq`.
+    pub delivered: u64,
+    /// `delivered.consumer_seq`.
+    pub deliveries: u64,
+    /// `num_pending`.
+    pub pending: u64,
+    /// `num_redelivered`.
+    pub redelivered: u64,
+}
+
+impl Position {
+    fn of(stream: StreamAt, c: ConsumerAt) -> Position {
+        Position {
+            first_seq: stream.first_seq,
+            last_seq: stream.last_seq,
+            messages: stream.messages,
+            deleted: stream.deleted,
+            delivered: c.delivered,
+            deliveries: c.deliveries,
+            pending: c.pending,
+            redelivered: c.redelivered,
+        }
+    }
+}
+
+/// A stream's last two polls, kept once for all its consumers: a
+/// consumer's last poll is one of them unless it missed a poll since.
+#[derive(Debug, Clone, Default)]
+pub struct StreamPolls {
+    polls: u32,
+    before: StreamAt,
+    now: StreamAt,
+}
+
+impl StreamPolls {
+    /// Takes one poll of the stream (once per poll).
+    pub fn record(&mut self, at: StreamAt) {
+        self.before = self.now;
+        self.now = at;
+        self.polls = self.polls.wrapping_add(1);
+    }
+
+    /// The stream at poll number `poll`, if still held.
+    fn at(&self, poll: u32) -> Option<StreamAt> {
+        if poll == self.polls {
+            Some(self.now)
+        } else if poll == self.polls.wrapping_sub(1) {
+            Some(self.before)
+        } else {
+            None
+        }
+    }
+}
+
+/// The state kept for one consumer between polls (48 bytes: it is held for
+/// every consumer). The consumer's delivered sequence and pending count at
+/// its last poll are kept by the caller (the status window holds them) and
+/// the stream's figures once per stream ([`StreamPolls`]), here only for a
+/// consumer that missed a poll of its stream.
 #[derive(Debug, Clone, Default)]
 pub struct RemovedTracker {
-    /// The last poll; meaningless before the first.
-    prev: Position,
     /// Counted at the last new start (a reset consumer or stream), plus the
     /// increases since, minus the removed, not yet jumped messages at that
     /// start (counted before it, if at all).
     sum: i64,
     shown: u64,
+    /// `delivered.consumer_seq` and `num_redelivered` at the last poll.
+    deliveries: u64,
+    redelivered: u64,
+    /// The stream at the last poll, once the stream's record moved past it.
+    stream_missed: Option<Box<StreamAt>>,
+    /// The stream's poll number at the last poll.
+    stream_poll: u32,
     started: bool,
     exact: bool,
 }
@@ -163,15 +241,53 @@ fn filtered(p: &Position, s: &Position, kind: Kind) -> [u64; 3] {
 }
 
 impl RemovedTracker {
-    /// Takes one poll and returns the counter as it stands.
-    pub fn record(&mut self, s: Position, kind: Kind) -> Removed {
-        let p = self.prev;
+    /// Takes one poll of the consumer (`now`) on the stream's polls, which
+    /// hold this one; `last` is the consumer's delivered sequence and
+    /// pending count at its last poll. Returns the counter as it stands.
+    pub fn record(
+        &mut self,
+        stream: &StreamPolls,
+        last: (u64, u64),
+        now: ConsumerAt,
+        kind: Kind,
+    ) -> Removed {
+        let stream_last = match self.stream_missed.take() {
+            Some(at) => Some(*at),
+            None => stream.at(self.stream_poll),
+        };
+        let p = Position::of(
+            stream_last.unwrap_or_default(),
+            ConsumerAt {
+                delivered: last.0,
+                deliveries: self.deliveries,
+                pending: last.1,
+                redelivered: self.redelivered,
+            },
+        );
+        let s = Position::of(stream.now, now);
+        (self.deliveries, self.redelivered) = (now.deliveries, now.redelivered);
+        self.stream_poll = stream.polls;
+        // `stream_last` is always held (see `keep_stream`); were it not,
+        // counting from here is the safe way on.
+        self.step(&p, s, kind, stream_last.is_some())
+    }
+
+    /// Called after a poll the consumer was not in: keeps the stream as
+    /// the consumer last saw it, before the stream's record moves past it.
+    pub fn keep_stream(&mut self, stream: &StreamPolls) {
+        if self.started && self.stream_missed.is_none() && self.stream_poll != stream.polls {
+            self.stream_missed = stream.at(self.stream_poll).map(Box::new);
+        }
+    }
+
+    fn step(&mut self, p: &Position, s: Position, kind: Kind, held: bool) -> Removed {
+        let p = *p;
         let reset = !self.started
+            || !held
             || s.delivered < p.delivered
             || s.deliveries < p.deliveries
             || s.last_seq < p.last_seq
             || s.first_seq < p.first_seq;
-        self.prev = s;
         if reset {
             // A new consumer, a reset one or a new stream: count from here.
             if !self.started {
@@ -214,7 +330,7 @@ impl RemovedTracker {
 
 #[test]
 fn the_state_is_small() {
-    assert!(std::mem::size_of::<RemovedTracker>() <= 88);
+    assert!(std::mem::size_of::<RemovedTracker>() <= 48);
 }
 
 #[cfg(test)]

@@ -1,28 +1,48 @@
 //! The arithmetic on positions a real server reported (nats-server 2.15.1,
 //! a stream with `max_age`, one pull consumer, polls between steps).
 
-use super::{Kind, Position, Removed, RemovedTracker};
+use super::{ConsumerAt, Kind, Removed, RemovedTracker, StreamAt, StreamPolls};
 
 /// (first, last, messages, deleted, delivered, deliveries, pending, redelivered)
 type Row = (u64, u64, u64, u64, u64, u64, u64, u64);
 
-fn position(r: Row) -> Position {
+fn split(r: Row) -> (StreamAt, ConsumerAt) {
     let (first_seq, last_seq, messages, deleted, delivered, deliveries, pending, redelivered) = r;
-    Position {
+    let stream = StreamAt {
         first_seq,
         last_seq,
         messages,
         deleted,
+    };
+    let consumer = ConsumerAt {
         delivered,
         deliveries,
         pending,
         redelivered,
+    };
+    (stream, consumer)
+}
+
+/// The consumer polled at every row of `rows` whose `seen` is true; the
+/// stream at every row.
+fn run_seen(kind: Kind, rows: &[Row], seen: &[bool]) -> Vec<Removed> {
+    let (mut stream, mut t, mut last) = (StreamPolls::default(), RemovedTracker::default(), (0, 0));
+    let mut out = Vec::new();
+    for (&r, &seen) in rows.iter().zip(seen) {
+        let (at, consumer) = split(r);
+        stream.record(at);
+        if seen {
+            out.push(t.record(&stream, last, consumer, kind));
+            last = (consumer.delivered, consumer.pending);
+        } else {
+            t.keep_stream(&stream);
+        }
     }
+    out
 }
 
 fn run(kind: Kind, rows: &[Row]) -> Vec<Removed> {
-    let mut t = RemovedTracker::default();
-    rows.iter().map(|&r| t.record(position(r), kind)).collect()
+    run_seen(kind, rows, &vec![true; rows.len()])
 }
 
 fn counts(out: &[Removed]) -> Vec<u64> {
@@ -194,4 +214,23 @@ fn an_interior_delete_ahead_of_a_resting_consumer_is_counted_at_the_next_poll() 
     // Passed before a second poll saw it: counted when passed.
     let out = run(kind, &[rows[0], rows[1], rows[3]]);
     assert_eq!(counts(&out), [0, 0, 1]);
+}
+
+/// A consumer missing from polls its stream was in (a leader election)
+/// counts as if those polls had not happened: the stream's figures at its
+/// last poll are kept for it.
+#[test]
+fn a_consumer_missing_from_polls_counts_as_if_they_had_not_happened() {
+    let seen = [
+        true, true, false, false, true, false, true, true, true, true,
+    ];
+    let rows: Vec<Row> = AGE_OUT.to_vec();
+    let skipped: Vec<Row> = rows
+        .iter()
+        .zip(seen)
+        .filter_map(|(&r, seen)| seen.then_some(r))
+        .collect();
+    let missing = run_seen(UNFILTERED, &rows, &seen);
+    assert_eq!(missing, run(UNFILTERED, &skipped));
+    assert_eq!(counts(&missing).last(), Some(&82));
 }

@@ -18,7 +18,9 @@ use std::collections::HashMap;
 
 pub use crate::jetstream::consumer_status::Status;
 use crate::jetstream::message_timestamps::{TimestampReply, TimestampRequest};
-use crate::jetstream::removed_before_delivery::{Kind, Position, Removed, RemovedTracker};
+use crate::jetstream::removed_before_delivery::{
+    ConsumerAt, Kind, Removed, RemovedTracker, StreamAt, StreamPolls,
+};
 use crate::sources::jsz::{ConsumerInfo, ConsumerRow, StreamRow};
 use history::StreamHistory;
 use window::{ConsumerWindow, Sample};
@@ -58,26 +60,11 @@ pub struct ConsumerHealth {
 #[derive(Debug, Default)]
 struct StreamState {
     history: StreamHistory,
-    /// The stream's state as last polled: first and last sequence,
-    /// messages, interior deletes.
+    /// The stream's first sequence as last polled.
     first_seq: u64,
-    last_seq: u64,
-    messages: u64,
-    deleted: u64,
+    /// Its last two polls, for the removed-before-delivery counts.
+    polls: StreamPolls,
     consumers: HashMap<Box<str>, ConsumerState>,
-}
-
-impl StreamState {
-    /// The stream's part of a consumer's [`Position`].
-    fn position(&self) -> Position {
-        Position {
-            first_seq: self.first_seq,
-            last_seq: self.last_seq,
-            messages: self.messages,
-            deleted: self.deleted,
-            ..Position::default()
-        }
-    }
 }
 
 /// What is kept for one consumer.
@@ -88,15 +75,14 @@ struct ConsumerState {
 }
 
 impl ConsumerState {
-    /// Counts what the stream (at `stream_at`) removed before `c`
-    /// delivered it.
-    fn count_removed(&mut self, stream_at: Position, c: &ConsumerInfo) -> Removed {
-        let position = Position {
+    /// Counts what the stream removed before `c` delivered it; before the
+    /// window takes `c`'s snapshot, which holds the last one's positions.
+    fn count_removed(&mut self, stream: &StreamPolls, c: &ConsumerInfo) -> Removed {
+        let now = ConsumerAt {
             delivered: c.delivered.stream_seq,
             deliveries: c.delivered.consumer_seq,
             pending: c.num_pending,
             redelivered: c.num_redelivered,
-            ..stream_at
         };
         let config = c.config.as_ref();
         let kind = Kind {
@@ -104,7 +90,8 @@ impl ConsumerState {
                 .is_some_and(|k| !k.filter_subject.is_empty() || !k.filter_subjects.is_empty()),
             no_redelivery: config.is_some_and(|k| k.acks_none || k.max_deliver == Some(1)),
         };
-        self.removed.record(position, kind)
+        let last = self.window.newest_delivered_and_pending();
+        self.removed.record(stream, last, now, kind)
     }
 }
 
@@ -180,15 +167,21 @@ impl ConsumerHealth {
             .unwrap_or(now)
     }
 
-    /// Takes each stream's first and last (sequence, time) points.
-    fn record_streams(&mut self, streams: &[StreamRow], now: f64) {
+    /// Takes each stream's first and last (sequence, time) points, and
+    /// with `new_poll` (once per poll) its figures for the removed counts.
+    fn record_streams(&mut self, streams: &[StreamRow], now: f64, new_poll: bool) {
         for (account, s) in streams {
             let st = slot(slot(&mut self.accounts, account), &s.name);
             let state = &s.state;
             st.first_seq = state.first_seq;
-            st.last_seq = state.last_seq;
-            st.messages = state.messages;
-            st.deleted = state.num_deleted;
+            if new_poll {
+                st.polls.record(StreamAt {
+                    first_seq: state.first_seq,
+                    last_seq: state.last_seq,
+                    messages: state.messages,
+                    deleted: state.num_deleted,
+                });
+            }
             let (first, last) = (
                 (state.first_seq, state.first_ts),
                 (state.last_seq, state.last_ts),
@@ -213,7 +206,7 @@ impl ConsumerHealth {
         if limit == 0 {
             return Vec::new();
         }
-        self.record_streams(streams, Self::server_clock(consumers, now));
+        self.record_streams(streams, Self::server_clock(consumers, now), false);
         let empty = StreamState::default();
         let mut ranked = Vec::new();
         for (i, (account, stream, c, server_now)) in consumers.iter().enumerate() {
@@ -276,7 +269,7 @@ impl ConsumerHealth {
         replies: &Replies,
     ) -> Vec<ConsumerHealthRow> {
         let latest = Self::server_clock(consumers, now);
-        self.record_streams(streams, latest);
+        self.record_streams(streams, latest, true);
         let window = self.window;
         let mut out = Vec::with_capacity(consumers.len());
         // The rows of a stream's consumers come one after the other: its
@@ -286,10 +279,9 @@ impl ConsumerHealth {
             let st = slot(slot(&mut self.accounts, account), stream);
             for &(_, _, c, server_now) in group {
                 let now = server_now.unwrap_or(now);
-                let stream_at = st.position();
                 let consumer = slot(&mut st.consumers, &c.name);
+                let removed = consumer.count_removed(&st.polls, c);
                 consumer.window.record(sample(c, now), window);
-                let removed = consumer.count_removed(stream_at, c);
                 let status = if c.paused == Some(true) {
                     Status::Paused
                 } else {
@@ -314,6 +306,9 @@ impl ConsumerHealth {
             for st in streams.values_mut() {
                 st.consumers
                     .retain(|_, c| c.window.last_seen().is_some_and(|t| t >= forget_before));
+                for c in st.consumers.values_mut() {
+                    c.removed.keep_stream(&st.polls);
+                }
             }
             streams.retain(|_, st| st.history.seen >= forget_before || !st.consumers.is_empty());
         }

@@ -196,6 +196,12 @@ impl ConsumerWindow {
         }
     }
 
+    /// The delivered sequence and pending count of the newest snapshot
+    /// (0 and 0 before the first).
+    pub fn newest_delivered_and_pending(&self) -> (u64, u64) {
+        (self.newest.delivered, self.newest.pending)
+    }
+
     /// When this consumer was last seen.
     pub fn last_seen(&self) -> Option<f64> {
         Some(self.time(self.len().checked_sub(1)?))
