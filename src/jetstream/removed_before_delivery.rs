@@ -51,7 +51,7 @@ pub struct Removed {
     pub exact: bool,
 }
 
-/// A stream's part of a [`Position`], as one poll saw it.
+/// A stream's figures the count needs, as one poll saw them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StreamAt {
     /// Stream `first_seq`.
@@ -64,7 +64,7 @@ pub struct StreamAt {
     pub deleted: u64,
 }
 
-/// A consumer's part of a [`Position`], as one poll saw it.
+/// A consumer's figures the count needs, as one poll saw them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ConsumerAt {
     /// `delivered.stream_seq`.
