@@ -234,3 +234,15 @@ fn a_consumer_missing_from_polls_counts_as_if_they_had_not_happened() {
     assert_eq!(missing, run(UNFILTERED, &skipped));
     assert_eq!(counts(&missing).last(), Some(&82));
 }
+
+/// Two histories with the same polls (METRICS.md): explicit acks, a stream
+/// keeping 10 messages. In one, message 5 was redelivered and 6 to 10 aged
+/// out unseen (5 removed); in the other 6 was delivered first and 7 to 10
+/// aged out (4). The counter takes the fewest and says it is not exact.
+#[test]
+fn a_redelivery_and_a_skip_look_alike() {
+    let rows = [(1, 10, 10, 0, 5, 5, 5, 0), (11, 20, 10, 0, 20, 16, 0, 0)];
+    let out = run(UNFILTERED, &rows);
+    assert_eq!(counts(&out), [0, 4]);
+    assert!(!out[1].exact);
+}

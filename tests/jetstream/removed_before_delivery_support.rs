@@ -86,10 +86,12 @@ impl Lab {
         self.scrape_with(|| common::scrape(exporter)).await
     }
 
-    /// One `scrape` during which the stream did not change (the same
-    /// before and after it, and sequences only go up), so that the truth
-    /// worked out from [`Stored`] is what the exporter saw. With `max_age`
-    /// the server may remove messages during a scrape: it is scraped again.
+    /// Two scrapes during which the stream did not change (the same
+    /// before, between and after them, and sequences only go up), so that
+    /// the truth worked out from [`Stored`] is what the exporter saw; the
+    /// second one's text. Interior deletes are counted by the second poll
+    /// at the same position (METRICS.md). With `max_age` the server may
+    /// remove messages during a scrape: it is scraped again.
     pub async fn scrape_with<F, Fut>(&self, mut scrape: F) -> (String, Stored)
     where
         F: FnMut() -> Fut,
@@ -98,9 +100,11 @@ impl Lab {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let before = self.stored().await;
+            scrape().await;
+            let between = self.stored().await;
             let text = scrape().await;
             let after = self.stored().await;
-            if before == after {
+            if before == between && between == after {
                 return (text, after);
             }
             assert!(Instant::now() < deadline, "the stream never held still");
