@@ -11,8 +11,10 @@ use nats_test_server::{free_port, NatsServer};
 use crate::losses::{self, CONSUMER, STREAM, STUCK_CLIENT};
 use crate::{artifact, scrape, wait_for};
 
-/// The image is at most this big (20 MB).
-const MAX_IMAGE_BYTES: u64 = 20_000_000;
+/// The image is at most this big (24 MB). The tests build it from the
+/// `deploy-test` profile (opt-level 1, no LTO: a quicker build), about a
+/// third larger than the release image.
+const MAX_IMAGE_BYTES: u64 = 24_000_000;
 
 /// Where the binary reads its CA bundle, as on Debian.
 const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
