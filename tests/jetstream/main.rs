@@ -15,6 +15,7 @@ mod priority_groups;
 mod removed_before_delivery;
 mod removed_before_delivery_bounds;
 mod removed_before_delivery_cluster;
+mod removed_before_delivery_cluster_diagnostics;
 mod removed_before_delivery_cluster_support;
 mod removed_before_delivery_restart;
 mod removed_before_delivery_support;

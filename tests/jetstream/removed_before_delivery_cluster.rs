@@ -156,6 +156,7 @@ async fn removed_before_delivery_is_exact_through_leader_changes_over_http_and_n
         from,
         seen: Cell::new([0.0; 2]),
         before: RefCell::default(),
+        off: RefCell::default(),
     };
     let mut truth = Truth::new();
     let both = [

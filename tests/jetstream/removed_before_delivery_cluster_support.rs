@@ -3,6 +3,7 @@
 //! received, what the leaders report, and every exporter's counters held to
 //! the truth at every scrape.
 use crate::common;
+use crate::removed_before_delivery_cluster_diagnostics::{positions, replicas};
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
@@ -81,6 +82,8 @@ pub(crate) struct Watcher<'a> {
     pub(crate) seen: Cell<[f64; 2]>,
     /// The last scrape, to show what the exporter saw before a failure.
     pub(crate) before: RefCell<String>,
+    /// What the last check found off the truth, for a step that never settles.
+    pub(crate) off: RefCell<String>,
 }
 
 /// An exporter polling the cluster through the system account.
@@ -165,6 +168,7 @@ pub(crate) async fn check(
     let mut all = true;
     for w in watchers {
         let text = common::scrape(w.exporter).await;
+        w.off.borrow_mut().clear();
         let mut seen = w.seen.get();
         for (c, name) in CONSUMERS.iter().enumerate() {
             let labels = [
@@ -203,47 +207,19 @@ pub(crate) async fn check(
             if let Some(e) = exact.filter(|_| !may_be_bound) {
                 assert_eq!(e, 1.0, "{step}: {name}'s exact gauge by the {}", w.name);
             }
-            all &= counter == Some(want) && exact.is_some();
+            if counter != Some(want) || exact.is_none() {
+                *w.off.borrow_mut() = format!(
+                    "{name} by the {} exporter: {counter:?} (exact {exact:?}), truth {want}; now:\n{}",
+                    w.name,
+                    positions(&text, name)
+                );
+                all = false;
+            }
         }
         w.seen.set(seen);
         *w.before.borrow_mut() = text;
     }
     all
-}
-
-/// What each server in `live` says of `consumer`: its cluster information
-/// (the leader it names), the delivered position.
-fn replicas(live: &[&NatsServer], consumer: &str) -> String {
-    let mut out = String::new();
-    for server in live {
-        let path = "jsz?accounts=true&streams=true&consumers=true";
-        let jsz = common::monitor_json(&server.monitor_url(), path);
-        let accounts = jsz["account_details"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        for a in &accounts {
-            for s in a["stream_detail"].as_array().into_iter().flatten() {
-                for c in s["consumer_detail"].as_array().into_iter().flatten() {
-                    if c["name"] == consumer {
-                        let (cluster, d) = (&c["cluster"], &c["delivered"]);
-                        out.push_str(&format!("  {}: cluster {cluster}, {d}\n", server.name));
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-/// The stream's and `consumer`'s position lines of a scrape.
-fn positions(text: &str, consumer: &str) -> String {
-    let ours = format!("consumer=\"{consumer}\"");
-    let lines = text.lines().filter(|l| {
-        l.contains("stream=\"LIMITED\"")
-            && (l.starts_with("nats_delivery_stream_") || l.contains(&ours))
-    });
-    lines.map(|l| format!("  {l}\n")).collect()
 }
 
 /// Waits (scraping every watcher meanwhile, each scrape checked) until the
@@ -278,11 +254,16 @@ pub(crate) async fn settle(
             }
         }
         last_seen = view.or(last_seen);
-        assert!(
-            Instant::now() < deadline,
-            "{step}: not settled in 30 s (or the test's 120 s); the leaders last reported {last_seen:?}, \
-             the truth is {want:?}"
-        );
+        if Instant::now() >= deadline {
+            let mut off: String = watchers.iter().map(|w| w.off.borrow().clone()).collect();
+            for name in CONSUMERS {
+                off += &tokio::task::block_in_place(|| replicas(live, name));
+            }
+            panic!(
+                "{step}: not settled in 30 s (or the test's 120 s); the leaders last reported \
+                 {last_seen:?}, the truth is {want:?}; last off the truth: {off}"
+            );
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
