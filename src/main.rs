@@ -184,11 +184,18 @@ async fn run() -> Result<(), Failure> {
 /// to several scrapes' worth. One arena reuses the same memory every scrape
 /// without the page-fault cost of returning it to the system each time
 /// (CHANGELOG has the figures).
+///
+/// Blocks of a MiB or more (whole lists of streams and consumers) are still
+/// mapped and returned on their own: glibc otherwise raises that threshold
+/// after the first such block is freed, and later ones land in the arena
+/// between small blocks that outlive them, so the peak varied from scrape to
+/// scrape by more than the margin of `--max-kept-size`.
 fn reuse_scrape_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator tuning; it runs before the runtime starts any thread.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
 }
 

@@ -95,11 +95,11 @@ pub struct Config {
     pub max_reply_size: usize,
 
     /// Most memory the replies of one server may keep in one poll (e.g.
-    /// 96MiB), counted as they are parsed: the values kept (a consumer with
+    /// 88MiB), counted as they are parsed: the values kept (a consumer with
     /// what the exporter holds for it, about 800 bytes), never whitespace or
     /// fields the exporter does not use; a reply that would keep more leaves
     /// its source down with kind="too_large".
-    #[arg(long, env = "NATS_DELIVERY_MAX_KEPT_SIZE", default_value = "96MiB", value_parser = parse_byte_size)]
+    #[arg(long, env = "NATS_DELIVERY_MAX_KEPT_SIZE", default_value = "88MiB", value_parser = parse_byte_size)]
     pub max_kept_size: usize,
 
     /// A /metrics answer whose reader takes nothing for this long is cut off.
@@ -297,7 +297,7 @@ mod tests {
         );
         assert_eq!(c.consumer_status_window, Duration::from_secs(300));
         assert_eq!(c.consumer_timestamp_reads, 50);
-        assert_eq!(c.max_kept_size, 96 << 20);
+        assert_eq!(c.max_kept_size, 88 << 20);
         assert_eq!(
             c.cardinality.consumer_series(),
             crate::jetstream::cardinality::series::ConsumerSeries::default()

@@ -166,8 +166,8 @@ async fn peak_against(kind: &str, hostile: Hostile) -> u64 {
 
 /// Consumers of a reply that the default budget takes: each one counts 800
 /// bytes (`sources::jsz::de`), a stream of 100 some 80 KB kept and 87 KB
-/// while it is parsed, and 96 MiB hold about 1,200 such streams.
-const MOST_CONSUMERS: usize = 120_000;
+/// while it is parsed, and 88 MiB hold about 1,150 such streams.
+const MOST_CONSUMERS: usize = 110_000;
 
 /// A `/jsz` reply of `consumers` consumers, 100 a stream, each with a
 /// message waiting (a status to decide, lag to estimate).
