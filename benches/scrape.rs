@@ -19,6 +19,8 @@
 //! only sets up the first size and keeps its server running, for profiling
 //! an exporter started by hand.
 
+#[path = "scrape/samples.rs"]
+mod samples;
 mod support;
 
 use std::time::{Duration, Instant};
@@ -26,10 +28,8 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, consumer::pull, stream};
 use futures::stream::{self as fstream, StreamExt};
 use nats_test_server::NatsServer;
-use support::{
-    cpu_seconds, env_args, env_or, median, min, status_kib, timed_read, timed_read_gzip,
-    wait_until_up,
-};
+use samples::Samples;
+use support::{env_args, env_or, median, min, status_kib, timed_read, wait_until_up};
 
 /// The first bytes of a scrape kept, for the `/jsz` poll's duration.
 const HEAD_KEPT: usize = 16 << 20;
@@ -263,138 +263,6 @@ impl Targets {
             peak_kib as f64 / 1024.0,
             other_peak_kib as f64 / 1024.0,
             (peak_kib as f64 - other_peak_kib as f64) / 1024.0
-        );
-    }
-}
-
-/// Every round's figures.
-#[derive(Default)]
-struct Samples {
-    raw: Vec<f64>,
-    raw_first: Vec<f64>,
-    raw_bytes: usize,
-    scrape: Vec<f64>,
-    cpu: Vec<f64>,
-    jsz_poll: Vec<f64>,
-    text_sent: Vec<f64>,
-    scrape_bytes: usize,
-    gzip: Vec<f64>,
-    gzip_bytes: usize,
-    other_scrape: Vec<f64>,
-}
-
-impl Samples {
-    /// One round: each kind of request once, in an order that turns with
-    /// the round, each after a pause: the server's garbage collection after
-    /// one 11 MB reply must not fall on whichever request happens to come
-    /// next.
-    async fn take_round(&mut self, t: &Targets, round: usize) {
-        let settle = Duration::from_millis(300);
-        let kinds = 4;
-        for which in (0..kinds).map(|k| (k + round) % kinds) {
-            match (which, &t.other, &t.gzip_url) {
-                (0, _, _) => {
-                    tokio::time::sleep(settle).await;
-                    let read = timed_read(&t.http, &t.jsz_url, 0).await;
-                    self.raw.push(read.seconds);
-                    self.raw_first.push(read.first_byte);
-                    self.raw_bytes = read.bytes;
-                }
-                (1, _, _) => {
-                    tokio::time::sleep(settle).await;
-                    self.scrape(t).await;
-                }
-                (2, Some((_, url)), _) => {
-                    tokio::time::sleep(settle).await;
-                    // Read as the first exporter's scrape is, its head kept:
-                    // keeping 16 MB costs the reader time the comparison must
-                    // not count against one of the two.
-                    let read = timed_read(&t.http, url, HEAD_KEPT).await;
-                    self.other_scrape.push(read.seconds);
-                }
-                (3, _, Some(url)) => {
-                    tokio::time::sleep(settle).await;
-                    let read = timed_read_gzip(&t.http, url).await;
-                    self.gzip.push(read.seconds);
-                    self.gzip_bytes = read.bytes;
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// One scrape of the exporter, with its CPU time and the `/jsz` poll's
-    /// duration it reports.
-    async fn scrape(&mut self, t: &Targets) {
-        let before = cpu_seconds(t.pid);
-        // The registry part, with the scrape's own durations, comes first.
-        let read = timed_read(&t.http, &t.metrics_url, HEAD_KEPT).await;
-        self.cpu.push(cpu_seconds(t.pid) - before);
-        self.scrape.push(read.seconds);
-        self.text_sent.push(read.seconds - read.first_byte);
-        self.scrape_bytes = read.bytes;
-        let text = String::from_utf8_lossy(&read.head);
-        let polled = nats_test_server::sample::value(
-            &text,
-            "nats_delivery_scrape_duration_seconds",
-            &[("source", "jsz")],
-        );
-        self.jsz_poll
-            .push(polled.expect("the scrape reports its /jsz poll"));
-    }
-
-    fn print(&self, rss_idle_kib: u64, peak_kib: u64) {
-        let row = |what: &str, v: &[f64], note: String| {
-            println!("{what:<26} {:.3} s / {:.3} s  {note}", median(v), min(v));
-        };
-        let mb = |bytes: usize| bytes as f64 / 1e6;
-        row(
-            "raw /jsz fetch",
-            &self.raw,
-            format!("({:.1} MB)", mb(self.raw_bytes)),
-        );
-        row(
-            "  of which first byte",
-            &self.raw_first,
-            "(the server's work before it sends)".into(),
-        );
-        row(
-            "exporter scrape",
-            &self.scrape,
-            format!("({:.1} MB of text)", mb(self.scrape_bytes)),
-        );
-        row(
-            "  of which /jsz poll",
-            &self.jsz_poll,
-            "(fetch and parse, as the exporter reports it)".into(),
-        );
-        row(
-            "  of which text sent",
-            &self.text_sent,
-            "(from the text's first byte to its last)".into(),
-        );
-        row("exporter CPU per scrape", &self.cpu, String::new());
-        if !self.gzip.is_empty() {
-            row(
-                "gzip scrape",
-                &self.gzip,
-                format!("({:.1} MB on the wire)", mb(self.gzip_bytes)),
-            );
-            println!(
-                "gzip scrape / raw fetch    {:.2}x / {:.2}x",
-                median(&self.gzip) / median(&self.raw),
-                min(&self.gzip) / min(&self.raw)
-            );
-        }
-        println!(
-            "scrape / raw fetch         {:.2}x / {:.2}x  (goal at 100,000 consumers: <= 1.2x)",
-            median(&self.scrape) / median(&self.raw),
-            min(&self.scrape) / min(&self.raw)
-        );
-        println!(
-            "exporter RSS idle / peak   {:.1} MB / {:.1} MB  (goal at 100,000 consumers: <= 96 MB)",
-            rss_idle_kib as f64 / 1024.0,
-            peak_kib as f64 / 1024.0
         );
     }
 }

@@ -84,6 +84,7 @@
 mod admission;
 mod client;
 mod collector;
+mod error;
 mod events;
 #[cfg(feature = "http-server")]
 mod http;
@@ -100,13 +101,13 @@ mod stats;
 mod subscription;
 mod totals;
 
-use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 
 pub use client::InstrumentedClient;
+pub use error::{Error, ErrorKind};
 #[cfg(feature = "http-server")]
 pub use http::{serve, READ_TIMEOUT};
 pub use jetstream::{Acknowledgement, ConsumerMetrics};
@@ -337,74 +338,5 @@ impl ClientMetrics {
     #[cfg(feature = "reports")]
     pub fn report(&self, instance: &str, sequence: u64) -> Vec<u8> {
         report::encode_report(&self.shared, instance, sequence)
-    }
-}
-
-/// What failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ErrorKind {
-    /// The subscription could not be created.
-    Subscribe,
-    /// A JetStream acknowledgement could not be sent.
-    Acknowledge,
-    /// The connection could not be established.
-    Connect,
-    /// The metrics already belong to another connection.
-    OtherConnection,
-    /// The sid of an async-nats `Subscriber` could not be read.
-    SidUnreadable,
-    /// Unsubscribing or draining failed, or the subscription had already
-    /// been stopped.
-    Unsubscribe,
-    /// A request failed.
-    Request,
-}
-
-/// An error from this crate; the async-nats error is its `source()`.
-#[derive(Debug)]
-pub struct Error {
-    kind: ErrorKind,
-    source: Box<dyn std::error::Error + Send + Sync>,
-}
-
-impl Error {
-    pub(crate) fn new(
-        kind: ErrorKind,
-        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-    ) -> Self {
-        Error {
-            kind,
-            source: source.into(),
-        }
-    }
-
-    pub(crate) fn acknowledge(source: Box<dyn std::error::Error + Send + Sync>) -> Self {
-        Error::new(ErrorKind::Acknowledge, source)
-    }
-
-    /// What failed.
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind {
-            ErrorKind::Subscribe => write!(f, "cannot subscribe: {}", self.source),
-            ErrorKind::Acknowledge => write!(f, "cannot acknowledge: {}", self.source),
-            ErrorKind::Connect => write!(f, "cannot connect: {}", self.source),
-            ErrorKind::OtherConnection => write!(f, "wrong connection: {}", self.source),
-            ErrorKind::SidUnreadable => write!(f, "cannot read the sid: {}", self.source),
-            ErrorKind::Unsubscribe => write!(f, "cannot unsubscribe: {}", self.source),
-            ErrorKind::Request => write!(f, "request failed: {}", self.source),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&*self.source)
     }
 }

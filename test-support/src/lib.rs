@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 pub mod app;
+mod binary;
 mod cluster;
 mod ports;
 pub mod promtool;
@@ -19,75 +20,16 @@ pub mod sample;
 mod supercluster;
 pub mod tls;
 
+pub use binary::{binary, version_numbers, version_under_test, workspace_root, DEFAULT_VERSION};
 pub use cluster::cluster;
 pub use ports::free_port;
 pub use supercluster::supercluster;
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// The server version used when none is asked for.
-pub const DEFAULT_VERSION: &str = "2.15.1";
-
-/// The server version the suites run against: `$NATS_SERVER_VERSION` (a
-/// `.tools/` name such as "2.12.8", or "debian"), else [`DEFAULT_VERSION`].
-/// `scripts/test.sh` runs the real-server suites once per supported version.
-pub fn version_under_test() -> String {
-    std::env::var("NATS_SERVER_VERSION").unwrap_or_else(|_| DEFAULT_VERSION.to_string())
-}
-
-/// Path of the workspace root (where `.tools/` lives).
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("test-support lives one level below the workspace root")
-        .to_path_buf()
-}
-
-/// Finds the nats-server binary for `version` ("debian" means Debian's 2.9.10).
-///
-/// Panics with the install command when nothing is found: a test that needs a
-/// server must not pass without one.
-pub fn binary(version: Option<&str>) -> PathBuf {
-    if version.is_none() {
-        if let Ok(p) = std::env::var("NATS_SERVER_BIN") {
-            return PathBuf::from(p);
-        }
-    }
-    let env_version = std::env::var("NATS_SERVER_VERSION").ok();
-    let v = version
-        .or(env_version.as_deref())
-        .unwrap_or(DEFAULT_VERSION);
-    let tools = workspace_root().join(".tools");
-    let candidate = if v == "debian" {
-        tools.join("nats-server-debian")
-    } else {
-        tools.join(format!("nats-server-{v}/bin/nats-server"))
-    };
-    if candidate.exists() {
-        return candidate;
-    }
-    if version.is_none() {
-        if let Some(p) = find_on_path("nats-server") {
-            return p;
-        }
-    }
-    panic!(
-        "nats-server {v} not found at {}; run scripts/install-deps.sh (or set NATS_SERVER_BIN)",
-        candidate.display()
-    );
-}
-
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    })
-}
 
 /// Settings for a server to start; see [`NatsServer::builder`].
 #[derive(Debug, Clone, Default)]
@@ -385,12 +327,6 @@ impl Drop for NatsServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// A server version ("2.10.4", "2.12.0-RC.1") as numbers, for comparing
-/// with `>=`: `[2, 10, 4]`; a part that is not a number counts as 0.
-pub fn version_numbers(version: &str) -> Vec<u64> {
-    version.split('.').map(|p| p.parse().unwrap_or(0)).collect()
 }
 
 /// A plain blocking HTTP/1.0 GET against a loopback monitoring endpoint,

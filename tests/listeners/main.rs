@@ -15,4 +15,5 @@ mod api_audits;
 mod durable_cluster;
 mod durable_faults;
 mod durable_identity;
+mod durable_permissions;
 mod system_events;
