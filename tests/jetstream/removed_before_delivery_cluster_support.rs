@@ -82,7 +82,8 @@ pub(crate) struct Watcher<'a> {
     pub(crate) seen: Cell<[f64; 2]>,
     /// The last scrape, to show what the exporter saw before a failure.
     pub(crate) before: RefCell<String>,
-    /// What the last check found off the truth, for a step that never settles.
+    /// What the last check found off the truth (each consumer), for a step
+    /// that never settles.
     pub(crate) off: RefCell<String>,
 }
 
@@ -208,11 +209,11 @@ pub(crate) async fn check(
                 assert_eq!(e, 1.0, "{step}: {name}'s exact gauge by the {}", w.name);
             }
             if counter != Some(want) || exact.is_none() {
-                *w.off.borrow_mut() = format!(
+                w.off.borrow_mut().push_str(&format!(
                     "{name} by the {} exporter: {counter:?} (exact {exact:?}), truth {want}; now:\n{}",
                     w.name,
                     positions(&text, name)
-                );
+                ));
                 all = false;
             }
         }
