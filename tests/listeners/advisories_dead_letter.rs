@@ -314,3 +314,40 @@ async fn a_dead_letter_stream_that_refuses_copies_does_not_stall_counting() {
     nats_test_server::reference::assert_documented(&text);
     running.stop().await;
 }
+
+/// A copy stored by an exporter whose count of it was never saved (killed
+/// between the copy's acknowledgement and its totals) is still counted by
+/// the exporter that counts the advisory: the stream refuses the second
+/// copy as a duplicate, and the one it holds is that message's. Here the
+/// second exporter is a durable listener with a consumer and totals of its
+/// own, which has counted nothing of what the first one copied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_stored_before_its_count_was_saved_is_counted_once() {
+    let s = server();
+    let flags = ["--advisories-stream", "ADV", "--dead-letter-stream", "DLQ"];
+    let first = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let js = jetstream::new(client(&s, "app").await);
+    let st = stream(&js, "WORK", "work", -1).await;
+    let consumer = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
+    publish_with_headers(&js, 0, 3).await;
+    let stored = "nats_delivery_dead_letter_stored_total";
+    pull_without_ack(&consumer, 60, || {
+        sample(&first.text(), stored, WORKER) == Some(3.0)
+    })
+    .await;
+    first.stop().await;
+
+    let mut own = flags.to_vec();
+    own.extend([
+        "--advisories-consumer",
+        "second",
+        "--advisories-totals-bucket",
+        "second",
+    ]);
+    let second = start_listener(&s, "APP", "app", advisory_args(&own)).await;
+    let deaths = "nats_delivery_jetstream_max_deliveries_total";
+    wait_value(&second.registry, deaths, WORKER, 3.0, 20).await;
+    assert_eq!(sample(&second.text(), stored, WORKER), Some(3.0));
+    assert_eq!(stream_messages(&js, "DLQ").await, 3);
+    second.stop().await;
+}

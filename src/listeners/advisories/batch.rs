@@ -233,7 +233,9 @@ fn add_to_series(s: &mut Totals, a: &Advisory, copied: Option<Capture>) {
         AdvisoryKind::Terminated(r) => *s.terminated.entry(r.as_label().into()).or_default() += 1,
     }
     match copied {
-        Some(Capture::Stored) => s.dead_letter_stored += 1,
+        // A new event whose copy the stream already holds: stored by an
+        // exporter that stopped before saving its count.
+        Some(Capture::Stored | Capture::AlreadyStored) => s.dead_letter_stored += 1,
         Some(Capture::Missing) => {
             *s.dead_letter_missing
                 .entry(a.kind.reason_label().into())
