@@ -12,6 +12,7 @@
 
 pub mod encode;
 pub mod history;
+mod update;
 pub mod window;
 
 use std::collections::HashMap;
@@ -23,7 +24,9 @@ use crate::jetstream::removed_before_delivery::{
 };
 use crate::sources::jsz::{ConsumerInfo, ConsumerRow, StreamRow};
 use history::StreamHistory;
-use window::{ConsumerWindow, Sample};
+use window::ConsumerWindow;
+#[cfg(test)]
+use window::Sample;
 
 /// An age in seconds, and whether it came from a read timestamp.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -257,65 +260,6 @@ impl ConsumerHealth {
         out
     }
 
-    /// Takes one poll: records every stream's points and every consumer's
-    /// snapshot, forgets what was not seen for longer than the window, and
-    /// returns each consumer's health, in the order of `consumers`.
-    /// `replies` holds timestamps read for [`ConsumerHealth::candidates`];
-    /// any consumer without one is estimated.
-    pub fn update(
-        &mut self,
-        (streams, consumers): (&[StreamRow], &[ConsumerRow]),
-        now: f64,
-        replies: &Replies,
-    ) -> Vec<ConsumerHealthRow> {
-        let latest = Self::server_clock(consumers, now);
-        self.record_streams(streams, latest, true);
-        let window = self.window;
-        let mut out = Vec::with_capacity(consumers.len());
-        // The rows of a stream's consumers come one after the other: its
-        // state is looked up once for each run of them.
-        for group in consumers.chunk_by(|a, b| a.0 == b.0 && a.1 == b.1) {
-            let (account, stream) = (group[0].0, group[0].1);
-            let st = slot(slot(&mut self.accounts, account), stream);
-            for &(_, _, c, server_now) in group {
-                let now = server_now.unwrap_or(now);
-                let consumer = slot(&mut st.consumers, &c.name);
-                let removed = consumer.count_removed(&st.polls, c);
-                consumer.window.record(sample(c, now), window);
-                let status = if c.paused == Some(true) {
-                    Status::Paused
-                } else {
-                    consumer.window.status(now, window)
-                };
-                let [lag, unacked] = positions(c, st.first_seq).map(|seq| {
-                    let reply = seq
-                        .filter(|_| !replies.is_empty())
-                        .and_then(|seq| replies.get(&request(account, stream, c, seq)));
-                    age(&st.history, seq, now, reply)
-                });
-                out.push(ConsumerHealthRow {
-                    status,
-                    delivery_lag: lag,
-                    oldest_unacked_age: unacked,
-                    removed,
-                });
-            }
-        }
-        let forget_before = latest - window;
-        for streams in self.accounts.values_mut() {
-            for st in streams.values_mut() {
-                st.consumers
-                    .retain(|_, c| c.window.last_seen().is_some_and(|t| t >= forget_before));
-                for c in st.consumers.values_mut() {
-                    c.removed.keep_stream(&st.polls);
-                }
-            }
-            streams.retain(|_, st| st.history.seen >= forget_before || !st.consumers.is_empty());
-        }
-        self.accounts.retain(|_, streams| !streams.is_empty());
-        out
-    }
-
     /// Consumers and streams held (for tests of forgetting).
     pub fn held(&self) -> (usize, usize) {
         let streams = self.accounts.values().flat_map(HashMap::values);
@@ -326,18 +270,6 @@ impl ConsumerHealth {
 
 /// Timestamps read this scrape, by request.
 pub type Replies = HashMap<TimestampRequest, TimestampReply>;
-
-fn sample(c: &ConsumerInfo, time: f64) -> Sample {
-    Sample {
-        time,
-        delivered: c.delivered.stream_seq,
-        delivered_active: c.delivered.last_active.unwrap_or(f64::NAN),
-        ack_floor: c.ack_floor.stream_seq,
-        pending: c.num_pending,
-        ack_pending: c.num_ack_pending,
-        waiting: c.num_waiting,
-    }
-}
 
 #[cfg(test)]
 mod start_tests;
