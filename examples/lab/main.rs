@@ -32,6 +32,7 @@ mod processes;
 mod prom;
 #[path = "../../tests/docs/promql_check/mod.rs"]
 mod promql_check;
+mod publish;
 mod removed;
 mod report;
 mod rules;
@@ -189,6 +190,7 @@ async fn run(check_mode: bool) -> anyhow::Result<bool> {
     baseline(&mut lab).await?;
     client::client_drops(&mut lab).await?;
     client::library_drops(&mut lab).await?;
+    publish::publish_refused(&mut lab).await?;
     server::server_cut(&mut lab).await?;
     jetstream::max_deliver(&mut lab).await?;
     jetstream::stream_limits(&mut lab).await?;
