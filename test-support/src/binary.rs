@@ -5,10 +5,26 @@ use std::path::{Path, PathBuf};
 /// The server version used when none is asked for.
 pub const DEFAULT_VERSION: &str = "2.15.1";
 
+/// Set (to anything) for the tests that `scripts/test.sh` runs once instead
+/// of once per server version: a test among them that asks for a server or
+/// for the version under test fails, so none is run once by mistake.
+pub const NO_SERVER_ENV: &str = "NATS_TEST_NO_SERVER";
+
+/// Panics when [`NO_SERVER_ENV`] is set.
+fn refuse_when_no_server(what: &str) {
+    if std::env::var_os(NO_SERVER_ENV).is_some() {
+        panic!(
+            "{NO_SERVER_ENV} is set, but this test asks for {what}: it depends on the server \
+             version and must run once per version (remove it from scripts/test.sh's no_server)"
+        );
+    }
+}
+
 /// The server version the suites run against: `$NATS_SERVER_VERSION` (a
 /// `.tools/` name such as "2.12.8", or "debian"), else [`DEFAULT_VERSION`].
 /// `scripts/test.sh` runs the real-server suites once per supported version.
 pub fn version_under_test() -> String {
+    refuse_when_no_server("the server version under test");
     std::env::var("NATS_SERVER_VERSION").unwrap_or_else(|_| DEFAULT_VERSION.to_string())
 }
 
@@ -25,6 +41,7 @@ pub fn workspace_root() -> PathBuf {
 /// Panics with the install command when nothing is found: a test that needs a
 /// server must not pass without one.
 pub fn binary(version: Option<&str>) -> PathBuf {
+    refuse_when_no_server("a nats-server");
     if version.is_none() {
         if let Ok(p) = std::env::var("NATS_SERVER_BIN") {
             return PathBuf::from(p);
