@@ -1,7 +1,8 @@
 //! What the repository ships beside the code, checked against it: alert
-//! rules, dashboards, the server support table.
+//! rules, dashboards, the server support table, the flag tables.
 mod alert_rules;
 mod dashboards;
+mod flags_table;
 mod ledger;
 mod module_cycles;
 mod promql_check;

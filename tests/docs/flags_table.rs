@@ -1,0 +1,116 @@
+//! README.md's flag tables name every flag of the exporter's `--help`, each
+//! with the environment variable it reads, and no flag the binary lacks: an
+//! operator configures the exporter from those tables.
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// One long flag of `--help`: its environment variable and aliases.
+#[derive(Debug, Default)]
+struct HelpFlag {
+    env: Option<String>,
+    aliases: Vec<String>,
+}
+
+/// The long flags `--help` lists (not `--help` and `--version`).
+fn help_flags() -> BTreeMap<String, HelpFlag> {
+    let out = Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut flags: BTreeMap<String, HelpFlag> = BTreeMap::new();
+    let mut current = None;
+    for line in text.lines() {
+        let item = line.trim_start();
+        if line.starts_with("      --") {
+            let name = item.split([' ', '<']).next().unwrap().to_string();
+            flags.insert(name.clone(), HelpFlag::default());
+            current = Some(name);
+        } else if let (Some(name), Some(rest)) = (&current, item.strip_prefix("[env: ")) {
+            let env = rest.split(['=', ']']).next().unwrap().to_string();
+            flags.get_mut(name).unwrap().env = Some(env);
+        } else if let (Some(name), Some(rest)) = (&current, item.strip_prefix("[alias: ")) {
+            let alias = rest.trim_end_matches(']').to_string();
+            flags.get_mut(name).unwrap().aliases.push(alias);
+        }
+    }
+    flags.remove("--help");
+    flags.remove("--version");
+    assert!(flags.len() > 50, "{} flags read from --help", flags.len());
+    flags
+}
+
+/// The backticked words of a table cell.
+fn code_words(cell: &str) -> Vec<&str> {
+    cell.split('`').skip(1).step_by(2).collect()
+}
+
+/// Whether a README environment cell names `env`. `_CLUSTER` after
+/// `NATS_DELIVERY_SYSTEM_SERVER_NAME` stands for
+/// `NATS_DELIVERY_SYSTEM_CLUSTER`: the short form replaces the first
+/// name's tail from one of its underscores.
+fn names_env(cell: &str, env: &str) -> bool {
+    let words = code_words(cell);
+    let Some(first) = words.iter().find(|w| !w.starts_with('_')) else {
+        return false;
+    };
+    words.contains(&env)
+        || words.iter().filter(|w| w.starts_with('_')).any(|short| {
+            first
+                .match_indices('_')
+                .any(|(i, _)| format!("{}{short}", &first[..i]) == env)
+        })
+}
+
+#[test]
+fn the_readme_flag_tables_name_every_flag_with_its_environment_variable() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let help = help_flags();
+    let mut rows: BTreeMap<&str, &str> = BTreeMap::new();
+    for line in readme.lines().filter(|l| l.starts_with("| `--")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        for flag in code_words(cells[1])
+            .into_iter()
+            .filter(|w| w.starts_with("--"))
+        {
+            rows.insert(flag, cells[2]);
+        }
+    }
+    let aliases: Vec<&str> = help
+        .values()
+        .flat_map(|f| f.aliases.iter().map(String::as_str))
+        .collect();
+    for flag in rows.keys() {
+        assert!(
+            help.contains_key(*flag) || aliases.contains(flag),
+            "README's flag table names {flag}, which --help does not list"
+        );
+    }
+    for (flag, about) in &help {
+        let cell = rows
+            .get(flag.as_str())
+            .unwrap_or_else(|| panic!("{flag} (--help) has no row in README's flag tables"));
+        if let Some(env) = &about.env {
+            assert!(
+                names_env(cell, env),
+                "README's row of {flag} does not name {env}: {cell}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_short_environment_name_stands_for_the_first_names_prefix() {
+    let cell = "`NATS_DELIVERY_SYSTEM_SERVER_NAME`, `_CLUSTER`, `_TAGS`";
+    assert!(names_env(cell, "NATS_DELIVERY_SYSTEM_SERVER_NAME"));
+    assert!(names_env(cell, "NATS_DELIVERY_SYSTEM_CLUSTER"));
+    assert!(names_env(cell, "NATS_DELIVERY_SYSTEM_TAGS"));
+    assert!(!names_env(cell, "NATS_DELIVERY_SYSTEM_DOMAIN"));
+    assert!(!names_env(
+        "`NATS_DELIVERY_LISTEN`",
+        "NATS_DELIVERY_LISTEN_ADDRESS"
+    ));
+}
