@@ -17,6 +17,12 @@ use nats_test_server::sample::{samples, value};
 /// The most the exporter may hold, with default flags, whatever it is sent.
 const PEAK_LIMIT: u64 = 128_000_000;
 
+/// The sources polled by default, and every source.
+const DEFAULT_SOURCES: [&str; 4] = ["varz", "connz", "jsz", "accstatz"];
+const ALL_SOURCES: [&str; 7] = [
+    "varz", "connz", "jsz", "accstatz", "routez", "gatewayz", "healthz",
+];
+
 /// Scrapes per kind of reply: each takes a reply of every source, and each
 /// `/jsz` another of the places below.
 const SCRAPES: usize = 4;
@@ -34,7 +40,7 @@ impl Drop for Exporter {
 }
 
 impl Exporter {
-    fn start(monitor_url: &str) -> Exporter {
+    fn start(monitor_url: &str, args: &[&str]) -> Exporter {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -43,6 +49,7 @@ impl Exporter {
         let child = Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
             .args(["--monitor-url", monitor_url])
             .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(args)
             .env("NATS_DELIVERY_LOG", "error")
             .spawn()
             .unwrap();
@@ -100,6 +107,18 @@ fn lists(path: &str, n: usize) -> (String, &'static str) {
             r#"{"account_statz":["#.into(),
             r#"{"acc":"a","slow_consumers":1},"#,
         ),
+        p if p.starts_with("/routez") => (
+            r#"{"routes":["#.into(),
+            r#"{"rid":1,"remote_id":"r","pending_size":1},"#,
+        ),
+        p if p.starts_with("/gatewayz") => (
+            r#"{"inbound_gateways":{"g":["#.into(),
+            r#"{"name":"g","connection":{"cid":1,"pending_bytes":1}},"#,
+        ),
+        p if p.starts_with("/healthz") => (
+            r#"{"status":"error","errors":["#.into(),
+            r#"{"type":"STREAM","error":"stream not current"},"#,
+        ),
         // A list of lists the exporter skips.
         _ => (r#"{"tags":["#.into(), "[1,[2]],"),
     }
@@ -113,6 +132,7 @@ fn strings(path: &str, n: usize) -> (String, &'static str) {
         },
         p if p.starts_with("/connz") => r#"{"connections":[{"name":""#.into(),
         p if p.starts_with("/accstatz") => r#"{"account_statz":[{"acc":""#.into(),
+        p if p.starts_with("/healthz") => r#"{"errors":[{"error":""#.into(),
         _ => r#"{"server_name":""#.into(),
     };
     (lead, "abcdefgh")
@@ -120,7 +140,7 @@ fn strings(path: &str, n: usize) -> (String, &'static str) {
 
 /// Polls an endpoint answering every source with `hostile` replies;
 /// returns the exporter's peak memory.
-async fn peak_against(kind: &str, hostile: Hostile) -> u64 {
+async fn peak_against(kind: &str, hostile: Hostile, sources: &[&str]) -> u64 {
     let jsz_asked = Arc::new(AtomicUsize::new(0));
     let asked = jsz_asked.clone();
     let endpoint = fake_endpoint::start(move |path| {
@@ -133,7 +153,8 @@ async fn peak_against(kind: &str, hostile: Hostile) -> u64 {
         Reply::Repeat(lead, unit)
     })
     .await;
-    let exporter = Exporter::start(&endpoint.url);
+    let sources_flag = sources.join(",");
+    let exporter = Exporter::start(&endpoint.url, &["--sources", &sources_flag]);
     let mut text = String::new();
     for _ in 0..SCRAPES {
         text = common::wait_for_async(30, "a scrape", || async {
@@ -142,7 +163,7 @@ async fn peak_against(kind: &str, hostile: Hostile) -> u64 {
         .await;
     }
     let server = endpoint.authority.as_str();
-    for source in ["varz", "connz", "jsz", "accstatz"] {
+    for source in sources {
         let labels = [("server", server), ("source", source)];
         assert_eq!(
             value(&text, "nats_delivery_up", &labels),
@@ -202,7 +223,7 @@ async fn scrapes_of(consumers: usize) -> (String, String, u64) {
         Reply::Fixed("200 OK", body)
     })
     .await;
-    let exporter = Exporter::start(&endpoint.url);
+    let exporter = Exporter::start(&endpoint.url, &[]);
     let mut text = String::new();
     for _ in 0..SCRAPES {
         text = common::wait_for_async(60, "a scrape", || async {
@@ -245,10 +266,25 @@ async fn replies_without_end_on_every_source_keep_memory_bounded() {
         ("huge strings", strings),
     ];
     for (kind, hostile) in kinds {
-        let peak = peak_against(kind, hostile).await;
+        let peak = peak_against(kind, hostile, &DEFAULT_SOURCES).await;
         assert!(
             peak <= PEAK_LIMIT,
             "{kind}: peak {:.1} MB",
+            peak as f64 / 1e6
+        );
+    }
+}
+
+/// The sources off by default (`routez`, `gatewayz`, `healthz`) are read
+/// within the same bound when they are turned on beside the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_without_end_on_every_source_turned_on_keep_memory_bounded() {
+    let kinds: [(&str, Hostile); 2] = [("lists", lists), ("huge strings", strings)];
+    for (kind, hostile) in kinds {
+        let peak = peak_against(kind, hostile, &ALL_SOURCES).await;
+        assert!(
+            peak <= PEAK_LIMIT,
+            "{kind}, every source: peak {:.1} MB",
             peak as f64 / 1e6
         );
     }
