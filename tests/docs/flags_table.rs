@@ -24,8 +24,11 @@ fn help_flags() -> BTreeMap<String, HelpFlag> {
     let mut current = None;
     for line in text.lines() {
         let item = line.trim_start();
-        if line.starts_with("      --") {
-            let name = item.split([' ', '<']).next().unwrap().to_string();
+        // A flag's first line: `--name <VALUE>`, or `-n, --name` with a short form.
+        let long = item.strip_prefix('-').and_then(|_| item.split(", ").last());
+        let indent = line.len() - item.len();
+        if let Some(flag) = long.filter(|f| f.starts_with("--") && (indent == 2 || indent == 6)) {
+            let name = flag.split([' ', '<']).next().unwrap().to_string();
             flags.insert(name.clone(), HelpFlag::default());
             current = Some(name);
         } else if let (Some(name), Some(rest)) = (&current, item.strip_prefix("[env: ")) {
@@ -36,8 +39,8 @@ fn help_flags() -> BTreeMap<String, HelpFlag> {
             flags.get_mut(name).unwrap().aliases.push(alias);
         }
     }
-    flags.remove("--help");
-    flags.remove("--version");
+    // Both have a short form: read, they show that such lines are read.
+    assert!(flags.remove("--help").is_some() && flags.remove("--version").is_some());
     assert!(flags.len() > 50, "{} flags read from --help", flags.len());
     flags
 }
