@@ -21,15 +21,25 @@ part() {
 }
 ./scripts/install-deps.sh
 part "install-deps"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+# The workspace builds the link-in crate with every feature (the exporter's
+# dev-dependency asks for them); an application may use none.
+cargo check -p nats-delivery-metrics --no-default-features --locked
+part "fmt + clippy"
+# Broken doc links and stray HTML in doc comments, with and without features.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --document-private-items
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --all-features
+part "doc"
+cargo build --workspace --all-targets --locked
+part "build"
 # Every run's output is kept to add up the results at the end.
 results=$(mktemp)
 logs=$(mktemp -d)
 background=()
 trap 'kill "${background[@]}" 2>/dev/null || true; rm -rf "$results" "$logs"' EXIT
-# The deployment tests' static build (minutes of CPU, no waiting) starts
-# first and runs beside everything else: its last part (the exporter crate
-# and the link) keeps one core busy, which the checks, the build and the
-# tests beside it fill instead of a wait at the end.
+# The deployment tests' static build (minutes of CPU, no waiting) runs beside
+# the tests, which mostly wait on servers.
 # So does the check that the link-in crate packages for crates.io and
 # compiles from its package alone, outside the workspace (cargo check of the
 # unpacked .crate with its own Cargo.lock: cargo package's own verification
@@ -50,18 +60,6 @@ check_crate_package() {
 } 2>"$logs/static-build" >&2 &
 static_build=$!
 background+=("$static_build")
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
-# The workspace builds the link-in crate with every feature (the exporter's
-# dev-dependency asks for them); an application may use none.
-cargo check -p nats-delivery-metrics --no-default-features --locked
-part "fmt + clippy"
-# Broken doc links and stray HTML in doc comments, with and without features.
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --document-private-items
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --all-features
-part "doc"
-cargo build --workspace --all-targets --locked
-part "build"
 # Tests run under cargo-nextest (each test its own process, many at once,
 # a hung test failed after 5 minutes; .config/nextest.toml), from the build
 # above. Every version runs to the end; the versions that failed are named
