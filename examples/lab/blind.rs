@@ -78,10 +78,7 @@ pub async fn malformed_advisory(lab: &mut Lab) -> anyhow::Result<()> {
     let got = lab.prom.settle(q, 1.0, WAIT).await?;
     lab.report.count("malformed advisories", 1.0, q, got);
     let labels = [("account", "APP")];
-    let found = lab.prom.wait_firing(alert, &labels, WAIT).await?;
-    lab.report.alert(alert, &labels, found);
-    let firing = lab.prom.firing().await?;
-    lab.report.only_expected(&firing);
+    lab.expect_firing_alone(alert, &labels, WAIT).await?;
     Ok(())
 }
 
@@ -127,10 +124,7 @@ pub async fn unwatched_account(lab: &mut Lab) -> anyhow::Result<()> {
     let got = lab.prom.settle(q, 1.0, WAIT).await?;
     lab.report.count("consumers in account OTHER", 1.0, q, got);
     let labels = [("account", "OTHER")];
-    let found = lab.prom.wait_firing(alert, &labels, WAIT).await?;
-    lab.report.alert(alert, &labels, found);
-    let firing = lab.prom.firing().await?;
-    lab.report.only_expected(&firing);
+    lab.expect_firing_alone(alert, &labels, WAIT).await?;
     Ok(())
 }
 
@@ -169,8 +163,7 @@ pub async fn blindness(lab: &mut Lab) -> anyhow::Result<()> {
         (alerts[2], vec![("job", "nats-delivery-exporter")]),
         (alerts[5], vec![("job", "nats-delivery-exporter")]),
     ] {
-        let found = lab.prom.wait_firing(alert, &labels, WAIT).await?;
-        lab.report.alert(alert, &labels, found);
+        lab.expect_firing(alert, &labels, WAIT).await?;
     }
     lab.exporter.kill();
     lab.report.note("killed the exporter");
@@ -179,15 +172,11 @@ pub async fn blindness(lab: &mut Lab) -> anyhow::Result<()> {
     lab.report
         .count("exporter targets Prometheus cannot scrape", 1.0, q, got);
     let labels = [("job", "nats-delivery-exporter")];
-    let found = lab.prom.wait_firing(alerts[3], &labels, WAIT).await?;
-    lab.report.alert(alerts[3], &labels, found);
+    lab.expect_firing(alerts[3], &labels, WAIT).await?;
     let config = crate::processes::prometheus_config(&[], lab.app_port, &lab.rules_dir);
     lab.prometheus.reload(&config)?;
     lab.report
         .note("left the exporter's job without targets in Prometheus' configuration (reloaded)");
-    let found = lab.prom.wait_firing(alerts[4], &labels, WAIT).await?;
-    lab.report.alert(alerts[4], &labels, found);
-    let firing = lab.prom.firing().await?;
-    lab.report.only_expected(&firing);
+    lab.expect_firing_alone(alerts[4], &labels, WAIT).await?;
     Ok(())
 }

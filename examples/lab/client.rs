@@ -67,11 +67,8 @@ pub async fn client_drops(lab: &mut Lab) -> anyhow::Result<()> {
         ("instance", APP_INSTANCE),
     ];
     for labels in [&own[..], &reported[..]] {
-        let found = lab
-            .prom
-            .wait_firing("NatsClientDroppedMessages", labels, WAIT)
+        lab.expect_firing("NatsClientDroppedMessages", labels, WAIT)
             .await?;
-        lab.report.alert("NatsClientDroppedMessages", labels, found);
     }
     let firing = lab.prom.firing().await?;
     lab.report.only_expected(&firing);
@@ -152,9 +149,6 @@ pub async fn library_drops(lab: &mut Lab) -> anyhow::Result<()> {
         ("subscription", subject),
         ("job", "lab-app"),
     ];
-    let found = lab.prom.wait_firing(alert, &labels, WAIT).await?;
-    lab.report.alert(alert, &labels, found);
-    let firing = lab.prom.firing().await?;
-    lab.report.only_expected(&firing);
+    lab.expect_firing_alone(alert, &labels, WAIT).await?;
     Ok(())
 }

@@ -270,8 +270,7 @@ async fn expect_alerts(lab: &mut Lab) -> anyhow::Result<()> {
             ("stream", &*stream_of(status)),
             ("consumer", CONSUMER),
         ];
-        let found = lab.prom.wait_firing(alert, &want, SHOW_WAIT).await?;
-        lab.report.alert(alert, &want, found);
+        lab.expect_firing(alert, &want, SHOW_WAIT).await?;
     }
     Ok(())
 }

@@ -195,10 +195,7 @@ pub async fn max_deliver(lab: &mut Lab) -> anyhow::Result<()> {
         ("stream", "LAB_ORDERS"),
         ("consumer", "billing"),
     ];
-    let found = lab.prom.wait_firing(alert, &labels, WAIT).await?;
-    lab.report.alert(alert, &labels, found);
-    let firing = lab.prom.firing().await?;
-    lab.report.only_expected(&firing);
+    lab.expect_firing_alone(alert, &labels, WAIT).await?;
     Ok(())
 }
 
@@ -259,10 +256,7 @@ pub async fn stream_limits(lab: &mut Lab) -> anyhow::Result<()> {
         ("consumer", "slowpoke"),
         ("reason", "unacked_deleted"),
     ];
-    let found = lab.prom.wait_firing(alert, &labels, WAIT).await?;
-    lab.report.alert(alert, &labels, found);
-    let firing = lab.prom.firing().await?;
-    lab.report.only_expected(&firing);
+    lab.expect_firing_alone(alert, &labels, WAIT).await?;
     // The application catches up with the 5 messages left, so that slowpoke
     // is not a stuck consumer (backlog, nothing delivered) in what follows.
     let mut caught_up = 0;
@@ -319,9 +313,6 @@ pub async fn saturated(lab: &mut Lab) -> anyhow::Result<()> {
         ("stream", "LAB_JOBS"),
         ("consumer", "reports"),
     ];
-    let found = lab.prom.wait_firing(alert, &labels, WAIT).await?;
-    lab.report.alert(alert, &labels, found);
-    let firing = lab.prom.firing().await?;
-    lab.report.only_expected(&firing);
+    lab.expect_firing_alone(alert, &labels, WAIT).await?;
     Ok(())
 }

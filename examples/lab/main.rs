@@ -103,6 +103,33 @@ pub struct Lab {
 }
 
 impl Lab {
+    /// Waits up to `wait` for `alert` to fire with `labels` and reports
+    /// what was found.
+    pub async fn expect_firing(
+        &mut self,
+        alert: &str,
+        labels: &[(&str, &str)],
+        wait: Duration,
+    ) -> anyhow::Result<()> {
+        let found = self.prom.wait_firing(alert, labels, wait).await?;
+        self.report.alert(alert, labels, found);
+        Ok(())
+    }
+
+    /// The end of a scenario: [`Lab::expect_firing`], then every other
+    /// alert firing is reported unless the scenarios so far expected it.
+    pub async fn expect_firing_alone(
+        &mut self,
+        alert: &str,
+        labels: &[(&str, &str)],
+        wait: Duration,
+    ) -> anyhow::Result<()> {
+        self.expect_firing(alert, labels, wait).await?;
+        let firing = self.prom.firing().await?;
+        self.report.only_expected(&firing);
+        Ok(())
+    }
+
     /// A monitoring endpoint of the server, as JSON.
     pub async fn monitor(&self, path: &str) -> anyhow::Result<serde_json::Value> {
         let url = format!("{}/{path}", self.nats.monitor_url());

@@ -178,9 +178,6 @@ pub async fn exporter_drops(lab: &mut Lab) -> anyhow::Result<()> {
     publish_burst(lab).await?;
     check_counted_or_dropped(lab, &live).await?;
     let labels = [("instance", live.instance.as_str()), ("account", "BURST")];
-    let found = lab.prom.wait_firing(alert, &labels, WAIT).await?;
-    lab.report.alert(alert, &labels, found);
-    let firing = lab.prom.firing().await?;
-    lab.report.only_expected(&firing);
+    lab.expect_firing_alone(alert, &labels, WAIT).await?;
     live.remove(lab).await
 }

@@ -88,9 +88,6 @@ pub async fn publish_refused(lab: &mut Lab) -> anyhow::Result<()> {
         ("reason", "max_messages"),
         ("job", "lab-app"),
     ];
-    let found = lab.prom.wait_firing(alert, &labels, WAIT).await?;
-    lab.report.alert(alert, &labels, found);
-    let firing = lab.prom.firing().await?;
-    lab.report.only_expected(&firing);
+    lab.expect_firing_alone(alert, &labels, WAIT).await?;
     Ok(())
 }

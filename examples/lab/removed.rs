@@ -331,8 +331,7 @@ async fn check_alert(lab: &mut Lab) -> anyhow::Result<()> {
         ("stream", STREAM),
         ("consumer", "laggard"),
     ];
-    let found = lab.prom.wait_firing(ALERT, &labels, WAIT).await?;
-    lab.report.alert(ALERT, &labels, found);
+    lab.expect_firing(ALERT, &labels, WAIT).await?;
     let alerts = lab.prom.alerts().await?;
     for name in ["keeper", "worker"] {
         let quiet = !alerts

@@ -205,12 +205,8 @@ async fn expect_near_max_pending(
         ("cid", cid.as_str()),
         ("server", server),
     ];
-    let found = lab
-        .prom
-        .wait_firing("NatsConnectionNearMaxPending", &labels, WAIT)
+    lab.expect_firing("NatsConnectionNearMaxPending", &labels, WAIT)
         .await?;
-    lab.report
-        .alert("NatsConnectionNearMaxPending", &labels, found);
     Ok(())
 }
 
@@ -285,12 +281,8 @@ async fn check_cut(
         lab.report.count(what, truth, &q, got);
     }
     let server_labels = [("server", server)];
-    let found = lab
-        .prom
-        .wait_firing("NatsServerSlowConsumerCut", &server_labels, WAIT)
+    lab.expect_firing("NatsServerSlowConsumerCut", &server_labels, WAIT)
         .await?;
-    lab.report
-        .alert("NatsServerSlowConsumerCut", &server_labels, found);
     Ok(())
 }
 
@@ -312,12 +304,8 @@ async fn check_stalls(
     if stalls > flood.before["stalled_clients"].as_f64().unwrap_or(0.0) {
         let server_labels = [("server", server)];
         lab.report.allow("NatsProducerStallsRising");
-        let found = lab
-            .prom
-            .wait_firing("NatsProducerStallsRising", &server_labels, WAIT)
+        lab.expect_firing("NatsProducerStallsRising", &server_labels, WAIT)
             .await?;
-        lab.report
-            .alert("NatsProducerStallsRising", &server_labels, found);
     }
     Ok(())
 }
