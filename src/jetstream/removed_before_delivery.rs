@@ -140,6 +140,9 @@ pub struct RemovedTracker {
     stream_missed: Option<Box<StreamAt>>,
     /// The stream's poll number at the last poll.
     stream_poll: u32,
+    /// How far the server's `num_pending` is known to fall short of the
+    /// messages above `D` ([`shortfall`]).
+    short: u16,
     started: bool,
     exact: bool,
 }
@@ -149,20 +152,46 @@ fn head(p: &Position) -> u64 {
     p.first_seq.saturating_sub(1).saturating_sub(p.delivered)
 }
 
-/// Interior deletes above the delivered one as one poll measures them:
-/// `L - D - pending` less the head, at most the stream's interior deletes.
-/// On R3 streams of 2.11+ `D` is the committed position while `num_pending`
-/// counts from the leader's newer one, so right after a delivery the
-/// measure also holds the delivered, not yet committed messages.
-fn interior(p: &Position) -> u64 {
-    if p.deleted == 0 {
-        return 0;
-    }
+/// `L - D - pending` less the head: the interior deletes above the
+/// delivered sequence, plus whatever `num_pending` falls short by.
+fn unpending(p: &Position) -> u64 {
     let above = p
         .last_seq
         .saturating_sub(p.delivered)
         .saturating_sub(p.pending);
-    above.saturating_sub(head(p)).min(p.deleted)
+    above.saturating_sub(head(p))
+}
+
+/// Interior deletes above the delivered one as one poll measures them:
+/// [`unpending`] less the known shortfall `short`, at most the stream's
+/// interior deletes. On R3 streams of 2.11+ `D` is the committed position
+/// while `num_pending` counts from the leader's newer one, so right after a
+/// delivery the measure also holds the delivered, not yet committed
+/// messages.
+fn interior(p: &Position, short: u64) -> u64 {
+    if p.deleted == 0 {
+        return 0;
+    }
+    unpending(p).saturating_sub(short).min(p.deleted)
+}
+
+/// What the server's `num_pending` is known to fall short of the stored
+/// messages above `D`, after poll `s`, from `known` before it. The server
+/// keeps a running count that can lose messages for good (METRICS.md), and
+/// [`unpending`] would take them for interior deletes. A settled poll whose
+/// measure exceeds every interior delete shows at least the excess short; a
+/// poll with messages pending (none hidden below 0) shows at most its
+/// measure short. Between them the last finding holds.
+fn shortfall(s: &Position, settled: bool, known: u16) -> u16 {
+    let measure = unpending(s);
+    let mut short = u64::from(known);
+    if s.pending > 0 {
+        short = short.min(measure);
+    }
+    if settled {
+        short = short.max(measure.saturating_sub(s.deleted));
+    }
+    short.min(u64::from(u16::MAX)) as u16
 }
 
 /// Removed messages above the delivered one that are counted at poll `s`:
@@ -172,13 +201,18 @@ fn interior(p: &Position) -> u64 {
 /// is still deleted at `s`, above `D` or fallen into the head, hence the
 /// least of `s`'s measure and `p`'s less the head's growth. Otherwise the
 /// interior deletes are counted when the consumer passes them.
-fn open(p: &Position, s: &Position) -> u64 {
-    let settled = p.delivered == s.delivered && p.deliveries == s.deliveries;
-    if !settled {
+fn open(p: &Position, s: &Position, short: u64) -> u64 {
+    if !settled(p, s) {
         return head(s);
     }
     let fell_into_head = head(s).saturating_sub(head(p));
-    head(s) + interior(s).min(interior(p).saturating_sub(fell_into_head))
+    let was = interior(p, short).saturating_sub(fell_into_head);
+    head(s) + interior(s, short).min(was)
+}
+
+/// The consumer neither delivered nor moved between polls `p` and `s`.
+fn settled(p: &Position, s: &Position) -> bool {
+    p.delivered == s.delivered && p.deliveries == s.deliveries
 }
 
 /// Lower bound, estimate and upper bound of one interval, unfiltered.
@@ -201,7 +235,7 @@ fn unfiltered(p: &Position, s: &Position, kind: Kind) -> [u64; 3] {
     // poll plus what the stream removed since: interior deletes the
     // consumer had passed before are in neither.
     let removed_since = (s.last_seq - p.last_seq + p.messages).saturating_sub(s.messages);
-    high = high.min(head(p) + interior(p) + removed_since);
+    high = high.min(head(p) + interior(p, 0) + removed_since);
     if kind.no_redelivery {
         high = high.min(base.max(0) as u64);
     }
@@ -299,7 +333,7 @@ impl RemovedTracker {
             let open = if kind.filtered {
                 0
             } else {
-                head(&s) + interior(&s)
+                head(&s) + interior(&s, 0)
             };
             self.sum = self.shown as i64 - open as i64;
             return self.removed();
@@ -313,7 +347,8 @@ impl RemovedTracker {
         let open = if kind.filtered {
             0
         } else {
-            open(&p, &s) as i64
+            self.short = shortfall(&s, settled(&p, &s), self.short);
+            open(&p, &s, u64::from(self.short)) as i64
         };
         self.exact &= low == high;
         self.shown = self.shown.max((self.sum + open).max(0) as u64);

@@ -216,6 +216,33 @@ fn an_interior_delete_ahead_of_a_resting_consumer_is_counted_at_the_next_poll() 
     assert_eq!(counts(&out), [0, 0, 1]);
 }
 
+/// nats-server 2.10.26, 3 nodes, R3 stream keeping 10 and an R3 consumer
+/// with explicit acks at 33. While a server was down 41..45 were published
+/// and 44 deleted, and the new leader's `num_pending` came out 8 where 9
+/// were stored above 33 (and stayed one short). Later 46..55 were
+/// published, 46 and 47 delivered, then 47 deleted: `L - D - pending` = 1
+/// looked like an interior delete above 47, but the only one was 47 itself.
+/// Removed unseen since the first poll: 34 and 44, then nothing; and once
+/// the server's count is right again, 50 deleted unread counts.
+#[test]
+fn a_num_pending_seen_short_is_not_taken_for_interior_deletes() {
+    let rows = [
+        (31, 40, 8, 2, 33, 12, 6, 0),
+        (36, 45, 9, 1, 33, 12, 8, 0),
+        (36, 45, 9, 1, 33, 12, 8, 0),
+        (36, 45, 9, 1, 45, 21, 0, 0),
+        (36, 45, 9, 1, 45, 21, 0, 0),
+        (46, 55, 9, 1, 47, 23, 7, 0),
+        (46, 55, 9, 1, 47, 23, 7, 0),
+        (46, 55, 9, 1, 47, 23, 7, 0),
+        (46, 55, 9, 1, 47, 23, 8, 0),
+        (46, 55, 8, 2, 47, 23, 7, 0),
+        (46, 55, 8, 2, 47, 23, 7, 0),
+    ];
+    let out = run(UNFILTERED, &rows);
+    assert_eq!(counts(&out), [0, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3]);
+}
+
 /// A consumer missing from polls its stream was in (a leader election)
 /// counts as if those polls had not happened: the stream's figures at its
 /// last poll are kept for it.
