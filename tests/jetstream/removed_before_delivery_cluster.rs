@@ -10,9 +10,11 @@
 //! below the scrape before; an exporter started while a gap is open counts
 //! only what is removed after.
 use crate::common;
+use crate::removed_before_delivery_cluster_diagnostics::stream_replicas;
 use crate::removed_before_delivery_cluster_support::*;
 
 use std::cell::{Cell, RefCell};
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer};
 use nats_test_server::NatsServer;
@@ -73,22 +75,72 @@ async fn behind_through_step_downs(
     leaders
 }
 
-/// Waits until `server`'s own replica of LIMITED holds up to `last`.
-async fn replica_caught_up(server: &NatsServer, last: u64) {
-    common::wait_for_async(60, "the restarted server's replica", || async {
+/// Starts of the killed server before the test gives up on its replica.
+const REJOIN_ATTEMPTS: u32 = 3;
+
+/// How long one start may take to bring the replica up to date (0.2 to
+/// 1.0 s on a loaded 2-core machine).
+const REJOIN_WITHIN: Duration = Duration::from_secs(15);
+
+/// Waits until the restarted `victim`'s own replica of LIMITED holds up to
+/// `last`, starting it again when it does not within [`REJOIN_WITHIN`], at
+/// most [`REJOIN_ATTEMPTS`] starts in all; the time of the extra starts is
+/// added to the scenario's bound. nats-server 2.10.26 under load sometimes
+/// comes back unheard: the stream's leader never hears from the replica
+/// again (its `active` grows on from the kill) while the replica hears the
+/// leader, and both logs show routes closed as "Duplicate Route" at the
+/// restart; another start mends it (4 of 111 loaded runs, one needing a
+/// third start). A set-up failure of the server, not the exporters' to
+/// handle (they read only the leaders).
+async fn rejoined(victim: &mut NatsServer, others: &[&NatsServer], truth: &mut Truth) {
+    let began = Instant::now();
+    for attempt in 1..=REJOIN_ATTEMPTS {
+        if replica_at(victim, truth.last, REJOIN_WITHIN).await {
+            if attempt > 1 {
+                truth.until += began.elapsed().saturating_sub(REJOIN_WITHIN);
+            }
+            return;
+        }
+        let mut live = others.to_vec();
+        live.push(victim);
+        let held = tokio::task::block_in_place(|| stream_replicas(&live));
+        let name = victim.name.clone();
+        let last = truth.last;
+        let what = format!(
+            "{name}'s replica of LIMITED did not reach {last} within {} s of start {attempt} \
+             of {REJOIN_ATTEMPTS}; each server:\n{held}",
+            REJOIN_WITHIN.as_secs()
+        );
+        assert!(attempt < REJOIN_ATTEMPTS, "{what}");
+        eprintln!("test harness: {what}starting {name} again");
+        tokio::task::block_in_place(|| victim.kill_and_restart(false));
+    }
+}
+
+/// Whether `server`'s own replica of LIMITED reports `last` as its last
+/// sequence within `within`.
+async fn replica_at(server: &NatsServer, last: u64, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
         let jsz = tokio::task::block_in_place(|| {
             common::monitor_json(&server.monitor_url(), "jsz?accounts=true&streams=true")
         });
-        let accounts = jsz["account_details"].as_array()?.clone();
+        let accounts = jsz["account_details"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         let at = accounts.iter().any(|a| {
             let streams = a["stream_detail"].as_array().cloned().unwrap_or_default();
             streams
                 .iter()
                 .any(|s| s["name"] == "LIMITED" && s["state"]["last_seq"] == last)
         });
-        at.then_some(())
-    })
-    .await
+        if at {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
 }
 
 /// While the server `down` is killed: 5 more published (31, 33 and 34
@@ -186,7 +238,7 @@ async fn removed_before_delivery_is_exact_through_leader_changes_over_http_and_n
             handle.block_on(while_down(&js, &others, &mut truth, &all, down))
         })
     });
-    replica_caught_up(&victim, truth.last).await;
+    rejoined(&mut victim, &others, &mut truth).await;
     let mut live = others;
     live.push(&victim);
     settle("the killed server back", &live, &truth, ANY, &all).await;

@@ -39,3 +39,80 @@ pub(crate) fn positions(text: &str, consumer: &str) -> String {
     });
     lines.map(|l| format!("  {l}\n")).collect()
 }
+
+/// What each server in `live` says of the stream LIMITED (its state and
+/// cluster information), and the lines of each one's log about it, about
+/// catching up, about routes, and its warnings and errors.
+pub(crate) fn stream_replicas(live: &[&NatsServer]) -> String {
+    let mut out = String::new();
+    for server in live {
+        let jsz = common::monitor_json(&server.monitor_url(), "jsz?accounts=true&streams=true");
+        let accounts = jsz["account_details"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let streams = accounts
+            .iter()
+            .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default());
+        let name = &server.name;
+        let limited: Vec<_> = streams.filter(|s| s["name"] == "LIMITED").collect();
+        if limited.is_empty() {
+            out.push_str(&format!("  {name}: LIMITED not listed\n"));
+        }
+        for s in limited {
+            let (state, cluster) = (&s["state"], &s["cluster"]);
+            out.push_str(&format!("  {name}: state {state}\n    cluster {cluster}\n"));
+        }
+        let log = server.log();
+        let about = log.lines().filter(|l| {
+            [
+                "LIMITED",
+                "atchup",
+                "atching up",
+                "snapshot",
+                "[WRN]",
+                "[ERR]",
+                "oute",
+            ]
+            .iter()
+            .any(|w| l.contains(w))
+        });
+        for line in about {
+            out.push_str(&format!("    log: {line}\n"));
+        }
+    }
+    out
+}
+
+/// `consumer`'s pending count as its leader among `live` reports it, read
+/// `n` times a second apart: whether a figure off the truth stays so.
+pub(crate) fn leader_pending_over(live: &[&NatsServer], consumer: &str, n: usize) -> String {
+    let mut seen = Vec::new();
+    for i in 0..n {
+        if i > 0 {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+        let mut reading = String::from("no leader");
+        for server in live {
+            let path = "jsz?accounts=true&streams=true&consumers=true";
+            let jsz = common::monitor_json(&server.monitor_url(), path);
+            let accounts = jsz["account_details"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            for s in accounts
+                .iter()
+                .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default())
+            {
+                for c in s["consumer_detail"].as_array().into_iter().flatten() {
+                    if c["name"] == consumer && c["cluster"]["leader"] == server.name.as_str() {
+                        let (d, p) = (&c["delivered"]["stream_seq"], &c["num_pending"]);
+                        reading = format!("{} at {d}: {p}", server.name);
+                    }
+                }
+            }
+        }
+        seen.push(reading);
+    }
+    seen.join(", ")
+}

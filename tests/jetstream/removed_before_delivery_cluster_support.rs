@@ -3,7 +3,9 @@
 //! received, what the leaders report, and every exporter's counters held to
 //! the truth at every scrape.
 use crate::common;
-use crate::removed_before_delivery_cluster_diagnostics::{positions, replicas};
+use crate::removed_before_delivery_cluster_diagnostics::{
+    leader_pending_over, positions, replicas,
+};
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
@@ -186,7 +188,14 @@ pub(crate) async fn check(
                     let before = positions(&w.before.borrow(), name);
                     let now = positions(&text, name);
                     let servers = tokio::task::block_in_place(|| replicas(live, name));
-                    format!("before:\n{before}now:\n{now}each server now:\n{servers}")
+                    let over = tokio::task::block_in_place(|| leader_pending_over(live, name, 10));
+                    let d = truth.delivered(c);
+                    let pending = truth.stored.range(d + 1..).count();
+                    format!(
+                        "before:\n{before}now:\n{now}each server now:\n{servers}\
+                         the truth: delivered {d}, pending {pending}\n\
+                         the leader's pending over the next 10 s: {over}\n"
+                    )
                 };
                 assert!(
                     v <= want,
