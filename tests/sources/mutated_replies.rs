@@ -87,6 +87,7 @@ fn parsers_never_panic_on_mutated_input() {
     route_and_gateway_replies(&mut rng);
     priority_groups(&mut rng);
     system_replies(&mut rng);
+    health_replies(&mut rng);
     advisories(&mut rng);
 }
 
@@ -204,6 +205,21 @@ fn system_replies(rng: &mut Rng) {
     }
 }
 
+/// A `/healthz?details=true` reply with problems, each kind counted.
+fn health_replies(rng: &mut Rng) {
+    use nats_delivery_exporter::sources::healthz::{Healthz, PROBLEM_KINDS};
+    let counts =
+        |h: &Healthz| -> Vec<u64> { PROBLEM_KINDS.iter().map(|k| h.problems(k)).collect() };
+    let original: Healthz = serde_json::from_str(HEALTHZ).unwrap();
+    assert!(!original.healthy());
+    assert_eq!(counts(&original).iter().sum::<u64>(), 2, "{original:?}");
+    for _ in 0..cases() {
+        if let Ok(h) = serde_json::from_slice::<Healthz>(&mutate(HEALTHZ.as_bytes(), rng)) {
+            let _ = (h.healthy(), counts(&h));
+        }
+    }
+}
+
 /// The advisories, with and without the subject-checking parser.
 fn advisories(rng: &mut Rng) {
     for advisory in ADVISORIES {
@@ -221,6 +237,9 @@ fn advisories(rng: &mut Rng) {
         }
     }
 }
+
+/// A `/healthz?details=true` reply of an unavailable server, as 2.10+ writes it.
+const HEALTHZ: &str = r#"{"status":"unavailable","status_code":503,"error":"JetStream stream 'APP > ORDERS' is not current","errors":[{"type":"STREAM","account":"APP","stream":"ORDERS","error":"JetStream stream 'APP > ORDERS' is not current"},{"type":"CONSUMER","account":"APP","stream":"ORDERS","consumer":"mailer","error":"JetStream consumer 'APP > ORDERS > mailer' is not current"}]}"#;
 
 /// A STREAM.INFO reply with deleted details and lost data, as 2.11+ writes it.
 const STREAM_INFO: &str = r#"{"type":"io.nats.jetstream.api.v1.stream_info_response","config":{"name":"DATA","subjects":["data.>"]},"created":"2026-01-01T00:00:00Z","state":{"messages":963,"bytes":1000557,"first_seq":4038,"last_seq":5000,"num_deleted":2,"deleted":[4100,4101],"lost":{"msgs":[1,2,3],"bytes":3099},"consumer_count":0},"ts":"2026-01-01T00:00:01Z"}"#;

@@ -1,0 +1,14 @@
+//! Any bytes as a `/healthz` reply: parsing may fail, never panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use nats_delivery_exporter::sources::healthz::{Healthz, PROBLEM_KINDS};
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(reply) = serde_json::from_slice::<Healthz>(data) {
+        let _ = reply.healthy();
+        for kind in PROBLEM_KINDS {
+            let _ = reply.problems(kind);
+        }
+    }
+});
