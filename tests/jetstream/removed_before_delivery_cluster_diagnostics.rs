@@ -9,25 +9,29 @@ use nats_test_server::NatsServer;
 pub(crate) fn replicas(live: &[&NatsServer], consumer: &str) -> String {
     let mut out = String::new();
     for server in live {
-        let path = "jsz?accounts=true&streams=true&consumers=true";
-        let jsz = common::monitor_json(&server.monitor_url(), path);
-        let accounts = jsz["account_details"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        for a in &accounts {
-            for s in a["stream_detail"].as_array().into_iter().flatten() {
-                for c in s["consumer_detail"].as_array().into_iter().flatten() {
-                    if c["name"] == consumer {
-                        let (cluster, d, n) = (&c["cluster"], &c["delivered"], &c["num_pending"]);
-                        let name = &server.name;
-                        out.push_str(&format!("  {name}: cluster {cluster}, {d}, pending {n}\n"));
-                    }
-                }
-            }
+        for c in consumer_entries(server, consumer) {
+            let (cluster, d, n) = (&c["cluster"], &c["delivered"], &c["num_pending"]);
+            let name = &server.name;
+            out.push_str(&format!("  {name}: cluster {cluster}, {d}, pending {n}\n"));
         }
     }
     out
+}
+
+/// `consumer`'s entries in `server`'s `/jsz` (one, or none).
+fn consumer_entries(server: &NatsServer, consumer: &str) -> Vec<serde_json::Value> {
+    let path = "jsz?accounts=true&streams=true&consumers=true";
+    let jsz = common::monitor_json(&server.monitor_url(), path);
+    let accounts = jsz["account_details"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let streams = accounts
+        .iter()
+        .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default());
+    let consumers =
+        streams.flat_map(|s| s["consumer_detail"].as_array().cloned().unwrap_or_default());
+    consumers.filter(|c| c["name"] == consumer).collect()
 }
 
 /// The stream's and `consumer`'s position lines of a scrape.
@@ -94,21 +98,10 @@ pub(crate) fn leader_pending_over(live: &[&NatsServer], consumer: &str, n: usize
         }
         let mut reading = String::from("no leader");
         for server in live {
-            let path = "jsz?accounts=true&streams=true&consumers=true";
-            let jsz = common::monitor_json(&server.monitor_url(), path);
-            let accounts = jsz["account_details"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            for s in accounts
-                .iter()
-                .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default())
-            {
-                for c in s["consumer_detail"].as_array().into_iter().flatten() {
-                    if c["name"] == consumer && c["cluster"]["leader"] == server.name.as_str() {
-                        let (d, p) = (&c["delivered"]["stream_seq"], &c["num_pending"]);
-                        reading = format!("{} at {d}: {p}", server.name);
-                    }
+            for c in consumer_entries(server, consumer) {
+                if c["cluster"]["leader"] == server.name.as_str() {
+                    let (d, p) = (&c["delivered"]["stream_seq"], &c["num_pending"]);
+                    reading = format!("{} at {d}: {p}", server.name);
                 }
             }
         }
