@@ -89,7 +89,7 @@ const REJOIN_WITHIN: Duration = Duration::from_secs(15);
 /// comes back unheard: the stream's leader never hears from the replica
 /// again (its `active` grows on from the kill) while the replica hears the
 /// leader, and both logs show routes closed as "Duplicate Route" at the
-/// restart; another start mends it (4 of 111 loaded runs, one needing a
+/// restart; another start mends it (5 of 231 loaded runs, one needing a
 /// third start). A set-up failure of the server, not the exporters' to
 /// handle (they read only the leaders).
 async fn rejoined(victim: &mut NatsServer, others: &[&NatsServer], truth: &mut Truth) {
