@@ -178,19 +178,22 @@ fn interior(p: &Position, short: u64) -> u64 {
 /// What the server's `num_pending` is known to fall short of the stored
 /// messages above `D`, after poll `s`, from `known` before it. The server
 /// keeps a running count that can lose messages for good (METRICS.md), and
-/// [`unpending`] would take them for interior deletes. A settled poll whose
-/// measure exceeds every interior delete shows at least the excess short; a
-/// poll with messages pending (none hidden below 0) shows at most its
-/// measure short. Between them the last finding holds.
-fn shortfall(s: &Position, settled: bool, known: u16) -> u16 {
+/// [`unpending`] would take them for interior deletes. Only a poll that
+/// repeats the one before (`steady`: the stream and the consumer unchanged)
+/// is taken, since one reply may catch the count a moment off: its measure
+/// above every interior delete shows at least that much short, and with
+/// messages pending (none hidden below 0) it shows at most its measure
+/// short. Between such polls the last finding holds.
+fn shortfall(s: &Position, steady: bool, known: u16) -> u16 {
+    if !steady {
+        return known;
+    }
     let measure = unpending(s);
     let mut short = u64::from(known);
     if s.pending > 0 {
         short = short.min(measure);
     }
-    if settled {
-        short = short.max(measure.saturating_sub(s.deleted));
-    }
+    short = short.max(measure.saturating_sub(s.deleted));
     short.min(u64::from(u16::MAX)) as u16
 }
 
@@ -347,7 +350,7 @@ impl RemovedTracker {
         let open = if kind.filtered {
             0
         } else {
-            self.short = shortfall(&s, settled(&p, &s), self.short);
+            self.short = shortfall(&s, p == s, self.short);
             open(&p, &s, u64::from(self.short)) as i64
         };
         self.exact &= low == high;
