@@ -20,18 +20,22 @@ pub(crate) fn replicas(live: &[&NatsServer], consumer: &str) -> String {
 
 /// `consumer`'s entries in `server`'s `/jsz` (one, or none).
 fn consumer_entries(server: &NatsServer, consumer: &str) -> Vec<serde_json::Value> {
-    let path = "jsz?accounts=true&streams=true&consumers=true";
+    let streams = stream_entries(server, "jsz?accounts=true&streams=true&consumers=true");
+    let consumers =
+        streams.flat_map(|s| s["consumer_detail"].as_array().cloned().unwrap_or_default());
+    consumers.filter(|c| c["name"] == consumer).collect()
+}
+
+/// Every stream entry of every account in `server`'s reply to `path`.
+fn stream_entries(server: &NatsServer, path: &str) -> impl Iterator<Item = serde_json::Value> {
     let jsz = common::monitor_json(&server.monitor_url(), path);
     let accounts = jsz["account_details"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let streams = accounts
-        .iter()
-        .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default());
-    let consumers =
-        streams.flat_map(|s| s["consumer_detail"].as_array().cloned().unwrap_or_default());
-    consumers.filter(|c| c["name"] == consumer).collect()
+    accounts
+        .into_iter()
+        .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default())
 }
 
 /// The stream's and `consumer`'s position lines of a scrape.
@@ -50,14 +54,7 @@ pub(crate) fn positions(text: &str, consumer: &str) -> String {
 pub(crate) fn stream_replicas(live: &[&NatsServer]) -> String {
     let mut out = String::new();
     for server in live {
-        let jsz = common::monitor_json(&server.monitor_url(), "jsz?accounts=true&streams=true");
-        let accounts = jsz["account_details"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let streams = accounts
-            .iter()
-            .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default());
+        let streams = stream_entries(server, "jsz?accounts=true&streams=true");
         let name = &server.name;
         let limited: Vec<_> = streams.filter(|s| s["name"] == "LIMITED").collect();
         if limited.is_empty() {
