@@ -178,12 +178,11 @@ fn interior(p: &Position, short: u64) -> u64 {
 /// What the server's `num_pending` is known to fall short of the stored
 /// messages above `D`, after poll `s`, from `known` before it. The server
 /// keeps a running count that can lose messages for good (METRICS.md), and
-/// [`unpending`] would take them for interior deletes. Only a poll that
-/// repeats the one before (`steady`: the stream and the consumer unchanged)
-/// is taken, since one reply may catch the count a moment off: its measure
-/// above every interior delete shows at least that much short, and with
-/// messages pending (none hidden below 0) it shows at most its measure
-/// short. Between such polls the last finding holds.
+/// [`unpending`] would take them for interior deletes. Only a `steady` poll
+/// is taken ([`steady`]), since one reply may catch the count a moment off:
+/// its measure above every interior delete shows at least that much short,
+/// and with messages pending (none hidden below 0) it shows at most its
+/// measure short. Between such polls the last finding holds.
 fn shortfall(s: &Position, steady: bool, known: u16) -> u16 {
     if !steady {
         return known;
@@ -216,6 +215,12 @@ fn open(p: &Position, s: &Position, short: u64) -> u64 {
 /// The consumer neither delivered nor moved between polls `p` and `s`.
 fn settled(p: &Position, s: &Position) -> bool {
     p.delivered == s.delivered && p.deliveries == s.deliveries
+}
+
+/// Settled, and [`unpending`] and the stream's interior deletes the same at
+/// both polls: what they show of `num_pending` held for a poll interval.
+fn steady(p: &Position, s: &Position) -> bool {
+    settled(p, s) && unpending(p) == unpending(s) && p.deleted == s.deleted
 }
 
 /// Lower bound, estimate and upper bound of one interval, unfiltered.
@@ -350,7 +355,7 @@ impl RemovedTracker {
         let open = if kind.filtered {
             0
         } else {
-            self.short = shortfall(&s, p == s, self.short);
+            self.short = shortfall(&s, steady(&p, &s), self.short);
             open(&p, &s, u64::from(self.short)) as i64
         };
         self.exact &= low == high;

@@ -263,6 +263,21 @@ fn a_num_pending_off_in_one_reply_is_not_a_shortfall() {
     assert_eq!(counts(&out), [0, 0, 0, 2, 2]);
 }
 
+/// A consumer at rest at 10 on a stream that keeps receiving, its server's
+/// `num_pending` one short (nothing deleted, `L - D - pending` = 1 at two
+/// polls); then 5, below it, deleted: nothing was removed unseen.
+#[test]
+fn a_shortfall_shows_on_a_busy_stream_too() {
+    let rows = [
+        (1, 20, 20, 0, 10, 10, 9, 0),
+        (1, 21, 21, 0, 10, 10, 10, 0),
+        (1, 22, 21, 1, 10, 10, 11, 0),
+        (1, 23, 22, 1, 10, 10, 12, 0),
+    ];
+    let out = run(UNFILTERED, &rows);
+    assert_eq!(counts(&out), [0, 0, 0, 0]);
+}
+
 /// A consumer missing from polls its stream was in (a leader election)
 /// counts as if those polls had not happened: the stream's figures at its
 /// last poll are kept for it.
