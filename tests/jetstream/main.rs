@@ -17,6 +17,7 @@ mod removed_before_delivery_bounds;
 mod removed_before_delivery_cluster;
 mod removed_before_delivery_cluster_diagnostics;
 mod removed_before_delivery_cluster_support;
+mod removed_before_delivery_cluster_truth;
 mod removed_before_delivery_restart;
 mod removed_before_delivery_support;
 mod series_per_consumer;

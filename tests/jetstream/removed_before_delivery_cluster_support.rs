@@ -6,6 +6,7 @@ use crate::common;
 use crate::removed_before_delivery_cluster_diagnostics::{
     leader_pending_over, positions, replicas,
 };
+pub(crate) use crate::removed_before_delivery_cluster_truth::Truth;
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
@@ -33,45 +34,6 @@ pub(crate) const FLAGS: [&str; 6] = [
     "--consumer-opt-in-metrics",
     "nats_delivery_consumer_removed_before_delivery_exact,nats_delivery_consumer_deliveries_total",
 ];
-
-/// What the test published, what the stream holds and what each consumer
-/// received.
-pub(crate) struct Truth {
-    /// Every settling shares this deadline: the whole scenario's bound.
-    pub(crate) until: Instant,
-    /// The last stream sequence published (sequences start at 1, one publisher).
-    pub(crate) last: u64,
-    stored: BTreeSet<u64>,
-    pub(crate) received: [BTreeSet<u64>; 2],
-    /// A message was deleted from the middle of the stream.
-    pub(crate) deleted: bool,
-}
-
-impl Truth {
-    /// Nothing published yet; the scenario has 120 s from now.
-    pub(crate) fn new() -> Truth {
-        Truth {
-            until: Instant::now() + Duration::from_secs(120),
-            last: 0,
-            stored: BTreeSet::new(),
-            received: Default::default(),
-            deleted: false,
-        }
-    }
-
-    fn first(&self) -> u64 {
-        self.stored.first().copied().unwrap_or(self.last + 1)
-    }
-    /// Messages the stream no longer holds that consumer `c` never received.
-    pub(crate) fn removed(&self, c: usize) -> u64 {
-        let gone = (1..=self.last).filter(|s| !self.stored.contains(s));
-        gone.filter(|s| !self.received[c].contains(s)).count() as u64
-    }
-    /// The stream sequence consumer `c` delivered last.
-    pub(crate) fn delivered(&self, c: usize) -> u64 {
-        self.received[c].last().copied().unwrap_or(0)
-    }
-}
 
 /// An exporter and the truth at the moment it began tracking the consumers
 /// (what was removed before that is not its to count).
@@ -161,7 +123,10 @@ fn leader_view(live: &[&NatsServer]) -> Option<[Led; 3]> {
 /// neither above the truth (less what came before the watcher) nor below
 /// its last scrape, and its exact gauge is 1. True once every watcher
 /// writes both for both consumers and every counter equals the truth (an
-/// interior delete is counted a poll after the stream reports it).
+/// interior delete is counted a poll after the stream reports it), or is
+/// below it by no more than the leader's `num_pending`, as the scrape
+/// shows it, hides ([`Truth::hidden`]; seen on 2.11.11: one above what was
+/// stored for 30 s).
 pub(crate) async fn check(
     step: &str,
     live: &[&NatsServer],
@@ -217,9 +182,15 @@ pub(crate) async fn check(
             if let Some(e) = exact.filter(|_| !may_be_bound) {
                 assert_eq!(e, 1.0, "{step}: {name}'s exact gauge by the {}", w.name);
             }
-            if counter != Some(want) || exact.is_none() {
+            let at = |family| value(&text, family, &labels).map(|v| v as u64);
+            let position = at("nats_delivery_consumer_delivered_stream_sequence")
+                .zip(at("nats_delivery_consumer_pending_messages"));
+            let hidden = position.map_or(0, |(d, p)| truth.hidden(c, d, p)) as f64;
+            let equal = counter.is_some_and(|v| v >= want - hidden);
+            if !equal || exact.is_none() {
                 w.off.borrow_mut().push_str(&format!(
-                    "{name} by the {} exporter: {counter:?} (exact {exact:?}), truth {want}; now:\n{}",
+                    "{name} by the {} exporter: {counter:?} (exact {exact:?}), truth {want} \
+                     ({hidden} hidden by num_pending); now:\n{}",
                     w.name,
                     positions(&text, name)
                 ));
