@@ -10,7 +10,7 @@
 //! below the scrape before; an exporter started while a gap is open counts
 //! only what is removed after.
 use crate::common;
-use crate::removed_before_delivery_cluster_diagnostics::stream_replicas;
+use crate::removed_before_delivery_cluster_diagnostics::{stream_entries, stream_replicas};
 use crate::removed_before_delivery_cluster_support::*;
 
 use std::cell::{Cell, RefCell};
@@ -122,17 +122,8 @@ async fn rejoined(victim: &mut NatsServer, others: &[&NatsServer], truth: &mut T
 async fn replica_at(server: &NatsServer, last: u64, within: Duration) -> bool {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
-        let jsz = tokio::task::block_in_place(|| {
-            common::monitor_json(&server.monitor_url(), "jsz?accounts=true&streams=true")
-        });
-        let accounts = jsz["account_details"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let at = accounts.iter().any(|a| {
-            let streams = a["stream_detail"].as_array().cloned().unwrap_or_default();
-            streams
-                .iter()
+        let at = tokio::task::block_in_place(|| {
+            stream_entries(server, "jsz?accounts=true&streams=true")
                 .any(|s| s["name"] == "LIMITED" && s["state"]["last_seq"] == last)
         });
         if at {

@@ -27,7 +27,10 @@ fn consumer_entries(server: &NatsServer, consumer: &str) -> Vec<serde_json::Valu
 }
 
 /// Every stream entry of every account in `server`'s reply to `path`.
-fn stream_entries(server: &NatsServer, path: &str) -> impl Iterator<Item = serde_json::Value> {
+pub(crate) fn stream_entries(
+    server: &NatsServer,
+    path: &str,
+) -> impl Iterator<Item = serde_json::Value> {
     let jsz = common::monitor_json(&server.monitor_url(), path);
     let accounts = jsz["account_details"]
         .as_array()

@@ -155,7 +155,7 @@ pub(crate) async fn check(
                     let servers = tokio::task::block_in_place(|| replicas(live, name));
                     let over = tokio::task::block_in_place(|| leader_pending_over(live, name, 10));
                     let d = truth.delivered(c);
-                    let pending = truth.stored.range(d + 1..).count();
+                    let pending = truth.stored_above(d);
                     format!(
                         "before:\n{before}now:\n{now}each server now:\n{servers}\
                          the truth: delivered {d}, pending {pending}\n\

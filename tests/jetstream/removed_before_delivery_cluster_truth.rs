@@ -30,6 +30,7 @@ impl Truth {
         }
     }
 
+    /// The first sequence the stream holds (the next one when empty).
     pub(crate) fn first(&self) -> u64 {
         self.stored.first().copied().unwrap_or(self.last + 1)
     }
@@ -38,17 +39,20 @@ impl Truth {
         let gone = (1..=self.last).filter(|s| !self.stored.contains(s));
         gone.filter(|s| !self.received[c].contains(s)).count() as u64
     }
+    /// Messages the stream holds above `delivered`.
+    pub(crate) fn stored_above(&self, delivered: u64) -> u64 {
+        self.stored.range(delivered + 1..).count() as u64
+    }
     /// Unread interior deletes above `delivered` for consumer `c` that a
     /// leader's `num_pending` of `pending` hides, counting that many more
     /// than are stored there: nothing shows them to an exporter until the
     /// consumer passes them or they fall below the first sequence.
     pub(crate) fn hidden(&self, c: usize, delivered: u64, pending: u64) -> u64 {
-        let stored_above = self.stored.range(delivered + 1..).count() as u64;
         let first = self.first();
         let unread = (delivered + 1..=self.last)
             .filter(|s| *s > first && !self.stored.contains(s) && !self.received[c].contains(s));
         pending
-            .saturating_sub(stored_above)
+            .saturating_sub(self.stored_above(delivered))
             .min(unread.count() as u64)
     }
     /// The stream sequence consumer `c` delivered last.
