@@ -4,7 +4,7 @@
 # starts a nats-server, the exporter, an application using the link-in crate
 # and Prometheus with the repository's alert rules, all on free loopback
 # ports; drives each kind of loss and prints, for each, the true count, the
-# count Prometheus holds and the alert that fired. About two and a half minutes.
+# count Prometheus holds and the alert that fired. About three minutes once built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYPI_VERSIONS=2.15.1 ./scripts/install-deps.sh >/dev/null
