@@ -10,7 +10,9 @@ use std::time::Duration;
 use async_nats::jetstream;
 use common::*;
 use futures::StreamExt;
-use nats_delivery_metrics::{Acknowledgement, ClientMetrics, PendingLimits, SubscribeOptions};
+use nats_delivery_metrics::{
+    Acknowledgement, ClientMetrics, PendingLimits, SubscribeOptions, Subscription,
+};
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 
@@ -115,28 +117,55 @@ async fn lame_duck_mode_is_counted() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unsubscribe_keeps_what_was_received_and_counts_the_rest() {
+/// A subscription to `jobs` that holds `limit` messages, after `published`
+/// were sent to it: the rest dropped, every one accounted for.
+struct Overflowed {
+    _server: NatsServer,
+    registry: Registry,
+    client: async_nats::Client,
+    publisher: async_nats::Client,
+    sub: Subscription,
+}
+
+async fn overflowed(name: &str, limit: u64, published: u64) -> Overflowed {
     let server = NatsServer::builder().start();
     let mut registry = Registry::default();
-    let metrics = ClientMetrics::new("unsub", &mut registry);
+    let metrics = ClientMetrics::new(name, &mut registry);
     let client = metrics
         .connect_options(async_nats::ConnectOptions::new())
         .connect(server.client_url())
         .await
         .unwrap();
     let publisher = async_nats::connect(server.client_url()).await.unwrap();
-    let options = SubscribeOptions::new().pending_limits(PendingLimits::new(10, u64::MAX));
-    let mut sub = metrics
+    let options = SubscribeOptions::new().pending_limits(PendingLimits::new(limit, u64::MAX));
+    let sub = metrics
         .subscribe_with(&client, "jobs", options)
         .await
         .unwrap();
     sync_with_server(&client).await;
-    publish_n(&publisher, "jobs", 100).await;
-    wait_for("100 accounted", || {
-        sub.dropped_messages() + sub.pending_messages() == 100
+    publish_n(&publisher, "jobs", published).await;
+    wait_for("every message accounted", || {
+        sub.dropped_messages() + sub.pending_messages() == published
     })
     .await;
+    Overflowed {
+        _server: server,
+        registry,
+        client,
+        publisher,
+        sub,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsubscribe_keeps_what_was_received_and_counts_the_rest() {
+    let Overflowed {
+        _server,
+        registry,
+        client,
+        publisher,
+        mut sub,
+    } = overflowed("unsub", 10, 100).await;
     sub.unsubscribe().await.unwrap();
     let mut got = Vec::new();
     while let Some(m) = sub.next().await {
@@ -169,26 +198,9 @@ async fn unsubscribe_keeps_what_was_received_and_counts_the_rest() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_delivers_what_fits_and_counts_the_rest() {
-    let server = NatsServer::builder().start();
-    let mut registry = Registry::default();
-    let metrics = ClientMetrics::new("drain", &mut registry);
-    let client = metrics
-        .connect_options(async_nats::ConnectOptions::new())
-        .connect(server.client_url())
-        .await
-        .unwrap();
-    let publisher = async_nats::connect(server.client_url()).await.unwrap();
-    let options = SubscribeOptions::new().pending_limits(PendingLimits::new(5, u64::MAX));
-    let mut sub = metrics
-        .subscribe_with(&client, "jobs", options)
-        .await
-        .unwrap();
-    sync_with_server(&client).await;
-    publish_n(&publisher, "jobs", 20).await;
-    wait_for("20 accounted", || {
-        sub.dropped_messages() + sub.pending_messages() == 20
-    })
-    .await;
+    // Bound whole: the server and connections must outlive the drain.
+    let mut overflowed = overflowed("drain", 5, 20).await;
+    let sub = &mut overflowed.sub;
     sub.drain().await.unwrap();
     let mut got = Vec::new();
     while let Some(m) = sub.next().await {
