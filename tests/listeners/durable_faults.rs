@@ -204,35 +204,49 @@ async fn a_server_restarted_with_an_empty_store_is_noticed_and_counting_resumes(
     tokio::task::block_in_place(|| e.stop());
 }
 
-/// Creates WORK/worker if missing and NAKs `n` new messages once each.
+/// Creates WORK/worker if missing, publishes `n` messages and NAKs each
+/// once, acknowledging it when it comes back. A message is known by its
+/// stream sequence, not its delivery count: a fetch may return fewer than
+/// asked, so a NAKed message can come back before the last new one, and a
+/// delivery the client never saw comes back after `ack_wait` as a second
+/// one; each is still NAKed the first time it is seen and acknowledged the
+/// next. Fails after 60 s (longer than `ack_wait`) with what it saw.
 async fn nak(s: &nats_test_server::NatsServer, n: usize) {
     use futures::StreamExt;
     let js = jetstream::new(client(s, "app").await);
     let st = stream(&js, "WORK", "work", -1).await;
     let c = pull_consumer(&st, "worker", 100, Duration::from_secs(30)).await;
     publish(&js, "work", n).await;
-    let mut done = 0;
-    while done < n {
-        let mut batch = c.fetch().max_messages(n - done).messages().await.unwrap();
-        while let Some(m) = batch.next().await {
-            let m = m.unwrap();
-            if m.info().unwrap().delivered == 1 {
-                m.ack_with(jetstream::AckKind::Nak(None)).await.unwrap();
-                done += 1;
-            } else {
-                m.ack().await.unwrap();
-            }
-        }
-    }
-    // The NAKed messages come back once more: acknowledge them.
+    let mut naked = std::collections::HashSet::new();
+    // (stream sequence, delivery count) of every message received.
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut acked = 0;
     while acked < n {
+        assert!(
+            Instant::now() < deadline,
+            "NAKed {} and acknowledged {acked} of {n} in 60 s; received {seen:?}",
+            naked.len()
+        );
         let mut batch = c.fetch().max_messages(n - acked).messages().await.unwrap();
+        let received = seen.len();
         while let Some(m) = batch.next().await {
-            m.unwrap().double_ack().await.unwrap();
-            acked += 1;
+            let m = m.unwrap();
+            let info = m.info().unwrap();
+            let (seq, delivered) = (info.stream_sequence, info.delivered);
+            seen.push((seq, delivered));
+            if naked.insert(seq) {
+                m.ack_with(jetstream::AckKind::Nak(None)).await.unwrap();
+            } else {
+                m.double_ack().await.unwrap();
+                acked += 1;
+            }
+        }
+        if seen.len() == received {
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+    eprintln!("nak({n}): received {seen:?}");
 }
 
 async fn wait_scraped(e: &Exporter, name: &str, labels: &[(&str, &str)], want: f64, secs: u64) {
