@@ -184,3 +184,31 @@ async fn chunks_forever(s: &mut TcpStream, prefix: &str, unit: &str) -> std::io:
         s.write_all(chunk.as_bytes()).await?;
     }
 }
+
+/// A loopback address that refuses every connection for as long as this is
+/// held: its socket is bound but never listens. A port merely released
+/// (bound, then dropped) can be handed to the next `bind` on port 0 by any
+/// test running beside, which then answers in its place.
+pub struct ClosedPort {
+    _reserved: tokio::net::TcpSocket,
+    /// The address that refuses.
+    pub addr: std::net::SocketAddr,
+}
+
+impl ClosedPort {
+    /// Reserves a loopback port that refuses connections.
+    pub fn new() -> ClosedPort {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = socket.local_addr().unwrap();
+        ClosedPort {
+            _reserved: socket,
+            addr,
+        }
+    }
+
+    /// `http://` and the address.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}

@@ -2,6 +2,7 @@
 //! is reported down within the timeout, its values are not shown, and every
 //! other server and source is still served.
 use crate::common;
+use common::fake_endpoint::ClosedPort;
 
 use std::time::{Duration, Instant};
 
@@ -47,23 +48,16 @@ async fn fixed_endpoint(status: &'static str, body: &'static str) -> String {
     format!("http://{addr}")
 }
 
-/// A port nothing listens on.
-fn closed_endpoint() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    drop(l);
-    format!("http://{addr}")
-}
-
 #[tokio::test]
 async fn broken_endpoints_are_down_and_the_rest_is_served() {
     let server = NatsServer::builder().jetstream().start();
+    let closed = ClosedPort::new();
     let broken = Broken {
         hanging: hanging_endpoint().await,
         garbage: fixed_endpoint("200 OK", "<html>not json</html>").await,
         wrong_shape: fixed_endpoint("200 OK", "{\"slow_consumers\": \"many\"}").await,
         failing: fixed_endpoint("503 Service Unavailable", "").await,
-        closed: closed_endpoint(),
+        closed: closed.url(),
     };
     let urls = [
         server.monitor_url(),

@@ -186,12 +186,9 @@ async fn exposition_matches_golden_files_for_each_server_version() {
         "{}\n(NATS_DELIVERY_UPDATE_FIXTURES=1 regenerates)",
         problems.join("\n")
     );
-    // Errors only appear when a poll fails: a port nothing listens on.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let failing = common::exporter(&[format!("http://{closed}")], &["--timeout", "1s"]);
+    // Errors only appear when a poll fails: a port that refuses.
+    let closed = common::fake_endpoint::ClosedPort::new();
+    let failing = common::exporter(&[closed.url()], &["--timeout", "1s"]);
     seen.extend(nats_test_server::reference::exposed(&common::scrape(&failing).await).into_keys());
     // And the other way round: every metric METRICS.md lists for the polled
     // sources shows up in at least one server version's output.
