@@ -13,9 +13,8 @@ async fn passwords_in_urls_stay_out_of_the_log_and_pages() {
     let server = NatsServer::builder()
         .config("authorization { user: watcher, password: s3cretNATS }")
         .start();
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed_port = closed.local_addr().unwrap().port();
-    drop(closed);
+    let closed = common::fake_endpoint::ClosedPort::new();
+    let closed_port = closed.addr.port();
     let port = nats_test_server::free_port();
     let nats_url = server
         .client_url()
