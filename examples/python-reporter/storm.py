@@ -1,0 +1,84 @@
+"""A nats-py application in a drop storm, reporting with DeliveryReporter.
+
+Two subscriptions of one subject, each with a slow callback: "by_messages"
+holds at most 100 pending messages, "by_bytes" at most 100 payloads' worth of
+bytes. A second connection publishes the messages. Once every message has
+arrived and left the pending queues, the application stops its periodic
+reports, publishes a last one and prints one JSON line of its own counts:
+messages published, messages each callback received, reports sent. Then it
+waits for its standard input to close.
+
+    python storm.py nats://127.0.0.1:4222 --messages 20000
+"""
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+
+import nats
+
+from nats_delivery_reporter import DeliveryReporter
+
+PAYLOAD = b"x" * 100
+LIMITS = {
+    "by_messages": {"pending_msgs_limit": 100, "pending_bytes_limit": 0},
+    # A queue without a message limit, so only bytes can overflow it.
+    "by_bytes": {"pending_msgs_limit": 0, "pending_bytes_limit": 100 * len(PAYLOAD)},
+}
+
+
+async def storm(args):
+    reporter = DeliveryReporter(args.client, args.instance, args.subject, args.interval)
+    nc = await nats.connect(args.server, name="storm-subscriber", **reporter.callbacks())
+    reporter.start(nc)
+    received = {name: 0 for name in LIMITS}
+    subs = {}
+    for name, limits in LIMITS.items():
+        async def slow(msg, name=name):
+            received[name] += 1
+            # Blocks the event loop: the socket's messages pile up meanwhile
+            # and arrive in a burst larger than the limits.
+            time.sleep(0.0002)
+        subs[name] = await reporter.subscribe(nc, "storm.data", name=name, cb=slow, **limits)
+    await nc.flush()
+
+    publisher = await nats.connect(args.server, name="storm-publisher")
+    for i in range(args.messages):
+        await publisher.publish("storm.data", PAYLOAD)
+        if i % 1000 == 999:
+            await publisher.flush()
+    await publisher.flush()
+
+    deadline = time.monotonic() + args.timeout
+    while any(s.delivered < args.messages or s.pending_msgs > 0 for s in subs.values()):
+        if time.monotonic() > deadline:
+            counts = {n: [s.delivered, s.pending_msgs] for n, s in subs.items()}
+            sys.exit(f"not every message arrived and left the queues: {counts}")
+        await asyncio.sleep(0.05)
+
+    await reporter.stop()
+    reports = await reporter.publish_now(nc)
+    await nc.flush()
+    print(json.dumps({"published": args.messages, "received": received, "reports": reports}),
+          flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await publisher.close()
+    await nc.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("server")
+    parser.add_argument("--messages", type=int, default=20000)
+    parser.add_argument("--client", default="python-storm")
+    parser.add_argument("--instance", default=None)
+    parser.add_argument("--subject", default="nats_delivery.reports")
+    parser.add_argument("--interval", type=float, default=0.2)
+    parser.add_argument("--timeout", type=float, default=60.0)
+    asyncio.run(storm(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
