@@ -1,12 +1,14 @@
 """A nats-py application in a drop storm, reporting with DeliveryReporter.
 
-Two subscriptions of one subject, each with a slow callback: "by_messages"
+Three subscriptions of one subject, each with a slow callback: "by_messages"
 holds at most 100 pending messages, "by_bytes" at most 100 payloads' worth of
-bytes. A second connection publishes the messages. Once every message has
-arrived and left the pending queues, the application stops its periodic
-reports, publishes a last one and prints one JSON line of its own counts:
-messages published, messages each callback received, reports sent. Then it
-waits for its standard input to close.
+bytes, and one made with nc.subscribe directly (reported as "storm.data")
+at most 100 messages. A second connection publishes the messages. Once
+every message has arrived and left the pending queues, the application
+stops its periodic reports, publishes a last one and prints one JSON line of
+its own counts: messages published, the subscriptions in the order they
+were made, messages each callback received, reports sent. Then it waits for
+its standard input to close.
 
     python storm.py nats://127.0.0.1:4222 --messages 20000
 """
@@ -33,15 +35,25 @@ async def storm(args):
     reporter = DeliveryReporter(args.client, args.instance, args.subject, args.interval)
     nc = await nats.connect(args.server, name="storm-subscriber", **reporter.callbacks())
     reporter.start(nc)
-    received = {name: 0 for name in LIMITS}
+    received = {}
     subs = {}
-    for name, limits in LIMITS.items():
-        async def slow(msg, name=name):
+
+    def slow(name):
+        received[name] = 0
+
+        async def handle(msg):
             received[name] += 1
             # Blocks the event loop: the socket's messages pile up meanwhile
             # and arrive in a burst larger than the limits.
             time.sleep(0.0002)
-        subs[name] = await reporter.subscribe(nc, "storm.data", name=name, cb=slow, **limits)
+        return handle
+
+    for name, limits in LIMITS.items():
+        subs[name] = await reporter.subscribe(nc, "storm.data", name=name, cb=slow(name), **limits)
+    # One the reporter is not told of: reported under its subject pattern
+    # from its first drop on.
+    subs["storm.data"] = await nc.subscribe("storm.data", cb=slow("storm.data"),
+                                            **LIMITS["by_messages"])
     await nc.flush()
 
     publisher = await nats.connect(args.server, name="storm-publisher")
@@ -61,8 +73,9 @@ async def storm(args):
     await reporter.stop()
     reports = await reporter.publish_now(nc)
     await nc.flush()
-    print(json.dumps({"published": args.messages, "received": received, "reports": reports}),
-          flush=True)
+    counts = {"published": args.messages, "subscriptions": list(subs), "received": received,
+              "reports": reports}
+    print(json.dumps(counts), flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
     await publisher.close()
     await nc.close()

@@ -1,11 +1,13 @@
 // A nats.go application in a drop storm, reporting with natsdelivery.
 //
-// Two subscriptions of one subject, each with a slow handler: "by_messages"
+// Three subscriptions of one subject, each with a slow handler: "by_messages"
 // holds at most 100 pending messages, "by_bytes" at most 100 payloads' worth
-// of bytes. A second connection publishes the messages. Once every message
-// has been handed to a handler or dropped, the application stops its
-// periodic reports, publishes a last one and prints one JSON line of its own
-// counts: messages published, messages each handler received, reports sent.
+// of bytes, and one made with nc.Subscribe directly (reported as
+// "storm.data") at most 100 messages. A second connection publishes the
+// messages. Once every message has been handed to a handler or dropped, the
+// application stops its periodic reports, publishes a last one and prints
+// one JSON line of its own counts: messages published, the subscriptions in
+// the order they were made, messages each handler received, reports sent.
 // Then it waits for its standard input to close.
 //
 //	storm nats://127.0.0.1:4222 --messages 20000
@@ -57,7 +59,8 @@ func main() {
 	nc, err := nats.Connect(server, append(reporter.Options(), nats.Name("storm-subscriber"))...)
 	check(err)
 	reporter.Start(nc)
-	received := make([]int64, len(limits))
+	// One count per subscription: the limits' and the plain one.
+	received := make([]int64, len(limits)+1)
 	subs := make([]*nats.Subscription, len(limits))
 	for i, l := range limits {
 		i := i
@@ -67,6 +70,15 @@ func main() {
 		}, l.msgs, l.size)
 		check(err)
 	}
+	// One the reporter is not told of: reported under its subject pattern
+	// from its first ErrSlowConsumer on.
+	plain, err := nc.Subscribe("storm.data", func(*nats.Msg) {
+		atomic.AddInt64(&received[len(limits)], 1)
+		time.Sleep(200 * time.Microsecond)
+	})
+	check(err)
+	check(plain.SetPendingLimits(limits[0].msgs, limits[0].size))
+	subs = append(subs, plain)
 	check(nc.Flush())
 
 	publisher, err := nats.Connect(server, nats.Name("storm-publisher"))
@@ -87,12 +99,18 @@ func main() {
 	reports, err := reporter.PublishNow(nc)
 	check(err)
 	check(nc.Flush())
+	names := []string{}
 	counts := map[string]int64{}
-	for i, l := range limits {
-		counts[l.name] = atomic.LoadInt64(&received[i])
+	for i, sub := range subs {
+		name := sub.Subject
+		if i < len(limits) {
+			name = limits[i].name
+		}
+		names = append(names, name)
+		counts[name] = atomic.LoadInt64(&received[i])
 	}
 	line, _ := json.Marshal(map[string]interface{}{
-		"published": *messages, "received": counts, "reports": reports,
+		"published": *messages, "subscriptions": names, "received": counts, "reports": reports,
 	})
 	fmt.Println(string(line))
 	_, _ = io.Copy(io.Discard, os.Stdin)
