@@ -13,6 +13,7 @@ Needs nats-py (tested with 2.16.0) and the standard library only.
 
 import asyncio
 import json
+import logging
 import os
 import socket
 import time
@@ -23,6 +24,8 @@ PROTOCOL_VERSION = 1
 DEFAULT_SUBJECT = "nats_delivery.reports"
 # The exporter rejects a report whose client or instance is longer (bytes).
 MAX_LABEL_BYTES = 128
+
+_log = logging.getLogger(__name__)
 
 
 def default_instance():
@@ -88,6 +91,10 @@ class DeliveryReporter:
                 self._slow_consumer(e)
             if error_cb is not None:
                 await error_cb(e)
+            elif not isinstance(e, SlowConsumerError):
+                # As nats-py's default callback does; drops are counted, not
+                # logged one by one.
+                _log.error("nats: encountered error", exc_info=e)
 
         def counting(event, app_cb):
             async def on_event():

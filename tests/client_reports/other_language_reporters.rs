@@ -44,7 +44,7 @@ enum Events {
     /// One event per dropped message (nats-py).
     OnePerDrop,
     /// At least one event for a subscription that dropped (nats.go signals
-    /// a slow consumer once until the subscription catches up).
+    /// a slow consumer once per run of drops, until a message fits again).
     AtLeastOne,
 }
 

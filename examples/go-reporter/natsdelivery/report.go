@@ -70,7 +70,7 @@ func (r *Reporter) subscriptions() []*subscriptionReport {
 			continue
 		}
 		e.DeliveredMessages += t.delivered
-		if msgs, bytes, err := sub.Pending(); err == nil {
+		if msgs, bytes := t.pendingOf(sub); msgs >= 0 {
 			if e.PendingMessages == nil {
 				e.PendingMessages, e.PendingBytes = new(uint64), new(uint64)
 			}

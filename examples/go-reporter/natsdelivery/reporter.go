@@ -7,8 +7,8 @@
 // nats.go counts every message a subscription drops over its pending limits
 // (Subscription.Dropped) and the messages it handed to the application
 // (Delivered); the reporter publishes those. Its asynchronous error handler
-// sees ErrSlowConsumer only once until the subscription catches up, so those
-// events are reported as slow_consumer_events, a lower bound.
+// sees ErrSlowConsumer once per run of drops (until a message fits again),
+// so those events are reported as slow_consumer_events, a lower bound.
 //
 // Tested with nats.go 1.22.1; needs nothing else.
 package natsdelivery
@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,6 +43,31 @@ type tracked struct {
 	events uint64
 	// The counts last read, for when nats.go no longer tells them.
 	delivered, dropped uint64
+	// The message and bytes its handler is working on, for a subscription
+	// made by Subscribe (nil otherwise): nats.go counts them as pending
+	// until the handler returns.
+	handling *[2]int64
+}
+
+// pendingOf is sub's pending messages and bytes less the ones its handler
+// is working on; -1s when nats.go cannot tell.
+func (t *tracked) pendingOf(sub *nats.Subscription) (int, int) {
+	msgs, bytes, err := sub.Pending()
+	if err != nil {
+		return -1, -1
+	}
+	if t.handling != nil {
+		msgs -= int(atomic.LoadInt64(&t.handling[0]))
+		bytes -= int(atomic.LoadInt64(&t.handling[1]))
+	}
+	return nonNegative(msgs), nonNegative(bytes)
+}
+
+func nonNegative(n int) int {
+	if n < 0 {
+		return 0
+	}
+	return n
 }
 
 // Reporter counts the drops of one connection and publishes reports on it.
@@ -137,7 +163,14 @@ func (r *Reporter) Track(sub *nats.Subscription, name string) {
 // limit is none), reported under name.
 func (r *Reporter) Subscribe(nc *nats.Conn, subject, name string, handler nats.MsgHandler,
 	msgLimit, bytesLimit int) (*nats.Subscription, error) {
-	sub, err := nc.Subscribe(subject, handler)
+	t := &tracked{name: name, handling: &[2]int64{}}
+	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		atomic.AddInt64(&t.handling[0], 1)
+		atomic.AddInt64(&t.handling[1], int64(len(m.Data)))
+		defer atomic.AddInt64(&t.handling[1], -int64(len(m.Data)))
+		defer atomic.AddInt64(&t.handling[0], -1)
+		handler(m)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -145,14 +178,18 @@ func (r *Reporter) Subscribe(nc *nats.Conn, subject, name string, handler nats.M
 		_ = sub.Unsubscribe()
 		return nil, err
 	}
-	r.Track(sub, name)
+	r.mu.Lock()
+	r.live[sub] = t
+	r.mu.Unlock()
 	return sub, nil
 }
 
 // Unsubscribe unsubscribes sub and keeps its totals. nats.go discards the
 // messages still pending: they are counted as dropped. nats.go has no
 // snapshot of a subscription's counts, so a message handed to the handler
-// between the reads below and the unsubscribe counts as dropped too.
+// between the reads below and the unsubscribe counts as dropped too, and
+// so does, for a subscription not made by Subscribe, the message its
+// handler is working on.
 func (r *Reporter) Unsubscribe(sub *nats.Subscription) error {
 	r.mu.Lock()
 	t := r.live[sub]
@@ -163,8 +200,9 @@ func (r *Reporter) Unsubscribe(sub *nats.Subscription) error {
 	}
 	delivered, err1 := sub.Delivered()
 	dropped, err2 := sub.Dropped()
-	pending, _, err3 := sub.Pending()
-	if err3 != nil {
+	// The message a handler is working on is delivered, not discarded.
+	pending, _ := t.pendingOf(sub)
+	if pending < 0 {
 		pending = 0 // closed, or a channel subscription
 	}
 	channel := sub.Type() == nats.ChanSubscription
