@@ -68,6 +68,15 @@ fn anchor(heading: &str) -> String {
         .collect()
 }
 
+/// The anchors of docs/runbook.md's alert entries (`### <alert>`).
+fn runbook_anchors() -> BTreeSet<String> {
+    read(&root().join("docs/runbook.md"))
+        .lines()
+        .filter_map(|l| l.strip_prefix("### "))
+        .map(anchor)
+        .collect()
+}
+
 /// The runbook's base URL, set once in scripts/generate-kubernetes.sh, which
 /// writes it into every `runbook_url`: absolute, so that Alertmanager and
 /// Grafana can open it, and naming `docs/runbook.md`.
@@ -94,12 +103,7 @@ fn runbook_base() -> String {
 #[test]
 fn every_runbook_url_is_absolute_on_one_base_and_its_anchor_exists() {
     let base = runbook_base();
-    let runbook = read(&root().join("docs/runbook.md"));
-    let anchors: BTreeSet<String> = runbook
-        .lines()
-        .filter_map(|l| l.strip_prefix("#").map(|h| h.trim_start_matches('#')))
-        .map(anchor)
-        .collect();
+    let anchors = runbook_anchors();
     let mut sources = files("alerts", ".rules.yml");
     sources.extend(files("alerts/tests", ".yml"));
     sources.push(root().join("deploy/kubernetes/prometheus-rule.yaml"));
@@ -128,12 +132,7 @@ fn every_runbook_url_is_absolute_on_one_base_and_its_anchor_exists() {
 #[test]
 fn alerts_have_severity_text_runbook_entry_tests_and_documented_metrics() {
     let documented = documented();
-    let runbook = read(&root().join("docs/runbook.md"));
-    let anchors: BTreeSet<String> = runbook
-        .lines()
-        .filter_map(|l| l.strip_prefix("### "))
-        .map(anchor)
-        .collect();
+    let anchors = runbook_anchors();
     let tests: String = files("alerts/tests", ".yml")
         .iter()
         .map(|p| read(p))
