@@ -311,11 +311,7 @@ pub fn problems() -> (Vec<String>, Vec<String>) {
             .iter()
             .filter_map(|c| c["name"].as_str())
             .collect();
-        checked.push(format!(
-            "pod of {}: containers {}",
-            pod.from,
-            names.join(", ")
-        ));
+        checked.push(format!("{}: containers {}", pod.from, names.join(", ")));
     }
     for (from, object) in &objects {
         check_object(&mut problems, from, object, &pods);
