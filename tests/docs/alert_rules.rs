@@ -1,6 +1,6 @@
 //! Checks the alert rules in `alerts/` for what a reader of an alert needs:
-//! a severity, a summary and a description, a runbook link to an entry that
-//! exists in `docs/runbook.md`, metric names that `METRICS.md` lists, and unit
+//! a severity, a summary and a description, an absolute runbook link to an
+//! entry that exists in `docs/runbook.md`, metric names that `METRICS.md` lists, and unit
 //! tests in `alerts/tests/` that both fire and stay silent. (`promtool check
 //! rules` and `promtool test rules` themselves run in scripts/test.sh.)
 
@@ -68,15 +68,71 @@ fn anchor(heading: &str) -> String {
         .collect()
 }
 
-#[test]
-fn alerts_have_severity_text_runbook_entry_tests_and_documented_metrics() {
-    let documented = documented();
-    let runbook = read(&root().join("docs/runbook.md"));
-    let anchors: BTreeSet<String> = runbook
+/// The anchors of docs/runbook.md's alert entries (`### <alert>`).
+fn runbook_anchors() -> BTreeSet<String> {
+    read(&root().join("docs/runbook.md"))
         .lines()
         .filter_map(|l| l.strip_prefix("### "))
         .map(anchor)
-        .collect();
+        .collect()
+}
+
+/// The runbook's base URL, set once in scripts/generate-kubernetes.sh, which
+/// writes it into every `runbook_url`: absolute, so that Alertmanager and
+/// Grafana can open it, and naming `docs/runbook.md`.
+fn runbook_base() -> String {
+    let script = read(&root().join("scripts/generate-kubernetes.sh"));
+    let base = script
+        .lines()
+        .find_map(|l| l.strip_prefix("runbook_base=${RUNBOOK_BASE_URL:-"))
+        .and_then(|rest| rest.strip_suffix('}'))
+        .expect("runbook_base=${RUNBOOK_BASE_URL:-...} in scripts/generate-kubernetes.sh");
+    let host = base
+        .strip_prefix("https://")
+        .map(|r| r.split('/').next().unwrap());
+    assert!(
+        host.is_some_and(|h| h.contains('.')),
+        "the runbook's base URL is not an absolute https URL: {base}"
+    );
+    assert!(base.ends_with("/docs/runbook.md"), "{base}");
+    base.to_string()
+}
+
+/// Every `runbook_url` written anywhere (the rules, their unit tests, the
+/// PrometheusRule) is the base URL and an anchor docs/runbook.md has.
+#[test]
+fn every_runbook_url_is_absolute_on_one_base_and_its_anchor_exists() {
+    let base = runbook_base();
+    let anchors = runbook_anchors();
+    let mut sources = files("alerts", ".rules.yml");
+    sources.extend(files("alerts/tests", ".yml"));
+    sources.push(root().join("deploy/kubernetes/prometheus-rule.yaml"));
+    let mut problems = Vec::new();
+    let mut count = 0;
+    for file in &sources {
+        for url in read(file)
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("runbook_url: "))
+        {
+            count += 1;
+            let url = url.trim_matches('"');
+            match url.strip_prefix(&format!("{base}#")) {
+                Some(a) if anchors.contains(a) => {}
+                Some(a) => {
+                    problems.push(format!("{}: docs/runbook.md has no #{a}", file.display()))
+                }
+                None => problems.push(format!("{}: {url} is not on {base}", file.display())),
+            }
+        }
+    }
+    assert!(count >= 29 * 2, "only {count} runbook_url found");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn alerts_have_severity_text_runbook_entry_tests_and_documented_metrics() {
+    let documented = documented();
+    let anchors = runbook_anchors();
     let tests: String = files("alerts/tests", ".yml")
         .iter()
         .map(|p| read(p))
@@ -98,7 +154,7 @@ fn alerts_have_severity_text_runbook_entry_tests_and_documented_metrics() {
                     problems.push(format!("{n}: no {key}"));
                 }
             }
-            let want = format!("docs/runbook.md#{}", n.to_lowercase());
+            let want = format!("{}#{}", runbook_base(), n.to_lowercase());
             if a.fields.get("runbook_url") != Some(&want) {
                 problems.push(format!("{n}: runbook_url should be {want}"));
             }

@@ -2,7 +2,13 @@
 //! exactly the repository's rules and dashboards, the Helm values set only
 //! keys the NATS chart defines, and every object names this version's image
 //! and the job the alert rules select. (Their schemas are checked by
-//! scripts/test-deploy.sh with check-jsonschema.)
+//! scripts/test-deploy.sh with check-jsonschema; `api_rules` applies the
+//! API server's rules the schemas do not express; `install` what an install
+//! must not do to the server watched or to what exists already.)
+
+mod api_rules;
+mod install;
+mod validation;
 
 use serde_norway::Value;
 
@@ -101,7 +107,7 @@ fn the_helm_values_set_only_values_the_nats_chart_defines() {
         );
     }
     // The sidecar polls its own server.
-    let container = &ours["podTemplate"]["patch"][0]["value"];
+    let container = sidecar_container();
     let env = container["env"].as_sequence().unwrap();
     assert!(
         env.iter()
@@ -110,28 +116,36 @@ fn the_helm_values_set_only_values_the_nats_chart_defines() {
     );
 }
 
-/// The Kubernetes objects shipped, each with the file it came from.
-fn objects() -> Vec<(String, Value)> {
-    let mut out = Vec::new();
-    for file in repo_files("deploy/kubernetes/cluster", ".yaml") {
-        let path = format!("deploy/kubernetes/cluster/{file}");
-        out.push((path.clone(), yaml(&path)));
+/// The Kubernetes objects shipped (everything under deploy/kubernetes but
+/// the Helm values), each with the file it came from.
+fn shipped_objects() -> Vec<(String, Value)> {
+    let mut files: Vec<String> = repo_files("deploy/kubernetes/cluster", ".yaml")
+        .into_iter()
+        .map(|f| format!("deploy/kubernetes/cluster/{f}"))
+        .collect();
+    files.extend(
+        repo_files("deploy/kubernetes/dashboards", ".yaml")
+            .into_iter()
+            .map(|f| format!("deploy/kubernetes/dashboards/{f}")),
+    );
+    for f in repo_files("deploy/kubernetes", ".yaml") {
+        if f != "nats-helm-values.yaml" {
+            files.push(format!("deploy/kubernetes/{f}"));
+        }
     }
+    files.into_iter().map(|f| (f.clone(), yaml(&f))).collect()
+}
+
+/// The container the Helm values add to the NATS chart's pods.
+fn sidecar_container() -> Value {
     let values = yaml("deploy/kubernetes/nats-helm-values.yaml");
-    for resource in values["extraResources"].as_sequence().unwrap() {
-        out.push((
-            "nats-helm-values.yaml extraResources".into(),
-            resource.clone(),
-        ));
-    }
-    out
+    values["podTemplate"]["patch"][0]["value"].clone()
 }
 
 #[test]
 fn every_container_runs_this_version_of_the_image() {
     let image = format!("nats-delivery-exporter:{}", env!("CARGO_PKG_VERSION"));
-    let values = yaml("deploy/kubernetes/nats-helm-values.yaml");
-    let sidecar = &values["podTemplate"]["patch"][0]["value"];
+    let sidecar = sidecar_container();
     assert_eq!(sidecar["image"], image.as_str(), "the sidecar");
     let deployment = yaml("deploy/kubernetes/cluster/deployment.yaml");
     for c in deployment["spec"]["template"]["spec"]["containers"]
@@ -146,7 +160,7 @@ fn every_container_runs_this_version_of_the_image() {
 fn every_pod_monitor_gives_the_job_the_alert_rules_select() {
     let rules = read("alerts/exporter.rules.yml");
     assert!(rules.contains("up{job=\"nats-delivery-exporter\"}"));
-    let monitors: Vec<_> = objects()
+    let monitors: Vec<_> = shipped_objects()
         .into_iter()
         .filter(|(_, o)| o["kind"] == "PodMonitor")
         .collect();
