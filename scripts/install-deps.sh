@@ -84,10 +84,11 @@ if [ ${#apt_wanted[@]} -gt 0 ]; then
     $sudo_cmd systemctl stop "$svc" >/dev/null 2>&1 || $sudo_cmd service "$svc" stop >/dev/null 2>&1 || true
   done
 fi
-deb_nats=$(command -v /usr/sbin/nats-server /usr/bin/nats-server 2>/dev/null | head -n1 || true)
-if [ -n "$deb_nats" ]; then ln -sf "$deb_nats" "$tools/nats-server-debian"; fi
 for v in $PYPI_VERSIONS; do "$tools/nats-server-$v/bin/nats-server" --version; done
-$tests && [ -n "$deb_nats" ] && "$deb_nats" --version
+if $tests; then
+  deb_nats=$(command -v /usr/sbin/nats-server /usr/bin/nats-server 2>/dev/null | head -n1 || true)
+  if [ -n "$deb_nats" ]; then ln -sf "$deb_nats" "$tools/nats-server-debian" && "$deb_nats" --version; fi
+fi
 promtool --version 2>&1 | head -n1
 $tests || exit 0
 if ! cargo nextest --version >/dev/null 2>&1; then

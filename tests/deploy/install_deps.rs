@@ -282,6 +282,7 @@ fn the_lab_gets_the_server_and_prometheus_only() {
         "{output}"
     );
     assert_eq!(machine.calls("cargo "), Vec::<String>::new(), "{output}");
+    assert!(!machine.path("repo/.tools/nats-server-debian").exists());
     assert_eq!(
         machine.service_changes(),
         ["systemctl stop prometheus"],
