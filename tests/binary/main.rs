@@ -8,6 +8,7 @@ mod common;
 mod connection_errors;
 mod exporter_metrics;
 mod http_endpoints;
+mod readme_quick_start;
 mod secrets_in_logs;
 mod server_harness;
 mod toolkit_flags;

@@ -1,5 +1,6 @@
 //! The ways the exporter is deployed: the container image, the .deb with its
-//! systemd unit, and the Kubernetes objects under deploy/kubernetes.
+//! systemd unit, and the Kubernetes objects under deploy/kubernetes; and
+//! scripts/install-deps.sh, which prepares a machine.
 //!
 //! The tests marked `#[ignore]` exercise built artifacts and need root
 //! (rootful podman, dpkg): `scripts/test-deploy.sh` builds the image and the
@@ -11,6 +12,7 @@ mod common;
 mod container;
 mod debian;
 mod dns;
+mod install_deps;
 mod kubernetes;
 mod losses;
 mod release;

@@ -1,6 +1,6 @@
-//! README.md's flag tables name every flag of the exporter's `--help`, each
-//! with the environment variable it reads, and no flag the binary lacks: an
-//! operator configures the exporter from those tables.
+//! docs/configuration.md's flag tables name every flag of the exporter's
+//! `--help`, each with the environment variable it reads, and no flag the
+//! binary lacks: an operator configures the exporter from those tables.
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -50,7 +50,7 @@ fn code_words(cell: &str) -> Vec<&str> {
     cell.split('`').skip(1).step_by(2).collect()
 }
 
-/// Whether a README environment cell names `env`. `_CLUSTER` after
+/// Whether an environment cell of the tables names `env`. `_CLUSTER` after
 /// `NATS_DELIVERY_SYSTEM_SERVER_NAME` stands for
 /// `NATS_DELIVERY_SYSTEM_CLUSTER`: the short form replaces the first
 /// name's tail from one of its underscores.
@@ -68,12 +68,14 @@ fn names_env(cell: &str, env: &str) -> bool {
 }
 
 #[test]
-fn the_readme_flag_tables_name_every_flag_with_its_environment_variable() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+fn the_configuration_flag_tables_name_every_flag_with_its_environment_variable() {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md"),
+    )
+    .unwrap();
     let help = help_flags();
     let mut rows: BTreeMap<&str, &str> = BTreeMap::new();
-    for line in readme.lines().filter(|l| l.starts_with("| `--")) {
+    for line in doc.lines().filter(|l| l.starts_with("| `--")) {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
         for flag in code_words(cells[1])
             .into_iter()
@@ -89,17 +91,17 @@ fn the_readme_flag_tables_name_every_flag_with_its_environment_variable() {
     for flag in rows.keys() {
         assert!(
             help.contains_key(*flag) || aliases.contains(flag),
-            "README's flag table names {flag}, which --help does not list"
+            "docs/configuration.md's flag table names {flag}, which --help does not list"
         );
     }
     for (flag, about) in &help {
-        let cell = rows
-            .get(flag.as_str())
-            .unwrap_or_else(|| panic!("{flag} (--help) has no row in README's flag tables"));
+        let cell = rows.get(flag.as_str()).unwrap_or_else(|| {
+            panic!("{flag} (--help) has no row in docs/configuration.md's flag tables")
+        });
         if let Some(env) = &about.env {
             assert!(
                 names_env(cell, env),
-                "README's row of {flag} does not name {env}: {cell}"
+                "docs/configuration.md's row of {flag} does not name {env}: {cell}"
             );
         }
     }

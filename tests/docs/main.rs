@@ -1,9 +1,11 @@
 //! What the repository ships beside the code, checked against it: alert
-//! rules, dashboards, the server support table, the flag tables.
+//! rules, dashboards, the server support table, the flag tables, the links
+//! between the Markdown files.
 mod alert_rules;
 mod dashboards;
 mod flags_table;
 mod ledger;
+mod links;
 mod module_cycles;
 mod promql_check;
 mod scrape_configs;

@@ -1,4 +1,4 @@
-//! README.md and METRICS.md carry one server support table: the same rows in
+//! docs/server-versions.md and METRICS.md carry one server support table: the same rows in
 //! both, and one column for each server version the golden files cover.
 use std::path::Path;
 
@@ -17,10 +17,10 @@ fn table(file: &str) -> Vec<String> {
 }
 
 #[test]
-fn readme_and_metrics_carry_the_same_table_for_every_fixture_version() {
-    let readme = table("README.md");
-    assert_eq!(readme, table("METRICS.md"));
-    let header: Vec<&str> = readme[0]
+fn the_versions_doc_and_metrics_carry_the_same_table_for_every_fixture_version() {
+    let doc = table("docs/server-versions.md");
+    assert_eq!(doc, table("METRICS.md"));
+    let header: Vec<&str> = doc[0]
         .trim_matches('|')
         .split('|')
         .map(str::trim)
@@ -33,7 +33,7 @@ fn readme_and_metrics_carry_the_same_table_for_every_fixture_version() {
             .collect();
     fixtures.sort_by_key(|v| nats_test_server::version_numbers(v));
     assert_eq!(header, fixtures);
-    for row in &readme[2..] {
+    for row in &doc[2..] {
         assert_eq!(row.matches('|').count(), header.len() + 2, "{row}");
     }
 }
