@@ -31,7 +31,7 @@ pub(crate) fn podman_command() -> Command {
 }
 
 /// Runs podman; panics with its error output when it fails.
-fn podman(args: &[&str]) -> Output {
+pub(crate) fn podman(args: &[&str]) -> Output {
     let out = podman_command()
         .args(args)
         .output()
@@ -46,7 +46,7 @@ fn podman(args: &[&str]) -> Output {
 
 /// `podman run` options every container here needs: the host's network, and
 /// limits no higher than these machines allow a container to set.
-const RUN_OPTIONS: [&str; 6] = [
+pub(crate) const RUN_OPTIONS: [&str; 6] = [
     "--network",
     "host",
     "--ulimit",

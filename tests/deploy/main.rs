@@ -14,6 +14,7 @@ mod dns;
 mod image_build;
 mod kubernetes;
 mod losses;
+mod no_ipv6;
 mod release;
 
 use common::wait_for_async as wait_for;
