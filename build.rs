@@ -5,19 +5,23 @@ use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-env-changed=NATS_DELIVERY_REVISION");
+    let given = std::env::var("NATS_DELIVERY_REVISION")
+        .ok()
+        .filter(|r| !r.is_empty());
     // Rebuild when the checkout's HEAD or its branch moves (also in a
-    // worktree, whose git files are elsewhere).
+    // worktree, whose git files are elsewhere), unless the revision is
+    // given: then git's files do not matter, and a build of the same
+    // sources elsewhere (the Dockerfile's builder) finds this one fresh.
     let branch = output("git", &["symbolic-ref", "-q", "HEAD"]);
-    for name in ["HEAD", "packed-refs"].into_iter().chain(branch.as_deref()) {
+    let git_files = ["HEAD", "packed-refs"].into_iter().chain(branch.as_deref());
+    for name in git_files.filter(|_| given.is_none()) {
         if let Some(path) = output("git", &["rev-parse", "--git-path", name]) {
             if std::path::Path::new(&path).exists() {
                 println!("cargo:rerun-if-changed={path}");
             }
         }
     }
-    let revision = std::env::var("NATS_DELIVERY_REVISION")
-        .ok()
-        .filter(|r| !r.is_empty())
+    let revision = given
         .or_else(|| output("git", &["rev-parse", "--short=12", "HEAD"]))
         .unwrap_or_else(|| "unknown".to_string());
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_string());

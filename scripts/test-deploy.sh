@@ -7,10 +7,17 @@
 #      Kubernetes 1.33 and prometheus-operator 0.89 schemas, the Helm values
 #      against the schema of the chart keys they set (tests/deploy/schemas);
 #   2. one static build (cargo profile deploy-test, or $STATIC_BINARY),
-#      packaged as the image (podman) and as the .deb (dpkg-deb);
-#   3. the ignored tests of tests/deploy (cargo nextest): the image run
-#      against real servers, the .deb installed, verified with
-#      systemd-analyze, run and purged.
+#      packaged as the image (podman, scripts/build-image.sh) and as the
+#      .deb (dpkg-deb), the .deb checked by lintian;
+#   3. `podman build .` from the repository root, as an operator runs it,
+#      with a stand-in for the Dockerfile's builder image (nothing can be
+#      pulled here): an image from scratch whose build step gets this
+#      machine's /usr (compiler, linker, static glibc, bash), Rust toolchain
+#      and crates mounted, and the static build's target directory, so
+#      only the exporter's own crate is compiled again;
+#   4. the ignored tests of tests/deploy (cargo nextest): the image run
+#      against real servers, the two images compared, the .deb installed,
+#      verified with systemd-analyze, run and purged.
 # Prints how long each step took, and the artifacts' sizes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,9 +28,11 @@ fi
 tools=$PWD/.tools
 podman="podman --runtime runc --cgroup-manager=cgroupfs"
 image="localhost/nats-delivery-exporter:test-$$"
+root_image="localhost/nats-delivery-exporter:test-root-$$"
+builder="localhost/nats-delivery-exporter-builder:test-$$"
 work=$(mktemp -d)
 # shellcheck disable=SC2086 # podman carries its flags
-trap '$podman rmi -f "$image" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+trap '$podman rmi -f "$image" "$root_image" "$builder" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 steps=""
 step_start=$SECONDS
 step() {
@@ -57,15 +66,47 @@ step "lint, generated files, schemas"
 
 # STATIC_BINARY names one built already (scripts/test.sh builds it beside
 # the other tests); otherwise it is built here.
-bin=${STATIC_BINARY:-$(PROFILE=deploy-test ./scripts/build-static.sh)}
+built=${STATIC_BINARY:-$(PROFILE=deploy-test ./scripts/build-static.sh)}
+# A copy: the root build below writes its own binary to the same path.
+bin=$work/nats-delivery-exporter
+cp "$built" "$bin"
 step "static build (profile deploy-test)"
+# Both images carry the same labels: the revision the binary reports, one time.
+revision=$("$bin" --version | sed -n 's/.*(revision \([^,)]*\).*/\1/p')
+created=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 # Without layer caching, removing the image leaves no intermediate images.
-BUILDAH_LAYERS=false BINARY=$bin IMAGE=$image CONTAINER_TOOL=$podman \
+BUILDAH_LAYERS=false BINARY=$bin IMAGE=$image CREATED=$created CONTAINER_TOOL=$podman \
   ./scripts/build-image.sh >/dev/null
 deb=$(BINARY=$bin OUT_DIR=$work ./scripts/build-deb.sh)
-step "image and .deb"
+lintian --fail-on error,warning "$deb"
+step "image, .deb, lintian"
 
-DEPLOY_IMAGE=$image DEPLOY_DEB=$deb DEPLOY_PODMAN=$podman \
+# The builder stand-in: directories as on Debian 12 (merged /usr), the
+# toolchain's variables, no network (the crates are in CARGO_HOME).
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+rustup_home=${RUSTUP_HOME:-$HOME/.rustup}
+stand_in=$work/builder
+mkdir -p "$stand_in/rootfs/tmp" "$stand_in/rootfs/root" "$stand_in/rootfs/etc/ssl/certs"
+chmod 1777 "$stand_in/rootfs/tmp"
+for d in bin lib lib64 sbin; do ln -s "usr/$d" "$stand_in/rootfs/$d"; done
+cp /etc/ssl/certs/ca-certificates.crt "$stand_in/rootfs/etc/ssl/certs/"
+printf '%s\n' "FROM scratch" "COPY rootfs/ /" \
+  "ENV PATH=$cargo_home/bin:/usr/bin HOME=/root CARGO_HOME=$cargo_home RUSTUP_HOME=$rustup_home CARGO_NET_OFFLINE=true" \
+  >"$stand_in/Dockerfile"
+BUILDAH_LAYERS=false $podman build --quiet -t "$builder" "$stand_in" >/dev/null
+BUILDAH_LAYERS=false $podman build --quiet --network none \
+  --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
+  -v /usr:/usr:ro -v /etc/alternatives:/etc/alternatives:ro -v /etc/ld.so.cache:/etc/ld.so.cache:ro \
+  -v "$cargo_home:$cargo_home" -v "$rustup_home:$rustup_home" \
+  -v "$(realpath "${CARGO_TARGET_DIR:-target}"):/src/target" \
+  --build-arg "RUST_IMAGE=$builder" --build-arg PROFILE=deploy-test \
+  --build-arg "REVISION=$revision" --build-arg "CREATED=$created" \
+  -t "$root_image" . >/dev/null
+# The static build's own binary back in its place.
+cp "$bin" "$built"
+step "podman build . (stand-in builder)"
+
+DEPLOY_IMAGE=$image DEPLOY_ROOT_IMAGE=$root_image DEPLOY_DEB=$deb DEPLOY_PODMAN=$podman \
   cargo nextest run --locked --test deploy --run-ignored only --success-output final
 step "the ignored tests of tests/deploy"
 

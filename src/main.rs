@@ -59,8 +59,7 @@ async fn start(
     // Bound first: a taken address stops the exporter before anything connects.
     let mut listeners = Vec::new();
     for &listen in &config.listen {
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
+        let listener = nats_delivery_exporter::http::listen::bind(listen)
             .with_context(|| format!("--web.listen-address: cannot listen on {listen}"))
             .map_err(Failure::Start)?;
         listeners.push(listener);

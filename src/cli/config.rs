@@ -1,7 +1,6 @@
 //! The exporter's configuration: command-line flags, each with an environment
 //! variable, parsed once in `main`.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
@@ -9,6 +8,7 @@ use url::Url;
 
 use crate::flags::byte_size::parse_byte_size;
 use crate::flags::duration::parse_duration;
+use crate::flags::listen_address::ListenAddress;
 
 pub use crate::sources::Source;
 
@@ -70,15 +70,17 @@ pub struct Config {
     pub system_filter: crate::system::poll::filter::SurveyFilter,
 
     /// Addresses the exporter's HTTP server listens on (/metrics, /healthz,
-    /// /): repeatable or comma-separated, each served alike.
+    /// /): repeatable or comma-separated, each served alike. `:PORT` is
+    /// every address, IPv6 and IPv4 (IPv4 alone on a machine without
+    /// IPv6); `IP:PORT` that address (`[::]:PORT` takes IPv4 too).
     #[arg(
         long = "web.listen-address",
         visible_alias = "listen",
         env = "NATS_DELIVERY_LISTEN",
         value_delimiter = ',',
-        default_value = "0.0.0.0:7778"
+        default_value = ":7778"
     )]
-    pub listen: Vec<SocketAddr>,
+    pub listen: Vec<ListenAddress>,
 
     /// Path under which the metrics are served.
     #[arg(long = "web.telemetry-path", env = "NATS_DELIVERY_WEB_TELEMETRY_PATH", default_value = "/metrics", value_parser = crate::flags::values::telemetry_path)]
@@ -289,7 +291,7 @@ mod tests {
     fn defaults() {
         let c = Config::try_parse_from(["x"]).unwrap();
         assert_eq!(c.monitor_urls[0].as_str(), "http://127.0.0.1:8222/");
-        assert_eq!(c.listen[0].port(), 7778);
+        assert_eq!(c.listen, [ListenAddress::AnyAddress(7778)]);
         assert_eq!(c.timeout, Duration::from_secs(5));
         assert_eq!(
             c.sources,

@@ -5,4 +5,5 @@
 pub mod args;
 pub mod byte_size;
 pub mod duration;
+pub mod listen_address;
 pub mod values;

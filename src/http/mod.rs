@@ -1,4 +1,5 @@
-//! Serving the metrics over HTTP: the listening socket, TLS, and the routes.
+//! Serving the metrics over HTTP: the listening sockets, TLS, and the routes.
 
+pub mod listen;
 pub mod routes;
 pub mod serve;

@@ -44,10 +44,18 @@ fn compression() -> tower_http::compression::CompressionLayer {
         .quality(tower_http::CompressionLevel::Fastest)
 }
 
+/// Paths answered to anyone: liveness and readiness probes (kubelet,
+/// load balancers) carry no credentials, and a probe refused with 401 or
+/// 429 would restart or unlist an exporter that works. `/healthz` says
+/// only that the process serves; it polls nothing and shows nothing.
+pub const OPEN_PATHS: &[&str] = &["/healthz"];
+
 /// `router` behind the web configuration file's settings: a request over
 /// its `rate_limit` gets 429, one without a configured user (when there
-/// are users) 401, and every answer carries the configured headers. Each
-/// request uses the file's current reading. No file: unchanged.
+/// are users) 401, and every answer carries the configured headers. The
+/// paths of [`OPEN_PATHS`] are neither rate-limited nor authenticated (TLS
+/// still applies). Each request uses the file's current reading. No file:
+/// unchanged.
 pub fn with_web_config(router: Router, web: Option<WebConfig>) -> Router {
     match web {
         Some(web) => router.layer(middleware::from_fn_with_state(web, web_config)),
@@ -57,7 +65,9 @@ pub fn with_web_config(router: Router, web: Option<WebConfig>) -> Router {
 
 async fn web_config(State(web): State<WebConfig>, request: Request, next: Next) -> Response {
     let loaded = web.current();
-    let mut response = if loaded.rate_limit.as_ref().is_some_and(|l| !l.allow()) {
+    let mut response = if OPEN_PATHS.contains(&request.uri().path()) {
+        next.run(request).await
+    } else if loaded.rate_limit.as_ref().is_some_and(|l| !l.allow()) {
         (StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n").into_response()
     } else if loaded.users.is_empty() || authorized(&web, &loaded, basic(&request)).await {
         next.run(request).await

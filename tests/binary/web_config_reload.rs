@@ -153,7 +153,8 @@ async fn an_unknown_user_costs_as_much_as_a_wrong_password() {
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap();
-    let url = format!("http://127.0.0.1:{}/healthz", e.port);
+    // The landing page: /healthz asks for no credentials.
+    let url = format!("http://127.0.0.1:{}/", e.port);
     let timed = |user: String, password: String| {
         let (http, url) = (http.clone(), url.clone());
         async move {

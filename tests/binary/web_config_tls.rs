@@ -124,8 +124,9 @@ async fn configured_headers_are_on_every_answer() {
         &format!("{TLS}http_server_config:\n  headers:\n    X-Frame-Options: deny\n    X-Content-Type-Options: nosniff\n    Content-Security-Policy: \"default-src 'none'\"\n    Strict-Transport-Security: \"\"\nbasic_auth_users:\n  prom: {hash}\n"),
     );
     let c = client(dir.path(), &[&TLS13], &[], None);
-    // Unauthenticated: a 401, with the headers too.
-    let seen = get(&c, e.port, "/healthz").await.unwrap();
+    // Unauthenticated: a 401, with the headers too (the landing page asks
+    // for credentials; /healthz would not).
+    let seen = get(&c, e.port, "/").await.unwrap();
     let answer = seen.answer.to_lowercase();
     assert!(answer.starts_with("http/1.1 401"), "{answer}");
     for line in [
@@ -184,7 +185,8 @@ async fn requests_past_the_rate_limit_get_429() {
         dir.path(),
         "rate_limit:\n  interval: 1h\n  burst: 2\nhttp_server_config:\n  headers:\n    X-Frame-Options: sameorigin\n",
     );
-    let url = format!("http://127.0.0.1:{}/healthz", e.port);
+    // The landing page: /healthz is never rate-limited.
+    let url = format!("http://127.0.0.1:{}/", e.port);
     let mut statuses = Vec::new();
     for _ in 0..3 {
         let r = reqwest::get(&url).await.unwrap();

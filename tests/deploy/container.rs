@@ -21,7 +21,7 @@ const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// podman with its global flags: `DEPLOY_PODMAN`, else what these machines
 /// need (runc instead of crun, cgroupfs).
-fn podman_command() -> Command {
+pub(crate) fn podman_command() -> Command {
     let words = std::env::var("DEPLOY_PODMAN")
         .unwrap_or_else(|_| "podman --runtime runc --cgroup-manager=cgroupfs".into());
     let mut words = words.split_whitespace();
@@ -31,7 +31,7 @@ fn podman_command() -> Command {
 }
 
 /// Runs podman; panics with its error output when it fails.
-fn podman(args: &[&str]) -> Output {
+pub(crate) fn podman(args: &[&str]) -> Output {
     let out = podman_command()
         .args(args)
         .output()
@@ -46,7 +46,7 @@ fn podman(args: &[&str]) -> Output {
 
 /// `podman run` options every container here needs: the host's network, and
 /// limits no higher than these machines allow a container to set.
-const RUN_OPTIONS: [&str; 6] = [
+pub(crate) const RUN_OPTIONS: [&str; 6] = [
     "--network",
     "host",
     "--ulimit",
@@ -55,7 +55,7 @@ const RUN_OPTIONS: [&str; 6] = [
     "nproc=1024:1024",
 ];
 
-fn podman_text(args: &[&str]) -> String {
+pub(crate) fn podman_text(args: &[&str]) -> String {
     String::from_utf8(podman(args).stdout)
         .unwrap()
         .trim()

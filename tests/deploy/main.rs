@@ -12,9 +12,11 @@ mod common;
 mod container;
 mod debian;
 mod dns;
+mod image_build;
 mod install_deps;
 mod kubernetes;
 mod losses;
+mod no_ipv6;
 mod release;
 
 use common::wait_for_async as wait_for;

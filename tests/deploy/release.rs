@@ -24,6 +24,18 @@ fn the_binary_reports_the_crate_version() {
     );
 }
 
+/// `docker build .` without build arguments labels the image with the
+/// Dockerfile's default version (scripts/build-image.sh passes the binary's).
+#[test]
+fn the_dockerfile_s_default_version_is_this_version() {
+    let dockerfile = read("Dockerfile");
+    let defaults: Vec<&str> = dockerfile
+        .lines()
+        .filter_map(|l| l.strip_prefix("ARG VERSION="))
+        .collect();
+    assert_eq!(defaults, [VERSION]);
+}
+
 #[test]
 fn the_changelog_s_first_release_section_is_this_version() {
     let changelog = read("CHANGELOG.md");
