@@ -314,6 +314,14 @@ impl RemovedTracker {
         self.step(&p, s, kind, stream_last.is_some())
     }
 
+    /// Counts the next poll as a new start: the consumer's subject filter
+    /// or ack policy changed since the poll before, so the interval
+    /// between them is read by neither rule (`stream` holds this poll).
+    pub fn restart(&mut self, stream: &StreamPolls) {
+        self.stream_missed = None;
+        self.stream_poll = stream.polls.wrapping_add(2);
+    }
+
     /// Called after a poll the consumer was not in: keeps the stream as
     /// the consumer last saw it, before the stream's record moves past it.
     pub fn keep_stream(&mut self, stream: &StreamPolls) {
@@ -324,12 +332,7 @@ impl RemovedTracker {
 
     fn step(&mut self, p: &Position, s: Position, kind: Kind, held: bool) -> Removed {
         let p = *p;
-        let reset = !self.started
-            || !held
-            || s.delivered < p.delivered
-            || s.deliveries < p.deliveries
-            || s.last_seq < p.last_seq
-            || s.first_seq < p.first_seq;
+        let reset = !self.started || !held || moved_back(&p, &s);
         if reset {
             // A new consumer, a reset one or a new stream: count from here.
             if !self.started {
@@ -369,6 +372,45 @@ impl RemovedTracker {
             exact: self.exact,
         }
     }
+}
+
+/// The consumer or its stream went back between polls `p` and `s` (a
+/// reset consumer, a new stream): the count starts again from `s`.
+fn moved_back(p: &Position, s: &Position) -> bool {
+    s.delivered < p.delivered
+        || s.deliveries < p.deliveries
+        || s.last_seq < p.last_seq
+        || s.first_seq < p.first_seq
+}
+
+/// Whether the count of a consumer could grow from poll `before` to poll
+/// `now` (each: the stream's `first_seq`, `last_seq`, `messages`,
+/// `num_deleted`, then the consumer's `delivered.stream_seq`,
+/// `delivered.consumer_seq`, `num_pending`, `num_redelivered`), its
+/// configuration being `kind`. False only where [`RemovedTracker::record`]
+/// cannot count more: the configuration need not be read again first.
+pub fn could_count(before: [u64; 8], now: [u64; 8], kind: Kind) -> bool {
+    let at = |v: [u64; 8]| Position {
+        first_seq: v[0],
+        last_seq: v[1],
+        messages: v[2],
+        deleted: v[3],
+        delivered: v[4],
+        deliveries: v[5],
+        pending: v[6],
+        redelivered: v[7],
+    };
+    let (p, s) = (at(before), at(now));
+    if moved_back(&p, &s) {
+        return false;
+    }
+    if kind.filtered {
+        return filtered(&p, &s, kind)[1] > 0;
+    }
+    // The count shown grows by the estimate, or when what is open at `s`
+    // (at most its head and interior measure) passes what was at `p` (at
+    // least its head).
+    unfiltered(&p, &s, kind)[1] > 0 || head(&s) + interior(&s, 0) > head(&p)
 }
 
 #[test]
