@@ -13,6 +13,7 @@ use super::{unix_seconds, ServerLink, Source};
 use super::{MonitoringSource, TargetSnapshot};
 use crate::poll_error::PollError;
 
+mod config_memory;
 mod config_on_demand;
 mod cut;
 pub mod de;

@@ -185,7 +185,7 @@ impl ConsumerInfo {
 }
 
 /// The consumer settings the exporter reports.
-#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Hash, Deserialize)]
 #[serde(default)]
 pub struct ConsumerConfig {
     /// Whether the consumer has a durable name (the name itself is `name`;
