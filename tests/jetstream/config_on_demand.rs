@@ -46,55 +46,13 @@ fn with_max_ack_pending(name: &str, max_ack_pending: i64) -> pull::Config {
 }
 
 /// Asks for the configuration on the first poll, not on the next, and at
-/// once for an account with a consumer not seen before (over HTTP, with the
-/// consumer's own figures; polling through the system account below).
+/// once for an account with a consumer not seen before (over HTTP; polling
+/// through the system account below).
 #[tokio::test]
 async fn a_new_consumer_has_its_configuration_on_its_first_poll() {
     let server = NatsServer::builder().jetstream().start();
     let js = jetstream::new(async_nats::connect(server.client_url()).await.unwrap());
-    let st = js
-        .create_stream(stream::Config {
-            name: "N".into(),
-            subjects: vec!["n".into()],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    st.create_consumer(with_max_ack_pending("first", 5))
-        .await
-        .unwrap();
-    let exporter = exporter(&server);
-    let first = common::scrape(&exporter).await;
-    assert_eq!(config_read(&first, &server.name), Some(1.0));
-    let kept = common::scrape(&exporter).await;
-    assert_eq!(config_read(&kept, &server.name), Some(0.0));
-    let max_ack_pending = "nats_delivery_consumer_max_ack_pending";
-    assert_eq!(
-        of_consumer(&kept, max_ack_pending, "$G", "N", "first"),
-        Some(5.0)
-    );
-    // Without the configuration the reply is smaller.
-    assert!(jsz_bytes(&kept, &server.name) < jsz_bytes(&first, &server.name));
-    assert!(jsz_bytes(&kept, &server.name) > 0.0);
-    st.create_consumer(with_max_ack_pending("late", 7))
-        .await
-        .unwrap();
-    let text = common::scrape(&exporter).await;
-    assert_eq!(config_read(&text, &server.name), Some(1.0));
-    assert_eq!(
-        of_consumer(&text, max_ack_pending, "$G", "N", "late"),
-        Some(7.0)
-    );
-    assert_eq!(
-        of_consumer(&text, max_ack_pending, "$G", "N", "first"),
-        Some(5.0)
-    );
-    let text = common::scrape(&exporter).await;
-    assert_eq!(config_read(&text, &server.name), Some(0.0));
-    assert_eq!(
-        of_consumer(&text, max_ack_pending, "$G", "N", "late"),
-        Some(7.0)
-    );
+    new_consumer_read_at_once(&server, js, exporter(&server), "$G").await;
 }
 
 /// The same through the system account: the account is read again by its
@@ -109,48 +67,55 @@ async fn a_new_consumer_has_its_configuration_on_its_first_poll_through_the_syst
         .connect(server.client_url())
         .await
         .unwrap();
-    let js = jetstream::new(app);
-    let st = js
-        .create_stream(stream::Config {
-            name: "N".into(),
-            subjects: vec!["n".into()],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let exporter = common::system_polling::system_exporter(&server.client_url(), "jsz").await;
+    new_consumer_read_at_once(&server, jetstream::new(app), exporter, "APP").await;
+}
+
+/// Consumer `first` (max_ack_pending 5) read, then kept; consumer `late`
+/// (7) made between two polls and read at once, in `account`.
+async fn new_consumer_read_at_once(
+    server: &NatsServer,
+    js: jetstream::Context,
+    exporter: Exporter,
+    account: &str,
+) {
+    let stream = stream::Config {
+        name: "N".into(),
+        subjects: vec!["n".into()],
+        ..Default::default()
+    };
+    let st = js.create_stream(stream).await.unwrap();
     st.create_consumer(with_max_ack_pending("first", 5))
         .await
         .unwrap();
-    let exporter = common::system_polling::system_exporter(&server.client_url(), "jsz").await;
     let name = server.name.as_str();
-    assert_eq!(
-        config_read(&common::scrape(&exporter).await, name),
-        Some(1.0)
-    );
-    assert_eq!(
-        config_read(&common::scrape(&exporter).await, name),
-        Some(0.0)
-    );
+    let max_ack_pending = |text: &str, consumer: &str| {
+        of_consumer(
+            text,
+            "nats_delivery_consumer_max_ack_pending",
+            account,
+            "N",
+            consumer,
+        )
+    };
+    let first = common::scrape(&exporter).await;
+    assert_eq!(config_read(&first, name), Some(1.0));
+    let kept = common::scrape(&exporter).await;
+    assert_eq!(config_read(&kept, name), Some(0.0));
+    assert_eq!(max_ack_pending(&kept, "first"), Some(5.0));
+    // Without the configuration the reply is smaller.
+    assert!(jsz_bytes(&kept, name) < jsz_bytes(&first, name));
+    assert!(jsz_bytes(&kept, name) > 0.0);
     st.create_consumer(with_max_ack_pending("late", 7))
         .await
         .unwrap();
     let text = common::scrape(&exporter).await;
     assert_eq!(config_read(&text, name), Some(1.0));
-    let max_ack_pending = "nats_delivery_consumer_max_ack_pending";
-    assert_eq!(
-        of_consumer(&text, max_ack_pending, "APP", "N", "late"),
-        Some(7.0)
-    );
-    assert_eq!(
-        of_consumer(&text, max_ack_pending, "APP", "N", "first"),
-        Some(5.0)
-    );
+    assert_eq!(max_ack_pending(&text, "late"), Some(7.0));
+    assert_eq!(max_ack_pending(&text, "first"), Some(5.0));
     let text = common::scrape(&exporter).await;
     assert_eq!(config_read(&text, name), Some(0.0));
-    assert_eq!(
-        of_consumer(&text, max_ack_pending, "APP", "N", "late"),
-        Some(7.0)
-    );
+    assert_eq!(max_ack_pending(&text, "late"), Some(7.0));
 }
 
 /// A limit changed in place (the stream's `created` stays) is seen at the
