@@ -10,9 +10,15 @@ use std::mem::size_of;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::config_on_demand::{own_name, RemovalCheck};
 use super::de::{string_bytes, Kept};
-use super::{ConsumerConfig, ConsumerInfo, JszPoll, StreamConfig, StreamDetail};
+use super::{AccountDetail, ConsumerConfig, ConsumerInfo, JszPoll, StreamConfig, StreamDetail};
+
+/// Whether a consumer's removal count could grow between two polls (see
+/// `jetstream::removed_before_delivery::could_count`: the stream's
+/// `first_seq`, `last_seq`, `messages`, `num_deleted`, the consumer's
+/// `delivered.stream_seq`, `delivered.consumer_seq`, `num_pending`,
+/// `num_redelivered`), given whether it is filtered and never redelivers.
+pub type RemovalCheck = fn(before: [u64; 8], now: [u64; 8], filtered: bool, once: bool) -> bool;
 
 /// A stream's or consumer's configuration as last read (`None`: never
 /// read), with its `created` and its figures at the last poll.
@@ -220,4 +226,13 @@ fn fill_consumer(c: &mut ConsumerInfo, kept: Option<Arc<ConsumerConfig>>) -> usi
 fn config_heap(c: &ConsumerConfig) -> usize {
     let filters: usize = c.filter_subjects.iter().map(Kept::kept_bytes).sum();
     string_bytes(c.filter_subject.len()) + filters
+}
+
+/// The name the server knows an account by (its public key in operator mode).
+pub(super) fn own_name(a: &AccountDetail) -> &String {
+    if a.id.is_empty() {
+        &a.name
+    } else {
+        &a.id
+    }
 }

@@ -13,18 +13,11 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::config_memory::Memory;
+use super::config_memory::{own_name, Memory, RemovalCheck};
 use super::de::Kept;
 use super::{AccountDetail, JszFilter, JszPoll};
 use crate::poll_error::PollError;
 use crate::sources::ServerLink;
-
-/// Whether a consumer's removal count could grow between two polls (see
-/// `jetstream::removed_before_delivery::could_count`: the stream's
-/// `first_seq`, `last_seq`, `messages`, `num_deleted`, the consumer's
-/// `delivered.stream_seq`, `delivered.consumer_seq`, `num_pending`,
-/// `num_redelivered`), given whether it is filtered and never redelivers.
-pub type RemovalCheck = fn(before: [u64; 8], now: [u64; 8], filtered: bool, once: bool) -> bool;
 
 /// Accounts read again one by one (`acc=`); more are read again whole.
 const ACCOUNTS_READ_ALONE: usize = 4;
@@ -130,13 +123,4 @@ async fn read_again(
         polled.accounts.extend(fresh.accounts);
     }
     Ok(())
-}
-
-/// The name the server knows an account by (its public key in operator mode).
-pub(super) fn own_name(a: &AccountDetail) -> &String {
-    if a.id.is_empty() {
-        &a.name
-    } else {
-        &a.id
-    }
 }
