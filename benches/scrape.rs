@@ -23,13 +23,13 @@
 mod samples;
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::pull, stream};
-use futures::stream::{self as fstream, StreamExt};
 use nats_test_server::NatsServer;
 use samples::Samples;
-use support::{env_args, env_or, median, min, status_kib, timed_read, wait_until_up};
+use support::{
+    create_consumers, env_args, env_or, median, min, status_kib, timed_read, wait_until_up,
+};
 
 /// The first bytes of a scrape kept, for the `/jsz` poll's duration.
 const HEAD_KEPT: usize = 16 << 20;
@@ -121,47 +121,6 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         gzip: (!samples.gzip.is_empty())
             .then(|| (median(&samples.gzip), samples.gzip_bytes as f64 / 1e6)),
     }
-}
-
-/// `streams` memory streams of one message, each with `consumers` durable
-/// pull consumers.
-async fn create_consumers(server: &NatsServer, streams: usize, consumers: usize) {
-    let client = async_nats::connect(server.client_url()).await.unwrap();
-    let js = jetstream::new(client);
-    let setup = Instant::now();
-    fstream::iter(0..streams)
-        .for_each_concurrent(8, |s| {
-            let js = js.clone();
-            async move {
-                let st = js
-                    .create_stream(stream::Config {
-                        name: format!("S{s}"),
-                        subjects: vec![format!("s{s}.>")],
-                        storage: stream::StorageType::Memory,
-                        ..Default::default()
-                    })
-                    .await
-                    .unwrap();
-                js.publish(format!("s{s}.x"), "x".into())
-                    .await
-                    .unwrap()
-                    .await
-                    .unwrap();
-                for c in 0..consumers {
-                    st.create_consumer(pull::Config {
-                        durable_name: Some(format!("C{c}")),
-                        ..Default::default()
-                    })
-                    .await
-                    .unwrap();
-                }
-            }
-        })
-        .await;
-    eprintln!(
-        "created {streams} streams x {consumers} consumers in {:.1?}",
-        setup.elapsed()
-    );
 }
 
 /// What one size measures: the server's `/jsz`, the exporter, and the

@@ -5,6 +5,10 @@ use std::net::SocketAddr;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
+use async_nats::jetstream::{self, consumer::pull, stream};
+use futures::stream::{self as fstream, StreamExt};
+use nats_test_server::NatsServer;
+
 /// The number in the environment variable `name`, or `default`.
 pub fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -28,6 +32,7 @@ pub fn median(v: &[f64]) -> f64 {
     v[v.len() / 2]
 }
 
+#[allow(dead_code, reason = "not every benchmark takes minima")]
 pub fn min(v: &[f64]) -> f64 {
     v.iter().copied().fold(f64::INFINITY, f64::min)
 }
@@ -42,6 +47,7 @@ pub fn cpu_seconds(pid: u32) -> f64 {
 }
 
 /// A /proc/<pid>/status field in KiB.
+#[allow(dead_code, reason = "not every benchmark reads memory")]
 pub fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with(field)).unwrap();
@@ -136,4 +142,46 @@ pub async fn wait_until_up(http: &reqwest::Client, listen: SocketAddr) {
         assert!(Instant::now() < deadline, "exporter did not start");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// `streams` memory streams of one message, each with `consumers` durable
+/// pull consumers.
+#[allow(dead_code, reason = "the benchmarks against one server use it")]
+pub async fn create_consumers(server: &NatsServer, streams: usize, consumers: usize) {
+    let client = async_nats::connect(server.client_url()).await.unwrap();
+    let js = jetstream::new(client);
+    let setup = Instant::now();
+    fstream::iter(0..streams)
+        .for_each_concurrent(8, |s| {
+            let js = js.clone();
+            async move {
+                let st = js
+                    .create_stream(stream::Config {
+                        name: format!("S{s}"),
+                        subjects: vec![format!("s{s}.>")],
+                        storage: stream::StorageType::Memory,
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                js.publish(format!("s{s}.x"), "x".into())
+                    .await
+                    .unwrap()
+                    .await
+                    .unwrap();
+                for c in 0..consumers {
+                    st.create_consumer(pull::Config {
+                        durable_name: Some(format!("C{c}")),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                }
+            }
+        })
+        .await;
+    eprintln!(
+        "created {streams} streams x {consumers} consumers in {:.1?}",
+        setup.elapsed()
+    );
 }

@@ -211,6 +211,10 @@ pub struct Config {
     #[command(flatten)]
     pub cardinality: crate::jetstream::cardinality::CardinalityArgs,
 
+    /// What the servers are asked for, and how often.
+    #[command(flatten)]
+    pub server_cost: crate::sources::server_cost::ServerCostArgs,
+
     /// NATS connection of the advisory and system-event listeners.
     #[command(flatten)]
     pub nats: crate::nats::NatsArgs,

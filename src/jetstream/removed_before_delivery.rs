@@ -314,6 +314,14 @@ impl RemovedTracker {
         self.step(&p, s, kind, stream_last.is_some())
     }
 
+    /// Counts the next poll as a new start: the consumer's subject filter
+    /// or ack policy changed since the poll before, so the interval
+    /// between them is read by neither rule (`stream` holds this poll).
+    pub fn restart(&mut self, stream: &StreamPolls) {
+        self.stream_missed = None;
+        self.stream_poll = stream.polls.wrapping_add(2);
+    }
+
     /// Called after a poll the consumer was not in: keeps the stream as
     /// the consumer last saw it, before the stream's record moves past it.
     pub fn keep_stream(&mut self, stream: &StreamPolls) {
@@ -324,12 +332,7 @@ impl RemovedTracker {
 
     fn step(&mut self, p: &Position, s: Position, kind: Kind, held: bool) -> Removed {
         let p = *p;
-        let reset = !self.started
-            || !held
-            || s.delivered < p.delivered
-            || s.deliveries < p.deliveries
-            || s.last_seq < p.last_seq
-            || s.first_seq < p.first_seq;
+        let reset = !self.started || !held || moved_back(&p, &s);
         if reset {
             // A new consumer, a reset one or a new stream: count from here.
             if !self.started {
@@ -370,6 +373,19 @@ impl RemovedTracker {
         }
     }
 }
+
+/// The consumer or its stream went back between polls `p` and `s` (a
+/// reset consumer, a new stream): the count starts again from `s`.
+fn moved_back(p: &Position, s: &Position) -> bool {
+    s.delivered < p.delivered
+        || s.deliveries < p.deliveries
+        || s.last_seq < p.last_seq
+        || s.first_seq < p.first_seq
+}
+
+#[path = "removed_before_delivery_check.rs"]
+mod check;
+pub use check::could_count;
 
 #[test]
 fn the_state_is_small() {

@@ -308,3 +308,57 @@ fn a_redelivery_and_a_skip_look_alike() {
     assert_eq!(counts(&out), [0, 4]);
     assert!(!out[1].exact);
 }
+
+/// `could_count` is false only where the count cannot grow: over random
+/// walks of positions (consistent or not), every poll that made the count
+/// grow was one it said could. The configuration on demand relies on it to
+/// read a consumer's filter before any such poll.
+#[test]
+fn could_count_holds_whenever_the_count_grows() {
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let (mut grew, mut said) = (0, 0);
+    for walk in 0..4_000 {
+        let kind = Kind {
+            filtered: walk % 2 == 1,
+            no_redelivery: walk % 4 >= 2,
+        };
+        let mut row: Row = (1, 10, 10, 0, 2, 2, 8, 0);
+        let mut rows = vec![row];
+        for _ in 0..8 {
+            let (f, l, m, x, d, c, p, r) = row;
+            let l = l + next(6);
+            let f = (f + next(4)).min(l + 1);
+            let d = (d + next(5)).min(l);
+            let c = c + next(5);
+            let (m, x) = (m.min(l + 1 - f) + next(3), x + next(2) * next(2));
+            let (p, r) = (p / 2 + next(12), r + next(3) - next(2).min(r));
+            row = (f, l, m, x, d, c, p, r);
+            rows.push(row);
+        }
+        let out = counts(&run(kind, &rows));
+        for i in 1..rows.len() {
+            let at = |r: Row| [r.0, r.1, r.2, r.3, r.4, r.5, r.6, r.7];
+            let could = super::could_count(at(rows[i - 1]), at(rows[i]), kind);
+            if out[i] > out[i - 1] {
+                grew += 1;
+                assert!(
+                    could,
+                    "{kind:?}: {:?} -> {:?}, {out:?}",
+                    rows[i - 1],
+                    rows[i]
+                );
+            }
+            said += u32::from(could);
+        }
+    }
+    // Not trivially true: the walks make the count grow, and the check is
+    // not always yes.
+    assert!(grew > 1_000, "{grew} polls grew");
+    assert!(said < 32_000, "said yes {said} times of 32000");
+}

@@ -1,9 +1,11 @@
 //! The exporter: one `Poller` and the `Exposition` every metric is
 //! encoded by, joined by single flight: scrapes that arrive while a poll is
 //! under way share it, so N scrapers cost one poll and each gets its answer
-//! within `--timeout` plus the encoding time.
+//! within `--timeout` plus the encoding time. With `--reuse-poll-for`, a
+//! completed poll also answers the scrapes that arrive that soon after it.
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
@@ -37,7 +39,14 @@ pub enum SetupError {
     HttpClient(#[source] reqwest::Error),
 }
 
-type Flight = Shared<BoxFuture<'static, Arc<Snapshot>>>;
+/// A completed poll: its snapshot and when it completed.
+#[derive(Debug, Clone)]
+struct Polled {
+    snapshot: Arc<Snapshot>,
+    done: Instant,
+}
+
+type Flight = Shared<BoxFuture<'static, Polled>>;
 
 /// The exporter: the poller, the registry that every data source's metrics
 /// are encoded from, and the poll in flight.
@@ -45,7 +54,10 @@ type Flight = Shared<BoxFuture<'static, Arc<Snapshot>>>;
 pub struct Exporter {
     poller: Arc<Poller>,
     exposition: Arc<Exposition>,
+    /// The poll under way or, with `reuse_poll_for`, the last one.
     in_flight: Mutex<Option<Flight>>,
+    /// `--reuse-poll-for`: zero polls on every scrape not joining one.
+    reuse_poll_for: Duration,
 }
 
 /// An exporter being set up: it owns its poller and registry, so whatever
@@ -55,6 +67,7 @@ pub struct Exporter {
 pub struct ExporterBuilder {
     poller: Poller,
     exposition: Exposition,
+    reuse_poll_for: Duration,
 }
 
 impl ExporterBuilder {
@@ -81,6 +94,7 @@ impl ExporterBuilder {
         let fetch = Fetcher::new(http, config.timeout, config.max_reply_size)
             .map_err(SetupError::HttpClient)?;
         Ok(ExporterBuilder {
+            reuse_poll_for: config.server_cost.reuse_poll_for,
             poller: Poller::new(config, fetch),
             exposition: Exposition::default(),
         })
@@ -118,6 +132,7 @@ impl ExporterBuilder {
             poller: Arc::new(self.poller),
             exposition: Arc::new(self.exposition),
             in_flight: Mutex::new(None),
+            reuse_poll_for: self.reuse_poll_for,
         }
     }
 }
@@ -147,15 +162,16 @@ impl Exporter {
         format: Format,
     ) -> impl Stream<Item = Bytes> + Send + 'static {
         let flight = self.join_flight();
-        let snapshot = flight.clone().await;
-        // The poll is done: forget it, so that its snapshot is freed once
-        // its last scraper has its text sent.
+        let polled = flight.clone().await;
+        // The poll is done: unless it is to answer later scrapes, forget
+        // it, so that its snapshot is freed once its last scraper has its
+        // text sent.
         let mut slot = self.in_flight.lock().expect("flight lock");
-        if slot.as_ref().is_some_and(|f| f.ptr_eq(&flight)) {
+        if self.reuse_poll_for.is_zero() && slot.as_ref().is_some_and(|f| f.ptr_eq(&flight)) {
             *slot = None;
         }
         drop(slot);
-        self.exposition.stream(snapshot, format)
+        self.exposition.stream(polled.snapshot, format)
     }
 
     /// The poll under way, or a new one. It runs as its own task, so that a
@@ -163,15 +179,30 @@ impl Exporter {
     fn join_flight(&self) -> Flight {
         let mut slot = self.in_flight.lock().expect("flight lock");
         if let Some(flight) = slot.as_ref() {
-            if flight.peek().is_none() {
-                return flight.clone();
+            match flight.peek() {
+                None => return flight.clone(),
+                Some(polled) if polled.done.elapsed() < self.reuse_poll_for => {
+                    return flight.clone()
+                }
+                Some(_) => {}
             }
         }
         let poller = self.poller.clone();
-        let task = tokio::spawn(async move { poller.poll().await });
-        let flight = async move { Arc::new(task.await.unwrap_or_default()) }
-            .boxed()
-            .shared();
+        let task = tokio::spawn(async move {
+            let snapshot = Arc::new(poller.poll().await);
+            Polled {
+                snapshot,
+                done: Instant::now(),
+            }
+        });
+        let flight = async move {
+            task.await.unwrap_or_else(|_| Polled {
+                snapshot: Arc::default(),
+                done: Instant::now(),
+            })
+        }
+        .boxed()
+        .shared();
         *slot = Some(flight.clone());
         flight
     }

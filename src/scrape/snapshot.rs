@@ -230,6 +230,26 @@ fn encode_health(enc: &mut DescriptorEncoder, snap: &Snapshot) -> fmt::Result {
     )?;
     gauge_family(
         enc,
+        "nats_delivery_scrape_reply_bytes",
+        "Bytes the server sent for the last poll of this source of this server (every page and request; 0 when it failed before any).",
+        rows().map(|(s, h)| {
+            (
+                [("server", s), ("source", h.source.as_str())],
+                h.reply_bytes,
+            )
+        }),
+    )?;
+    gauge_family(
+        enc,
+        "nats_delivery_jsz_config_read",
+        "Whether the last /jsz poll of this server asked for the streams' and consumers' configuration (1), of every account or of some, or took it all from the last read (0).",
+        snap.targets.iter().filter_map(|t| {
+            let jsz = t.jsz.as_ref()?;
+            Some(([("server", t.server.as_str())], u64::from(jsz.config_read)))
+        }),
+    )?;
+    gauge_family(
+        enc,
         "nats_delivery_last_success_timestamp_seconds",
         "Unix time of the last successful poll of this source of this server.",
         rows().filter_map(|(s, h)| {

@@ -204,6 +204,7 @@ impl Fetcher {
             .await
             .map_err(|e| PollError::from_reqwest(e, self.timeout))?;
         if let Some(chunk) = &chunk {
+            super::server_cost::count_reply_bytes(chunk.len());
             *counted += chunk.len();
             if *counted > self.max_reply_size {
                 return Err(PollError::TooLarge(self.max_reply_size));

@@ -156,14 +156,20 @@ impl SystemLink<'_> {
     /// The server's reply to `endpoint` with the options `query` means.
     async fn reply(&self, endpoint: &str, query: &[(&str, String)]) -> Result<Bytes, PollError> {
         if let (Some(varz), "varz") = (self.varz, endpoint) {
-            return varz
-                .clone()
-                .map_err(|e| crate::system::poll::server_error(&e));
+            // Sent once, in the survey's answer.
+            let body = varz.clone();
+            if let Ok(body) = &body {
+                super::server_cost::count_reply_bytes(body.len());
+            }
+            return body.map_err(|e| crate::system::poll::server_error(&e));
         }
         let options = nats_options(endpoint, query)?;
-        self.requests
+        let body = self
+            .requests
             .ask(self.name, self.id, endpoint, options)
-            .await
+            .await?;
+        super::server_cost::count_reply_bytes(body.len());
+        Ok(body)
     }
 }
 

@@ -13,6 +13,7 @@ pub mod kept;
 mod link;
 mod link_pending;
 pub mod routez;
+pub mod server_cost;
 mod shape;
 pub mod varz;
 
@@ -96,7 +97,7 @@ source_table! {
         made by |s| connz::ConnzSource::new(s.connz_top, s.max_client_names),
         encoded by connz::encode_targets;
     Jsz "jsz" "`/jsz`: JetStream streams and consumers (leader's view).",
-        made by |s| jsz::JszSource::new(s.jsz_page_size, s.jsz_filter.clone()),
+        made by |s| jsz::JszSource::new(s.jsz_page_size, s.jsz_filter.clone(), s.jsz_config()),
         encoded by written_from_leaders;
     Accstatz "accstatz" "`/accstatz`: per-account slow consumers.",
         made by |_s| accstatz::AccstatzSource,
@@ -138,6 +139,8 @@ pub struct SourceHealth {
     pub up: bool,
     /// How long the poll took, in seconds.
     pub duration: f64,
+    /// Bytes of the replies the poll received (all pages and requests).
+    pub reply_bytes: u64,
     /// Unix time of the last successful poll, if any.
     pub last_success: Option<f64>,
     /// Failed polls so far, by error kind.
@@ -189,6 +192,16 @@ pub struct SourceSettings {
     pub jsz_page_size: u32,
     /// The accounts, streams and consumers /jsz keeps.
     pub jsz_filter: jsz::JszFilter,
+    /// Longest time between reads of /jsz's configuration.
+    pub jsz_config_interval: std::time::Duration,
+    /// The removal count's check, before which the configuration is read.
+    pub jsz_removal_check: Option<jsz::RemovalCheck>,
+}
+
+impl SourceSettings {
+    fn jsz_config(&self) -> jsz::ConfigOnDemand {
+        jsz::ConfigOnDemand::new(self.jsz_config_interval, self.jsz_removal_check)
+    }
 }
 
 /// Builds `<base>/<endpoint>?<query>` keeping any base path the operator gave.
@@ -263,6 +276,8 @@ mod tests {
             max_client_names: 1,
             jsz_page_size: 1,
             jsz_filter: Default::default(),
+            jsz_config_interval: Default::default(),
+            jsz_removal_check: None,
         };
         let kinds: Vec<Source> = per_target(&settings).iter().map(|s| s.kind()).collect();
         assert_eq!(kinds, [Source::Varz, Source::Jsz, Source::Gatewayz]);

@@ -5,6 +5,7 @@ mod cardinality_budget;
 mod cardinality_request;
 #[path = "../common/mod.rs"]
 mod common;
+mod config_on_demand;
 mod consumer_health;
 mod consumer_health_lag;
 mod jetstream_consumer;

@@ -60,3 +60,36 @@ async fn concurrent_scrapes_share_one_poll() {
         assert_eq!(served(&server, "/jsz"), round, "round {round}");
     }
 }
+
+/// Two scrapers of an HA pair, with `--reuse-poll-for`: a scrape that comes
+/// within that long after a completed poll is answered from it, so the
+/// server builds one `/jsz` for both; a later one polls again. Without the
+/// flag every scrape polls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ha_pair_within_the_reuse_window_costs_one_poll() {
+    let server = NatsServer::builder().jetstream().start();
+    let url = [server.monitor_url()];
+    let reusing = common::exporter(&url, &["--reuse-poll-for", "5s"]);
+    let first = common::scrape(&reusing).await;
+    let second = common::scrape(&reusing).await;
+    assert_eq!(served(&server, "/jsz"), 1);
+    // The same poll: its own measured duration, to the digit.
+    let took = |text: &str| {
+        value(
+            text,
+            "nats_delivery_scrape_duration_seconds",
+            &[("server", &server.name), ("source", "jsz")],
+        )
+    };
+    assert!(took(&first).is_some());
+    assert_eq!(took(&first), took(&second));
+    tokio::time::sleep(Duration::from_millis(5_200)).await;
+    common::scrape(&reusing).await;
+    common::scrape(&reusing).await;
+    assert_eq!(served(&server, "/jsz"), 2);
+    // Without the flag each of the pair's scrapes polls.
+    let plain = common::exporter(&url, &[]);
+    common::scrape(&plain).await;
+    common::scrape(&plain).await;
+    assert_eq!(served(&server, "/jsz"), 4);
+}

@@ -94,6 +94,9 @@ impl ConsumerState {
             no_redelivery: config.is_some_and(|k| k.acks_none || k.max_deliver == Some(1)),
         };
         let last = self.window.newest_delivered_and_pending();
+        if c.reconfigured {
+            self.removed.restart(stream);
+        }
         self.removed.record(stream, last, now, kind)
     }
 }

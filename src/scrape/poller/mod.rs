@@ -8,7 +8,8 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::future::join_all;
@@ -23,6 +24,7 @@ use crate::poll_error::PollError;
 use crate::redact::redacted;
 use crate::scrape::snapshot::Snapshot;
 use crate::sources::kept::KeptBudget;
+use crate::sources::server_cost::counting_reply_bytes;
 use crate::sources::{
     self, AnySource, Fetcher, ServerLink, Source, SourceHealth, SourceSettings, TargetSnapshot,
 };
@@ -86,6 +88,8 @@ impl Poller {
             max_client_names: config.max_client_names,
             jsz_page_size: config.jsz_page_size,
             jsz_filter: config.cardinality.filter(),
+            jsz_config_interval: config.server_cost.jsz_config_interval,
+            jsz_removal_check: Some(removal_check),
         };
         let targets = config
             .monitor_urls
@@ -243,12 +247,12 @@ impl Poller {
         link: ServerLink<'_>,
         timeout: Duration,
     ) -> TargetSnapshot {
-        let polls = join_all(
-            target
-                .sources
-                .iter()
-                .map(|source| timed(timeout, source.poll_boxed(&link))),
-        )
+        let polls = join_all(target.sources.iter().map(|source| async {
+            let bytes = Arc::new(AtomicU64::new(0));
+            let polled = counting_reply_bytes(bytes.clone(), source.poll_boxed(&link));
+            let (result, took) = timed(timeout, polled).await;
+            (result, (took, bytes.load(Ordering::Relaxed)))
+        }))
         .await;
         self.settle(target, polls)
     }
@@ -258,7 +262,7 @@ impl Poller {
     fn settle(
         &self,
         target: &Target,
-        polls: Vec<(Result<sources::Absorb<'_>, PollError>, Duration)>,
+        polls: Vec<(Result<sources::Absorb<'_>, PollError>, (Duration, u64))>,
     ) -> TargetSnapshot {
         let now = unix_now();
         let mut state = target.state.lock().expect("target lock");
@@ -268,7 +272,7 @@ impl Poller {
             max_pending: state.max_pending,
             ..TargetSnapshot::default()
         };
-        for (source, (result, took)) in target.sources.iter().zip(polls) {
+        for (source, (result, (took, reply_bytes))) in target.sources.iter().zip(polls) {
             let source = source.kind();
             let up = result.is_ok();
             match result {
@@ -297,6 +301,7 @@ impl Poller {
                 source,
                 up,
                 duration: took.as_secs_f64(),
+                reply_bytes,
                 last_success: state.last_success.get(&source).copied(),
                 errors: state.errors.get(&source).cloned().unwrap_or_default(),
             });
@@ -313,6 +318,15 @@ impl Poller {
         }
         snap
     }
+}
+
+/// The removal count's check for `/jsz`'s configuration on demand.
+fn removal_check(before: [u64; 8], now: [u64; 8], filtered: bool, once: bool) -> bool {
+    let kind = crate::jetstream::removed_before_delivery::Kind {
+        filtered,
+        no_redelivery: once,
+    };
+    crate::jetstream::removed_before_delivery::could_count(before, now, kind)
 }
 
 fn unix_now() -> f64 {

@@ -66,7 +66,7 @@ impl Poller {
                 } else {
                     PollError::Nats(why.clone())
                 };
-                (Err(error), Duration::ZERO)
+                (Err(error), (Duration::ZERO, 0))
             });
             snaps.push(self.settle(&target, failed.collect()));
         }

@@ -24,7 +24,7 @@ pub const HELD_PER_CONSUMER: usize = 512;
 
 /// What a string of `len` bytes takes from the allocator: its bytes and
 /// the allocator's header, rounded up to its 16-byte steps, at least 32.
-fn string_bytes(len: usize) -> usize {
+pub(super) fn string_bytes(len: usize) -> usize {
     if len == 0 {
         return 0;
     }
@@ -195,4 +195,16 @@ pub fn pins_clients<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 /// `ack_policy`: true for `none`.
 pub fn acks_none<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     Ok(Option::<String>::deserialize(d)?.as_deref() == Some("none"))
+}
+
+/// A string kept as its hash: only whether it changed matters (0 when
+/// absent).
+pub fn hashed<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    use std::hash::{Hash, Hasher};
+    let Some(text) = Option::<String>::deserialize(d)? else {
+        return Ok(0);
+    };
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    Ok(h.finish())
 }

@@ -152,6 +152,7 @@ mod tests {
         JszPoll {
             now: unix_seconds(&jsz.now),
             accounts: jsz.account_details,
+            config_read: true,
         }
     }
 

@@ -13,6 +13,8 @@ use super::{unix_seconds, ServerLink, Source};
 use super::{MonitoringSource, TargetSnapshot};
 use crate::poll_error::PollError;
 
+mod config_memory;
+mod config_on_demand;
 mod cut;
 pub mod de;
 mod filter;
@@ -21,6 +23,8 @@ pub mod patterns;
 mod reply;
 pub mod split;
 mod stream_end;
+pub use config_memory::RemovalCheck;
+pub use config_on_demand::ConfigOnDemand;
 pub use filter::JszFilter;
 pub use leaders::{select, select_leaders, ConsumerRow, Leaders, StreamRow};
 pub use reply::*;
@@ -32,10 +36,13 @@ pub struct JszPoll {
     pub now: Option<f64>,
     /// Every account on every page.
     pub accounts: Vec<AccountDetail>,
+    /// The configuration was asked for (of every account or of some); the
+    /// rest is kept from the last read ([`ConfigOnDemand`]).
+    pub config_read: bool,
 }
 
-/// Reads every page of accounts with streams, consumers and configuration,
-/// keeping what `filter` keeps (page by page, so that what it leaves out is
+/// Reads every page of accounts with streams, consumers and, if `config`,
+/// their configuration, keeping what `filter` keeps (page by page, so that what it leaves out is
 /// never held for long).
 ///
 /// When the filter names one account exactly, the server is asked for that
@@ -51,11 +58,13 @@ pub async fn poll(
     link: &ServerLink<'_>,
     page_size: u32,
     filter: &JszFilter,
+    config: bool,
 ) -> Result<JszPoll, PollError> {
     if let Some(account) = filter.server_account() {
         let pages = Pages {
             account: Some(account),
             size: page_size,
+            config,
         };
         let (out, _) = read_pages(link, pages, filter).await?;
         if !out.accounts.is_empty() {
@@ -65,6 +74,7 @@ pub async fn poll(
     let pages = Pages {
         account: None,
         size: page_size,
+        config,
     };
     let (out, in_order) = read_pages(link, pages, filter).await?;
     if in_order {
@@ -77,15 +87,33 @@ pub async fn poll(
     let pages = Pages {
         account: None,
         size: u32::MAX >> 1,
+        config,
     };
     Ok(read_pages(link, pages, filter).await?.0)
 }
 
-/// Which pages to read: of one account (`acc=`) or all, and their size.
+/// Reads the account the server names `account` with its configuration.
+async fn poll_account(
+    link: &ServerLink<'_>,
+    page_size: u32,
+    filter: &JszFilter,
+    account: &str,
+) -> Result<JszPoll, PollError> {
+    let pages = Pages {
+        account: Some(account),
+        size: page_size,
+        config: true,
+    };
+    Ok(read_pages(link, pages, filter).await?.0)
+}
+
+/// Which pages to read: of one account (`acc=`) or all, their size, and
+/// whether with the configuration.
 #[derive(Debug, Clone, Copy)]
 struct Pages<'a> {
     account: Option<&'a str>,
     size: u32,
+    config: bool,
 }
 
 /// Reads pages of `page_size` accounts until the last; returns the distinct
@@ -108,7 +136,7 @@ async fn read_pages(
             ("accounts", "true".into()),
             ("streams", "true".into()),
             ("consumers", "true".into()),
-            ("config", "true".into()),
+            ("config", pages_to_read.config.to_string()),
             ("offset", offset.to_string()),
             ("limit", page_size.to_string()),
         ];
@@ -166,12 +194,18 @@ async fn read_pages(
 pub struct JszSource {
     page_size: u32,
     filter: JszFilter,
+    config: ConfigOnDemand,
 }
 
 impl JszSource {
-    /// Reads `page_size` accounts per request and keeps what `filter` keeps.
-    pub fn new(page_size: u32, filter: JszFilter) -> JszSource {
-        JszSource { page_size, filter }
+    /// Reads `page_size` accounts per request, keeps what `filter` keeps,
+    /// and reads the configuration as `config` says.
+    pub fn new(page_size: u32, filter: JszFilter, config: ConfigOnDemand) -> JszSource {
+        JszSource {
+            page_size,
+            filter,
+            config,
+        }
     }
 }
 
@@ -186,7 +220,7 @@ impl MonitoringSource for JszSource {
         &'a self,
         link: &'a ServerLink<'a>,
     ) -> impl std::future::Future<Output = Result<JszPoll, PollError>> + Send + 'a {
-        poll(link, self.page_size, &self.filter)
+        self.config.poll(link, self.page_size, &self.filter)
     }
 
     fn absorb(&self, jsz: JszPoll, snap: &mut TargetSnapshot) {

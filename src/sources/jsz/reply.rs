@@ -55,6 +55,10 @@ pub struct ClusterInfo {
 pub struct StreamDetail {
     /// Stream name.
     pub name: String,
+    /// When the stream was made, as a hash of the server's text: a stream
+    /// deleted and made again under its name has another.
+    #[serde(deserialize_with = "de::hashed")]
+    pub created: u64,
     /// Set for streams in a JetStream cluster.
     pub cluster: Option<ClusterInfo>,
     /// Limits.
@@ -66,8 +70,16 @@ pub struct StreamDetail {
     pub consumer_detail: Vec<ConsumerInfo>,
 }
 
+impl StreamDetail {
+    /// The stream's limits: read with its configuration, or kept from the
+    /// last read (`--jsz-config-interval`).
+    pub fn limits(&self) -> Option<&StreamConfig> {
+        self.config.as_ref()
+    }
+}
+
 /// Stream limits; negative means unlimited.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(default)]
 pub struct StreamConfig {
     /// Most messages kept.
@@ -111,10 +123,17 @@ pub struct ConsumerInfo {
     /// for every consumer of a poll, each `String` or `Vec` would take 8
     /// bytes more.)
     pub name: Box<str>,
+    /// When the consumer was made, as a hash of the server's text.
+    #[serde(deserialize_with = "de::hashed")]
+    pub created: u64,
     /// Set for consumers in a JetStream cluster.
     pub cluster: Option<ClusterInfo>,
-    /// Present with `config=true`.
+    /// Read with `config=true`, or kept from the last read.
     pub config: Option<ConsumerConfig>,
+    /// The subject filter or ack policy differs from the configuration kept
+    /// before this poll read it: the removal count starts again.
+    #[serde(skip)]
+    pub reconfigured: bool,
     /// Last delivered.
     pub delivered: SequenceInfo,
     /// Acknowledged floor.
@@ -166,7 +185,7 @@ impl ConsumerInfo {
 }
 
 /// The consumer settings the exporter reports.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Hash, Deserialize)]
 #[serde(default)]
 pub struct ConsumerConfig {
     /// Whether the consumer has a durable name (the name itself is `name`;

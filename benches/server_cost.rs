@@ -1,0 +1,121 @@
+//! What a scrape costs the server it watches, measured in one run against a
+//! real server: S streams x 100 consumers, then, in alternating rounds, one
+//! scrape of the exporter binary (default flags), one full-information
+//! fetch (`/jsz?accounts=true&streams=true&consumers=true&config=true`, what
+//! any exporter must ask to report what this one reports), and the
+//! exporter's own fetch between configuration reads (the same with
+//! `config=false`). For each: the server process's CPU time from
+//! `/proc/<pid>/stat` (utime + stime, 10 ms ticks) and the wall time.
+//! Ratios are taken within one run, so other work on the machine weighs on
+//! both sides alike.
+//!
+//! `cargo bench --bench server_cost`; `BENCH_SIZES=10000,30000,100000`
+//! (the default) picks the totals, `BENCH_ROUNDS` the rounds per size (9),
+//! `BENCH_EXPORTER_ARGS` adds flags to the exporter.
+//!
+//! The exporter's scrape reads every default source (`/varz`, `/connz`
+//! twice, `/jsz`, `/accstatz`); its `/jsz` asks for configuration on the
+//! first poll (the warm-up) and then every `--jsz-config-interval` (5m):
+//! the rounds measure the polls in between.
+
+mod support;
+
+use std::time::Duration;
+
+use nats_test_server::NatsServer;
+use support::{
+    cpu_seconds, create_consumers, env_args, env_or, median, spawn_exporter, timed_read,
+    wait_until_up,
+};
+
+/// The kinds of request of a round.
+const KINDS: [&str; 3] = ["exporter scrape", "full fetch", "exporter's own fetch"];
+
+/// Server CPU seconds and wall seconds of each request of one kind.
+#[derive(Default)]
+struct Kind {
+    cpu: Vec<f64>,
+    wall: Vec<f64>,
+    bytes: usize,
+}
+
+#[tokio::main]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let sizes: Vec<usize> = std::env::var("BENCH_SIZES")
+        .unwrap_or_else(|_| "10000,30000,100000".into())
+        .split(',')
+        .map(|t| t.trim().parse().expect("BENCH_SIZES: totals"))
+        .collect();
+    let rounds = env_or("BENCH_ROUNDS", 9);
+    let mut table = Vec::new();
+    for consumers in sizes {
+        table.push((consumers, measure(consumers / 100, rounds).await));
+    }
+    println!();
+    println!("consumers  kind                  server CPU (median)  wall (median)  body read");
+    for (consumers, kinds) in &table {
+        for (name, k) in KINDS.iter().zip(kinds) {
+            println!(
+                "{consumers:>9}  {name:<20}  {:>8.3} s           {:>7.3} s      {:>6.1} MB",
+                median(&k.cpu),
+                median(&k.wall),
+                k.bytes as f64 / 1e6
+            );
+        }
+        let [scrape, full, own] = kinds;
+        let ratio = |a: &Kind, b: &Kind, f: fn(&Kind) -> &Vec<f64>| median(f(a)) / median(f(b));
+        println!(
+            "{consumers:>9}  scrape / full fetch: CPU {:.2}x, wall {:.2}x; scrape / own fetch: CPU {:.2}x, wall {:.2}x",
+            ratio(scrape, full, |k| &k.cpu),
+            ratio(scrape, full, |k| &k.wall),
+            ratio(scrape, own, |k| &k.cpu),
+            ratio(scrape, own, |k| &k.wall),
+        );
+    }
+}
+
+/// `streams` x 100 consumers on a fresh server, `rounds` alternating rounds.
+async fn measure(streams: usize, rounds: usize) -> [Kind; 3] {
+    let server = NatsServer::builder().jetstream().start();
+    create_consumers(&server, streams, 100).await;
+    let mut args = vec!["--monitor-url".to_string(), server.monitor_url()];
+    args.extend(env_args("BENCH_EXPORTER_ARGS"));
+    let (mut exporter, listen) = spawn_exporter(support::EXPORTER, &args);
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    wait_until_up(&http, listen).await;
+    let jsz = |config: bool| {
+        format!(
+            "{}/jsz?accounts=true&streams=true&consumers=true&config={config}&offset=0&limit=1024",
+            server.monitor_url()
+        )
+    };
+    let urls = [format!("http://{listen}/metrics"), jsz(true), jsz(false)];
+    // Warm-up: the exporter's first poll reads the configuration.
+    for url in &urls {
+        timed_read(&http, url, 0).await;
+    }
+    let mut kinds: [Kind; 3] = Default::default();
+    for round in 0..rounds {
+        for which in (0..KINDS.len()).map(|k| (k + round) % KINDS.len()) {
+            // A pause: the server's garbage collection after one large
+            // reply must not fall on whichever request comes next.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let before = cpu_seconds(server.pid());
+            let read = timed_read(&http, &urls[which], 0).await;
+            let k = &mut kinds[which];
+            k.cpu.push(cpu_seconds(server.pid()) - before);
+            k.wall.push(read.seconds);
+            k.bytes = read.bytes;
+        }
+    }
+    let _ = exporter.kill();
+    let _ = exporter.wait();
+    println!("{streams} streams x 100 consumers, {rounds} alternating rounds");
+    kinds
+}

@@ -1,0 +1,238 @@
+//! What is kept of one server's streams and consumers between reads of
+//! their configuration: per stream and consumer, a hash of its names, a
+//! hash of its `created`, its configuration (consumers' shared among equal
+//! ones) and the figures of the last poll the removal check compares.
+//! About 70 bytes per consumer at 100,000 consumers.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::mem::size_of;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::de::{string_bytes, Kept};
+use super::{AccountDetail, ConsumerConfig, ConsumerInfo, JszPoll, StreamConfig, StreamDetail};
+
+/// Whether a consumer's removal count could grow between two polls (see
+/// `jetstream::removed_before_delivery::could_count`: the stream's
+/// `first_seq`, `last_seq`, `messages`, `num_deleted`, the consumer's
+/// `delivered.stream_seq`, `delivered.consumer_seq`, `num_pending`,
+/// `num_redelivered`), given whether it is filtered and never redelivers.
+pub type RemovalCheck = fn(before: [u64; 8], now: [u64; 8], filtered: bool, once: bool) -> bool;
+
+/// A stream's or consumer's configuration as last read (`None`: never
+/// read), with its `created` and its figures at the last poll.
+#[derive(Debug)]
+struct Remembered<C> {
+    created: u64,
+    config: Option<C>,
+    at: [u64; 4],
+}
+
+/// By a hash of (account, stream) and of (account, stream, consumer): two
+/// entries would have to agree on that and on `created` to be mistaken.
+#[derive(Debug, Default)]
+pub(super) struct Memory {
+    read_at: Option<Instant>,
+    streams: HashMap<u64, Remembered<StreamConfig>>,
+    consumers: HashMap<u64, Remembered<Arc<ConsumerConfig>>>,
+    /// Every distinct consumer configuration kept, once.
+    configs: HashSet<Arc<ConsumerConfig>>,
+}
+
+fn key(names: &[&str]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    names.hash(&mut h);
+    h.finish()
+}
+
+/// A stream's figures the removal count reads.
+fn stream_at(s: &StreamDetail) -> [u64; 4] {
+    let st = &s.state;
+    [st.first_seq, st.last_seq, st.messages, st.num_deleted]
+}
+
+/// A consumer's figures the removal count reads.
+fn consumer_at(c: &ConsumerInfo) -> [u64; 4] {
+    let d = &c.delivered;
+    [
+        d.stream_seq,
+        d.consumer_seq,
+        c.num_pending,
+        c.num_redelivered,
+    ]
+}
+
+/// Whether a consumer is filtered, and whether it never redelivers, as the
+/// removal count reads its configuration.
+fn counting_kind(c: &ConsumerConfig) -> (bool, bool) {
+    let filtered = !c.filter_subject.is_empty() || !c.filter_subjects.is_empty();
+    (filtered, c.acks_none || c.max_deliver == Some(1))
+}
+
+fn joined(stream: [u64; 4], consumer: [u64; 4]) -> [u64; 8] {
+    let mut all = [0; 8];
+    all[..4].copy_from_slice(&stream);
+    all[4..].copy_from_slice(&consumer);
+    all
+}
+
+impl Memory {
+    /// Whether the configuration is due: never read, or `interval` ago.
+    pub(super) fn due(&self, interval: Duration) -> bool {
+        self.read_at.is_none_or(|at| at.elapsed() >= interval)
+    }
+
+    /// The accounts (as the server names them) whose configuration this
+    /// poll must read: a stream or consumer not kept or made again, or a
+    /// consumer whose removal count `check` says could grow.
+    pub(super) fn stale_accounts(
+        &self,
+        polled: &JszPoll,
+        check: Option<RemovalCheck>,
+    ) -> BTreeSet<String> {
+        let mut stale = BTreeSet::new();
+        for a in &polled.accounts {
+            let needs = a.stream_detail.iter().any(|s| {
+                let kept = self.streams.get(&key(&[&a.name, &s.name]));
+                let Some(ks) = kept.filter(|k| k.created == s.created) else {
+                    return true;
+                };
+                s.consumer_detail.iter().any(|c| {
+                    let kept = self.consumers.get(&key(&[&a.name, &s.name, &c.name]));
+                    let Some(kc) = kept.filter(|k| k.created == c.created) else {
+                        return true;
+                    };
+                    let (Some(check), Some(config)) = (check, &kc.config) else {
+                        return false;
+                    };
+                    let (filtered, once) = counting_kind(config);
+                    let before = joined(ks.at, kc.at);
+                    check(before, joined(stream_at(s), consumer_at(c)), filtered, once)
+                })
+            });
+            if needs {
+                stale.insert(own_name(a).clone());
+            }
+        }
+        stale
+    }
+
+    /// Keeps this poll's configuration and figures (`whole`: every account
+    /// was read with its configuration), and fills in the configuration kept
+    /// where the poll did not ask. Returns what the filled-in values keep.
+    pub(super) fn remember(&mut self, polled: &mut JszPoll, whole: bool) -> usize {
+        let mut old = std::mem::take(self);
+        self.read_at = if whole {
+            Some(Instant::now())
+        } else {
+            old.read_at
+        };
+        let streams = polled.accounts.iter().flat_map(|a| &a.stream_detail);
+        let consumers = streams.clone().map(|s| s.consumer_detail.len()).sum();
+        self.streams.reserve(streams.count());
+        self.consumers.reserve(consumers);
+        let mut filled = 0;
+        for a in &mut polled.accounts {
+            for s in &mut a.stream_detail {
+                let stream_key = key(&[&a.name, &s.name]);
+                let before = old.streams.remove(&stream_key);
+                let before = before.filter(|k| k.created == s.created);
+                if s.config.is_none() {
+                    s.config = before.and_then(|k| k.config);
+                }
+                for c in &mut s.consumer_detail {
+                    let consumer_key = key(&[&a.name, &s.name, &c.name]);
+                    let before = old.consumers.remove(&consumer_key);
+                    let before = before.filter(|k| k.created == c.created);
+                    filled += fill_consumer(c, before.and_then(|k| k.config));
+                    let kept = Remembered {
+                        created: c.created,
+                        config: c.config.as_ref().map(|k| self.shared(&old.configs, k)),
+                        at: consumer_at(c),
+                    };
+                    self.consumers.insert(consumer_key, kept);
+                }
+                let kept = Remembered {
+                    created: s.created,
+                    config: s.config.clone(),
+                    at: stream_at(s),
+                };
+                self.streams.insert(stream_key, kept);
+            }
+        }
+        filled
+    }
+
+    /// `config`, shared with an equal one kept (from this poll, or the
+    /// last one's `before`).
+    fn shared(
+        &mut self,
+        before: &HashSet<Arc<ConsumerConfig>>,
+        config: &ConsumerConfig,
+    ) -> Arc<ConsumerConfig> {
+        if let Some(k) = self.configs.get(config) {
+            return k.clone();
+        }
+        let k = before
+            .get(config)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(config.clone()));
+        self.configs.insert(k.clone());
+        k
+    }
+
+    /// What is kept, as the allocator holds it: the tables' rooms (with the
+    /// control byte of each and the room they keep free) and each distinct
+    /// configuration.
+    pub(super) fn kept_bytes(&self) -> usize {
+        let room = |entries: usize, size: usize| (entries * 8).div_ceil(7) * (size + 1);
+        let streams = room(
+            self.streams.capacity(),
+            size_of::<(u64, Remembered<StreamConfig>)>(),
+        );
+        let consumers = room(
+            self.consumers.capacity(),
+            size_of::<(u64, Remembered<Arc<ConsumerConfig>>)>(),
+        );
+        let configs: usize = self
+            .configs
+            .iter()
+            .map(|k| 9 + 16 + size_of::<ConsumerConfig>() + config_heap(k))
+            .sum();
+        streams + consumers + configs
+    }
+}
+
+/// Fills `c`'s configuration from `kept` when the poll did not read it, or
+/// marks it reconfigured when the read one differs for the removal count.
+/// Returns what a filled-in configuration keeps.
+fn fill_consumer(c: &mut ConsumerInfo, kept: Option<Arc<ConsumerConfig>>) -> usize {
+    match (&c.config, kept) {
+        (None, kept) => {
+            c.config = kept.map(|k| (*k).clone());
+            c.config.as_ref().map_or(0, config_heap)
+        }
+        (Some(now), Some(kept)) => {
+            c.reconfigured =
+                counting_kind(now) != counting_kind(&kept) || now.filters() != kept.filters();
+            0
+        }
+        (Some(_), None) => 0,
+    }
+}
+
+/// What a consumer's configuration holds besides its own size.
+fn config_heap(c: &ConsumerConfig) -> usize {
+    let filters: usize = c.filter_subjects.iter().map(Kept::kept_bytes).sum();
+    string_bytes(c.filter_subject.len()) + filters
+}
+
+/// The name the server knows an account by (its public key in operator mode).
+pub(super) fn own_name(a: &AccountDetail) -> &String {
+    if a.id.is_empty() {
+        &a.name
+    } else {
+        &a.id
+    }
+}
