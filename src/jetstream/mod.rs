@@ -7,6 +7,7 @@ pub(crate) mod cardinality;
 pub mod consumer_health;
 pub(crate) mod consumer_status;
 pub(crate) mod jsz_families;
+pub mod limit_forecast;
 pub mod message_timestamps;
 pub mod removed_before_delivery;
 pub(crate) mod seq_ranges;

@@ -196,3 +196,8 @@ pub fn pins_clients<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 pub fn acks_none<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     Ok(Option::<String>::deserialize(d)?.as_deref() == Some("none"))
 }
+
+/// `discard`: true for `new`.
+pub fn discards_new<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.as_deref() == Some("new"))
+}

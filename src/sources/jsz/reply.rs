@@ -76,6 +76,10 @@ pub struct StreamConfig {
     pub max_bytes: Option<i64>,
     /// Oldest message kept, in nanoseconds; 0 means unlimited.
     pub max_age: Option<i64>,
+    /// Whether a full stream refuses new messages (`discard: new`) instead
+    /// of removing its oldest.
+    #[serde(rename = "discard", deserialize_with = "de::discards_new")]
+    pub discard_new: bool,
 }
 
 /// Stream contents.
