@@ -10,5 +10,6 @@ pub(crate) mod jsz_families;
 pub mod limit_forecast;
 pub mod message_timestamps;
 pub mod removed_before_delivery;
+pub mod replicas;
 pub(crate) mod seq_ranges;
 pub mod stream_lost;

@@ -125,6 +125,11 @@ impl NatsServer {
         port_after(&self.log(), "Listening for leafnode connections on ")
     }
 
+    /// The server process's id, for a signal a test sends it (SIGSTOP).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The server's temporary directory (config, log, JetStream store).
     pub fn dir(&self) -> &Path {
         self.dir.path()

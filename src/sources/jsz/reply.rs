@@ -47,6 +47,10 @@ pub struct AccountDetail<S = StreamDetail> {
 pub struct ClusterInfo {
     /// The leader's server name; empty while there is none.
     pub leader: Box<str>,
+    /// The replicas this server lists (only the leader's view means
+    /// anything: a follower lists the other followers as not current).
+    #[serde(deserialize_with = "super::replicas::counts")]
+    pub replicas: super::replicas::ReplicaCounts,
 }
 
 /// One stream.
