@@ -123,6 +123,16 @@ pub fn groups<'a>(
     out
 }
 
+/// How many series [`encode`] writes for `polls` (for the series ceiling).
+pub fn series(polls: &[Option<(Option<&str>, &JszPoll)>]) -> u64 {
+    let per_stream = STREAM_FAMILIES.len() as u64;
+    (groups(polls).values())
+        .map(|g| {
+            u64::from(g.stream.is_some()) * per_stream + 2 * u64::from(!g.consumers.is_empty())
+        })
+        .sum()
+}
+
 /// Writes the replica families of every replicated stream in `polls`.
 pub fn encode(
     enc: &mut DescriptorEncoder,

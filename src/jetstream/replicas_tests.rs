@@ -90,4 +90,5 @@ fn the_leaders_view_wins_over_a_leaderless_one() {
 fn streams_outside_a_cluster_have_no_replica_series() {
     let p = poll(None, None);
     assert!(groups(&[Some((Some("n1"), &p))]).is_empty());
+    assert_eq!(series(&[Some((Some("n1"), &p))]), 0);
 }

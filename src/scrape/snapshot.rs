@@ -79,7 +79,8 @@ impl Snapshot {
             .iter()
             .map(|(_, s)| jsz_families::stream_series(s))
             .sum::<u64>()
-            + self.folded.len() as u64 * jsz_families::folded_series(series);
+            + self.folded.len() as u64 * jsz_families::folded_series(series)
+            + crate::jetstream::replicas::series(&self.named_polls());
         let detail: Vec<u64> = consumers
             .iter()
             .map(|(_, _, c, now)| jsz_families::consumer_series(c, *now, series))
