@@ -13,9 +13,9 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::consumer::PullConsumer;
-use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, stream};
+use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy};
 
-use crate::jetstream::{err, fetch};
+use crate::jetstream::{err, fetch, keeping_stream};
 use crate::ledger::{self, Truth};
 use crate::prom::Alert;
 use crate::Lab;
@@ -46,16 +46,7 @@ struct Seen {
 /// The stream and its consumer, counted by the exporter from 0.
 async fn start(lab: &mut Lab) -> anyhow::Result<(jetstream::Context, PullConsumer)> {
     let js = jetstream::new(lab.app.clone());
-    let stream = js
-        .create_stream(stream::Config {
-            name: STREAM.into(),
-            subjects: vec![SUBJECT.into()],
-            max_messages: KEEP as i64,
-            discard: stream::DiscardPolicy::Old,
-            ..Default::default()
-        })
-        .await
-        .map_err(err)?;
+    let stream = keeping_stream(&js, STREAM, SUBJECT, KEEP).await?;
     let slow = stream
         .create_consumer(pull::Config {
             durable_name: Some("slow".into()),
