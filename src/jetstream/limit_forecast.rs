@@ -58,13 +58,15 @@ pub fn stream_front(s: &StreamDetail) -> Option<StreamFront> {
 }
 
 /// Per consumer: how fast it falls behind the stream's head, measured
-/// between polls at least a span apart (24 bytes).
+/// between polls at least a span apart (16 bytes: it is kept for every
+/// consumer).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BehindRate {
     /// When the anchor was taken (poll clock); 0 before the first poll.
     anchor_time: f64,
-    /// The stream's last sequence minus the consumer's delivered one then.
-    anchor_behind: u64,
+    /// The stream's last sequence minus the consumer's delivered one then
+    /// (held at `u32::MAX`: a rate over more is as good as any).
+    anchor_behind: u32,
     /// Sequences per second the distance grew over the last span; NaN
     /// before a span was measured.
     rate: f32,
@@ -75,6 +77,7 @@ impl BehindRate {
     /// the stream's head, and measures the rate once `span` seconds have
     /// passed since the anchor. Returns the rate (sequences per second).
     fn record(&mut self, now: f64, behind: u64, span: f64) -> Option<f64> {
+        let behind = u32::try_from(behind).unwrap_or(u32::MAX);
         if self.anchor_time == 0.0 {
             *self = BehindRate {
                 anchor_time: now,
@@ -82,14 +85,14 @@ impl BehindRate {
                 rate: f32::NAN,
             };
         } else if now - self.anchor_time >= span {
-            let grew = behind as f64 - self.anchor_behind as f64;
+            let grew = f64::from(behind) - f64::from(self.anchor_behind);
             self.rate = (grew / (now - self.anchor_time)) as f32;
             self.anchor_time = now;
             self.anchor_behind = behind;
         } else if now < self.anchor_time {
             // A clock gone back: start again.
             *self = BehindRate::default();
-            return self.record(now, behind, span);
+            return self.record(now, u64::from(behind), span);
         }
         (!self.rate.is_nan()).then_some(f64::from(self.rate))
     }

@@ -156,6 +156,6 @@ fn only_limits_that_remove_make_a_front() {
 }
 
 #[test]
-fn a_consumer_keeps_24_bytes() {
-    assert!(std::mem::size_of::<BehindRate>() <= 24);
+fn a_consumer_keeps_16_bytes() {
+    assert!(std::mem::size_of::<BehindRate>() <= 16);
 }
