@@ -41,13 +41,13 @@ fn margins(text: &str) -> Margins {
 }
 
 /// Scrapes both exporters until `done` holds for each (at most `secs`);
-/// returns how long each took.
-async fn until(
+/// returns how long each took, or what each last showed.
+async fn try_until(
     exporters: &[(&str, &Exporter)],
     secs: u64,
     what: &str,
     done: impl Fn(Margins) -> bool,
-) -> Vec<f64> {
+) -> Result<Vec<f64>, String> {
     let start = Instant::now();
     let mut took = vec![None; exporters.len()];
     while took.iter().any(Option::is_none) {
@@ -59,15 +59,45 @@ async fn until(
             }
             seen.push((*name, m));
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(secs),
-            "{what} within {secs} s: {seen:?}"
-        );
+        if start.elapsed() >= Duration::from_secs(secs) {
+            return Err(format!("{what} within {secs} s: {seen:?}"));
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let took: Vec<f64> = took.into_iter().flatten().collect();
     println!("{what}: {took:.1?} s (http, system account)");
-    took
+    Ok(took)
+}
+
+/// [`try_until`], failing the test on a timeout.
+async fn until(
+    exporters: &[(&str, &Exporter)],
+    secs: u64,
+    what: &str,
+    done: impl Fn(Margins) -> bool,
+) -> Vec<f64> {
+    try_until(exporters, secs, what, done)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Kills `server` and starts it again until its replicas are current again
+/// (at most 3 starts): a restarted nats-server 2.10.26 can stay unheard by
+/// the leader ("Duplicate Route" in both logs), its replica left behind,
+/// which the margins must show (0) rather than hide.
+async fn restart_until_current(
+    server: &mut NatsServer,
+    exporters: &[(&str, &Exporter)],
+    full: impl Fn(Margins) -> bool + Copy,
+) {
+    for start in 1..=3 {
+        server.kill_and_restart(false);
+        match try_until(exporters, 20, "margin 1 after the restart", full).await {
+            Ok(_) => return,
+            Err(e) => println!("start {start}: a replica left behind, {e}"),
+        }
+    }
+    panic!("the restarted server's replicas not current after 3 starts");
 }
 
 /// The stream's leader, as the server at `monitor_url` names it.
@@ -121,8 +151,7 @@ async fn margins_fall_with_a_frozen_or_killed_server_and_come_back() {
 
     signal(&servers[victim], "-KILL");
     until(&both, FALL_WITHIN, "margin 0 after SIGKILL", one_down).await;
-    servers[victim].kill_and_restart(false);
-    until(&both, 20, "margin 1 after the restart", full).await;
+    restart_until_current(&mut servers[victim], &both, full).await;
 
     // Two of three gone: no quorum. The stream stays in the output, below 0.
     let other = 3 - victim;
