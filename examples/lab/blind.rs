@@ -13,6 +13,18 @@ const WAIT: Duration = Duration::from_secs(30);
 /// neither driven nor listed here.
 pub const NOT_IN_LAB: &[(&str, &str)] = &[
     (
+        "NatsJetStreamReplicaMarginExhausted",
+        "the lab runs one server, so no stream has replicas; tests/system/replica_margin.rs \
+         freezes and kills servers of a real 3-node cluster and checks the margins the rule \
+         reads, alerts/tests/replica_margin.test.yml the rule",
+    ),
+    (
+        "NatsJetStreamReplicasUnavailable",
+        "the lab runs one server, so no stream has replicas; tests/system/replica_margin.rs \
+         takes two of three servers away and checks the margins below 0, \
+         alerts/tests/replica_margin.test.yml the rule",
+    ),
+    (
         "NatsJetStreamConsumerStuck",
         "fires only for consumers without a status (an exporter run with \
          --consumer-status-window 0s); the lab's exporter has one, so its cause fires \

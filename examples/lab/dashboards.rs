@@ -13,6 +13,11 @@ use crate::Lab;
 /// query without data.
 const EMPTY_IN_LAB: &[(&str, &str)] = &[
     (
+        "Replica margin",
+        "the lab runs one server, so no stream has replicas; tests/system/replica_margin.rs \
+         checks the margins on a real 3-node cluster",
+    ),
+    (
         "Routes and gateways closest to max_pending",
         "the lab runs one server, without routes or gateways; \
          tests/sources/link_pending_held.rs holds route and gateway bytes on real servers",

@@ -21,6 +21,25 @@ pub fn err(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!("{e}")
 }
 
+/// A stream of `subject` that keeps the last `keep` messages (`max_msgs`,
+/// discard old).
+pub async fn keeping_stream(
+    js: &jetstream::Context,
+    name: &str,
+    subject: &str,
+    keep: u64,
+) -> anyhow::Result<stream::Stream> {
+    js.create_stream(stream::Config {
+        name: name.into(),
+        subjects: vec![subject.into()],
+        max_messages: keep as i64,
+        discard: stream::DiscardPolicy::Old,
+        ..Default::default()
+    })
+    .await
+    .map_err(err)
+}
+
 pub async fn consumer(lab: &Lab, stream: &str, name: &str) -> anyhow::Result<PullConsumer> {
     let js = jetstream::new(lab.app.clone());
     js.get_stream(stream)

@@ -23,6 +23,7 @@
 mod blind;
 mod client;
 mod dashboards;
+mod forecast;
 mod health;
 mod health_drive;
 mod jetstream;
@@ -224,6 +225,7 @@ async fn run(check_mode: bool) -> anyhow::Result<bool> {
     jetstream::saturated(&mut lab).await?;
     stuck::stuck(&mut lab).await?;
     health::consumer_health(&mut lab).await?;
+    forecast::removal_forecast(&mut lab).await?;
     removed::removed_before_delivery(&mut lab).await?;
     blind::malformed_advisory(&mut lab).await?;
     blind::unwatched_account(&mut lab).await?;

@@ -148,12 +148,13 @@ fn exporter_command(
         ])
         // Default series, but the opt-in `_exact` gauges, which the lab
         // checks against the stored messages' times and its own count of
-        // removed messages, and max_deliver, which the consumer dashboard
-        // draws where it is opted in.
+        // removed messages, and max_deliver and the ack floor, which the
+        // consumer dashboard draws where they are opted in.
         .args([
             "--consumer-opt-in-metrics",
             "nats_delivery_consumer_delivery_lag_exact,nats_delivery_consumer_oldest_unacked_age_exact,\
-             nats_delivery_consumer_removed_before_delivery_exact,nats_delivery_consumer_max_deliver",
+             nats_delivery_consumer_removed_before_delivery_exact,nats_delivery_consumer_max_deliver,\
+             nats_delivery_consumer_ack_floor_stream_sequence",
         ])
         .args(["--nats-servers", &nats.client_url()])
         .args(["--nats-client-name", client_name])

@@ -15,12 +15,12 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, stream, AckKind};
+use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, AckKind};
 use async_nats::jetstream::{consumer::PullConsumer, Message};
 
 use nats_delivery_metrics::{Acknowledgement, ConsumerMetrics};
 
-use crate::jetstream::{err, fetch};
+use crate::jetstream::{err, fetch, keeping_stream};
 use crate::ledger::{self, Truth};
 use crate::Lab;
 
@@ -91,16 +91,7 @@ impl Scenario {
     /// counts for each (its counter starts at 0 when it first sees one).
     async fn start(lab: &mut Lab) -> anyhow::Result<Scenario> {
         let js = jetstream::new(lab.app.clone());
-        let stream = js
-            .create_stream(stream::Config {
-                name: STREAM.into(),
-                subjects: vec![SUBJECT.into()],
-                max_messages: KEEP as i64,
-                discard: stream::DiscardPolicy::Old,
-                ..Default::default()
-            })
-            .await
-            .map_err(err)?;
+        let stream = keeping_stream(&js, STREAM, SUBJECT, KEEP).await?;
         let mut consumers = Vec::new();
         for (name, ack_policy, max_deliver) in [
             ("keeper", AckPolicy::Explicit, -1),

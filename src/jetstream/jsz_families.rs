@@ -204,7 +204,7 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 14] = [
         help: "Stream sequence below which every message is acknowledged.",
         value: |c, _| Some(Num::U(c.ack_floor.stream_seq)),
         folded: None,
-        opt_in: None,
+        opt_in: Some(OptIn::AckFloorSequence),
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_max_deliver",

@@ -49,13 +49,14 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Each server's `/jsz` poll with the name its leader entries carry.
+    fn named_polls(&self) -> Vec<Option<(Option<&str>, &jsz::JszPoll)>> {
+        named_polls(&self.targets)
+    }
+
     /// The snapshot of `targets`, with leaders chosen.
     pub fn finished(targets: Vec<TargetSnapshot>) -> Snapshot {
-        let polls: Vec<_> = targets
-            .iter()
-            .map(|t| t.jsz.as_ref().map(|j| (leader_name(t), j)))
-            .collect();
-        let leaders = jsz::select_leaders(&polls);
+        let leaders = jsz::select_leaders(&named_polls(&targets));
         Snapshot {
             targets,
             leaders,
@@ -78,7 +79,8 @@ impl Snapshot {
             .iter()
             .map(|(_, s)| jsz_families::stream_series(s))
             .sum::<u64>()
-            + self.folded.len() as u64 * jsz_families::folded_series(series);
+            + self.folded.len() as u64 * jsz_families::folded_series(series)
+            + crate::jetstream::replicas::series(&self.named_polls());
         let detail: Vec<u64> = consumers
             .iter()
             .map(|(_, _, c, now)| jsz_families::consumer_series(c, *now, series))
@@ -195,8 +197,15 @@ impl Collector for SnapshotCollector {
             budget::encode(&mut enc, report)?;
         }
         jsz_families::encode_streams(&mut enc, &streams)?;
+        crate::jetstream::replicas::encode(&mut enc, &snap.named_polls())?;
         crate::jetstream::stream_lost::encode(&mut enc, &snap.stream_lost)
     }
+}
+
+fn named_polls(targets: &[TargetSnapshot]) -> Vec<Option<(Option<&str>, &jsz::JszPoll)>> {
+    (targets.iter())
+        .map(|t| t.jsz.as_ref().map(|j| (leader_name(t), j)))
+        .collect()
 }
 
 /// The name clustered streams and consumers give as their leader: the

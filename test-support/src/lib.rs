@@ -125,7 +125,8 @@ impl NatsServer {
         port_after(&self.log(), "Listening for leafnode connections on ")
     }
 
-    /// The server process's id (its CPU time is in `/proc/<pid>/stat`).
+    /// The server process's id: its CPU time is in `/proc/<pid>/stat`, and a
+    /// test may signal it (SIGSTOP).
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

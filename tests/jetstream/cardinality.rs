@@ -172,7 +172,7 @@ fn assert_one_folded_series_beside_the_durables(text: &str) {
         ("nats_delivery_consumer_max_deliver", 0),
         ("nats_delivery_consumer_ack_wait_seconds", 0),
         ("nats_delivery_consumer_delivered_stream_sequence", 4),
-        ("nats_delivery_consumer_ack_floor_stream_sequence", 4),
+        ("nats_delivery_consumer_ack_floor_stream_sequence", 0),
         ("nats_delivery_consumer_status", 4),
     ]
     .into_iter()

@@ -129,6 +129,7 @@ fn assert_opt_in_left_out_by_default(text: &str, default_text: &str, version: &s
         "nats_delivery_consumer_last_ack_age_seconds",
         "nats_delivery_consumer_deliveries_total",
         "nats_delivery_consumer_max_deliver",
+        "nats_delivery_consumer_ack_floor_stream_sequence",
     ] {
         assert!(v(family).is_some(), "{version}: {family}");
         assert_eq!(value(default_text, family, &c), None, "{version}: {family}");

@@ -13,6 +13,7 @@ mod message_timestamps;
 mod message_timestamps_access;
 mod message_timestamps_support;
 mod priority_groups;
+mod removal_forecast;
 mod removed_before_delivery;
 mod removed_before_delivery_bounds;
 mod removed_before_delivery_cluster;

@@ -1,5 +1,6 @@
 //! The series budget per consumer, counted on a real server: a consumer
-//! with every limit set, paused and with a pinned_client priority group
+//! with every limit set, paused, with a pinned_client priority group and
+//! a removal forecast
 //! (2.11+) has at most the number of series METRICS.md's sizing table
 //! states for default flags, exactly; one like the scrape benchmark's has
 //! fewer; and with every opt-in family and the whole status state set,
@@ -54,6 +55,8 @@ async fn stream_with_plain_and_full_consumers(client: &async_nats::Client, since
     js.create_stream(jetstream::stream::Config {
         name: "S".into(),
         subjects: vec!["s.>".into()],
+        // A limit that removes: each consumer has a removal forecast.
+        max_age: Duration::from_secs(3600),
         ..Default::default()
     })
     .await
@@ -123,9 +126,9 @@ async fn a_consumer_costs_at_most_the_documented_series() {
 
     let budget = documented_budget();
     let full = series_of(&text, "S", "full");
-    // 6 levels and positions, max_ack_pending, paused (2.11+), status,
-    // delivery lag, oldest unacknowledged age, removed before delivery;
-    // max_deliver is opt-in, so both consumers cost the same.
+    // 5 levels and positions, max_ack_pending, paused (2.11+), status,
+    // delivery lag, oldest unacknowledged age, removed before delivery,
+    // removal forecast; max_deliver is opt-in, so both consumers cost the same.
     let paused = usize::from(since_2_11);
     assert_eq!(full.len(), budget - 1 + paused, "{version}: {full:?}");
     let plain = series_of(&text, "S", "plain");
@@ -133,24 +136,25 @@ async fn a_consumer_costs_at_most_the_documented_series() {
     for family in [
         "nats_delivery_consumer_status",
         "nats_delivery_consumer_delivery_lag_seconds",
+        "nats_delivery_consumer_removal_forecast_seconds",
     ] {
         assert!(full.iter().any(|f| f == family), "{family}: {full:?}");
     }
 
     // Everything: the six other statuses at 0, deliveries_total, ack_wait,
-    // the three _exact gauges, max_deliver (full only), and on 2.11+
+    // the three _exact gauges, the ack floor, max_deliver (full only), and on 2.11+
     // pause_remaining and the pinned gauge; never delivered, so neither
     // last_*_age.
     let all_full = series_of(&all_text, "S", "full");
     assert_eq!(
         all_full.len(),
-        full.len() + 6 + 6 + 2 * paused,
+        full.len() + 6 + 7 + 2 * paused,
         "{version}: {all_full:?}"
     );
     let all_plain = series_of(&all_text, "S", "plain");
     assert_eq!(
         all_plain.len(),
-        plain.len() + 6 + 5,
+        plain.len() + 6 + 6,
         "{version}: {all_plain:?}"
     );
     nats_test_server::reference::assert_documented(&text);

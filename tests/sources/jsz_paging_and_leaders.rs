@@ -81,7 +81,13 @@ async fn a_replicated_consumer_is_reported_once_from_its_leader() {
     let servers = nats_test_server::cluster(3, "");
     let urls: Vec<String> = servers.iter().map(|s| s.monitor_url()).collect();
     deliver_five_ack_two(&servers[0]).await;
-    let exporter = common::exporter(&urls, &["--sources", "varz,jsz"]);
+    let flags = [
+        "--sources",
+        "varz,jsz",
+        "--consumer-opt-in-metrics",
+        "nats_delivery_consumer_ack_floor_stream_sequence",
+    ];
+    let exporter = common::exporter(&urls, &flags);
     let c = [("account", "$G"), ("stream", "R3"), ("consumer", "c")];
     // Followers apply the leader's state a moment later; the leader's view is exact at once.
     let text = common::scrape(&exporter).await;

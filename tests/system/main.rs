@@ -2,6 +2,7 @@
 //! survey of servers.
 #[path = "../common/mod.rs"]
 mod common;
+mod replica_margin;
 mod survey;
 mod system_polling;
 mod system_polling_supercluster;

@@ -40,11 +40,13 @@ pub enum OptIn {
     MaxDeliver,
     /// `nats_delivery_consumer_removed_before_delivery_exact`.
     RemovedBeforeDeliveryExact,
+    /// `nats_delivery_consumer_ack_floor_stream_sequence`.
+    AckFloorSequence,
 }
 
 impl OptIn {
     /// Every opt-in family.
-    pub const ALL: [OptIn; 10] = [
+    pub const ALL: [OptIn; 11] = [
         OptIn::Deliveries,
         OptIn::AckWait,
         OptIn::LastDeliveryAge,
@@ -55,6 +57,7 @@ impl OptIn {
         OptIn::OldestUnackedAgeExact,
         OptIn::MaxDeliver,
         OptIn::RemovedBeforeDeliveryExact,
+        OptIn::AckFloorSequence,
     ];
 
     /// The family's name as queried (a counter's with `_total`).
@@ -72,6 +75,7 @@ impl OptIn {
             OptIn::RemovedBeforeDeliveryExact => {
                 "nats_delivery_consumer_removed_before_delivery_exact"
             }
+            OptIn::AckFloorSequence => "nats_delivery_consumer_ack_floor_stream_sequence",
         }
     }
 

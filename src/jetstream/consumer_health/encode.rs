@@ -86,7 +86,13 @@ fn removed_exact_family(t: Target, family: (&'static str, &'static str)) {
     write_family(t.out, t.format, MetricType::Gauge, family, series);
 }
 
-const HEALTH_FAMILIES: [HealthFamily; 7] = [
+fn removal_forecast_family(t: Target, family: (&'static str, &'static str)) {
+    let series = (t.health.iter().enumerate())
+        .filter_map(|(i, h)| Some((t.labels.get(i), "", Num::F(h.removal_forecast?))));
+    write_family(t.out, t.format, MetricType::Gauge, family, series);
+}
+
+const HEALTH_FAMILIES: [HealthFamily; 8] = [
     HealthFamily {
         name: "nats_delivery_consumer_status",
         help: "The consumer's current status (unknown, ok, lagging, stalled, stopped, rewound, paused) at 1; with --consumer-status-series all, each other status at 0 too. See METRICS.md for the rules.",
@@ -129,6 +135,12 @@ const HEALTH_FAMILIES: [HealthFamily; 7] = [
         write: removed_exact_family,
         opt_in: Some(OptIn::RemovedBeforeDeliveryExact),
     },
+    HealthFamily {
+        name: "nats_delivery_consumer_removal_forecast_seconds",
+        help: "Seconds until the stream's limits (the soonest of max_msgs, max_bytes, max_age with discard old) remove a message the consumer has not delivered, at the current rates; 0 while they remove; absent when the stream has no such limit, nothing is pending or the consumer keeps up (see METRICS.md).",
+        write: removal_forecast_family,
+        opt_in: None,
+    },
 ];
 
 /// How many health families there are (parts of the exposition).
@@ -145,7 +157,11 @@ pub fn health_series(h: &ConsumerHealthRow, series: &ConsumerSeries) -> u64 {
     let per_age = |exact: OptIn| 1 + u64::from(series.writes(Some(exact)));
     let ages = ages.iter().filter(|(age, _)| age.is_some());
     let removed = per_age(OptIn::RemovedBeforeDeliveryExact);
-    series.status_series() + ages.map(|(_, exact)| per_age(*exact)).sum::<u64>() + removed
+    let forecast = u64::from(h.removal_forecast.is_some());
+    series.status_series()
+        + ages.map(|(_, exact)| per_age(*exact)).sum::<u64>()
+        + removed
+        + forecast
 }
 
 /// Appends health family `index` (below [`HEALTH_FAMILY_COUNT`]) for a

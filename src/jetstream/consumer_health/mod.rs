@@ -18,6 +18,7 @@ pub mod window;
 use std::collections::HashMap;
 
 pub use crate::jetstream::consumer_status::Status;
+use crate::jetstream::limit_forecast::{stream_front, BehindRate, StreamFront};
 use crate::jetstream::message_timestamps::{TimestampReply, TimestampRequest};
 use crate::jetstream::removed_before_delivery::{
     ConsumerAt, Kind, Removed, RemovedTracker, StreamAt, StreamPolls,
@@ -49,6 +50,9 @@ pub struct ConsumerHealthRow {
     pub oldest_unacked_age: Option<Age>,
     /// Messages removed before the consumer delivered them.
     pub removed: Removed,
+    /// Seconds until the stream's limits remove a message the consumer has
+    /// not delivered ([`crate::jetstream::limit_forecast`]).
+    pub removal_forecast: Option<f64>,
 }
 
 /// The state kept across polls, by account and stream: looked up by `&str`,
@@ -67,6 +71,8 @@ struct StreamState {
     first_seq: u64,
     /// Its last two polls, for the removed-before-delivery counts.
     polls: StreamPolls,
+    /// Its limits that remove messages and its contents, if it has such.
+    front: Option<StreamFront>,
     consumers: HashMap<Box<str>, ConsumerState>,
 }
 
@@ -75,6 +81,7 @@ struct StreamState {
 struct ConsumerState {
     window: ConsumerWindow,
     removed: RemovedTracker,
+    behind: BehindRate,
 }
 
 impl ConsumerState {
@@ -181,6 +188,7 @@ impl ConsumerHealth {
             let state = &s.state;
             st.first_seq = state.first_seq;
             if new_poll {
+                st.front = stream_front(s);
                 st.polls.record(StreamAt {
                     first_seq: state.first_seq,
                     last_seq: state.last_seq,

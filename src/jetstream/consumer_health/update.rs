@@ -5,9 +5,10 @@
 
 use std::collections::HashMap;
 
-use super::window::Sample;
+use super::window::{Sample, SLICES};
 use super::{age, positions, request, slot, ConsumerHealth, ConsumerHealthRow, Replies};
 use super::{Status, StreamState};
+use crate::jetstream::limit_forecast::forecast;
 use crate::jetstream::removed_before_delivery::Removed;
 use crate::sources::jsz::{ConsumerInfo, ConsumerRow, StreamRow};
 
@@ -32,6 +33,7 @@ const UNJUDGED: ConsumerHealthRow = ConsumerHealthRow {
         messages: 0,
         exact: true,
     },
+    removal_forecast: None,
 };
 
 impl ConsumerHealth {
@@ -174,11 +176,17 @@ fn judge_stream(
                 .and_then(|seq| replies.get(&request(account, stream, c, seq)));
             age(&st.history, seq, now, reply)
         });
+        let removal_forecast = st.front.as_ref().and_then(|front| {
+            let lag = lag.map(|a| a.seconds);
+            let span = window / SLICES;
+            forecast(front, &mut consumer.behind, c, lag, (now, span))
+        });
         *out = ConsumerHealthRow {
             status,
             delivery_lag: lag,
             oldest_unacked_age: unacked,
             removed,
+            removal_forecast,
         };
     }
 }

@@ -208,3 +208,8 @@ pub fn hashed<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     text.hash(&mut h);
     Ok(h.finish())
 }
+
+/// `discard`: true for `new`.
+pub fn discards_new<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.as_deref() == Some("new"))
+}

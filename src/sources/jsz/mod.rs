@@ -20,6 +20,7 @@ pub mod de;
 mod filter;
 mod leaders;
 pub mod patterns;
+pub mod replicas;
 mod reply;
 pub mod split;
 mod stream_end;

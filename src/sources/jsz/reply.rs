@@ -47,6 +47,10 @@ pub struct AccountDetail<S = StreamDetail> {
 pub struct ClusterInfo {
     /// The leader's server name; empty while there is none.
     pub leader: Box<str>,
+    /// The replicas this server lists (only the leader's view means
+    /// anything: a follower lists the other followers as not current).
+    #[serde(deserialize_with = "super::replicas::counts")]
+    pub replicas: super::replicas::ReplicaCounts,
 }
 
 /// One stream.
@@ -88,6 +92,10 @@ pub struct StreamConfig {
     pub max_bytes: Option<i64>,
     /// Oldest message kept, in nanoseconds; 0 means unlimited.
     pub max_age: Option<i64>,
+    /// Whether a full stream refuses new messages (`discard: new`) instead
+    /// of removing its oldest.
+    #[serde(rename = "discard", deserialize_with = "de::discards_new")]
+    pub discard_new: bool,
 }
 
 /// Stream contents.

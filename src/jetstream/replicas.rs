@@ -1,0 +1,221 @@
+//! Streams and consumers one failure from stopping: a replicated group
+//! accepts writes while a quorum of its replicas is current. From the group
+//! leader's view only (a follower lists the other followers as not
+//! current), per stream: its replicas current (leader included), offline,
+//! the most any lags, and its margin, current replicas minus the quorum
+//! (0: one more failure stops it; below 0: it accepts nothing). A group no
+//! server leads has no current replica: its margin is minus the quorum.
+//!
+//! Consumers get no series of their own (a series per consumer is 100,000
+//! more at 100,000 consumers, for a figure that is the same for most of
+//! them): each stream carries the smallest margin of its replicated
+//! consumers and how many are at 0 or below; `nats consumer report` names
+//! them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use prometheus_client::encoding::DescriptorEncoder;
+
+use crate::sources::jsz::{ClusterInfo, JszPoll};
+use crate::text::families::{gauge_family, Num};
+
+/// One group as its leader (or, with no leader, any server) sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupView {
+    /// Replicas of the group.
+    pub replicas: u8,
+    /// Current replicas, the leader included; 0 with no leader.
+    pub current: u8,
+    /// Replicas offline.
+    pub offline: u8,
+    /// The most a replica lags, in Raft log entries.
+    pub lag: u64,
+    /// Whether a leader gave this view.
+    pub led: bool,
+}
+
+impl GroupView {
+    /// The view `server` gives of a group; `None` for a group of one replica,
+    /// or when another server leads it (its view is the one that counts).
+    pub fn of(cluster: &ClusterInfo, server: Option<&str>) -> Option<GroupView> {
+        let r = cluster.replicas;
+        let view = if cluster.leader.is_empty() {
+            // Nobody leads: the server lists every replica, itself included.
+            GroupView {
+                replicas: r.listed,
+                current: 0,
+                offline: r.offline,
+                lag: r.lag,
+                led: false,
+            }
+        } else if Some(&*cluster.leader) == server {
+            GroupView {
+                replicas: r.listed.saturating_add(1),
+                current: r.current.saturating_add(1),
+                offline: r.offline,
+                lag: r.lag,
+                led: true,
+            }
+        } else {
+            return None;
+        };
+        (view.replicas > 1).then_some(view)
+    }
+
+    /// Current replicas minus the quorum.
+    pub fn margin(&self) -> i64 {
+        i64::from(self.current) - (i64::from(self.replicas) / 2 + 1)
+    }
+}
+
+/// A stream's group and its replicated consumers' groups.
+#[derive(Debug, Default)]
+pub struct StreamReplicas<'a> {
+    /// The stream's own group.
+    pub stream: Option<GroupView>,
+    /// Each replicated consumer's group, by name.
+    pub consumers: BTreeMap<&'a str, GroupView>,
+}
+
+/// Keeps `view` in `slot` unless a leader's view is there already.
+fn keep(slot: &mut Option<GroupView>, view: Option<GroupView>) {
+    if let Some(v) = view {
+        if slot.is_none_or(|old| !old.led) {
+            *slot = Some(v);
+        }
+    }
+}
+
+/// Every replicated group of every poll, by (account, stream), each from
+/// its leader's view, or from any server's when no server leads it.
+/// `polls[i]` is a server's poll and its name.
+pub fn groups<'a>(
+    polls: &[Option<(Option<&'a str>, &'a JszPoll)>],
+) -> BTreeMap<(&'a str, &'a str), StreamReplicas<'a>> {
+    let mut out: BTreeMap<_, StreamReplicas> = BTreeMap::new();
+    for (server, poll) in polls.iter().flatten() {
+        for acc in &poll.accounts {
+            for st in &acc.stream_detail {
+                let key = (acc.name.as_str(), st.name.as_str());
+                if let Some(c) = &st.cluster {
+                    let view = GroupView::of(c, *server);
+                    if view.is_some() {
+                        keep(&mut out.entry(key).or_default().stream, view);
+                    }
+                }
+                for cons in &st.consumer_detail {
+                    let Some(view) = cons
+                        .cluster
+                        .as_ref()
+                        .and_then(|c| GroupView::of(c, *server))
+                    else {
+                        continue;
+                    };
+                    let entry = out.entry(key).or_default();
+                    let mut slot = entry.consumers.get(&*cons.name).copied();
+                    keep(&mut slot, Some(view));
+                    entry.consumers.insert(&cons.name, slot.expect("just kept"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// How many series [`encode`] writes for `polls` (for the series ceiling).
+pub fn series(polls: &[Option<(Option<&str>, &JszPoll)>]) -> u64 {
+    let per_stream = STREAM_FAMILIES.len() as u64;
+    (groups(polls).values())
+        .map(|g| {
+            u64::from(g.stream.is_some()) * per_stream + 2 * u64::from(!g.consumers.is_empty())
+        })
+        .sum()
+}
+
+/// Writes the replica families of every replicated stream in `polls`.
+pub fn encode(
+    enc: &mut DescriptorEncoder,
+    polls: &[Option<(Option<&str>, &JszPoll)>],
+) -> fmt::Result {
+    let groups = groups(polls);
+    let stream_family =
+        |enc: &mut DescriptorEncoder, (name, help): (&str, &str), value: fn(&GroupView) -> Num| {
+            let series = groups.iter().filter_map(|((a, s), g)| {
+                let v = g.stream.as_ref()?;
+                Some(([("account", *a), ("stream", *s)], value(v)))
+            });
+            gauge_family(enc, name, help, series)
+        };
+    for (family, value) in STREAM_FAMILIES {
+        stream_family(enc, family, value)?;
+    }
+    let consumer_family = |enc: &mut DescriptorEncoder,
+                           (name, help): (&str, &str),
+                           value: fn(&BTreeMap<&str, GroupView>) -> Num| {
+        let series = (groups.iter())
+            .filter(|(_, g)| !g.consumers.is_empty())
+            .map(|((a, s), g)| ([("account", *a), ("stream", *s)], value(&g.consumers)));
+        gauge_family(enc, name, help, series)
+    };
+    consumer_family(enc, CONSUMER_MARGIN, |c| {
+        Num::I(c.values().map(GroupView::margin).min().unwrap_or(0))
+    })?;
+    consumer_family(enc, CONSUMERS_EXHAUSTED, |c| {
+        Num::U(c.values().filter(|v| v.margin() <= 0).count() as u64)
+    })
+}
+
+type StreamFamily = ((&'static str, &'static str), fn(&GroupView) -> Num);
+
+const STREAM_FAMILIES: [StreamFamily; 5] = [
+    (
+        (
+            "nats_delivery_stream_replicas",
+            "Replicas of the stream's group (replicated streams only).",
+        ),
+        |v| Num::U(u64::from(v.replicas)),
+    ),
+    (
+        (
+            "nats_delivery_stream_replicas_current",
+            "Replicas of the stream that its leader reports current, the leader included; 0 when no server leads it.",
+        ),
+        |v| Num::U(u64::from(v.current)),
+    ),
+    (
+        (
+            "nats_delivery_stream_replicas_offline",
+            "Replicas of the stream reported offline.",
+        ),
+        |v| Num::U(u64::from(v.offline)),
+    ),
+    (
+        (
+            "nats_delivery_stream_replica_lag",
+            "The most any replica of the stream lags its leader, in Raft log entries.",
+        ),
+        |v| Num::U(v.lag),
+    ),
+    (
+        (
+            "nats_delivery_stream_replica_margin",
+            "Current replicas of the stream (leader included) minus its quorum: 0 means one more failure stops it, below 0 it accepts no writes.",
+        ),
+        |v| Num::I(v.margin()),
+    ),
+];
+
+const CONSUMER_MARGIN: (&str, &str) = (
+    "nats_delivery_stream_consumer_replica_margin_min",
+    "The smallest replica margin (current replicas minus quorum, from each leader's view) among the stream's replicated consumers.",
+);
+
+const CONSUMERS_EXHAUSTED: (&str, &str) = (
+    "nats_delivery_stream_consumers_without_replica_margin",
+    "Replicated consumers of the stream whose replica margin is 0 or below (one failure from stopping, or stopped).",
+);
+
+#[cfg(test)]
+#[path = "replicas_tests.rs"]
+mod tests;

@@ -1,0 +1,95 @@
+use super::*;
+use crate::sources::jsz::replicas::ReplicaCounts;
+use crate::sources::jsz::{AccountDetail, ConsumerInfo, StreamDetail};
+
+fn cluster(leader: &str, listed: u8, current: u8) -> Option<ClusterInfo> {
+    Some(ClusterInfo {
+        leader: leader.into(),
+        replicas: ReplicaCounts {
+            listed,
+            current,
+            offline: 0,
+            lag: 0,
+        },
+    })
+}
+
+/// One server's poll of stream S (its cluster as given) with consumer c.
+fn poll(stream: Option<ClusterInfo>, consumer: Option<ClusterInfo>) -> JszPoll {
+    JszPoll {
+        now: None,
+        accounts: vec![AccountDetail {
+            name: "A".into(),
+            stream_detail: vec![StreamDetail {
+                name: "S".into(),
+                cluster: stream,
+                consumer_detail: vec![ConsumerInfo {
+                    name: "c".into(),
+                    cluster: consumer,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        config_read: true,
+    }
+}
+
+#[test]
+fn margins_from_the_leaders_view() {
+    // R3 led by n1 with both followers current: margin 1.
+    let v = GroupView::of(&cluster("n1", 2, 2).unwrap(), Some("n1")).unwrap();
+    assert_eq!((v.replicas, v.current, v.margin()), (3, 3, 1));
+    // One follower gone: 0, one more failure stops it.
+    let v = GroupView::of(&cluster("n1", 2, 1).unwrap(), Some("n1")).unwrap();
+    assert_eq!(v.margin(), 0);
+    // Both gone, the leader still claiming: -1.
+    let v = GroupView::of(&cluster("n1", 2, 0).unwrap(), Some("n1")).unwrap();
+    assert_eq!(v.margin(), -1);
+    // R5 with 2 followers gone: 3 current, quorum 3.
+    let v = GroupView::of(&cluster("n1", 4, 2).unwrap(), Some("n1")).unwrap();
+    assert_eq!(v.margin(), 0);
+    // A follower's view does not count; an R1 group has no margin.
+    assert_eq!(
+        GroupView::of(&cluster("n1", 2, 1).unwrap(), Some("n2")),
+        None
+    );
+    assert_eq!(
+        GroupView::of(&cluster("n1", 0, 0).unwrap(), Some("n1")),
+        None
+    );
+    // Nobody leads: every replica listed, none current, margin -2.
+    let v = GroupView::of(&cluster("", 3, 1).unwrap(), Some("n2")).unwrap();
+    assert_eq!(
+        (v.replicas, v.current, v.margin(), v.led),
+        (3, 0, -2, false)
+    );
+}
+
+#[test]
+fn the_leaders_view_wins_over_a_leaderless_one() {
+    let (a, b) = (
+        poll(cluster("", 3, 1), cluster("", 3, 1)),
+        poll(cluster("n2", 2, 1), cluster("n3", 2, 2)),
+    );
+    let polls = [Some((Some("n1"), &a)), Some((Some("n2"), &b))];
+    let g = groups(&polls);
+    let s = &g[&("A", "S")];
+    assert_eq!(s.stream.map(|v| v.margin()), Some(0));
+    // The consumer's leader n3 was not polled: n1 saw it leaderless.
+    assert_eq!(s.consumers["c"].margin(), -2);
+    // Polled the other way round, the same.
+    let polls = [Some((Some("n2"), &b)), Some((Some("n1"), &a))];
+    assert_eq!(
+        groups(&polls)[&("A", "S")].stream.map(|v| v.margin()),
+        Some(0)
+    );
+}
+
+#[test]
+fn streams_outside_a_cluster_have_no_replica_series() {
+    let p = poll(None, None);
+    assert!(groups(&[Some((Some("n1"), &p))]).is_empty());
+    assert_eq!(series(&[Some((Some("n1"), &p))]), 0);
+}
