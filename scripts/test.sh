@@ -54,6 +54,28 @@ check_crate_package() {
     --manifest-path "$unpacked/nats-delivery-metrics-$version/Cargo.toml"
   rm -rf "$unpacked"
 }
+# The link-in crate's tests against the newest async-nats of the workspace's
+# range (the oldest is in Cargo.lock and runs with everything else): the
+# workspace seen through symbolic links, with a Cargo.lock of its own that
+# differs only in async-nats, built into the same target directory.
+ASYNC_NATS_NEWEST=${ASYNC_NATS_NEWEST:-0.52.0}
+test_crate_on_newest_async_nats() {
+  local shadow entry status=0
+  shadow=$(mktemp -d)
+  for entry in ./* ./.[!.]*; do
+    entry=${entry#./}
+    case $entry in .git | target | Cargo.lock) ;; *) ln -s "$PWD/$entry" "$shadow/$entry" ;; esac
+  done
+  cp Cargo.lock "$shadow/"
+  cargo update --manifest-path "$shadow/Cargo.toml" -p async-nats --precise "$ASYNC_NATS_NEWEST"
+  grep -A1 '^name = "async-nats"$' "$shadow/Cargo.lock" | grep -qx "version = \"$ASYNC_NATS_NEWEST\"" ||
+    { echo "the shadow workspace's Cargo.lock does not hold async-nats $ASYNC_NATS_NEWEST"; return 1; }
+  CARGO_TARGET_DIR=$(realpath "${CARGO_TARGET_DIR:-target}") NATS_SERVER_VERSION=$first \
+    cargo nextest run --manifest-path "$shadow/Cargo.toml" --locked -p nats-delivery-metrics --all-features ||
+    status=$?
+  rm -rf "$shadow"
+  return "$status"
+}
 {
   PROFILE=deploy-test ./scripts/build-static.sh >"$logs/static-binary" &&
     check_crate_package
@@ -96,6 +118,9 @@ rerun() {
 NATS_TEST_NO_SERVER=1 cargo nextest run --workspace --locked -E "$no_server" >"$logs/no-server" 2>&1 &
 no_server_run=$!
 background+=("$no_server_run")
+test_crate_on_newest_async_nats >"$logs/async-nats-newest" 2>&1 &
+newest_async_nats_run=$!
+background+=("$newest_async_nats_run")
 # shellcheck disable=SC2086 # the versions are words
 set -- ${SERVER_VERSIONS#"$first"}
 while [ $# -gt 0 ]; do
@@ -118,6 +143,10 @@ wait "$no_server_run" || failed_versions+=" (the tests without a server)"
 echo "== the tests that start no server, once =="
 tee -a "$results" <"$logs/no-server"
 part "tests without a server (the rest of them)"
+wait "$newest_async_nats_run" || failed_versions+=" (the link-in crate on async-nats $ASYNC_NATS_NEWEST)"
+echo "== the link-in crate's tests on async-nats $ASYNC_NATS_NEWEST =="
+tee -a "$results" <"$logs/async-nats-newest"
+part "link-in crate on async-nats $ASYNC_NATS_NEWEST (the rest)"
 lab_failed=""
 wait "$lab_run" || lab_failed=1
 cat "$logs/lab"
