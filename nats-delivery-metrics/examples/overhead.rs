@@ -15,6 +15,12 @@
 //! With `OVERHEAD_SAME_IN_BOTH=1` both kinds of round run the plain
 //! subscriber: the ratio then shows the benchmark's own bias and noise,
 //! which should be 1 within the noise.
+//!
+//! With `OVERHEAD_BACKEND` set (`prometheus-client`, `prometheus`,
+//! `metrics` or `opentelemetry`; all four features on, as in the
+//! workspace's build) the metrics are exported through that backend, whose
+//! own exposition is read every 10 ms during the instrumented rounds: the
+//! adapter's cost, collection included, shows in their time and CPU.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +28,91 @@ use futures::StreamExt;
 use nats_delivery_metrics::{ClientMetrics, PendingLimits, SubscribeOptions};
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
+
+#[cfg(all(
+    feature = "prometheus-client",
+    feature = "prometheus",
+    feature = "metrics",
+    feature = "opentelemetry"
+))]
+#[path = "../tests/backends_support/mod.rs"]
+mod backends_support;
+
+/// Reads the chosen backend's exposition (see the module's documentation).
+type Collect = std::sync::Arc<dyn Fn() + Send + Sync>;
+
+#[cfg(all(
+    feature = "prometheus-client",
+    feature = "prometheus",
+    feature = "metrics",
+    feature = "opentelemetry"
+))]
+fn backend_collector(metrics: &ClientMetrics) -> Option<Collect> {
+    use backends_support::Backend;
+    let name = std::env::var("OVERHEAD_BACKEND").ok()?;
+    let backend = match name.as_str() {
+        "prometheus-client" => Backend::PrometheusClient,
+        "prometheus" => Backend::Prometheus,
+        "metrics" => Backend::Metrics,
+        "opentelemetry" => Backend::OpenTelemetry,
+        other => panic!("OVERHEAD_BACKEND: no backend {other}"),
+    };
+    let attached = std::sync::Mutex::new(backend.attach(metrics));
+    Some(std::sync::Arc::new(move || {
+        let exposed = attached.lock().unwrap().read();
+        assert!(!exposed.values.is_empty());
+    }))
+}
+
+#[cfg(not(all(
+    feature = "prometheus-client",
+    feature = "prometheus",
+    feature = "metrics",
+    feature = "opentelemetry"
+)))]
+fn backend_collector(_: &ClientMetrics) -> Option<Collect> {
+    assert!(
+        std::env::var_os("OVERHEAD_BACKEND").is_none(),
+        "OVERHEAD_BACKEND needs the features prometheus-client, prometheus, metrics and opentelemetry"
+    );
+    None
+}
+
+/// The backend's reader, when `OVERHEAD_BACKEND` is set.
+static COLLECT: std::sync::OnceLock<Collect> = std::sync::OnceLock::new();
+
+/// A thread reading the exposition every 10 ms, until dropped.
+struct Collecting {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Collecting {
+    fn start() -> Option<Collecting> {
+        let collect = COLLECT.get()?.clone();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                collect();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        Some(Collecting {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Collecting {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.join().unwrap();
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mode {
@@ -103,6 +194,9 @@ async fn round(
             })
         }
     };
+    let collecting = (mode == Mode::Instrumented)
+        .then(Collecting::start)
+        .flatten();
     let cpu = cpu_time();
     let start = Instant::now();
     for _ in 0..n {
@@ -117,6 +211,7 @@ async fn round(
         .expect("round timed out: messages were lost")
         .unwrap();
     assert_eq!(bytes as u64, n * len as u64);
+    drop(collecting);
     let elapsed = start.elapsed().as_secs_f64();
     let cpu_ns = (cpu_time() - cpu).as_nanos() as f64 / n as f64;
     (n as f64 / elapsed, cpu_ns)
@@ -145,6 +240,9 @@ async fn main() {
     let server = NatsServer::builder().start();
     let mut registry = Registry::default();
     let metrics = ClientMetrics::new("bench", &mut registry);
+    if let Some(collect) = backend_collector(&metrics) {
+        let _ = COLLECT.set(collect);
+    }
     // connect_options sizes async-nats' channel (2^28 messages) for both
     // kinds of subscription: the plain subscriber never drops either.
     let subscriber = metrics

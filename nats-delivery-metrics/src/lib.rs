@@ -74,7 +74,10 @@
 //!
 //! # Serving the metrics
 //!
-//! The application serves its own `Registry`. With the `http-server` feature,
+//! Each metrics library is a feature (the README's "Backends"), all reading
+//! the same counters: prometheus-client (the default, `ClientMetrics::new`),
+//! the `prometheus` crate, the `metrics` facade and OpenTelemetry. With
+//! prometheus-client the application serves its own `Registry`. With the `http-server` feature,
 //! `serve` is a minimal `/metrics` endpoint. With
 //! `ClientMetrics::publish_reports` (feature `reports`) the totals travel
 //! over NATS to the nats-delivery-exporter instead (wire format in the
@@ -130,7 +133,14 @@ use state::Shared;
 use stats::SubscriptionStats;
 
 /// The README's examples, compiled as doc tests.
-#[cfg(all(doctest, feature = "reports"))]
+#[cfg(all(
+    doctest,
+    feature = "reports",
+    feature = "prometheus-client",
+    feature = "prometheus",
+    feature = "metrics",
+    feature = "opentelemetry"
+))]
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
 
@@ -171,7 +181,7 @@ impl ClientMetrics {
 
     /// Creates the metrics for the connection named `client` without
     /// exporting them anywhere: hand them to the backend of your metrics
-    /// library ([`Self::register`], `register_prometheus`,
+    /// library (`register`, `register_prometheus`,
     /// `register_opentelemetry`, `metrics_facade`). The counting starts
     /// here either way; every backend reads the same counters.
     pub fn named(client: impl Into<String>) -> Self {
