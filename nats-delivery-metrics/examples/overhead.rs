@@ -81,6 +81,18 @@ fn backend_collector(_: &ClientMetrics) -> Option<Collect> {
 /// The backend's reader, when `OVERHEAD_BACKEND` is set.
 static COLLECT: std::sync::OnceLock<Collect> = std::sync::OnceLock::new();
 
+fn install_collector(metrics: &ClientMetrics) {
+    if let Some(collect) = backend_collector(metrics) {
+        let _ = COLLECT.set(collect);
+    }
+}
+
+/// Reads of the exposition and the nanoseconds they took, over the run.
+static COLLECTIONS: [std::sync::atomic::AtomicU64; 2] = [
+    std::sync::atomic::AtomicU64::new(0),
+    std::sync::atomic::AtomicU64::new(0),
+];
+
 /// A thread reading the exposition every 10 ms, until dropped.
 struct Collecting {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -94,7 +106,11 @@ impl Collecting {
         let stopped = stop.clone();
         let thread = std::thread::spawn(move || {
             while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                let start = Instant::now();
                 collect();
+                let ns = start.elapsed().as_nanos() as u64;
+                COLLECTIONS[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                COLLECTIONS[1].fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(10));
             }
         });
@@ -240,9 +256,7 @@ async fn main() {
     let server = NatsServer::builder().start();
     let mut registry = Registry::default();
     let metrics = ClientMetrics::new("bench", &mut registry);
-    if let Some(collect) = backend_collector(&metrics) {
-        let _ = COLLECT.set(collect);
-    }
+    install_collector(&metrics);
     // connect_options sizes async-nats' channel (2^28 messages) for both
     // kinds of subscription: the plain subscriber never drops either.
     let subscriber = metrics
@@ -310,4 +324,17 @@ async fn main() {
         median(plain_cpu),
         median(instrumented_cpu)
     );
+    print_collections();
+}
+
+/// How often the backend's exposition was read, and how long a read took.
+fn print_collections() {
+    let reads = COLLECTIONS[0].load(std::sync::atomic::Ordering::Relaxed);
+    if reads > 0 {
+        let ns = COLLECTIONS[1].load(std::sync::atomic::Ordering::Relaxed);
+        println!(
+            "exposition read {reads} times during the instrumented rounds, {:.0} us each on average",
+            ns as f64 / reads as f64 / 1000.0
+        );
+    }
 }
