@@ -247,76 +247,15 @@ fn storms_from_another_process_are_exact() {
     storm(4, 1 << 20, 1_000, Publisher::OtherProcess);
 }
 
-/// The storm read through one backend's exposition.
+/// The storm read through each backend's exposition.
 #[cfg(all(
     feature = "prometheus-client",
     feature = "prometheus",
     feature = "metrics",
     feature = "opentelemetry"
 ))]
-mod through_backends {
-    use super::backends_support::Backend;
-    use super::*;
-
-    fn reader(backend: Backend, metrics: &ClientMetrics) -> Box<dyn Fn() -> Counted> {
-        let attached = backend.attach(metrics);
-        Box::new(move || {
-            let exposed = attached.read();
-            let labels = [("client", "storm"), ("subscription", "storm")];
-            let value = |name: &str| exposed.value(name, &labels).unwrap_or(0.0) as u64;
-            Counted {
-                delivered: value("nats_delivery_client_delivered_messages_total"),
-                dropped: value("nats_delivery_client_dropped_messages_total"),
-                pending: value("nats_delivery_client_pending_messages"),
-                dropped_bytes: value("nats_delivery_client_dropped_bytes_total"),
-            }
-        })
-    }
-
-    #[test]
-    fn a_storm_through_prometheus_client_is_exact() {
-        storm_read(
-            2,
-            16,
-            300_000,
-            Publisher::SameProcess,
-            Some(|m| reader(Backend::PrometheusClient, m)),
-        );
-    }
-
-    #[test]
-    fn a_storm_through_the_prometheus_crate_is_exact() {
-        storm_read(
-            2,
-            16,
-            300_000,
-            Publisher::SameProcess,
-            Some(|m| reader(Backend::Prometheus, m)),
-        );
-    }
-
-    #[test]
-    fn a_storm_through_the_metrics_facade_is_exact() {
-        storm_read(
-            2,
-            16,
-            300_000,
-            Publisher::SameProcess,
-            Some(|m| reader(Backend::Metrics, m)),
-        );
-    }
-
-    #[test]
-    fn a_storm_through_opentelemetry_is_exact() {
-        storm_read(
-            2,
-            16,
-            300_000,
-            Publisher::SameProcess,
-            Some(|m| reader(Backend::OpenTelemetry, m)),
-        );
-    }
-}
+#[path = "backends_support/through_backends.rs"]
+mod through_backends;
 
 /// The publisher of [`storms_from_another_process_are_exact`], run by it as
 /// a child process of this test binary.
