@@ -57,24 +57,30 @@ check_crate_package() {
 # The link-in crate's tests against the newest async-nats of the workspace's
 # range (the oldest is in Cargo.lock and runs with everything else): the
 # workspace seen through symbolic links, with a Cargo.lock of its own that
-# differs only in async-nats, built into the same target directory.
+# differs only in async-nats, built into the same target directory. Built
+# before the tests (a build would hold the target directory's lock while
+# other tests wait), run beside the other server versions' tests. The links
+# stay at one place between runs: Cargo reuses a build of test-support made
+# at another place, whose CARGO_MANIFEST_DIR would then be gone.
 ASYNC_NATS_NEWEST=${ASYNC_NATS_NEWEST:-0.52.0}
-test_crate_on_newest_async_nats() {
-  local shadow entry status=0
-  shadow=$(mktemp -d)
+newest_shadow="$(realpath "${CARGO_TARGET_DIR:-target}")/async-nats-newest-workspace"
+newest_async_nats() {
+  CARGO_TARGET_DIR=$(realpath "${CARGO_TARGET_DIR:-target}") \
+    cargo nextest run --manifest-path "$newest_shadow/Cargo.toml" --locked -p nats-delivery-metrics --all-features "$@"
+}
+build_crate_on_newest_async_nats() {
+  local entry
+  rm -rf "$newest_shadow"
+  mkdir -p "$newest_shadow"
   for entry in ./* ./.[!.]*; do
     entry=${entry#./}
-    case $entry in .git | target | Cargo.lock) ;; *) ln -s "$PWD/$entry" "$shadow/$entry" ;; esac
+    case $entry in .git | target | Cargo.lock) ;; *) ln -s "$PWD/$entry" "$newest_shadow/$entry" ;; esac
   done
-  cp Cargo.lock "$shadow/"
-  cargo update --manifest-path "$shadow/Cargo.toml" -p async-nats --precise "$ASYNC_NATS_NEWEST"
-  grep -A1 '^name = "async-nats"$' "$shadow/Cargo.lock" | grep -qx "version = \"$ASYNC_NATS_NEWEST\"" ||
+  cp Cargo.lock "$newest_shadow/"
+  cargo update --manifest-path "$newest_shadow/Cargo.toml" -p async-nats --precise "$ASYNC_NATS_NEWEST"
+  grep -A1 '^name = "async-nats"$' "$newest_shadow/Cargo.lock" | grep -qx "version = \"$ASYNC_NATS_NEWEST\"" ||
     { echo "the shadow workspace's Cargo.lock does not hold async-nats $ASYNC_NATS_NEWEST"; return 1; }
-  CARGO_TARGET_DIR=$(realpath "${CARGO_TARGET_DIR:-target}") NATS_SERVER_VERSION=$first \
-    cargo nextest run --manifest-path "$shadow/Cargo.toml" --locked -p nats-delivery-metrics --all-features ||
-    status=$?
-  rm -rf "$shadow"
-  return "$status"
+  newest_async_nats --no-run
 }
 {
   PROFILE=deploy-test ./scripts/build-static.sh >"$logs/static-binary" &&
@@ -82,6 +88,8 @@ test_crate_on_newest_async_nats() {
 } 2>"$logs/static-build" >&2 &
 static_build=$!
 background+=("$static_build")
+build_crate_on_newest_async_nats
+part "build (link-in crate on async-nats $ASYNC_NATS_NEWEST)"
 # Tests run under cargo-nextest (each test its own process, many at once,
 # a hung test failed after 5 minutes; .config/nextest.toml), from the build
 # above. Every version runs to the end; the versions that failed are named
@@ -122,7 +130,7 @@ rerun() {
 NATS_TEST_NO_SERVER=1 cargo nextest run --workspace --locked -E "$no_server" >"$logs/no-server" 2>&1 &
 no_server_run=$!
 background+=("$no_server_run")
-test_crate_on_newest_async_nats >"$logs/async-nats-newest" 2>&1 &
+NATS_SERVER_VERSION=$first newest_async_nats >"$logs/async-nats-newest" 2>&1 &
 newest_async_nats_run=$!
 background+=("$newest_async_nats_run")
 # shellcheck disable=SC2086 # the versions are words
