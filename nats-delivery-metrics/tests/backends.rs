@@ -212,3 +212,29 @@ fn prometheus_registry_takes_two_clients_and_refuses_a_duplicate() {
         assert!(text.contains(&line), "{line} missing from\n{text}");
     }
 }
+
+/// Two connections' metrics on one OpenTelemetry meter (a queue group over
+/// two connections): the instruments are shared, each callback observes its
+/// own `client`, and no series is observed twice.
+#[test]
+fn opentelemetry_meter_takes_two_clients() {
+    use opentelemetry::metrics::MeterProvider;
+    use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+    let exporter = InMemoryMetricExporter::default();
+    let provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter.clone()).build())
+        .build();
+    let meter = provider.meter("nats-delivery-metrics");
+    ClientMetrics::named("a").register_opentelemetry(&meter);
+    ClientMetrics::named("b").register_opentelemetry(&meter);
+    provider.force_flush().unwrap();
+    let exported = exporter.get_finished_metrics().unwrap();
+    let exposed = backends_support::from_opentelemetry(exported.last().unwrap());
+    let events = "nats_delivery_client_connection_events_total";
+    for client in ["a", "b"] {
+        let closed = [("client", client), ("event", "closed")];
+        assert_eq!(exposed.value(events, &closed), Some(0.0), "{exposed:?}");
+    }
+    // 7 events for each client, nothing else before a subscription.
+    assert_eq!(exposed.values.len(), 14, "{:?}", exposed.values.keys());
+}

@@ -38,6 +38,9 @@ impl MetricsFacade {
 
     /// Copies every counter and gauge into the current recorder now.
     pub fn update(&self) {
+        // One copy at a time, so that a slower one cannot set again a gauge
+        // that a newer one has set to 0.
+        let mut gauges = self.gauges.lock().unwrap_or_else(|e| e.into_inner());
         let mut written = BTreeSet::new();
         for collected in super::collect(&self.shared) {
             let family = collected.family;
@@ -64,7 +67,6 @@ impl MetricsFacade {
                 }
             }
         }
-        let mut gauges = self.gauges.lock().unwrap_or_else(|e| e.into_inner());
         for gone in gauges.difference(&written) {
             let family = super::families::ALL
                 .iter()

@@ -173,7 +173,7 @@ fn parse_labels(body: &str) -> Vec<(String, String)> {
 
 /// The last collection of the OpenTelemetry reader, named as OpenTelemetry's
 /// Prometheus translation names it (`_total` on monotonic sums).
-fn from_opentelemetry(collection: &ResourceMetrics) -> Exposed {
+pub fn from_opentelemetry(collection: &ResourceMetrics) -> Exposed {
     let mut exposed = Exposed::default();
     for metric in collection.scope_metrics().flat_map(|s| s.metrics()) {
         let mut points: Vec<(Vec<(String, String)>, f64)> = Vec::new();
