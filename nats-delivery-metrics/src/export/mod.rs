@@ -28,7 +28,7 @@ use std::sync::atomic::Ordering;
 
 use crate::state::{LiveSnapshot, Shared, SubscriptionSnapshot};
 use crate::PublishFailure;
-use families::{Family, ALL};
+use families::{Family, Group, ALL};
 
 /// A sample's value: counts are exact integers; the pull batch ratio is
 /// the one fraction.
@@ -74,22 +74,67 @@ impl Sample {
 
 /// A family with the samples one collection found (possibly none: a
 /// backend then leaves the family out).
+#[cfg_attr(
+    not(any(
+        feature = "prometheus-client",
+        feature = "prometheus",
+        feature = "metrics"
+    )),
+    allow(dead_code)
+)]
 #[derive(Debug)]
 pub(crate) struct Collected {
     pub family: &'static Family,
     pub samples: Vec<Sample>,
 }
 
+/// Collects one group's families, handing each to `add`.
+type Add<'a> = dyn FnMut(&'static Family, Vec<Sample>) + 'a;
+
 /// Every family of `shared`, in the order of [`ALL`].
+#[cfg_attr(
+    not(any(
+        feature = "prometheus-client",
+        feature = "prometheus",
+        feature = "metrics"
+    )),
+    allow(dead_code)
+)]
 pub(crate) fn collect(shared: &Shared) -> Vec<Collected> {
     let mut out = Vec::with_capacity(ALL.len());
     let mut add =
         |family: &'static Family, samples: Vec<Sample>| out.push(Collected { family, samples });
-    subscriptions(shared, &mut add);
-    connection(shared, &mut add);
-    publishes(shared, &mut add);
-    consumers(shared, &mut add);
+    for group in [
+        Group::Subscriptions,
+        Group::Connection,
+        Group::Publishing,
+        Group::Consumers,
+    ] {
+        collect_group(shared, group, &mut add);
+    }
     out
+}
+
+/// The samples of `family` alone, read from its group's counters only (a
+/// backend that collects family by family).
+#[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
+pub(crate) fn collect_family(shared: &Shared, family: &'static Family) -> Vec<Sample> {
+    let mut found = Vec::new();
+    collect_group(shared, family.group, &mut |f, samples| {
+        if f.name == family.name {
+            found = samples;
+        }
+    });
+    found
+}
+
+fn collect_group(shared: &Shared, group: Group, add: &mut Add) {
+    match group {
+        Group::Subscriptions => subscriptions(shared, add),
+        Group::Connection => connection(shared, add),
+        Group::Publishing => publishes(shared, add),
+        Group::Consumers => consumers(shared, add),
+    }
 }
 
 fn count(labels: Vec<String>, n: u64) -> Sample {
@@ -99,7 +144,7 @@ fn count(labels: Vec<String>, n: u64) -> Sample {
     }
 }
 
-fn subscriptions(shared: &Shared, add: &mut impl FnMut(&'static Family, Vec<Sample>)) {
+fn subscriptions(shared: &Shared, add: &mut Add) {
     use families::*;
     let subs = shared.snapshot();
     let per_subscription = |value: &dyn Fn(&SubscriptionSnapshot) -> Option<u64>| {
@@ -136,7 +181,7 @@ fn subscriptions(shared: &Shared, add: &mut impl FnMut(&'static Family, Vec<Samp
     );
 }
 
-fn connection(shared: &Shared, add: &mut impl FnMut(&'static Family, Vec<Sample>)) {
+fn connection(shared: &Shared, add: &mut Add) {
     let client = || shared.client.clone();
     let unforwarded = shared.unforwarded().map(|n| count(vec![client()], n));
     add(
@@ -153,7 +198,7 @@ fn connection(shared: &Shared, add: &mut impl FnMut(&'static Family, Vec<Sample>
     );
 }
 
-fn publishes(shared: &Shared, add: &mut impl FnMut(&'static Family, Vec<Sample>)) {
+fn publishes(shared: &Shared, add: &mut Add) {
     use families::*;
     let client = || shared.client.clone();
     let stats = &shared.publishes;
@@ -178,7 +223,7 @@ fn publishes(shared: &Shared, add: &mut impl FnMut(&'static Family, Vec<Sample>)
     add(&PUBLISH_FAILURES, failures);
 }
 
-fn consumers(shared: &Shared, add: &mut impl FnMut(&'static Family, Vec<Sample>)) {
+fn consumers(shared: &Shared, add: &mut Add) {
     use families::*;
     let consumers = shared.consumer_snapshot();
     let labels = |c: &crate::jetstream::ConsumerSnapshot| {
@@ -231,6 +276,12 @@ mod tests {
             for s in &c.samples {
                 assert_eq!(s.labels.len(), c.family.labels.len(), "{}", c.family.name);
             }
+            assert_eq!(
+                collect_family(&shared, c.family),
+                c.samples,
+                "{}",
+                c.family.name
+            );
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::state::Shared;
 pub(crate) fn register(shared: &Arc<Shared>, meter: &Meter) {
     for &family in ALL.iter() {
         let shared = shared.clone();
-        let samples = move || collect_family(&shared, family);
+        let samples = move || super::collect_family(&shared, family);
         match family.kind {
             Kind::Counter => {
                 meter
@@ -42,15 +42,6 @@ pub(crate) fn register(shared: &Arc<Shared>, meter: &Meter) {
             }
         }
     }
-}
-
-/// The samples of `family` alone (a backend that collects family by family).
-fn collect_family(shared: &Shared, family: &'static Family) -> Vec<Sample> {
-    super::collect(shared)
-        .into_iter()
-        .find(|c| c.family.name == family.name)
-        .map(|c| c.samples)
-        .unwrap_or_default()
 }
 
 fn count(value: Value) -> u64 {
