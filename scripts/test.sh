@@ -54,12 +54,42 @@ check_crate_package() {
     --manifest-path "$unpacked/nats-delivery-metrics-$version/Cargo.toml"
   rm -rf "$unpacked"
 }
+# The link-in crate's tests against the newest async-nats of the workspace's
+# range (the oldest is in Cargo.lock and runs with everything else): the
+# workspace seen through symbolic links, with a Cargo.lock of its own that
+# differs only in async-nats, built into the same target directory. Built
+# before the tests (a build would hold the target directory's lock while
+# other tests wait), run beside the other server versions' tests. The links
+# stay at one place between runs: Cargo reuses a build of test-support made
+# at another place, whose CARGO_MANIFEST_DIR would then be gone.
+ASYNC_NATS_NEWEST=${ASYNC_NATS_NEWEST:-0.52.0}
+newest_shadow="$(realpath "${CARGO_TARGET_DIR:-target}")/async-nats-newest-workspace"
+newest_async_nats() {
+  CARGO_TARGET_DIR=$(realpath "${CARGO_TARGET_DIR:-target}") \
+    cargo nextest run --manifest-path "$newest_shadow/Cargo.toml" --locked -p nats-delivery-metrics --all-features "$@"
+}
+build_crate_on_newest_async_nats() {
+  local entry
+  rm -rf "$newest_shadow"
+  mkdir -p "$newest_shadow"
+  for entry in ./* ./.[!.]*; do
+    entry=${entry#./}
+    case $entry in .git | target | Cargo.lock) ;; *) ln -s "$PWD/$entry" "$newest_shadow/$entry" ;; esac
+  done
+  cp Cargo.lock "$newest_shadow/"
+  cargo update --manifest-path "$newest_shadow/Cargo.toml" -p async-nats --precise "$ASYNC_NATS_NEWEST"
+  grep -A1 '^name = "async-nats"$' "$newest_shadow/Cargo.lock" | grep -qx "version = \"$ASYNC_NATS_NEWEST\"" ||
+    { echo "the shadow workspace's Cargo.lock does not hold async-nats $ASYNC_NATS_NEWEST"; return 1; }
+  newest_async_nats --no-run
+}
 {
   PROFILE=deploy-test ./scripts/build-static.sh >"$logs/static-binary" &&
     check_crate_package
 } 2>"$logs/static-build" >&2 &
 static_build=$!
 background+=("$static_build")
+build_crate_on_newest_async_nats
+part "build (link-in crate on async-nats $ASYNC_NATS_NEWEST)"
 # Tests run under cargo-nextest (each test its own process, many at once,
 # a hung test failed after 5 minutes; .config/nextest.toml), from the build
 # above. Every version runs to the end; the versions that failed are named
@@ -90,12 +120,19 @@ lab="${CARGO_TARGET_DIR:-target}/debug/examples/lab"
 "$lab" --check >"$logs/lab" 2>&1 &
 lab_run=$!
 background+=("$lab_run")
+# The link-in crate's backends read the same counters whatever the server:
+# their tests run with the first version only.
+first_version_only='binary_id(nats-delivery-metrics::backends) | (binary_id(nats-delivery-metrics::storm) & test(/^through_backends::/))'
 rerun() {
-  NATS_SERVER_VERSION=$1 cargo nextest run --workspace --locked -E "kind(test) & not ($no_server)" >"$logs/$1" 2>&1
+  NATS_SERVER_VERSION=$1 cargo nextest run --workspace --locked \
+    -E "kind(test) & not ($no_server) & not ($first_version_only)" >"$logs/$1" 2>&1
 }
 NATS_TEST_NO_SERVER=1 cargo nextest run --workspace --locked -E "$no_server" >"$logs/no-server" 2>&1 &
 no_server_run=$!
 background+=("$no_server_run")
+NATS_SERVER_VERSION=$first newest_async_nats >"$logs/async-nats-newest" 2>&1 &
+newest_async_nats_run=$!
+background+=("$newest_async_nats_run")
 # shellcheck disable=SC2086 # the versions are words
 set -- ${SERVER_VERSIONS#"$first"}
 while [ $# -gt 0 ]; do
@@ -118,6 +155,10 @@ wait "$no_server_run" || failed_versions+=" (the tests without a server)"
 echo "== the tests that start no server, once =="
 tee -a "$results" <"$logs/no-server"
 part "tests without a server (the rest of them)"
+wait "$newest_async_nats_run" || failed_versions+=" (the link-in crate on async-nats $ASYNC_NATS_NEWEST)"
+echo "== the link-in crate's tests on async-nats $ASYNC_NATS_NEWEST =="
+tee -a "$results" <"$logs/async-nats-newest"
+part "link-in crate on async-nats $ASYNC_NATS_NEWEST (the rest)"
 lab_failed=""
 wait "$lab_run" || lab_failed=1
 cat "$logs/lab"

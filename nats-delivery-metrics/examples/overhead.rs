@@ -15,6 +15,12 @@
 //! With `OVERHEAD_SAME_IN_BOTH=1` both kinds of round run the plain
 //! subscriber: the ratio then shows the benchmark's own bias and noise,
 //! which should be 1 within the noise.
+//!
+//! With `OVERHEAD_BACKEND` set (`prometheus-client`, `prometheus`,
+//! `metrics` or `opentelemetry`; all four features on, as in the
+//! workspace's build) the metrics are exported through that backend, whose
+//! own exposition is read every 10 ms during the instrumented rounds: the
+//! adapter's cost, collection included, shows in their time and CPU.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +28,118 @@ use futures::StreamExt;
 use nats_delivery_metrics::{ClientMetrics, PendingLimits, SubscribeOptions};
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
+
+#[cfg(all(
+    feature = "prometheus-client",
+    feature = "prometheus",
+    feature = "metrics",
+    feature = "opentelemetry"
+))]
+#[path = "../tests/backends_support/mod.rs"]
+mod backends_support;
+
+/// Reads the chosen backend's exposition (see the module's documentation).
+type Collect = std::sync::Arc<dyn Fn() + Send + Sync>;
+
+#[cfg(all(
+    feature = "prometheus-client",
+    feature = "prometheus",
+    feature = "metrics",
+    feature = "opentelemetry"
+))]
+fn backend_collector(metrics: &ClientMetrics) -> Option<Collect> {
+    use backends_support::Backend;
+    let name = std::env::var("OVERHEAD_BACKEND").ok()?;
+    let backend = match name.as_str() {
+        "prometheus-client" => Backend::PrometheusClient,
+        "prometheus" => Backend::Prometheus,
+        "metrics" => Backend::Metrics,
+        "opentelemetry" => Backend::OpenTelemetry,
+        other => panic!("OVERHEAD_BACKEND: no backend {other}"),
+    };
+    let attached = std::sync::Mutex::new(backend.attach(metrics));
+    Some(std::sync::Arc::new(move || {
+        let exposed = attached.lock().unwrap().read();
+        assert!(!exposed.values.is_empty());
+    }))
+}
+
+#[cfg(not(all(
+    feature = "prometheus-client",
+    feature = "prometheus",
+    feature = "metrics",
+    feature = "opentelemetry"
+)))]
+fn backend_collector(_: &ClientMetrics) -> Option<Collect> {
+    assert!(
+        std::env::var_os("OVERHEAD_BACKEND").is_none(),
+        "OVERHEAD_BACKEND needs the features prometheus-client, prometheus, metrics and opentelemetry"
+    );
+    None
+}
+
+/// The backend's reader, when `OVERHEAD_BACKEND` is set.
+static COLLECT: std::sync::OnceLock<Collect> = std::sync::OnceLock::new();
+
+fn install_collector(metrics: &ClientMetrics) {
+    if let Some(collect) = backend_collector(metrics) {
+        let _ = COLLECT.set(collect.clone());
+        start_reading_thread(collect);
+    }
+}
+
+/// Reads of the exposition, the nanoseconds they took, and the reading
+/// thread's CPU nanoseconds, over the run.
+static COLLECTIONS: [std::sync::atomic::AtomicU64; 3] = [
+    std::sync::atomic::AtomicU64::new(0),
+    std::sync::atomic::AtomicU64::new(0),
+    std::sync::atomic::AtomicU64::new(0),
+];
+
+/// Set during the instrumented rounds: the reading thread reads then.
+static ACTIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Starts the thread that reads the exposition every 10 ms while [`ACTIVE`]
+/// is set; at the end of each active stretch it records its own CPU time
+/// (one thread for the whole run, so that the 10 ms ticks of /proc add up).
+fn start_reading_thread(collect: Collect) {
+    use std::sync::atomic::Ordering::Relaxed;
+    std::thread::spawn(move || {
+        let cpu = cpu_time_of("/proc/thread-self/stat");
+        let mut was_active = false;
+        loop {
+            if ACTIVE.load(Relaxed) {
+                let start = Instant::now();
+                collect();
+                COLLECTIONS[0].fetch_add(1, Relaxed);
+                COLLECTIONS[1].fetch_add(start.elapsed().as_nanos() as u64, Relaxed);
+                was_active = true;
+            } else if was_active {
+                let used = cpu_time_of("/proc/thread-self/stat") - cpu;
+                COLLECTIONS[2].store(used.as_nanos() as u64, Relaxed);
+                was_active = false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+}
+
+/// Reading is active while this lives.
+struct Reading;
+
+impl Reading {
+    fn start() -> Option<Reading> {
+        COLLECT.get()?;
+        ACTIVE.store(true, std::sync::atomic::Ordering::Relaxed);
+        Some(Reading)
+    }
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        ACTIVE.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mode {
@@ -31,7 +149,12 @@ enum Mode {
 
 /// User + system CPU time of this process, from /proc (Linux).
 fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    cpu_time_of("/proc/self/stat")
+}
+
+/// User + system CPU time from a `stat` file of /proc (10 ms ticks).
+fn cpu_time_of(stat: &str) -> Duration {
+    let stat = std::fs::read_to_string(stat).unwrap_or_default();
     let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let f: Vec<u64> = after
         .split_whitespace()
@@ -103,6 +226,7 @@ async fn round(
             })
         }
     };
+    let reading = (mode == Mode::Instrumented).then(Reading::start).flatten();
     let cpu = cpu_time();
     let start = Instant::now();
     for _ in 0..n {
@@ -117,6 +241,7 @@ async fn round(
         .expect("round timed out: messages were lost")
         .unwrap();
     assert_eq!(bytes as u64, n * len as u64);
+    drop(reading);
     let elapsed = start.elapsed().as_secs_f64();
     let cpu_ns = (cpu_time() - cpu).as_nanos() as f64 / n as f64;
     (n as f64 / elapsed, cpu_ns)
@@ -145,6 +270,7 @@ async fn main() {
     let server = NatsServer::builder().start();
     let mut registry = Registry::default();
     let metrics = ClientMetrics::new("bench", &mut registry);
+    install_collector(&metrics);
     // connect_options sizes async-nats' channel (2^28 messages) for both
     // kinds of subscription: the plain subscriber never drops either.
     let subscriber = metrics
@@ -212,4 +338,21 @@ async fn main() {
         median(plain_cpu),
         median(instrumented_cpu)
     );
+    print_collections();
+}
+
+/// How often the backend's exposition was read, and how long a read took.
+fn print_collections() {
+    // The reading thread records its CPU time within 10 ms of the last round.
+    std::thread::sleep(Duration::from_millis(50));
+    let reads = COLLECTIONS[0].load(std::sync::atomic::Ordering::Relaxed);
+    if reads > 0 {
+        let ns = COLLECTIONS[1].load(std::sync::atomic::Ordering::Relaxed);
+        let cpu = COLLECTIONS[2].load(std::sync::atomic::Ordering::Relaxed);
+        println!(
+            "exposition read {reads} times during the instrumented rounds, {:.0} us each on average, {:.0} us of the reading thread's CPU (10 ms ticks over all reads)",
+            ns as f64 / reads as f64 / 1000.0,
+            cpu as f64 / reads as f64 / 1000.0
+        );
+    }
 }

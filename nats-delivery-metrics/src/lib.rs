@@ -74,7 +74,10 @@
 //!
 //! # Serving the metrics
 //!
-//! The application serves its own `Registry`. With the `http-server` feature,
+//! Each metrics library is a feature (the README's "Backends"), all reading
+//! the same counters: prometheus-client (the default, `ClientMetrics::new`),
+//! the `prometheus` crate, the `metrics` facade and OpenTelemetry. With
+//! prometheus-client the application serves its own `Registry`. With the `http-server` feature,
 //! `serve` is a minimal `/metrics` endpoint. With
 //! `ClientMetrics::publish_reports` (feature `reports`) the totals travel
 //! over NATS to the nats-delivery-exporter instead (wire format in the
@@ -83,9 +86,9 @@
 
 mod admission;
 mod client;
-mod collector;
 mod error;
 mod events;
+mod export;
 #[cfg(feature = "http-server")]
 mod http;
 mod intake;
@@ -104,10 +107,10 @@ mod totals;
 use std::future::Future;
 use std::sync::Arc;
 
-use prometheus_client::registry::Registry;
-
 pub use client::InstrumentedClient;
 pub use error::{Error, ErrorKind};
+#[cfg(feature = "metrics")]
+pub use export::metrics_facade::{MetricsFacade, UpdateTask};
 #[cfg(feature = "http-server")]
 pub use http::{serve, READ_TIMEOUT};
 pub use jetstream::{Acknowledgement, ConsumerMetrics};
@@ -130,7 +133,14 @@ use state::Shared;
 use stats::SubscriptionStats;
 
 /// The README's examples, compiled as doc tests.
-#[cfg(all(doctest, feature = "reports"))]
+#[cfg(all(
+    doctest,
+    feature = "reports",
+    feature = "prometheus-client",
+    feature = "prometheus",
+    feature = "metrics",
+    feature = "opentelemetry"
+))]
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
 
@@ -145,7 +155,7 @@ pub struct ClientMetrics {
 
 impl ClientMetrics {
     /// Creates the metrics for the connection named `client` and registers
-    /// them in `registry`.
+    /// them in `registry` (feature `prometheus-client`, the default).
     ///
     /// ```
     /// use prometheus_client::registry::Registry;
@@ -159,10 +169,62 @@ impl ClientMetrics {
     /// assert!(!text.contains("nats_delivery_client_dropped_messages"));
     /// # let _ = metrics;
     /// ```
-    pub fn new(client: impl Into<String>, registry: &mut Registry) -> Self {
-        let shared = Arc::new(Shared::new(client.into()));
-        registry.register_collector(Box::new(collector::ClientCollector(shared.clone())));
-        ClientMetrics { shared }
+    #[cfg(feature = "prometheus-client")]
+    pub fn new(
+        client: impl Into<String>,
+        registry: &mut prometheus_client::registry::Registry,
+    ) -> Self {
+        let metrics = Self::named(client);
+        metrics.register(registry);
+        metrics
+    }
+
+    /// Creates the metrics for the connection named `client` without
+    /// exporting them anywhere: hand them to the backend of your metrics
+    /// library (`register`, `register_prometheus`,
+    /// `register_opentelemetry`, `metrics_facade`). The counting starts
+    /// here either way; every backend reads the same counters.
+    pub fn named(client: impl Into<String>) -> Self {
+        ClientMetrics {
+            shared: Arc::new(Shared::new(client.into())),
+        }
+    }
+
+    /// Exports these metrics through a prometheus-client `registry`
+    /// (feature `prometheus-client`): a collector that reads the counters
+    /// whenever the registry is encoded.
+    #[cfg(feature = "prometheus-client")]
+    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        let collector = export::prometheus_client::ClientCollector(self.shared.clone());
+        registry.register_collector(Box::new(collector));
+    }
+
+    /// Exports these metrics through a `prometheus` crate `registry`
+    /// (feature `prometheus`): a collector that reads the counters whenever
+    /// the registry is gathered. Fails as `Registry::register` does, for
+    /// example when metrics of the same `client` name are registered twice.
+    #[cfg(feature = "prometheus")]
+    pub fn register_prometheus(&self, registry: &prometheus::Registry) -> prometheus::Result<()> {
+        export::prometheus::register(&self.shared, registry)
+    }
+
+    /// Exports these metrics as observable instruments of `meter`
+    /// (feature `opentelemetry`): their callbacks read the counters whenever
+    /// the meter provider's reader collects, for as long as the provider
+    /// lives (OpenTelemetry has no way to remove an instrument).
+    #[cfg(feature = "opentelemetry")]
+    pub fn register_opentelemetry(&self, meter: &opentelemetry::metrics::Meter) {
+        export::opentelemetry::register(&self.shared, meter)
+    }
+
+    /// Exports these metrics through the `metrics` facade (feature
+    /// `metrics`): the returned [`MetricsFacade`] copies the counters into the
+    /// installed recorder when you call [`MetricsFacade::update`] (before each
+    /// render of your exporter) or every period of
+    /// [`MetricsFacade::spawn_updates`].
+    #[cfg(feature = "metrics")]
+    pub fn metrics_facade(&self) -> MetricsFacade {
+        MetricsFacade::new(self.shared.clone())
     }
 
     /// The `client` label value.

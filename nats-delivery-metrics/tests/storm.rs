@@ -4,6 +4,11 @@
 //! this process or another one, delivered + dropped + pending equals the
 //! messages the server sent, exactly, and nothing is left unforwarded.
 //!
+//! The same storm, read through each backend's own exposition
+//! (prometheus-client, the `prometheus` crate, the `metrics` facade,
+//! OpenTelemetry), counts the same: what the server sent, and as delivered
+//! exactly what the application read.
+//!
 //! The reader takes a 1 ms pause every 100 messages, so the crate's own
 //! limits drop (and count) a large share, while async-nats' connection task
 //! reads the socket as fast as it can: the storm that overflowed async-nats'
@@ -19,7 +24,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::server_subscription_msgs;
 use futures::StreamExt;
-use nats_delivery_metrics::{ClientMetrics, SubscribeOptions, Subscription};
+use nats_delivery_metrics::{ClientMetrics, SubscribeOptions, Subscription, SubscriptionTotals};
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 
@@ -29,6 +34,37 @@ const CONNECTION: &str = "storm-subscriber";
 const CHILD_URL: &str = "STORM_PUBLISHER_URL";
 const CHILD_COUNT: &str = "STORM_PUBLISHER_COUNT";
 const CHILD_LEN: &str = "STORM_PUBLISHER_PAYLOAD_LEN";
+
+#[cfg(all(
+    feature = "prometheus-client",
+    feature = "prometheus",
+    feature = "metrics",
+    feature = "opentelemetry"
+))]
+mod backends_support;
+
+/// The storm subscription's numbers, as one reading shows them.
+#[derive(Debug, Clone, Copy)]
+struct Counted {
+    delivered: u64,
+    dropped: u64,
+    pending: u64,
+    dropped_bytes: u64,
+}
+
+impl From<SubscriptionTotals> for Counted {
+    fn from(t: SubscriptionTotals) -> Self {
+        Counted {
+            delivered: t.delivered_messages,
+            dropped: t.dropped_messages,
+            pending: t.pending_messages,
+            dropped_bytes: t.dropped_bytes,
+        }
+    }
+}
+
+/// Attaches a backend to the metrics and returns how to read them through it.
+type Exposition = fn(&ClientMetrics) -> Box<dyn Fn() -> Counted>;
 
 #[derive(Debug, Clone, Copy)]
 enum Publisher {
@@ -83,6 +119,17 @@ async fn sent_by_server(server: &NatsServer, sid: u64, n: u64) -> u64 {
 }
 
 fn storm(workers: usize, len: usize, n: u64, publisher: Publisher) {
+    storm_read(workers, len, n, publisher, None)
+}
+
+/// A storm whose numbers are read through `exposition`, or the accessors.
+fn storm_read(
+    workers: usize,
+    len: usize,
+    n: u64,
+    publisher: Publisher,
+    exposition: Option<Exposition>,
+) {
     eprintln!("storm: {workers} workers, {n} x {len} bytes, publisher {publisher:?}");
     // Room for the whole storm in the server's per-client buffer: a server
     // cut (counted by the exporter, not the crate) is not what this measures,
@@ -94,8 +141,7 @@ fn storm(workers: usize, len: usize, n: u64, publisher: Publisher) {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let mut registry = Registry::default();
-        let metrics = ClientMetrics::new("storm", &mut registry);
+        let metrics = ClientMetrics::named("storm");
         let client = metrics
             .connect(
                 async_nats::ConnectOptions::new().name(CONNECTION),
@@ -112,8 +158,13 @@ fn storm(workers: usize, len: usize, n: u64, publisher: Publisher) {
         let sync = client.request("storm.sync", Bytes::new()).await;
         assert!(sync.is_err(), "nobody answers the sync request");
         let totals = || metrics.subscription_totals("storm").unwrap();
+        let read_exposition = exposition.map(|attach| attach(&metrics));
+        let counted = || match &read_exposition {
+            Some(read) => read(),
+            None => Counted::from(totals()),
+        };
         // Large messages: a pause per message, so the 64 MiB limit is reached.
-        let _read = slow_reader(sub, if len >= 1 << 16 { 1 } else { 100 });
+        let read = slow_reader(sub, if len >= 1 << 16 { 1 } else { 100 });
 
         match publisher {
             Publisher::SameProcess => publish(&server.client_url(), n, len).await,
@@ -134,24 +185,26 @@ fn storm(workers: usize, len: usize, n: u64, publisher: Publisher) {
         let sent = sent_by_server(&server, sid, n).await;
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            let t = totals();
-            let accounted = t.delivered_messages + t.dropped_messages + t.pending_messages;
-            if accounted == sent && t.pending_messages == 0 {
+            let c = counted();
+            let accounted = c.delivered + c.dropped + c.pending;
+            let app_read = read.load(Ordering::Relaxed);
+            if accounted == sent && c.pending == 0 && app_read == c.delivered {
                 eprintln!(
-                    "  exact: delivered {} + dropped {} = {sent} sent by the server, of {n} published",
-                    t.delivered_messages, t.dropped_messages
+                    "  exact: delivered {} (read by the application) + dropped {} = {sent} sent by the server, of {n} published",
+                    c.delivered, c.dropped
                 );
+                assert_eq!(c.dropped_bytes, c.dropped * len as u64);
                 break;
             }
             assert!(
                 Instant::now() < deadline,
                 "server sent {sent} of {n}; delivered {} + dropped {} + pending {} = {accounted}; \
-                 unforwarded {:?}; slow-consumer events {}",
-                t.delivered_messages,
-                t.dropped_messages,
-                t.pending_messages,
+                 the application read {app_read}; unforwarded {:?}; slow-consumer events {}",
+                c.delivered,
+                c.dropped,
+                c.pending,
                 metrics.unforwarded_messages(),
-                t.slow_consumer_events,
+                totals().slow_consumer_events,
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -193,6 +246,16 @@ fn storms_from_another_process_are_exact() {
     storm(2, 16, 300_000, Publisher::OtherProcess);
     storm(4, 1 << 20, 1_000, Publisher::OtherProcess);
 }
+
+/// The storm read through each backend's exposition.
+#[cfg(all(
+    feature = "prometheus-client",
+    feature = "prometheus",
+    feature = "metrics",
+    feature = "opentelemetry"
+))]
+#[path = "backends_support/through_backends.rs"]
+mod through_backends;
 
 /// The publisher of [`storms_from_another_process_are_exact`], run by it as
 /// a child process of this test binary.
