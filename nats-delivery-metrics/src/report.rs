@@ -65,7 +65,7 @@ fn default_instance() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-/// The report body (JSON), version 1. Field meanings are in the README.
+/// The report body (JSON), version 1. Field meanings: the repository's `docs/report-protocol.md`.
 #[derive(Debug, Serialize)]
 pub(crate) struct Report<'a> {
     version: u32,
