@@ -12,6 +12,7 @@ use prometheus_client::registry::Registry;
 
 use crate::cli::config::Config;
 use crate::jetstream::message_timestamps::MessageTimestamps;
+use crate::lock::LockOrRecover;
 use crate::scrape::exposition::Exposition;
 use crate::scrape::poller::Poller;
 use crate::scrape::snapshot::Snapshot;
@@ -150,7 +151,7 @@ impl Exporter {
         let snapshot = flight.clone().await;
         // The poll is done: forget it, so that its snapshot is freed once
         // its last scraper has its text sent.
-        let mut slot = self.in_flight.lock().expect("flight lock");
+        let mut slot = self.in_flight.lock_or_recover();
         if slot.as_ref().is_some_and(|f| f.ptr_eq(&flight)) {
             *slot = None;
         }
@@ -161,7 +162,7 @@ impl Exporter {
     /// The poll under way, or a new one. It runs as its own task, so that a
     /// scraper that hangs up does not cancel it for the others.
     fn join_flight(&self) -> Flight {
-        let mut slot = self.in_flight.lock().expect("flight lock");
+        let mut slot = self.in_flight.lock_or_recover();
         if let Some(flight) = slot.as_ref() {
             if flight.peek().is_none() {
                 return flight.clone();
