@@ -11,10 +11,12 @@
 //! Charges are upper bounds of the memory they stand for, so the memory a
 //! poll holds never passes the limit by more than the reads in flight.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io::{BufRead, Read};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+
+use crate::poll_error::PollError;
 
 /// Bytes charged for every object (`{`) the sources other than `/jsz`
 /// parse: twice the largest value they keep per object with its strings'
@@ -74,8 +76,7 @@ impl KeptBudget {
     }
 
     /// Takes `bytes` more; false (and nothing taken) when that passes the
-    /// limit: the reply that asked must stop, with an error that says
-    /// [`REFUSED`].
+    /// limit: the reply that asked must stop, with [`KeptBudget::refused`].
     pub fn charge(&self, bytes: usize) -> bool {
         if let Some(parent) = &self.parent {
             if !parent.charge(bytes) {
@@ -92,8 +93,8 @@ impl KeptBudget {
     }
 
     /// The error of a reply stopped by a refused charge.
-    pub fn refused(&self) -> String {
-        format!("{REFUSED} ({} bytes)", self.limit)
+    pub fn refused(&self) -> Refused {
+        Refused { limit: self.limit }
     }
 
     /// Gives back `bytes` charged before (a buffer freed).
@@ -116,10 +117,101 @@ impl KeptBudget {
     }
 }
 
-/// Said by the error of every reply stopped by a refused charge, which
-/// tells it from a reply that is not JSON (the text of a reply is never
-/// part of an error).
+/// Said by the error of every reply stopped by a refused charge.
 pub const REFUSED: &str = "the server's replies keep more than --max-kept-size";
+
+/// A charge a [`KeptBudget`] refused: the reply that asked stops with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{REFUSED} ({limit} bytes)")]
+pub struct Refused {
+    /// The budget's limit in bytes.
+    pub limit: usize,
+}
+
+/// Why the parse of a reply failed: a refused charge, told by its type
+/// wherever it happened (a reader, a deserializer, the `/jsz` cut), or a
+/// reply that is not what the endpoint sends (the text of a reply is never
+/// part of an error).
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// A charge was refused: the poll fails as `PollError::TooMuchKept`.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// Anything else: the poll fails as `PollError::Parse`.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ParseError {
+    /// A serde_json error: a refusal when a [`ChargedReader`] under it, or
+    /// a deserializer on this thread ([`refused_in_deserializer`]), refused.
+    pub fn json(e: serde_json::Error) -> ParseError {
+        let noted = NOTED_REFUSAL.with(Cell::take);
+        if e.is_io() {
+            return ParseError::io(e.into());
+        }
+        match noted {
+            Some(refused) => ParseError::Refused(refused),
+            None => ParseError::Invalid(e.to_string()),
+        }
+    }
+
+    /// An I/O error of a reader: a refusal when a [`ChargedReader`] refused.
+    pub fn io(e: std::io::Error) -> ParseError {
+        match e.get_ref().and_then(|e| e.downcast_ref::<Refused>()) {
+            Some(refused) => ParseError::Refused(*refused),
+            None => ParseError::Invalid(e.to_string()),
+        }
+    }
+
+    /// The same error, its text (not a refusal) after `context: `.
+    pub fn within(self, context: &str) -> ParseError {
+        match self {
+            ParseError::Invalid(e) => ParseError::Invalid(format!("{context}: {e}")),
+            refused => refused,
+        }
+    }
+}
+
+impl From<String> for ParseError {
+    fn from(e: String) -> ParseError {
+        ParseError::Invalid(e)
+    }
+}
+
+impl From<&str> for ParseError {
+    fn from(e: &str) -> ParseError {
+        ParseError::Invalid(e.to_string())
+    }
+}
+
+impl From<ParseError> for PollError {
+    fn from(e: ParseError) -> PollError {
+        match e {
+            ParseError::Refused(refused) => PollError::TooMuchKept(refused.limit),
+            ParseError::Invalid(e) => PollError::Parse(e),
+        }
+    }
+}
+
+/// The result of a parse run off the async runtime, as a poll's: the one
+/// place a refused charge becomes `PollError::TooMuchKept`.
+pub fn parsed<T>(
+    joined: Result<Result<T, ParseError>, tokio::task::JoinError>,
+) -> Result<T, PollError> {
+    match joined {
+        Ok(parsed) => parsed.map_err(PollError::from),
+        Err(e) => Err(PollError::Parse(format!("parser stopped: {e}"))),
+    }
+}
+
+/// The error a deserializer returns for a refused charge. serde keeps only
+/// an error's text, so the refusal is also noted for [`ParseError::json`]
+/// on this thread, which the failed parse reaches next.
+pub fn refused_in_deserializer<E: serde::de::Error>(refused: Refused) -> E {
+    NOTED_REFUSAL.with(|noted| noted.set(Some(refused)));
+    E::custom(refused)
+}
 
 impl Drop for KeptBudget {
     fn drop(&mut self) {
@@ -133,11 +225,15 @@ thread_local! {
     /// The budget of the reply this thread parses, for deserializers that
     /// cannot be handed one.
     static CURRENT: RefCell<Option<Arc<KeptBudget>>> = const { RefCell::new(None) };
+    /// A refusal a deserializer met on this thread (see
+    /// [`refused_in_deserializer`]), until [`ParseError::json`] takes it.
+    static NOTED_REFUSAL: Cell<Option<Refused>> = const { Cell::new(None) };
 }
 
 /// Runs `f` with `budget` as this thread's budget (see [`current`]).
 pub fn scope<T>(budget: &Arc<KeptBudget>, f: impl FnOnce() -> T) -> T {
     let before = CURRENT.with(|c| c.replace(Some(budget.clone())));
+    NOTED_REFUSAL.with(|noted| noted.set(None));
     let out = f();
     CURRENT.with(|c| *c.borrow_mut() = before);
     out

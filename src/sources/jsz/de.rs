@@ -6,7 +6,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem::size_of;
 
-use serde::de::{Error, SeqAccess, Visitor};
+use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::{
@@ -162,7 +162,7 @@ impl<'de, T: Deserialize<'de> + Kept> Visitor<'de> for Charged<T> {
             if self.budget.charge(bytes) {
                 Ok(())
             } else {
-                Err(A::Error::custom(self.budget.refused()))
+                Err(kept::refused_in_deserializer(self.budget.refused()))
             }
         };
         while let Some(item) = seq.next_element::<T>()? {
