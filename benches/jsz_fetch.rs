@@ -15,7 +15,8 @@
 use std::time::{Duration, Instant};
 
 use nats_delivery_exporter::sources::jsz::{split, Jsz};
-use nats_delivery_exporter::sources::kept::{KeptBudget, ParseError};
+use nats_delivery_exporter::sources::kept::KeptBudget;
+use nats_delivery_exporter::sources::parse_error::ParseError;
 use nats_delivery_exporter::sources::Fetcher;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;

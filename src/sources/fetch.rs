@@ -14,7 +14,8 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use url::Url;
 
-use super::kept::{self, ChargedReader, KeptBudget, ParseError};
+use super::kept::{self, ChargedReader, KeptBudget};
+use super::parse_error::{self, ParseError};
 use crate::poll_error::PollError;
 
 /// Chunks read but not yet parsed, per streamed reply: enough to keep the
@@ -138,7 +139,7 @@ impl Fetcher {
             // The end of the body, for the parser: it fails on a reply cut
             // short. (A broken connection returned above, dropping the parser.)
             drop(chunks);
-            kept::parsed(parser.await)
+            parse_error::parsed(parser.await)
         })
         .await
     }

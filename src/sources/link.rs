@@ -13,7 +13,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use url::Url;
 
-use super::kept::{self, KeptBudget, ParseError};
+use super::kept::{self, KeptBudget};
+use super::parse_error::{self, ParseError};
 use super::{endpoint_url, Fetcher};
 use crate::poll_error::PollError;
 use crate::system::poll::SystemRequests;
@@ -139,7 +140,7 @@ impl<'a> ServerLink<'a> {
                 let parsed =
                     tokio::task::spawn_blocking(move || kept::scope(&budget, || whole(&body)))
                         .await;
-                kept::parsed(parsed)
+                parse_error::parsed(parsed)
             }
         }
     }

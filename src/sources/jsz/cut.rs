@@ -9,8 +9,9 @@ use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::stream_end::{InStream, StreamBytes};
+use crate::sources::kept::KeptBudget;
 use crate::sources::kept::{is_space, step_in_string};
-use crate::sources::kept::{KeptBudget, ParseError};
+use crate::sources::parse_error::ParseError;
 
 /// Text held to be parsed is charged this many times its room: once for
 /// itself, once for what its parse may hold besides the values it keeps

@@ -23,7 +23,8 @@ use std::sync::Mutex;
 use super::cut::{cut, HELD_TEXT};
 use super::de::Kept;
 use super::{AccountDetail, Jsz, StreamDetail};
-use crate::sources::kept::{self, ParseError};
+use crate::sources::kept;
+use crate::sources::parse_error::ParseError;
 
 /// Parses a `/jsz` reply already held whole (a NATS reply) in one pass:
 /// what [`parse`] gives for the same bytes.

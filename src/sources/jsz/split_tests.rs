@@ -3,7 +3,8 @@
 
 use std::io::BufReader;
 
-use crate::sources::kept::{self, KeptBudget, ParseError};
+use crate::sources::kept::{self, KeptBudget};
+use crate::sources::parse_error::{self, ParseError};
 
 use super::*;
 
@@ -159,7 +160,7 @@ fn what_a_reply_keeps_is_charged_as_it_is_parsed() {
     // A budget one byte short stops both ways, with an error that says so.
     for (parsed, _) in in_budget(&body, whole_used - 1) {
         let e = parsed.unwrap_err();
-        assert!(e.to_string().contains(kept::REFUSED), "{e}");
+        assert!(e.to_string().contains(parse_error::REFUSED), "{e}");
         assert!(matches!(e, ParseError::Refused(_)), "{e}");
     }
 }
@@ -206,7 +207,10 @@ fn a_reply_without_end_stops_at_the_budget() {
         let mut input = BufReader::new(lead.as_bytes().chain(endless));
         let parsed = kept::scope(&budget, || parse(&mut input));
         let e = parsed.unwrap_err();
-        assert!(e.to_string().contains(kept::REFUSED), "{lead}{unit}: {e}");
+        assert!(
+            e.to_string().contains(parse_error::REFUSED),
+            "{lead}{unit}: {e}"
+        );
         assert!(matches!(e, ParseError::Refused(_)), "{lead}{unit}: {e}");
         assert!(budget.used() <= 8 << 20);
     }
