@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use nats_delivery_exporter::sources::jsz::{split, Jsz};
 use nats_delivery_exporter::sources::kept::KeptBudget;
+use nats_delivery_exporter::sources::parse_error::ParseError;
 use nats_delivery_exporter::sources::Fetcher;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -124,14 +125,14 @@ async fn fetch_one_way(fetch: &Fetcher, url: &url::Url, way: usize) -> Jsz {
         0 => fetch
             .get_streamed(url.clone(), &kept, |body| {
                 let mut whole = Vec::new();
-                body.read_to_end(&mut whole).map_err(|e| e.to_string())?;
-                serde_json::from_slice(&whole).map_err(|e| e.to_string())
+                body.read_to_end(&mut whole).map_err(ParseError::io)?;
+                serde_json::from_slice(&whole).map_err(ParseError::json)
             })
             .await
             .unwrap(),
         1 => fetch
             .get_streamed(url.clone(), &kept, |body| {
-                serde_json::from_reader(body).map_err(|e| e.to_string())
+                serde_json::from_reader(body).map_err(ParseError::json)
             })
             .await
             .unwrap(),

@@ -11,6 +11,7 @@ mod flags;
 pub mod http;
 pub mod jetstream;
 pub mod listeners;
+mod lock;
 pub mod nats;
 mod poll_error;
 pub mod redact;

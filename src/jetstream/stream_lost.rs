@@ -24,6 +24,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
 use crate::jetstream::seq_ranges::SeqRanges;
+use crate::lock::LockOrRecover;
 use crate::text::families::{counter_family, gauge_family};
 
 /// What one stream lost: the server's record now, and what was found in
@@ -227,7 +228,7 @@ impl StreamLostReader {
         names.sort_unstable();
         names.dedup();
         let turn = {
-            let state = self.state.lock().expect("stream lost lock");
+            let state = self.state.lock_or_recover();
             let start = names.partition_point(|n| *n < state.next.as_str());
             let mut turn: Vec<&str> = names[start..].to_vec();
             turn.extend(&names[..start]);
@@ -246,7 +247,7 @@ impl StreamLostReader {
             (*name, result)
         });
         let results = futures::future::join_all(reads).await;
-        let mut state = self.state.lock().expect("stream lost lock");
+        let mut state = self.state.lock_or_recover();
         for (name, result) in results {
             match result {
                 Ok(record) => {
@@ -273,7 +274,7 @@ impl prometheus_client::collector::Collector for StreamLostReader {
     /// Writes the reads counter.
     fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
         let enc = &mut enc;
-        let results = self.state.lock().expect("stream lost lock").results;
+        let results = self.state.lock_or_recover().results;
         counter_family(
             enc,
             "nats_delivery_stream_lost_reads",

@@ -15,6 +15,7 @@ use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, Layer};
 
 use super::{Auth, NatsArgs};
+use crate::lock::LockOrRecover;
 use crate::nats::retry::ErrorKind;
 
 /// Repeats of a failure within this time are counted, not logged.
@@ -40,7 +41,7 @@ impl<S: tracing::Subscriber> Layer<S> for CauseLayer {
         event.record(&mut fields);
         if fields.message.contains("connection attempt failed") {
             if let Some(error) = fields.error {
-                *LAST_CAUSE.lock().expect("cause lock") = Some((Instant::now(), error));
+                *LAST_CAUSE.lock_or_recover() = Some((Instant::now(), error));
             }
         }
     }
@@ -72,7 +73,7 @@ impl Visit for Fields {
 
 /// The cause the client library logged last, if it is recent.
 fn recent_cause() -> Option<String> {
-    let last = LAST_CAUSE.lock().expect("cause lock");
+    let last = LAST_CAUSE.lock_or_recover();
     let (at, cause) = last.as_ref()?;
     (at.elapsed() < Duration::from_secs(10)).then(|| cause.clone())
 }
@@ -163,7 +164,7 @@ impl FailureLog {
             _ => kind.to_string(),
         };
         let cause = explained(cause, self.client_certificate);
-        let mut quiet = self.state.lock().expect("failure log lock");
+        let mut quiet = self.state.lock_or_recover();
         let now = Instant::now();
         if let Some((at, last)) = &quiet.last {
             if *last == cause && now.duration_since(*at) < QUIET {
@@ -183,7 +184,7 @@ impl FailureLog {
     /// Forgets the last failure, so that a new one after a recovery is logged.
     pub fn recovered(&self) {
         self.failing.store(false, Ordering::Relaxed);
-        *self.state.lock().expect("failure log lock") = Quiet::default();
+        *self.state.lock_or_recover() = Quiet::default();
     }
 }
 
@@ -269,11 +270,11 @@ mod tests {
         log.failed("authorization violation");
         log.failed("authorization violation");
         log.failed("authorization violation");
-        assert_eq!(log.state.lock().unwrap().suppressed, 2);
+        assert_eq!(log.state.lock_or_recover().suppressed, 2);
         log.failed("timed out");
-        assert_eq!(log.state.lock().unwrap().suppressed, 0);
+        assert_eq!(log.state.lock_or_recover().suppressed, 0);
         log.recovered();
-        assert!(log.state.lock().unwrap().last.is_none());
+        assert!(log.state.lock_or_recover().last.is_none());
     }
 
     #[test]

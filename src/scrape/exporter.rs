@@ -14,6 +14,7 @@ use prometheus_client::registry::Registry;
 
 use crate::cli::config::Config;
 use crate::jetstream::message_timestamps::MessageTimestamps;
+use crate::lock::LockOrRecover;
 use crate::scrape::exposition::Exposition;
 use crate::scrape::poller::Poller;
 use crate::scrape::snapshot::Snapshot;
@@ -166,7 +167,7 @@ impl Exporter {
         // The poll is done: unless it is to answer later scrapes, forget
         // it, so that its snapshot is freed once its last scraper has its
         // text sent.
-        let mut slot = self.in_flight.lock().expect("flight lock");
+        let mut slot = self.in_flight.lock_or_recover();
         if self.reuse_poll_for.is_zero() && slot.as_ref().is_some_and(|f| f.ptr_eq(&flight)) {
             *slot = None;
         }
@@ -177,7 +178,7 @@ impl Exporter {
     /// The poll under way, or a new one. It runs as its own task, so that a
     /// scraper that hangs up does not cancel it for the others.
     fn join_flight(&self) -> Flight {
-        let mut slot = self.in_flight.lock().expect("flight lock");
+        let mut slot = self.in_flight.lock_or_recover();
         if let Some(flight) = slot.as_ref() {
             match flight.peek() {
                 None => return flight.clone(),

@@ -18,6 +18,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::jetstream::cardinality::fold::EPHEMERAL_LABEL;
+use crate::lock::LockOrRecover;
 use crate::scrape::snapshot::{write_consumer_part, Snapshot, SnapshotCollector, CONSUMER_PARTS};
 use crate::text::consumer_labels::ConsumerLabels;
 use crate::text::{encode_registry, Format};
@@ -140,7 +141,7 @@ impl Exposition {
 
     /// The registry's text, the snapshot's main part in it.
     fn encode_main(&self, snapshot: &Arc<Snapshot>, format: Format) -> String {
-        let _one_at_a_time = self.encoding.lock().expect("encoding lock");
+        let _one_at_a_time = self.encoding.lock_or_recover();
         self.snapshot.set(snapshot.clone());
         let text = encode_registry(&self.registry, format, 0);
         self.snapshot.clear();

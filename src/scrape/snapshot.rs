@@ -17,6 +17,7 @@ use crate::jetstream::consumer_health::encode::{
 use crate::jetstream::consumer_health::ConsumerHealthRow;
 use crate::jetstream::jsz_families;
 use crate::jetstream::stream_lost::LostData;
+use crate::lock::LockOrRecover;
 use crate::sources::jsz;
 pub use crate::sources::TargetSnapshot;
 use crate::system::poll::SurveyReport;
@@ -173,18 +174,18 @@ pub struct SnapshotCollector {
 impl SnapshotCollector {
     /// Makes `snapshot` the one the next encode writes.
     pub fn set(&self, snapshot: Arc<Snapshot>) {
-        *self.latest.lock().expect("snapshot lock") = Some(snapshot);
+        *self.latest.lock_or_recover() = Some(snapshot);
     }
 
     /// Frees the snapshot once it is written.
     pub fn clear(&self) {
-        *self.latest.lock().expect("snapshot lock") = None;
+        *self.latest.lock_or_recover() = None;
     }
 }
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
-        let Some(snap) = self.latest.lock().expect("snapshot lock").clone() else {
+        let Some(snap) = self.latest.lock_or_recover().clone() else {
             return Ok(());
         };
         let (streams, _) = snap.rows();

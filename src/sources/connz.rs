@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use super::{MonitoringSource, TargetSnapshot};
 use super::{ServerLink, Source};
+use crate::lock::LockOrRecover;
 use crate::poll_error::PollError;
 use crate::text::families::{counter_family, gauge_family};
 
@@ -255,7 +256,7 @@ impl MonitoringSource for ConnzSource {
         &'a self,
         link: &'a ServerLink<'a>,
     ) -> impl std::future::Future<Output = Result<Self::Reply, PollError>> + Send + 'a {
-        let known = self.closed.lock().expect("connz lock").known();
+        let known = self.closed.lock_or_recover().known();
         async move {
             let top = poll_top_pending(link, self.top).await?;
             let closed = poll_closed(link, known).await?;
@@ -265,14 +266,14 @@ impl MonitoringSource for ConnzSource {
 
     fn absorb(&self, (top, closed): Self::Reply, snap: &mut TargetSnapshot) {
         snap.top_pending = Some(top);
-        *self.unapplied.lock().expect("connz lock") = Some(closed);
+        *self.unapplied.lock_or_recover() = Some(closed);
     }
 
     /// Counts this poll's cut connections under the settled `server` label;
     /// the counts so far go into the snapshot even when this poll failed.
     fn finish(&self, snap: &mut TargetSnapshot) {
-        let mut tracker = self.closed.lock().expect("connz lock");
-        if let Some(closed) = self.unapplied.lock().expect("connz lock").take() {
+        let mut tracker = self.closed.lock_or_recover();
+        if let Some(closed) = self.unapplied.lock_or_recover().take() {
             tracker.apply(closed, &snap.server, self.max_names);
         }
         snap.closed = tracker.counts.clone();

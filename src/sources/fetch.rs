@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use url::Url;
 
 use super::kept::{self, ChargedReader, KeptBudget};
+use super::parse_error::{self, ParseError};
 use crate::poll_error::PollError;
 
 /// Chunks read but not yet parsed, per streamed reply: enough to keep the
@@ -85,7 +86,7 @@ impl Fetcher {
         let budget = kept.clone();
         self.get_streamed_accepting(url, kept, accepted, move |body| {
             let reader = ChargedReader::new(body, budget);
-            serde_json::from_reader(reader).map_err(|e| e.to_string())
+            serde_json::from_reader(reader).map_err(ParseError::json)
         })
         .await
     }
@@ -105,7 +106,7 @@ impl Fetcher {
     ) -> Result<T, PollError>
     where
         T: Send + 'static,
-        P: FnOnce(&mut dyn BufRead) -> Result<T, String> + Send + 'static,
+        P: FnOnce(&mut dyn BufRead) -> Result<T, ParseError> + Send + 'static,
     {
         self.get_streamed_accepting(url, kept, &[], parse).await
     }
@@ -119,7 +120,7 @@ impl Fetcher {
     ) -> Result<T, PollError>
     where
         T: Send + 'static,
-        P: FnOnce(&mut dyn BufRead) -> Result<T, String> + Send + 'static,
+        P: FnOnce(&mut dyn BufRead) -> Result<T, ParseError> + Send + 'static,
     {
         self.within_timeout(async {
             let mut response = self.get_checked(url, accepted).await?;
@@ -138,14 +139,7 @@ impl Fetcher {
             // The end of the body, for the parser: it fails on a reply cut
             // short. (A broken connection returned above, dropping the parser.)
             drop(chunks);
-            match parser.await {
-                Ok(Ok(parsed)) => Ok(parsed),
-                Ok(Err(e)) if e.contains(kept::REFUSED) => {
-                    Err(PollError::TooMuchKept(kept.limit()))
-                }
-                Ok(Err(e)) => Err(PollError::Parse(e)),
-                Err(e) => Err(PollError::Parse(format!("parser stopped: {e}"))),
-            }
+            parse_error::parsed(parser.await)
         })
         .await
     }

@@ -16,6 +16,8 @@ use std::io::{BufRead, Read};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use super::parse_error::{self, Refused};
+
 /// Bytes charged for every object (`{`) the sources other than `/jsz`
 /// parse: twice the largest value they keep per object with its strings'
 /// allocations (a connection: 104 bytes and three strings of at least 32),
@@ -74,8 +76,7 @@ impl KeptBudget {
     }
 
     /// Takes `bytes` more; false (and nothing taken) when that passes the
-    /// limit: the reply that asked must stop, with an error that says
-    /// [`REFUSED`].
+    /// limit: the reply that asked must stop, with [`KeptBudget::refused`].
     pub fn charge(&self, bytes: usize) -> bool {
         if let Some(parent) = &self.parent {
             if !parent.charge(bytes) {
@@ -92,8 +93,8 @@ impl KeptBudget {
     }
 
     /// The error of a reply stopped by a refused charge.
-    pub fn refused(&self) -> String {
-        format!("{REFUSED} ({} bytes)", self.limit)
+    pub fn refused(&self) -> Refused {
+        Refused { limit: self.limit }
     }
 
     /// Gives back `bytes` charged before (a buffer freed).
@@ -116,11 +117,6 @@ impl KeptBudget {
     }
 }
 
-/// Said by the error of every reply stopped by a refused charge, which
-/// tells it from a reply that is not JSON (the text of a reply is never
-/// part of an error).
-pub const REFUSED: &str = "the server's replies keep more than --max-kept-size";
-
 impl Drop for KeptBudget {
     fn drop(&mut self) {
         if let Some(parent) = &self.parent {
@@ -138,6 +134,7 @@ thread_local! {
 /// Runs `f` with `budget` as this thread's budget (see [`current`]).
 pub fn scope<T>(budget: &Arc<KeptBudget>, f: impl FnOnce() -> T) -> T {
     let before = CURRENT.with(|c| c.replace(Some(budget.clone())));
+    parse_error::forget_noted_refusal();
     let out = f();
     CURRENT.with(|c| *c.borrow_mut() = before);
     out
@@ -350,7 +347,7 @@ mod tests {
         let mut endless = std::io::BufReader::new(std::io::repeat(b'1'));
         let mut reader = ChargedReader::new(&mut endless, b.clone());
         let e = std::io::copy(&mut reader, &mut std::io::sink()).unwrap_err();
-        assert!(e.to_string().contains(REFUSED), "{e}");
+        assert!(e.to_string().contains(parse_error::REFUSED), "{e}");
         // A string without end is refused at its limit, whatever the budget.
         let quote: &[u8] = b"\"";
         let mut endless = std::io::BufReader::new(quote.chain(std::io::repeat(b'a')));

@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use url::Url;
 
 use super::kept::{self, KeptBudget};
+use super::parse_error::{self, ParseError};
 use super::{endpoint_url, Fetcher};
 use crate::poll_error::PollError;
 use crate::system::poll::SystemRequests;
@@ -124,8 +125,8 @@ impl<'a> ServerLink<'a> {
     ) -> Result<T, PollError>
     where
         T: Send + 'static,
-        P: FnOnce(&mut dyn BufRead) -> Result<T, String> + Send + 'static,
-        W: FnOnce(&[u8]) -> Result<T, String> + Send + 'static,
+        P: FnOnce(&mut dyn BufRead) -> Result<T, ParseError> + Send + 'static,
+        W: FnOnce(&[u8]) -> Result<T, ParseError> + Send + 'static,
     {
         match *self {
             ServerLink::Http { fetch, base, kept } => {
@@ -139,14 +140,7 @@ impl<'a> ServerLink<'a> {
                 let parsed =
                     tokio::task::spawn_blocking(move || kept::scope(&budget, || whole(&body)))
                         .await;
-                match parsed {
-                    Ok(Ok(parsed)) => Ok(parsed),
-                    Ok(Err(e)) if e.contains(kept::REFUSED) => {
-                        Err(PollError::TooMuchKept(link.kept.limit()))
-                    }
-                    Ok(Err(e)) => Err(PollError::Parse(e)),
-                    Err(e) => Err(PollError::Parse(format!("parser stopped: {e}"))),
-                }
+                parse_error::parsed(parsed)
             }
         }
     }

@@ -12,6 +12,7 @@ pub mod jsz;
 pub mod kept;
 mod link;
 mod link_pending;
+pub mod parse_error;
 pub mod routez;
 pub mod server_cost;
 mod shape;

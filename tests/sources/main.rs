@@ -15,6 +15,7 @@ mod link_pending_held;
 mod link_support;
 mod mutated_exposition;
 mod mutated_replies;
+mod panic_recovery;
 mod server_health;
 mod single_flight;
 mod slow_consumer_cut;

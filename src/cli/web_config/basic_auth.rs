@@ -5,6 +5,7 @@
 //! time; an unknown user is compared against a fixed hash of the same cost
 //! as the configured ones, so it takes as long as a wrong password.
 
+use crate::lock::LockOrRecover;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::str::FromStr;
 use std::sync::Mutex;
@@ -80,12 +81,12 @@ impl AuthCache {
             None => users.fixed.as_str(),
         };
         let key = cache_key(&user, hash, &password);
-        let cached = self.results.lock().unwrap().results.get(&key).copied();
+        let cached = self.results.lock_or_recover().results.get(&key).copied();
         let matches = match cached {
             Some(ok) => ok,
             None => {
                 let ok = {
-                    let _one_at_a_time = self.bcrypt.lock().unwrap();
+                    let _one_at_a_time = self.bcrypt.lock_or_recover();
                     bcrypt::verify(&password, hash).unwrap_or(false)
                 };
                 self.remember(key, ok);
@@ -96,7 +97,7 @@ impl AuthCache {
     }
 
     fn remember(&self, key: [u8; 32], ok: bool) {
-        let mut cache = self.results.lock().unwrap();
+        let mut cache = self.results.lock_or_recover();
         if cache.results.insert(key, ok).is_none() {
             cache.order.push_back(key);
         }
@@ -109,7 +110,7 @@ impl AuthCache {
 
     /// How many results are kept (for tests).
     pub fn len(&self) -> usize {
-        self.results.lock().unwrap().results.len()
+        self.results.lock_or_recover().results.len()
     }
 
     /// Whether no result is kept.

@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use crate::lock::LockOrRecover;
 use tokio_rustls::rustls;
 
 pub use basic_auth::{AuthCache, Users};
@@ -115,7 +116,7 @@ impl WebConfig {
     /// it names changed since the last look. A few `stat` calls when nothing
     /// changed.
     pub fn current(&self) -> Arc<Loaded> {
-        let mut state = self.shared.state.lock().unwrap();
+        let mut state = self.shared.state.lock_or_recover();
         let now = stamps(&state.watched);
         if now != state.seen {
             self.reread(&mut state, "changed");
@@ -125,7 +126,7 @@ impl WebConfig {
 
     /// Reads the file again whether or not it changed (SIGHUP).
     pub fn reload(&self) {
-        let mut state = self.shared.state.lock().unwrap();
+        let mut state = self.shared.state.lock_or_recover();
         self.reread(&mut state, "SIGHUP");
     }
 

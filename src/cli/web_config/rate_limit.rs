@@ -2,6 +2,7 @@
 //! it holds at most `burst` requests, starts full and gains one every
 //! `interval`; a request finding it empty is answered 429.
 
+use crate::lock::LockOrRecover;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -27,7 +28,7 @@ impl RateLimiter {
     /// Takes a token if there is one.
     pub fn allow(&self) -> bool {
         let now = Instant::now();
-        let mut state = self.state.lock().unwrap();
+        let mut state = self.state.lock_or_recover();
         let (tokens, at) = *state;
         let gained = now.duration_since(at).as_secs_f64() / self.interval.as_secs_f64();
         let tokens = (tokens + gained).min(self.burst);

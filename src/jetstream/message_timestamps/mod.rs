@@ -53,6 +53,7 @@ use futures::StreamExt;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
+use crate::lock::LockOrRecover;
 use crate::nats::{self, ConnectionError, NatsArgs};
 use cache::Cache;
 use fetch::{ReadError, Stored, Via};
@@ -365,5 +366,5 @@ fn found(s: Stored) -> TimestampReply {
 
 /// A poisoned lock only means a panic elsewhere; the data stays usable.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock_or_recover()
 }

@@ -19,3 +19,10 @@ pub(crate) fn is_consumer_not_found(e: &(dyn std::error::Error + Send + Sync + '
     e.downcast_ref::<ConsumerInfoError>()
         .is_some_and(|e| matches!(e.kind(), ConsumerInfoErrorKind::NotFound))
 }
+
+/// True for "wrong last sequence" (JetStream error 10071): a write
+/// expecting another revision of its key, which async-nats gives as its
+/// own kind from the error code of the publish acknowledgement.
+pub(crate) fn is_wrong_last_sequence(e: &jetstream::context::PublishError) -> bool {
+    e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence
+}

@@ -16,9 +16,6 @@ use futures::StreamExt;
 use super::totals::Totals;
 use crate::nats::retry::ListenerError;
 
-/// JetStream error code of a compare-and-set write that lost the race.
-const WRONG_LAST_SEQUENCE: u64 = 10071;
-
 /// Writes no stream answered are sent again this many times, this far apart.
 const UNHEARD_RETRIES: usize = 10;
 const UNHEARD_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
@@ -239,7 +236,7 @@ impl TotalsStore {
                         },
                     );
                 }
-                Err(e) if is_wrong_last_sequence(&e) => conflicts.push(key),
+                Err(e) if super::api_errors::is_wrong_last_sequence(&e) => conflicts.push(key),
                 Err(e) if e.kind() == jetstream::context::PublishErrorKind::StreamNotFound => {
                     unheard.push((key, totals))
                 }
@@ -295,12 +292,6 @@ async fn ensure_bucket(
         tracing::info!(bucket, replicas, "created the advisory totals bucket");
     }
     Ok(())
-}
-
-fn is_wrong_last_sequence(e: &jetstream::context::PublishError) -> bool {
-    // The kind is only "other"; the server's error code is in the text.
-    e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence
-        || e.to_string().contains(&WRONG_LAST_SEQUENCE.to_string())
 }
 
 /// A stored value that is not valid totals (written by someone else) is

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
 
+use crate::lock::LockOrRecover;
 use crate::nats::retry::ErrorKind;
 use crate::nats::{self, Auth, ConnectionError, NatsArgs};
 pub use error::ReportError;
@@ -129,7 +130,7 @@ impl ClientReports {
     fn state(&self) -> MutexGuard<'_, State> {
         // Every update leaves the state consistent between statements: a
         // panic elsewhere cannot leave it half-written.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock_or_recover()
     }
 
     /// Records one report body. A body that is not a valid report, or over

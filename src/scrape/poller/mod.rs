@@ -20,6 +20,7 @@ use crate::jetstream::cardinality::fold::EphemeralFolds;
 use crate::jetstream::consumer_health::{ConsumerHealth, Replies};
 use crate::jetstream::message_timestamps::MessageTimestamps;
 use crate::jetstream::stream_lost::StreamLostReader;
+use crate::lock::LockOrRecover;
 use crate::poll_error::PollError;
 use crate::redact::redacted;
 use crate::scrape::snapshot::Snapshot;
@@ -149,7 +150,7 @@ impl Poller {
         snapshot.survey = survey;
         snapshot.series = self.config.cardinality.consumer_series();
         if let Some(folds) = &self.folds {
-            snapshot.fold_ephemerals(&mut folds.lock().expect("ephemeral folds lock"));
+            snapshot.fold_ephemerals(&mut folds.lock_or_recover());
         }
         self.judge_consumer_health(&mut snapshot, started).await;
         self.find_stream_lost(&mut snapshot, started).await;
@@ -194,7 +195,7 @@ impl Poller {
         // Locked for each step, never across an await: the timestamps
         // are to be read between the two. Single flight keeps polls one
         // at a time, so nothing else updates the state in between.
-        let lock = || health.lock().expect("consumer health lock");
+        let lock = || health.lock_or_recover();
         let now = unix_now();
         let reads = self.config.consumer_timestamp_reads as usize;
         let (streams, consumers) = snapshot.rows();
@@ -265,7 +266,7 @@ impl Poller {
         polls: Vec<(Result<sources::Absorb<'_>, PollError>, (Duration, u64))>,
     ) -> TargetSnapshot {
         let now = unix_now();
-        let mut state = target.state.lock().expect("target lock");
+        let mut state = target.state.lock_or_recover();
         let mut snap = TargetSnapshot {
             server_name: state.server_name.clone(),
             server_version: state.server_version.clone(),

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 
 use super::{Poller, Target};
+use crate::lock::LockOrRecover;
 use crate::poll_error::PollError;
 use crate::sources::kept::KeptBudget;
 use crate::sources::{self, ServerLink, SystemLink, TargetSnapshot};
@@ -40,7 +41,7 @@ impl Poller {
             {
                 // The survey names the server and its version, /varz or
                 // not: leaders are told by that name.
-                let mut state = target.state.lock().expect("target lock");
+                let mut state = target.state.lock_or_recover();
                 state.server_name = Some(answer.server.name.clone());
                 if !answer.server.version.is_empty() {
                     state.server_version = Some(answer.server.version.clone());
@@ -81,7 +82,7 @@ impl Poller {
 
     /// The target of the server `name`, made the first time it answers.
     fn system_target(&self, system: &SystemSide, name: &str) -> Arc<Target> {
-        let mut targets = system.targets.lock().expect("system targets lock");
+        let mut targets = system.targets.lock_or_recover();
         targets
             .entry(name.to_string())
             .or_insert_with(|| {
@@ -103,7 +104,7 @@ impl Poller {
     ) -> (Vec<Answer>, Vec<(Arc<Target>, String)>, SurveyReport) {
         match system.polling.survey(self.config.timeout).await {
             Ok(outcome) => {
-                let mut totals = system.totals.lock().expect("survey totals lock");
+                let mut totals = system.totals.lock_or_recover();
                 totals.0 += outcome.broken;
                 totals.1 += outcome.duplicates;
                 let report = SurveyReport {
@@ -125,7 +126,7 @@ impl Poller {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "the system-account survey failed");
-                let (broken, duplicates) = *system.totals.lock().expect("survey totals lock");
+                let (broken, duplicates) = *system.totals.lock_or_recover();
                 let report = SurveyReport {
                     broken_total: broken,
                     duplicates_total: duplicates,
@@ -133,8 +134,7 @@ impl Poller {
                 };
                 let known: Vec<_> = system
                     .targets
-                    .lock()
-                    .expect("system targets lock")
+                    .lock_or_recover()
                     .values()
                     .map(|t| (t.clone(), e.to_string()))
                     .collect();

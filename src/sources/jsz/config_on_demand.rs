@@ -16,6 +16,7 @@ use std::time::Duration;
 use super::config_memory::{own_name, Memory, RemovalCheck};
 use super::de::Kept;
 use super::{AccountDetail, JszFilter, JszPoll};
+use crate::lock::LockOrRecover;
 use crate::poll_error::PollError;
 use crate::sources::ServerLink;
 
@@ -52,7 +53,7 @@ impl ConfigOnDemand {
         page_size: u32,
         filter: &JszFilter,
     ) -> Result<JszPoll, PollError> {
-        let lock = || self.memory.lock().expect("jsz configuration lock");
+        let lock = || self.memory.lock_or_recover();
         // Taken out for the poll; a failed poll leaves it as it was.
         let mut memory = std::mem::take(&mut *lock());
         let polled = self.poll_with(&mut memory, link, page_size, filter).await;

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::stream_end::{InStream, StreamBytes};
 use crate::sources::kept::KeptBudget;
 use crate::sources::kept::{is_space, step_in_string};
+use crate::sources::parse_error::ParseError;
 
 /// Text held to be parsed is charged this many times its room: once for
 /// itself, once for what its parse may hold besides the values it keeps
@@ -157,14 +158,14 @@ pub(super) fn cut(
     input: &mut dyn BufRead,
     (stop, budget): (&AtomicBool, &KeptBudget),
     mut emit: impl FnMut(&mut StreamBytes) -> bool,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, ParseError> {
     let mut cutter = Cutter::new(budget);
     loop {
         if stop.load(Ordering::Acquire) {
             return Err("the stream parser stopped".into());
         }
         cutter.charge_rooms()?;
-        let buf = input.fill_buf().map_err(|e| e.to_string())?;
+        let buf = input.fill_buf().map_err(ParseError::io)?;
         if buf.is_empty() {
             break;
         }
@@ -188,13 +189,13 @@ struct Cutter<'a> {
 
 /// Charges `budget` with what `room` holds beyond `charged` (and counts it
 /// in); a refusal is the budget's error.
-fn charge_growth(budget: &KeptBudget, room: usize, charged: &mut usize) -> Result<(), String> {
+fn charge_growth(budget: &KeptBudget, room: usize, charged: &mut usize) -> Result<(), ParseError> {
     let more = room.saturating_sub(*charged);
     *charged = (*charged).max(room);
     if budget.charge(more) {
         Ok(())
     } else {
-        Err(budget.refused())
+        Err(budget.refused().into())
     }
 }
 
@@ -211,7 +212,7 @@ impl<'a> Cutter<'a> {
     }
 
     /// Charges what the skeleton and the stream being cut have grown by.
-    fn charge_rooms(&mut self) -> Result<(), String> {
+    fn charge_rooms(&mut self) -> Result<(), ParseError> {
         let skeleton = HELD_TEXT * self.skeleton.capacity();
         charge_growth(self.budget, skeleton, &mut self.skeleton_charged)?;
         let stream = HELD_TEXT * self.stream.bytes.capacity();
@@ -224,7 +225,7 @@ impl<'a> Cutter<'a> {
         &mut self,
         buf: &[u8],
         emit: &mut impl FnMut(&mut StreamBytes) -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), ParseError> {
         // Bytes from `run` on go to the stream being cut out, or else to
         // the skeleton.
         let mut run = 0;
@@ -254,7 +255,10 @@ impl<'a> Cutter<'a> {
     }
 
     /// Hands the stream just completed to `emit`.
-    fn hand_over(&mut self, emit: &mut impl FnMut(&mut StreamBytes) -> bool) -> Result<(), String> {
+    fn hand_over(
+        &mut self,
+        emit: &mut impl FnMut(&mut StreamBytes) -> bool,
+    ) -> Result<(), ParseError> {
         // The stream's room goes charged to its parser, which gives it
         // back; the next stream's room is charged anew.
         let room = HELD_TEXT * self.stream.bytes.capacity();

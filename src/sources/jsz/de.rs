@@ -6,13 +6,14 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem::size_of;
 
-use serde::de::{Error, SeqAccess, Visitor};
+use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::{
     AccountDetail, ClusterInfo, ConsumerInfo, PriorityGroup, StreamDetail, PINNED_CLIENT_POLICY,
 };
 use crate::sources::kept::{self, KeptBudget};
+use crate::sources::parse_error;
 
 /// What the exporter holds for each exported consumer after a poll, besides
 /// its parsed fields: its status window and map entry, its rendered labels,
@@ -162,7 +163,7 @@ impl<'de, T: Deserialize<'de> + Kept> Visitor<'de> for Charged<T> {
             if self.budget.charge(bytes) {
                 Ok(())
             } else {
-                Err(A::Error::custom(self.budget.refused()))
+                Err(parse_error::refused_in_deserializer(self.budget.refused()))
             }
         };
         while let Some(item) = seq.next_element::<T>()? {

@@ -24,11 +24,12 @@ use super::cut::{cut, HELD_TEXT};
 use super::de::Kept;
 use super::{AccountDetail, Jsz, StreamDetail};
 use crate::sources::kept;
+use crate::sources::parse_error::ParseError;
 
 /// Parses a `/jsz` reply already held whole (a NATS reply) in one pass:
 /// what [`parse`] gives for the same bytes.
-pub fn parse_whole(body: &[u8]) -> Result<Jsz, String> {
-    serde_json::from_slice(body).map_err(|e| e.to_string())
+pub fn parse_whole(body: &[u8]) -> Result<Jsz, ParseError> {
+    serde_json::from_slice(body).map_err(ParseError::json)
 }
 
 /// Streams cut out but not yet parsed, at most: a few hundred KB each at
@@ -41,13 +42,13 @@ const STREAMS_IN_FLIGHT: usize = 4;
 const ROOM_KEPT: usize = 1 << 20;
 
 /// Reads a whole `/jsz` reply from `input` and parses it; errors are
-/// serde_json's text. The streams are parsed on up to two more threads
+/// serde_json's text, or a refused charge. The streams are parsed on up to two more threads
 /// while the reply is still being read and cut: on a loaded machine
 /// reading and parsing one after the other kept the exporter's poll behind
 /// the server, and parsing is most of the work. The bytes held (the
 /// skeleton, the streams not yet parsed) and the consumers parsed are
 /// charged to this thread's budget ([`kept::current`]).
-pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
+pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, ParseError> {
     let budget = kept::current();
     // Set by a parser that failed: the reading stops at its next piece of
     // input, not only at the next stream's end (which an endless reply
@@ -78,7 +79,7 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
         drop(to_parsers);
         let mut streams: Vec<Option<StreamDetail>> = Vec::new();
         streams.resize_with(count, || None);
-        let mut first_error: Option<(usize, String)> = None;
+        let mut first_error: Option<(usize, ParseError)> = None;
         for parser in parsers {
             let parsed = parser
                 .join()
@@ -97,7 +98,7 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, String> {
         }
         // A stream's error concerns bytes before anything the cut failed on.
         if let Some((at, e)) = first_error {
-            return Err(format!("stream {}: {e}", at + 1));
+            return Err(e.within(&format!("stream {}", at + 1)));
         }
         let streams = streams.into_iter().collect::<Option<Vec<_>>>();
         let streams = streams.ok_or("the stream parser stopped")?;
@@ -113,7 +114,7 @@ fn parse_streams(
     cut_out: &Mutex<Receiver<(usize, Vec<u8>)>>,
     give_back: &SyncSender<Vec<u8>>,
     failed: &AtomicBool,
-) -> Result<Vec<(usize, StreamDetail)>, (usize, String)> {
+) -> Result<Vec<(usize, StreamDetail)>, (usize, ParseError)> {
     let budget = kept::current();
     let mut streams = Vec::new();
     let mut error = None;
@@ -125,7 +126,7 @@ fn parse_streams(
         };
         if !failed.load(Ordering::Acquire) {
             let parsed = serde_json::from_slice::<StreamDetail>(&bytes)
-                .map_err(|e| e.to_string())
+                .map_err(ParseError::json)
                 .and_then(|stream| {
                     // The stream itself and the room of this list, as its
                     // consumers' list charges for them.
@@ -137,7 +138,7 @@ fn parse_streams(
                     if budget.charge(more + stream.own_heap()) {
                         Ok(stream)
                     } else {
-                        Err(budget.refused())
+                        Err(budget.refused().into())
                     }
                 });
             match parsed {
@@ -160,9 +161,9 @@ fn parse_streams(
 }
 
 /// Parses the skeleton and puts the parsed streams back where they were cut out.
-fn put_back(skeleton: &[u8], streams: Vec<StreamDetail>) -> Result<Jsz, String> {
+fn put_back(skeleton: &[u8], streams: Vec<StreamDetail>) -> Result<Jsz, ParseError> {
     let skeleton: Jsz<Option<StreamDetail>> =
-        serde_json::from_slice(skeleton).map_err(|e| e.to_string())?;
+        serde_json::from_slice(skeleton).map_err(ParseError::json)?;
     // A `null` is a stream cut out, or a `null` in the reply, which is not a
     // stream: then there are more of them than streams cut out.
     let mut cut = streams.into_iter();

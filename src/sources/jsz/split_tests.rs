@@ -4,17 +4,22 @@
 use std::io::BufReader;
 
 use crate::sources::kept::{self, KeptBudget};
+use crate::sources::parse_error::{self, ParseError};
 
 use super::*;
 
 /// `parse` over `body` read 7 bytes at a time, so that cuts fall
 /// everywhere; as Debug text, to compare with parsing the whole.
 fn in_pieces(body: &[u8]) -> Result<String, String> {
-    parse(&mut BufReader::with_capacity(7, body)).map(|j| format!("{j:?}"))
+    parse(&mut BufReader::with_capacity(7, body))
+        .map(|j| format!("{j:?}"))
+        .map_err(|e| e.to_string())
 }
 
 fn whole(body: &[u8]) -> Result<String, String> {
-    parse_whole(body).map(|j| format!("{j:?}"))
+    parse_whole(body)
+        .map(|j| format!("{j:?}"))
+        .map_err(|e| e.to_string())
 }
 
 const TWO_ACCOUNTS: &str = r#"{"now":"2026-01-01T00:00:10Z","total":2,"account_details":[
@@ -115,8 +120,8 @@ fn fails_where_parsing_the_whole_fails() {
 
 /// `body` parsed by `parse` in pieces and by `parse_whole`, each in a
 /// budget of `limit` bytes: the results and what each left charged.
-fn in_budget(body: &[u8], limit: usize) -> [(Result<Jsz, String>, usize); 2] {
-    let run = |f: &dyn Fn() -> Result<Jsz, String>| {
+fn in_budget(body: &[u8], limit: usize) -> [(Result<Jsz, ParseError>, usize); 2] {
+    let run = |f: &dyn Fn() -> Result<Jsz, ParseError>| {
         let budget = KeptBudget::new(limit);
         let parsed = kept::scope(&budget, f);
         (parsed, budget.used())
@@ -155,7 +160,8 @@ fn what_a_reply_keeps_is_charged_as_it_is_parsed() {
     // A budget one byte short stops both ways, with an error that says so.
     for (parsed, _) in in_budget(&body, whole_used - 1) {
         let e = parsed.unwrap_err();
-        assert!(e.contains(kept::REFUSED), "{e}");
+        assert!(e.to_string().contains(parse_error::REFUSED), "{e}");
+        assert!(matches!(e, ParseError::Refused(_)), "{e}");
     }
 }
 
@@ -201,7 +207,11 @@ fn a_reply_without_end_stops_at_the_budget() {
         let mut input = BufReader::new(lead.as_bytes().chain(endless));
         let parsed = kept::scope(&budget, || parse(&mut input));
         let e = parsed.unwrap_err();
-        assert!(e.contains(kept::REFUSED), "{lead}{unit}: {e}");
+        assert!(
+            e.to_string().contains(parse_error::REFUSED),
+            "{lead}{unit}: {e}"
+        );
+        assert!(matches!(e, ParseError::Refused(_)), "{lead}{unit}: {e}");
         assert!(budget.used() <= 8 << 20);
     }
 }
@@ -222,5 +232,5 @@ fn a_broken_stream_followed_by_many_stops_the_cut() {
     let parsed = finished
         .recv_timeout(std::time::Duration::from_secs(60))
         .expect("the parse ends");
-    assert!(parsed.unwrap_err().starts_with("stream 1:"));
+    assert!(parsed.unwrap_err().to_string().starts_with("stream 1:"));
 }

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::lock::LockOrRecover;
 use bytes::Bytes;
 use futures::StreamExt;
 use serde::Deserialize;
@@ -184,7 +185,7 @@ impl Survey {
                         .subject
                         .strip_prefix(prefix.as_str())
                         .and_then(|n| n.parse().ok());
-                    let mut r = routing.lock().expect("routing lock");
+                    let mut r = routing.lock_or_recover();
                     match (&r.current, n) {
                         (Some((current, to)), Some(n)) if *current == n => {
                             let _ = to.send(m.payload);
@@ -199,7 +200,7 @@ impl Survey {
                     }
                 }
                 // Ended: no survey can be answered any more.
-                routing.lock().expect("routing lock").current = None;
+                routing.lock_or_recover().current = None;
             }
         });
         Ok(Survey {
@@ -224,11 +225,11 @@ impl Survey {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let (to, mut replies) = mpsc::unbounded_channel();
         let late_servers = {
-            let mut routing = self.routing.lock().expect("routing lock");
+            let mut routing = self.routing.lock_or_recover();
             routing.current = Some((n, to));
             std::mem::take(&mut routing.late_servers)
         };
-        self.roster.lock().expect("roster lock").learn(late_servers);
+        self.roster.lock_or_recover().learn(late_servers);
         let request = Bytes::from(options.to_string());
         let subject = format!("$SYS.REQ.SERVER.PING.{kind}");
         let reply = format!("{}{n}", self.reply_prefix);
@@ -237,7 +238,7 @@ impl Survey {
             .publish_with_reply(subject, reply, request)
             .await
             .map_err(SurveyError::Publish);
-        let expected = self.roster.lock().expect("roster lock").expected();
+        let expected = self.roster.lock_or_recover().expected();
         let mut answers = Vec::new();
         let mut broken = 0;
         if sent.is_ok() {
@@ -262,13 +263,13 @@ impl Survey {
         }
         self.end_survey();
         sent?;
-        let late = self.routing.lock().expect("routing lock").late;
-        let mut roster = self.roster.lock().expect("roster lock");
+        let late = self.routing.lock_or_recover().late;
+        let mut roster = self.roster.lock_or_recover();
         Ok(roster.account(answers, broken, late))
     }
 
     fn end_survey(&self) {
-        self.routing.lock().expect("routing lock").current = None;
+        self.routing.lock_or_recover().current = None;
     }
 }
 

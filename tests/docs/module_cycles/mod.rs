@@ -6,13 +6,16 @@
 //! counts for that folder), so two folders that reach each other through
 //! different files are a cycle too. A module using its own parent's items,
 //! or a parent re-exporting its children, is not a cycle: only siblings are
-//! ordered.
+//! ordered. The exporter's top-level modules are also held to the layer
+//! order of ARCHITECTURE.md's table (`layers.rs`): every arrow of
+//! production code points down it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 mod file_walk;
 mod graph;
+mod layers;
 mod tokens;
 
 use graph::ModuleGraph;
@@ -56,6 +59,48 @@ fn assert_acyclic(src: &str, root: &str) {
 #[test]
 fn the_exporter_has_no_module_cycles() {
     assert_acyclic("src", "lib.rs");
+}
+
+fn architecture() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md");
+    std::fs::read_to_string(path).expect("read ARCHITECTURE.md")
+}
+
+#[test]
+fn every_import_of_the_exporter_points_down_the_written_layers() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = ModuleGraph::read(&read_tree(&dir), "lib.rs");
+    let layers = layers::layers(&architecture());
+    assert!(layers.len() > 5, "too few layers read: {layers:?}");
+    let wrong = layers::upward_imports(&graph, &layers);
+    assert!(
+        wrong.is_empty(),
+        "imports against ARCHITECTURE.md's layer order:\n  {}",
+        wrong.join("\n  ")
+    );
+}
+
+#[test]
+fn an_upward_import_or_an_unplaced_module_is_found() {
+    let graph = synthetic(&[
+        ("lib.rs", "mod top;\nmod low;\nmod stray;\n"),
+        ("top/mod.rs", "use crate::low::L;\npub struct T;"),
+        (
+            "low/mod.rs",
+            "pub struct L(crate::top::T);\n#[cfg(test)]\nmod tests { use crate::top::T; }",
+        ),
+        ("stray.rs", ""),
+    ]);
+    let doc = "## Folders, top to bottom\n\n| folder | what |\n|---|---|\n| `top/` | t |\n| `low/`, `x.rs` | l |\n\n## Next\n| `stray.rs` | no |";
+    let layers = layers::layers(doc);
+    assert_eq!(layers, [vec!["top"], vec!["low", "x"]]);
+    assert_eq!(
+        layers::upward_imports(&graph, &layers),
+        [
+            "module stray is in no row of ARCHITECTURE.md's table",
+            "module low -> module top points up (or across) the layers (low/mod.rs uses crate::top::T)",
+        ]
+    );
 }
 
 #[test]
