@@ -8,8 +8,9 @@ use super::{filtered, head, interior, moved_back, unfiltered, Kind, Position};
 /// `now` (each: the stream's `first_seq`, `last_seq`, `messages`,
 /// `num_deleted`, then the consumer's `delivered.stream_seq`,
 /// `delivered.consumer_seq`, `num_pending`, `num_redelivered`), its
-/// configuration being `kind`. False only where [`RemovedTracker::record`]
-/// cannot count more: the configuration need not be read again first.
+/// configuration being `kind`. False only where
+/// [`RemovedTracker::record`](super::RemovedTracker::record) cannot count
+/// more: the configuration need not be read again first.
 pub fn could_count(before: [u64; 8], now: [u64; 8], kind: Kind) -> bool {
     let at = |v: [u64; 8]| Position {
         first_seq: v[0],
