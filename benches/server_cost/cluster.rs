@@ -16,11 +16,12 @@ use crate::support::{self, cpu_seconds, env_args, median, spawn_exporter, timed_
 use crate::Kind;
 
 /// The kinds of request of a cluster round.
-pub const KINDS: [&str; 4] = [
+pub const KINDS: [&str; 5] = [
     "3 sidecar scrapes",
     "system-account scrape",
     "full fetch x3",
     "own fetch x3",
+    "no request, 1 s",
 ];
 
 /// Consumers a scrape reports (each once, by its leader's exporter).
@@ -75,7 +76,7 @@ fn cluster_cpu(servers: &[NatsServer]) -> f64 {
 
 /// `streams` R3 streams x 100 R3 consumers on a fresh 3-node cluster,
 /// `rounds` alternating rounds.
-pub async fn measure(streams: usize, rounds: usize) -> [Kind; 4] {
+pub async fn measure(streams: usize, rounds: usize) -> [Kind; 5] {
     let servers = nats_test_server::cluster(3, setup::ACCOUNTS);
     let made = setup::create(&servers, streams, 100).await;
     println!(
@@ -118,8 +119,10 @@ pub async fn measure(streams: usize, rounds: usize) -> [Kind; 4] {
     for urls in [&sidecars, &system] {
         warm_up(&http, urls, total).await;
     }
-    let requests = [sidecars, system, jsz(true), jsz(false)];
-    let mut kinds: [Kind; 4] = Default::default();
+    // No request: what the servers' Raft groups cost by themselves, which
+    // every measured request's CPU includes for as long as it takes.
+    let requests = [sidecars, system, jsz(true), jsz(false), Vec::new()];
+    let mut kinds: [Kind; 5] = Default::default();
     for round in 0..rounds {
         for which in (0..KINDS.len()).map(|k| (k + round) % KINDS.len()) {
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -128,6 +131,9 @@ pub async fn measure(streams: usize, rounds: usize) -> [Kind; 4] {
             let mut bytes = 0;
             for url in &requests[which] {
                 bytes += timed_read(&http, url, 0).await.bytes;
+            }
+            if requests[which].is_empty() {
+                tokio::time::sleep(Duration::from_secs(1)).await;
             }
             let k = &mut kinds[which];
             k.wall.push(began.elapsed().as_secs_f64());
@@ -153,7 +159,7 @@ fn loadavg() -> String {
 
 /// The cluster's table: each kind's medians, and the scrapes against the
 /// full and the own fetch from every server.
-pub fn print(consumers: usize, kinds: &[Kind; 4]) {
+pub fn print(consumers: usize, kinds: &[Kind; 5]) {
     println!();
     println!("R3 cluster  kind                    servers' CPU (median)  wall (median)  body read");
     for (name, k) in KINDS.iter().zip(kinds) {
@@ -164,11 +170,15 @@ pub fn print(consumers: usize, kinds: &[Kind; 4]) {
             k.bytes as f64 / 1e6
         );
     }
-    let [sidecars, system, full, own] = kinds;
+    let [sidecars, system, full, own, idle] = kinds;
+    let per_second = median(&idle.cpu) / median(&idle.wall);
+    // The CPU beyond what the servers spend anyway over the same time.
+    let beyond = |k: &Kind| median(&k.cpu) - per_second * median(&k.wall);
     for (name, scrape) in [("sidecars", sidecars), ("system account", system)] {
         println!(
-            "{consumers:>9}  {name} / full fetch x3: CPU {:.2}x, wall {:.2}x; / own fetch x3: CPU {:.2}x, wall {:.2}x",
+            "{consumers:>9}  {name} / full fetch x3: CPU {:.2}x ({:.2}x beyond the idle {per_second:.3} s/s), wall {:.2}x; / own fetch x3: CPU {:.2}x, wall {:.2}x",
             median(&scrape.cpu) / median(&full.cpu),
+            beyond(scrape) / beyond(full),
             median(&scrape.wall) / median(&full.wall),
             median(&scrape.cpu) / median(&own.cpu),
             median(&scrape.wall) / median(&own.wall),
