@@ -11,13 +11,22 @@
 //!
 //! `cargo bench --bench server_cost`; `BENCH_SIZES=10000,30000,100000`
 //! (the default) picks the totals, `BENCH_ROUNDS` the rounds per size (9),
-//! `BENCH_EXPORTER_ARGS` adds flags to the exporter.
+//! `BENCH_EXPORTER_ARGS` adds flags to the exporter. `BENCH_CLUSTER_SIZES`
+//! (none by default; `BENCH_SIZES=` empty skips the single server) measures
+//! a 3-node cluster of R3 streams and consumers first: three sidecar
+//! exporters and one through the system account against a fetch from every
+//! server, the CPU summed over the three servers (`TMPDIR=/dev/shm` keeps
+//! the Raft logs off the disk).
 //!
 //! The exporter's scrape reads every default source (`/varz`, `/connz`
 //! twice, `/jsz`, `/accstatz`); its `/jsz` asks for configuration on the
 //! first poll (the warm-up) and then every `--jsz-config-interval` (5m):
 //! the rounds measure the polls in between.
 
+#[path = "server_cost/cluster.rs"]
+mod cluster;
+#[path = "system_scrape/setup.rs"]
+mod setup;
 mod support;
 
 use std::time::Duration;
@@ -33,10 +42,10 @@ const KINDS: [&str; 3] = ["exporter scrape", "full fetch", "exporter's own fetch
 
 /// Server CPU seconds and wall seconds of each request of one kind.
 #[derive(Default)]
-struct Kind {
-    cpu: Vec<f64>,
-    wall: Vec<f64>,
-    bytes: usize,
+pub struct Kind {
+    pub cpu: Vec<f64>,
+    pub wall: Vec<f64>,
+    pub bytes: usize,
 }
 
 #[tokio::main]
@@ -44,12 +53,12 @@ async fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let sizes: Vec<usize> = std::env::var("BENCH_SIZES")
-        .unwrap_or_else(|_| "10000,30000,100000".into())
-        .split(',')
-        .map(|t| t.trim().parse().expect("BENCH_SIZES: totals"))
-        .collect();
+    let sizes = totals("BENCH_SIZES", "10000,30000,100000");
     let rounds = env_or("BENCH_ROUNDS", 9);
+    for consumers in totals("BENCH_CLUSTER_SIZES", "") {
+        let kinds = cluster::measure(consumers / 100, rounds).await;
+        cluster::print(consumers, &kinds);
+    }
     let mut table = Vec::new();
     for consumers in sizes {
         table.push((consumers, measure(consumers / 100, rounds).await));
@@ -75,6 +84,16 @@ async fn main() {
             ratio(scrape, own, |k| &k.wall),
         );
     }
+}
+
+/// The comma-separated totals of consumers in the variable `name`.
+fn totals(name: &str, default: &str) -> Vec<usize> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| t.trim().parse().expect("consumer totals"))
+        .collect()
 }
 
 /// `streams` x 100 consumers on a fresh server, `rounds` alternating rounds.
