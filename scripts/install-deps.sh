@@ -8,6 +8,8 @@
 #   - nats-server 2.9.10 from Debian (the oldest server the fixtures cover);
 #   - prometheus and promtool from Debian's prometheus package.
 #   - the openssl command, which makes throwaway TLS certificates for tests;
+#   - ip from Debian's iproute2: a test puts each server of a cluster in a
+#     network namespace of its own and cuts its link (run as root);
 #   - cargo-nextest, the test runner scripts/test.sh uses, from crates.io when
 #     the machine has none (a few minutes, once);
 #   - for the deployment checks (scripts/test-deploy.sh): podman and runc,
@@ -90,6 +92,7 @@ apt_wanted=()
 [ -x /usr/sbin/nats-server ] || [ -x /usr/bin/nats-server ] || apt_wanted+=(nats-server)
 command -v promtool >/dev/null 2>&1 || apt_wanted+=(prometheus)
 command -v openssl >/dev/null 2>&1 || apt_wanted+=(openssl)
+command -v ip >/dev/null 2>&1 || apt_wanted+=(iproute2)
 command -v podman >/dev/null 2>&1 || apt_wanted+=(podman)
 command -v runc >/dev/null 2>&1 || apt_wanted+=(runc)
 command -v systemd-analyze >/dev/null 2>&1 || apt_wanted+=(systemd)

@@ -13,6 +13,7 @@
 pub mod app;
 mod binary;
 mod cluster;
+mod netns;
 mod ports;
 pub mod promtool;
 pub mod reference;
@@ -22,6 +23,7 @@ pub mod tls;
 
 pub use binary::{binary, version_numbers, version_under_test, workspace_root, DEFAULT_VERSION};
 pub use cluster::cluster;
+pub use netns::{cluster_in_namespaces, Network};
 pub use ports::free_port;
 pub use supercluster::supercluster;
 
@@ -40,6 +42,8 @@ pub struct Builder {
     max_pending: Option<u64>,
     write_deadline: Option<String>,
     https: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    host: Option<String>,
+    netns: Option<String>,
     extra: String,
 }
 
@@ -74,6 +78,17 @@ impl Builder {
         self.https = Some((cert.to_path_buf(), key.to_path_buf()));
         self
     }
+    /// Listen (client, monitoring, and what `config` names) on this address
+    /// instead of 127.0.0.1.
+    pub fn host(mut self, addr: &str) -> Self {
+        self.host = Some(addr.to_string());
+        self
+    }
+    /// Run the server inside this network namespace (`ip netns exec`).
+    pub fn netns(mut self, name: &str) -> Self {
+        self.netns = Some(name.to_string());
+        self
+    }
     /// Append raw configuration text (accounts, authorization, ...).
     pub fn config(mut self, text: &str) -> Self {
         self.extra.push_str(text);
@@ -101,6 +116,10 @@ pub struct NatsServer {
     scheme: &'static str,
     /// The version asked for (None: the default binary).
     version: Option<String>,
+    /// The address the server listens on.
+    host: String,
+    /// The network namespace the server runs in (None: the test's own).
+    netns: Option<String>,
 }
 
 impl NatsServer {
@@ -109,14 +128,27 @@ impl NatsServer {
         Builder::default()
     }
 
-    /// `nats://127.0.0.1:<client_port>`.
+    /// `nats://127.0.0.1:<client_port>` (another address with [`Builder::host`]).
     pub fn client_url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.client_port)
+        format!("nats://{}:{}", self.host, self.client_port)
     }
 
     /// `http://127.0.0.1:<monitor_port>` (`https://` with [`Builder::https`]).
     pub fn monitor_url(&self) -> String {
-        format!("{}://127.0.0.1:{}", self.scheme, self.monitor_port)
+        format!("{}://{}:{}", self.scheme, self.host, self.monitor_port)
+    }
+
+    /// The command that runs the binary, inside the server's namespace if it has one.
+    fn command(version: Option<&str>, netns: Option<&str>) -> Command {
+        let bin = binary(version);
+        match netns {
+            None => Command::new(bin),
+            Some(ns) => {
+                let mut cmd = Command::new("ip");
+                cmd.args(["netns", "exec", ns]).arg(bin);
+                cmd
+            }
+        }
     }
 
     /// The port the server listens on for leaf node connections, read from
@@ -194,8 +226,8 @@ impl NatsServer {
         let conf = conf
             .replacen("port: -1", &format!("port: {}", self.client_port), 1)
             .replacen(
-                "\"127.0.0.1:-1\"",
-                &format!("\"127.0.0.1:{}\"", self.monitor_port),
+                &format!("\"{}:-1\"", self.host),
+                &format!("\"{}:{}\"", self.host, self.monitor_port),
                 1,
             );
         std::fs::write(&conf_path, conf).expect("write server config");
@@ -203,7 +235,7 @@ impl NatsServer {
         let _ = std::fs::rename(&log_path, dir.join("server.log.before-restart"));
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            self.child = Command::new(binary(self.version.as_deref()))
+            self.child = Self::command(self.version.as_deref(), self.netns.as_deref())
                 .arg("-c")
                 .arg(&conf_path)
                 .stdin(Stdio::null())
@@ -233,18 +265,19 @@ impl NatsServer {
             format!("test-{}", dir.path().file_name().unwrap().to_string_lossy())
         });
         let log_path = dir.path().join("server.log");
+        let host = b.host.clone().unwrap_or_else(|| "127.0.0.1".to_string());
         let mut conf = format!(
-            "server_name: \"{name}\"\nhost: 127.0.0.1\nport: -1\nlog_file: \"{}\"\n",
+            "server_name: \"{name}\"\nhost: {host}\nport: -1\nlog_file: \"{}\"\n",
             log_path.display()
         );
         let scheme = match &b.https {
             None => {
-                conf.push_str("http: \"127.0.0.1:-1\"\n");
+                conf.push_str(&format!("http: \"{host}:-1\"\n"));
                 "http"
             }
             Some((cert, key)) => {
                 conf.push_str(&format!(
-                    "https: \"127.0.0.1:-1\"\ntls {{ cert_file: \"{}\", key_file: \"{}\" }}\n",
+                    "https: \"{host}:-1\"\ntls {{ cert_file: \"{}\", key_file: \"{}\" }}\n",
                     cert.display(),
                     key.display()
                 ));
@@ -268,7 +301,7 @@ impl NatsServer {
         std::fs::File::create(&conf_path)
             .and_then(|mut f| f.write_all(conf.as_bytes()))
             .expect("write server config");
-        let child = Command::new(&bin)
+        let child = Self::command(b.version.as_deref(), b.netns.as_deref())
             .arg("-c")
             .arg(&conf_path)
             .stdin(Stdio::null())
@@ -284,6 +317,8 @@ impl NatsServer {
             name,
             scheme,
             version: b.version.clone(),
+            host,
+            netns: b.netns.clone(),
         };
         server.wait_ready(&log_path);
         server
@@ -305,8 +340,8 @@ impl NatsServer {
             let http = port_after(&log, &format!("Starting {} monitor on ", self.scheme));
             if let (Some(c), Some(h)) = (client, http) {
                 if log.contains("Server is ready")
-                    && TcpStream::connect(("127.0.0.1", c)).is_ok()
-                    && TcpStream::connect(("127.0.0.1", h)).is_ok()
+                    && TcpStream::connect((self.host.as_str(), c)).is_ok()
+                    && TcpStream::connect((self.host.as_str(), h)).is_ok()
                 {
                     self.client_port = c;
                     self.monitor_port = h;

@@ -3,6 +3,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod replica_margin;
+mod route_cut;
 mod survey;
 mod system_polling;
 mod system_polling_supercluster;

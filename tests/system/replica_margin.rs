@@ -19,10 +19,10 @@ const STREAM: [(&str, &str); 2] = [("account", "APP"), ("stream", "WORK")];
 
 /// The bound on a margin's fall: the server marks a replica not current
 /// after about 10 s without word from it, then a scrape reads it.
-const FALL_WITHIN: u64 = 25;
+pub(super) const FALL_WITHIN: u64 = 25;
 
 /// (stream margin, smallest consumer margin, consumers without margin).
-type Margins = (Option<f64>, Option<f64>, Option<f64>);
+pub(super) type Margins = (Option<f64>, Option<f64>, Option<f64>);
 
 fn margins(text: &str) -> Margins {
     (
@@ -70,7 +70,7 @@ async fn try_until(
 }
 
 /// [`try_until`], failing the test on a timeout.
-async fn until(
+pub(super) async fn until(
     exporters: &[(&str, &Exporter)],
     secs: u64,
     what: &str,
@@ -101,7 +101,7 @@ async fn restart_until_current(
 }
 
 /// The stream's leader, as the server at `monitor_url` names it.
-fn stream_leader(server: &NatsServer) -> String {
+pub(super) fn stream_leader(server: &NatsServer) -> String {
     let url = format!("{}/jsz?accounts=true&streams=true", server.monitor_url());
     let jsz: Value = serde_json::from_str(&nats_test_server::http_get(&url)).unwrap();
     let accounts = jsz["account_details"].as_array().unwrap();
