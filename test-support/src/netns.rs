@@ -38,8 +38,8 @@ pub struct Network {
 }
 
 impl Network {
-    /// Makes a bridge on 10.246.<subnet>.1/24 with `n` namespaces behind
-    /// it, server `i` at 10.246.<subnet>.<10 + i>.
+    /// Makes a bridge on `10.246.<subnet>.1/24` with `n` namespaces behind
+    /// it, server `i` at `10.246.<subnet>.<10 + i>`.
     fn new(n: usize) -> Network {
         static MADE: AtomicU32 = AtomicU32::new(0);
         let pid = std::process::id();
