@@ -81,6 +81,29 @@ pub(super) async fn until(
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Every replica current: the stream's margin 1, its consumers' too.
+pub(super) fn full(m: Margins) -> bool {
+    m == (Some(1.0), Some(1.0), Some(0.0))
+}
+
+/// One server out: the stream at a bare quorum, both consumers too.
+pub(super) fn one_down(m: Margins) -> bool {
+    m == (Some(0.0), Some(0.0), Some(2.0))
+}
+
+/// The work stream made on `servers`, and an exporter over HTTP and one
+/// through the system account watching them, once every replica is current.
+pub(super) async fn watching(servers: &[NatsServer]) -> (Exporter, Exporter) {
+    work_stream(&servers[0].client_url()).await;
+    let urls: Vec<String> = servers.iter().map(|s| s.monitor_url()).collect();
+    let flags = ["--sources", "varz,jsz", "--timeout", "1s"];
+    let http = common::exporter(&urls, &flags);
+    let system = system_exporter(&servers[0].client_url(), "varz,jsz").await;
+    let both = [("http", &http), ("system", &system)];
+    until(&both, 15, "all replicas current", full).await;
+    (http, system)
+}
+
 /// Kills `server` and starts it again until its replicas are current again
 /// (at most 3 starts): a restarted nats-server 2.10.26 can stay unheard by
 /// the leader ("Duplicate Route" in both logs), its replica left behind,
@@ -124,15 +147,8 @@ fn signal(server: &NatsServer, sig: &str) {
 #[tokio::test]
 async fn margins_fall_with_a_frozen_or_killed_server_and_come_back() {
     let mut servers = nats_test_server::cluster(3, ACCOUNTS);
-    work_stream(&servers[0].client_url()).await;
-    let urls: Vec<String> = servers.iter().map(|s| s.monitor_url()).collect();
-    let flags = ["--sources", "varz,jsz", "--timeout", "1s"];
-    let http = common::exporter(&urls, &flags);
-    let system = system_exporter(&servers[0].client_url(), "varz,jsz").await;
+    let (http, system) = watching(&servers).await;
     let both = [("http", &http), ("system", &system)];
-    let full = |m: Margins| m == (Some(1.0), Some(1.0), Some(0.0));
-    let one_down = |m: Margins| m == (Some(0.0), Some(0.0), Some(2.0));
-    until(&both, 15, "all replicas current", full).await;
     let text = common::scrape(&http).await;
     nats_test_server::reference::assert_documented(&text);
 

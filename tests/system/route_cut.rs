@@ -7,22 +7,15 @@
 //! root and iproute2 (`scripts/install-deps.sh`); without them it fails
 //! saying so.
 use crate::common;
-use crate::replica_margin::{stream_leader, until, Margins, FALL_WITHIN};
+use crate::replica_margin::{full, one_down, stream_leader, until, watching, FALL_WITHIN};
 
-use common::system_polling::{system_exporter, work_stream, ACCOUNTS};
+use common::system_polling::ACCOUNTS;
 
 #[tokio::test]
 async fn margins_fall_when_a_server_is_cut_off_from_its_routes_and_come_back() {
     let (servers, net) = nats_test_server::cluster_in_namespaces(3, ACCOUNTS);
-    work_stream(&servers[0].client_url()).await;
-    let urls: Vec<String> = servers.iter().map(|s| s.monitor_url()).collect();
-    let flags = ["--sources", "varz,jsz", "--timeout", "1s"];
-    let http = common::exporter(&urls, &flags);
-    let system = system_exporter(&servers[0].client_url(), "varz,jsz").await;
+    let (http, system) = watching(&servers).await;
     let both = [("http", &http), ("system", &system)];
-    let full = |m: Margins| m == (Some(1.0), Some(1.0), Some(0.0));
-    let one_down = |m: Margins| m == (Some(0.0), Some(0.0), Some(2.0));
-    until(&both, 15, "all replicas current", full).await;
 
     // The victim: a follower of the stream, not the server the system
     // account's connection goes through.
