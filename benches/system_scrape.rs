@@ -88,28 +88,6 @@ async fn wait_for_every_consumer(http: &reqwest::Client, jsz_urls: &[String], to
     }
 }
 
-/// The exporter's arguments for polling through the system account, and
-/// `extra`.
-fn system_account_args(servers: &[NatsServer], extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "--system-account-polling",
-        "--system-account",
-        "user:sys:sys-secret",
-        "--nats-servers",
-        &servers[0].client_url(),
-        // Message timestamps (consumer status) are read in the
-        // JetStream account.
-        "--nats-user",
-        "app",
-        "--nats-password",
-        "app-secret",
-    ]
-    .map(str::to_string)
-    .to_vec();
-    args.extend(extra.iter().map(|a| a.to_string()));
-    args
-}
-
 /// The exporters measured: through the system account, the same with
 /// `--consumer-status-window 0s`, over HTTP, and the `baseline` binary if
 /// one is named.
@@ -118,7 +96,7 @@ async fn start_exporters(
     http: &reqwest::Client,
     baseline: Option<&str>,
 ) -> Vec<Measured> {
-    let system = |extra: &[&str]| system_account_args(servers, extra);
+    let system = |extra: &[&str]| setup::system_account_args(servers, extra);
     let monitor_urls: Vec<String> = servers
         .iter()
         .flat_map(|s| ["--monitor-url".to_string(), s.monitor_url()])

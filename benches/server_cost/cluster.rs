@@ -50,25 +50,6 @@ async fn warm_up(http: &reqwest::Client, urls: &[String], total: usize) {
     }
 }
 
-/// The exporter's arguments for polling through the system account.
-fn system_account_args(servers: &[NatsServer]) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "--system-account-polling",
-        "--system-account",
-        "user:sys:sys-secret",
-        "--nats-servers",
-        &servers[0].client_url(),
-        "--nats-user",
-        "app",
-        "--nats-password",
-        "app-secret",
-    ]
-    .map(str::to_string)
-    .to_vec();
-    args.extend(env_args("BENCH_EXPORTER_ARGS"));
-    args
-}
-
 /// The three servers' CPU seconds together.
 fn cluster_cpu(servers: &[NatsServer]) -> f64 {
     servers.iter().map(|s| cpu_seconds(s.pid())).sum()
@@ -91,9 +72,11 @@ pub async fn measure(streams: usize, rounds: usize) -> [Kind; 5] {
             spawn_exporter(support::EXPORTER, &args)
         })
         .collect();
+    let extra = env_args("BENCH_EXPORTER_ARGS");
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     started.push(spawn_exporter(
         support::EXPORTER,
-        &system_account_args(&servers),
+        &setup::system_account_args(&servers, &extra),
     ));
     let scrape_urls: Vec<String> = started
         .iter()

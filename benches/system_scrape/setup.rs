@@ -130,3 +130,25 @@ pub async fn create(servers: &[NatsServer], streams: usize, consumers: usize) ->
         retries: retries.into_inner(),
     }
 }
+
+/// The exporter's arguments for polling through the system account, and
+/// `extra`.
+pub fn system_account_args(servers: &[NatsServer], extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--system-account-polling",
+        "--system-account",
+        "user:sys:sys-secret",
+        "--nats-servers",
+        &servers[0].client_url(),
+        // Message timestamps (consumer status) are read in the
+        // JetStream account.
+        "--nats-user",
+        "app",
+        "--nats-password",
+        "app-secret",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
