@@ -1,7 +1,10 @@
 //! Ports for processes that must be told theirs in advance.
 
 use std::net::TcpListener;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 
 /// Lowest port handed out: above every well-known NATS port (4222, 6222,
 /// 7422, 8222) and the registered ports most services use.
@@ -11,16 +14,22 @@ const LOWEST: u32 = 10_000;
 /// differs between processes so two test binaries rarely try the same ports.
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
-/// A TCP port free on 127.0.0.1 at this moment, for a process that must be
-/// given its port in advance, such as a cluster route, a server restarted on
-/// the same port or an exporter's listener.
+/// The claims this process holds, kept until it exits.
+static CLAIMS: Mutex<Vec<UnixListener>> = Mutex::new(Vec::new());
+
+/// A TCP port free on 127.0.0.1 at this moment and claimed by this process
+/// until it exits, for a process that must be given its port in advance,
+/// such as a cluster route, a server restarted on the same port or an
+/// exporter's listener.
 ///
 /// It is taken from below the kernel's ephemeral range. A port the OS chose
 /// (`bind` to port 0) lies inside that range, and between this call and the
 /// moment the process binds it any outgoing connection on the machine can
-/// take it as its local port: a route listener once failed with "address
-/// already in use" that way in CI. Below the range only another process
-/// choosing a fixed port can collide.
+/// take it as its local port. Below the range only another process choosing
+/// a fixed port can collide, and every test process chooses through here:
+/// a port is handed out only with its claim ([`claim`]), so two test
+/// processes never hold the same one, even while a server that was given it
+/// is stopped to be restarted on it.
 pub fn free_port() -> u16 {
     let (ephemeral_low, _) = ephemeral_range();
     let span = ephemeral_low.saturating_sub(LOWEST).max(1);
@@ -31,7 +40,7 @@ pub fn free_port() -> u16 {
     for _ in 0..span {
         let offset = NEXT.fetch_add(1, Ordering::Relaxed) % span;
         let port = (LOWEST + offset) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if claim(port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
     }
@@ -40,6 +49,25 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .expect("bind 127.0.0.1:0")
         .port()
+}
+
+/// Claims `port` for this process, false if another process (or this one)
+/// holds it. The claim is a Unix socket bound to a name in the abstract
+/// namespace: one name per port, shared by every process on the machine and
+/// let go by the kernel when the process exits, however it exits.
+fn claim(port: u16) -> bool {
+    let name = format!("nats-delivery-exporter-tests/port/{port}");
+    let Ok(addr) = SocketAddr::from_abstract_name(name.as_bytes()) else {
+        return false;
+    };
+    match UnixListener::bind_addr(&addr) {
+        Ok(listener) => {
+            let mut claims = CLAIMS.lock().unwrap_or_else(|e| e.into_inner());
+            claims.push(listener);
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 /// The kernel's ephemeral port range, or Linux's default where it cannot be
@@ -79,5 +107,64 @@ mod tests {
         distinct.sort_unstable();
         distinct.dedup();
         assert_eq!(distinct.len(), ports.len());
+    }
+
+    /// Run only by the test below, as a second process: claims the port
+    /// named in `CLAIM_PORT` (or any, with `free_port`, if it names none),
+    /// prints `claimed PORT` and exits 0, or exits 1 if it could not.
+    #[test]
+    #[ignore = "a child process of another_process_cannot_take_a_port_this_one_was_given"]
+    fn claim_in_child_process() {
+        let port = match std::env::var("CLAIM_PORT") {
+            Ok(port) => port.parse().unwrap(),
+            Err(_) => free_port(),
+        };
+        if !claim(port) && std::env::var("CLAIM_PORT").is_ok() {
+            std::process::exit(1);
+        }
+        println!("claimed {port}");
+        std::process::exit(0);
+    }
+
+    /// Runs [`claim_in_child_process`] in a new process; its exit code and
+    /// the port it claimed.
+    fn child_claims(port: Option<u16>) -> (Option<i32>, Option<u16>) {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+        child.args([
+            "--exact",
+            "ports::tests::claim_in_child_process",
+            "--ignored",
+            "--nocapture",
+        ]);
+        if let Some(port) = port {
+            child.env("CLAIM_PORT", port.to_string());
+        }
+        let out = child.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let claimed = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("claimed "))
+            .map(|p| p.trim().parse().unwrap());
+        (out.status.code(), claimed)
+    }
+
+    #[test]
+    fn another_process_cannot_take_a_port_this_one_was_given() {
+        let given = free_port();
+        assert_eq!(
+            child_claims(Some(given)),
+            (Some(1), None),
+            "port {given} was given here"
+        );
+        // The kernel lets go of a claim when its process exits.
+        let (code, Some(was_childs)) = child_claims(None) else {
+            panic!("the child process claimed no port");
+        };
+        assert_eq!(code, Some(0));
+        assert!(
+            claim(was_childs),
+            "port {was_childs} after its claimant exited"
+        );
+        assert!(!claim(was_childs), "port {was_childs} claimed twice");
     }
 }
