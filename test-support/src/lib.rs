@@ -222,15 +222,6 @@ impl NatsServer {
         let dir = self.dir.path().to_path_buf();
         change(&dir);
         let conf_path = dir.join("server.conf");
-        let conf = std::fs::read_to_string(&conf_path).expect("server config");
-        let conf = conf
-            .replacen("port: -1", &format!("port: {}", self.client_port), 1)
-            .replacen(
-                &format!("\"{}:-1\"", self.host),
-                &format!("\"{}:{}\"", self.host, self.monitor_port),
-                1,
-            );
-        std::fs::write(&conf_path, conf).expect("write server config");
         let log_path = dir.join("server.log");
         let _ = std::fs::rename(&log_path, dir.join("server.log.before-restart"));
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -266,18 +257,23 @@ impl NatsServer {
         });
         let log_path = dir.path().join("server.log");
         let host = b.host.clone().unwrap_or_else(|| "127.0.0.1".to_string());
+        // Ports claimed below the ephemeral range, not `-1`: a server
+        // restarted on its ports must find them free, and a port the OS
+        // chose can meanwhile become the local port of any outgoing
+        // connection on the machine.
+        let (port, monitor) = (free_port(), free_port());
         let mut conf = format!(
-            "server_name: \"{name}\"\nhost: {host}\nport: -1\nlog_file: \"{}\"\n",
+            "server_name: \"{name}\"\nhost: {host}\nport: {port}\nlog_file: \"{}\"\n",
             log_path.display()
         );
         let scheme = match &b.https {
             None => {
-                conf.push_str(&format!("http: \"{host}:-1\"\n"));
+                conf.push_str(&format!("http: \"{host}:{monitor}\"\n"));
                 "http"
             }
             Some((cert, key)) => {
                 conf.push_str(&format!(
-                    "https: \"{host}:-1\"\ntls {{ cert_file: \"{}\", key_file: \"{}\" }}\n",
+                    "https: \"{host}:{monitor}\"\ntls {{ cert_file: \"{}\", key_file: \"{}\" }}\n",
                     cert.display(),
                     key.display()
                 ));
