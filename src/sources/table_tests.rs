@@ -17,10 +17,10 @@ fn endpoint_urls_keep_base_paths() {
     );
 }
 
-#[test]
-fn per_target_keeps_the_enabled_sources_in_report_order() {
+/// The kinds of the sources `per_target` makes with `enabled` on.
+fn made(enabled: Vec<Source>) -> Vec<Source> {
     let settings = SourceSettings {
-        enabled: vec![Source::Gatewayz, Source::Jsz, Source::Varz],
+        enabled,
         connz_top: 1,
         max_client_names: 1,
         jsz_page_size: 1,
@@ -28,7 +28,12 @@ fn per_target_keeps_the_enabled_sources_in_report_order() {
         jsz_config_interval: Default::default(),
         jsz_removal_check: None,
     };
-    let kinds: Vec<Source> = per_target(&settings).iter().map(|s| s.kind()).collect();
+    per_target(&settings).iter().map(|s| s.kind()).collect()
+}
+
+#[test]
+fn per_target_keeps_the_enabled_sources_in_report_order() {
+    let kinds = made(vec![Source::Gatewayz, Source::Jsz, Source::Varz]);
     assert_eq!(kinds, [Source::Varz, Source::Jsz, Source::Gatewayz]);
 }
 
@@ -38,17 +43,7 @@ fn per_target_keeps_the_enabled_sources_in_report_order() {
 #[test]
 fn every_table_line_makes_its_source_with_help_and_options() {
     use clap::ValueEnum;
-    let settings = SourceSettings {
-        enabled: Source::ALL.to_vec(),
-        connz_top: 1,
-        max_client_names: 1,
-        jsz_page_size: 1,
-        jsz_filter: Default::default(),
-        jsz_config_interval: Default::default(),
-        jsz_removal_check: None,
-    };
-    let made: Vec<Source> = per_target(&settings).iter().map(|s| s.kind()).collect();
-    assert_eq!(made, Source::ALL);
+    assert_eq!(made(Source::ALL.to_vec()), Source::ALL);
     let help_names: Vec<&str> = SOURCES_HELP
         .rsplit(':')
         .next()
