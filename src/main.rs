@@ -65,7 +65,7 @@ async fn start(
         listeners.push(listener);
     }
     let mut exporter =
-        ExporterBuilder::new(config.clone()).map_err(|e| Failure::Start(e.into()))?;
+        ExporterBuilder::new(config.scrape_settings()).map_err(|e| Failure::Start(e.into()))?;
     let registry = exporter.registry_mut();
     registry.register_collector(Box::new(process_metrics::BuildInfo));
     if !config.disable_exporter_metrics {

@@ -229,19 +229,6 @@ pub struct Config {
 }
 
 impl Config {
-    /// What polling through the system account takes from these flags.
-    pub fn system_poll_settings(&self) -> crate::system::poll::PollSettings<'_> {
-        crate::system::poll::PollSettings {
-            nats: &self.nats,
-            auth: self.advisories.system_account.as_ref(),
-            expected_servers: self.system_expected_servers as usize,
-            timeout: self.timeout,
-            max_reply_size: self.max_reply_size,
-            survey_gap: self.system_survey_gap,
-            filter: self.system_filter.options(),
-        }
-    }
-
     /// Checks what single flags cannot: the same monitoring URL twice (its
     /// series would be emitted twice), and polling through the system
     /// account without its credentials or beside monitoring URLs that would

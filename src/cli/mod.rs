@@ -1,8 +1,10 @@
 //! The command line: every flag group gathered into one [`config::Config`],
-//! the rules that tie flags of different groups together, and the web
-//! configuration file (TLS and basic auth of the metrics endpoint), and the
-//! logger the log flags set up.
+//! the rules that tie flags of different groups together, the plain settings
+//! built from it for the parts below (`settings.rs`), the web configuration
+//! file (TLS and basic auth of the metrics endpoint), and the logger the log
+//! flags set up.
 
 pub mod config;
 pub mod logging;
+mod settings;
 pub mod web_config;

@@ -12,11 +12,11 @@ use futures::future::{BoxFuture, FutureExt, Shared};
 use futures::{Stream, StreamExt};
 use prometheus_client::registry::Registry;
 
-use crate::cli::config::Config;
 use crate::jetstream::message_timestamps::MessageTimestamps;
 use crate::lock::LockOrRecover;
 use crate::scrape::exposition::Exposition;
 use crate::scrape::poller::Poller;
+use crate::scrape::settings::ScrapeSettings;
 use crate::scrape::snapshot::Snapshot;
 use crate::sources::Fetcher;
 use crate::text::Format;
@@ -73,13 +73,13 @@ pub struct ExporterBuilder {
 
 impl ExporterBuilder {
     /// Starts an exporter's setup; fails only if the HTTP client cannot be made.
-    pub fn new(config: Config) -> Result<ExporterBuilder, SetupError> {
+    pub fn new(settings: ScrapeSettings) -> Result<ExporterBuilder, SetupError> {
         // The NATS client's TLS asks rustls for the process-wide crypto
         // provider, which must be chosen when two are linked in (reqwest's
         // aws-lc-rs and async-nats' ring); an earlier choice stays.
         let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
         let mut http = reqwest::Client::builder();
-        if let Some(path) = &config.monitor_tls_ca {
+        if let Some(path) = &settings.monitor_tls_ca {
             let pem = std::fs::read(path).map_err(|source| SetupError::MonitorTlsCa {
                 path: path.clone(),
                 source,
@@ -92,11 +92,11 @@ impl ExporterBuilder {
                 http = http.add_root_certificate(cert);
             }
         }
-        let fetch = Fetcher::new(http, config.timeout, config.max_reply_size)
+        let fetch = Fetcher::new(http, settings.timeout, settings.max_reply_size)
             .map_err(SetupError::HttpClient)?;
         Ok(ExporterBuilder {
-            reuse_poll_for: config.server_cost.reuse_poll_for,
-            poller: Poller::new(config, fetch),
+            reuse_poll_for: settings.reuse_poll_for,
+            poller: Poller::new(settings, fetch),
             exposition: Exposition::default(),
         })
     }
@@ -141,8 +141,8 @@ impl ExporterBuilder {
 impl Exporter {
     /// An exporter with nothing added to its setup: `ExporterBuilder::new`
     /// then `build`.
-    pub fn new(config: Config) -> Result<Exporter, SetupError> {
-        Ok(ExporterBuilder::new(config)?.build())
+    pub fn new(settings: ScrapeSettings) -> Result<Exporter, SetupError> {
+        Ok(ExporterBuilder::new(settings)?.build())
     }
 
     /// Polls every server and source, then encodes everything registered.

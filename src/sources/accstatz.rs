@@ -13,7 +13,7 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
-use super::{MonitoringSource, TargetSnapshot};
+use super::{MonitoringSource, NatsOption, TargetSnapshot};
 use super::{ServerLink, Source};
 use crate::poll_error::PollError;
 use crate::text::families::counter_family;
@@ -40,7 +40,7 @@ pub struct AccountStat {
 
 /// Reads the server's `/accstatz`, unused accounts included.
 pub async fn poll(link: &ServerLink<'_>) -> Result<Accstatz, PollError> {
-    link.get_json("accstatz", &[("unused", "true".into())])
+    link.get_json(Source::Accstatz, &[("unused", "true".into())])
         .await
 }
 
@@ -50,6 +50,9 @@ pub struct AccstatzSource;
 
 impl MonitoringSource for AccstatzSource {
     type Reply = Accstatz;
+    const HELP: &'static str = "`/accstatz`: per-account slow consumers";
+    const NATS_OPTIONS: &'static [NatsOption] =
+        &[NatsOption::flag("unused").named("include_unused")];
 
     fn source(&self) -> Source {
         Source::Accstatz

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
-use super::{MonitoringSource, TargetSnapshot};
+use super::{MonitoringSource, NatsOption, TargetSnapshot};
 use super::{ServerLink, Source};
 use crate::lock::LockOrRecover;
 use crate::poll_error::PollError;
@@ -83,7 +83,7 @@ pub async fn poll_top_pending(link: &ServerLink<'_>, top: u32) -> Result<TopPend
         ("limit", top.to_string()),
         ("auth", "true".into()),
     ];
-    let reply: Connz = link.get_json("connz", &query).await?;
+    let reply: Connz = link.get_json(Source::Connz, &query).await?;
     Ok(TopPending {
         connections: reply
             .connections
@@ -156,7 +156,7 @@ pub async fn poll_closed(
             ("offset", offset.to_string()),
             ("auth", "true".into()),
         ];
-        let reply: Connz = link.get_json("connz", &query).await?;
+        let reply: Connz = link.get_json(Source::Connz, &query).await?;
         if server_id.is_empty() {
             server_id = reply.server_id.clone();
         }
@@ -247,6 +247,16 @@ impl ConnzSource {
 
 impl MonitoringSource for ConnzSource {
     type Reply = (TopPending, ClosedPoll);
+    const HELP: &'static str =
+        "`/connz`: connections closest to `max_pending`, connections cut as slow consumers";
+    const NATS_OPTIONS: &'static [NatsOption] = &[
+        NatsOption::text("sort"),
+        NatsOption::number("limit"),
+        NatsOption::number("offset"),
+        NatsOption::flag("auth"),
+        // The server's ConnState.
+        NatsOption::choice("state", &[("open", 0), ("closed", 1), ("all", 2)]),
+    ];
 
     fn source(&self) -> Source {
         Source::Connz

@@ -12,7 +12,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
 use super::{link_pending, ServerLink, Source};
-use super::{MonitoringSource, TargetSnapshot};
+use super::{MonitoringSource, NatsOption, TargetSnapshot};
 use crate::poll_error::PollError;
 
 /// The fields of a `/gatewayz` reply the exporter uses.
@@ -83,6 +83,9 @@ pub struct GatewayzSource;
 
 impl MonitoringSource for GatewayzSource {
     type Reply = Gatewayz;
+    const HELP: &'static str =
+        "`/gatewayz`: pending bytes of each gateway connection (super-cluster)";
+    const NATS_OPTIONS: &'static [NatsOption] = &[];
 
     fn source(&self) -> Source {
         Source::Gatewayz
@@ -92,7 +95,7 @@ impl MonitoringSource for GatewayzSource {
         &'a self,
         link: &'a ServerLink<'a>,
     ) -> impl std::future::Future<Output = Result<Gatewayz, PollError>> + Send + 'a {
-        link.get_json("gatewayz", &[])
+        link.get_json(Source::Gatewayz, &[])
     }
 
     fn absorb(&self, reply: Gatewayz, snap: &mut TargetSnapshot) {

@@ -9,7 +9,7 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
-use super::{MonitoringSource, ServerLink, Source, TargetSnapshot};
+use super::{MonitoringSource, NatsOption, ServerLink, Source, TargetSnapshot};
 use crate::poll_error::PollError;
 use crate::text::families::gauge_family;
 
@@ -77,6 +77,9 @@ pub struct HealthzSource;
 
 impl MonitoringSource for HealthzSource {
     type Reply = Healthz;
+    const HELP: &'static str =
+        "`/healthz`: the server's health check, with the JetStream problems it lists";
+    const NATS_OPTIONS: &'static [NatsOption] = &[NatsOption::flag("details")];
 
     fn source(&self) -> Source {
         Source::Healthz
@@ -84,7 +87,8 @@ impl MonitoringSource for HealthzSource {
 
     async fn poll(&self, link: &ServerLink<'_>) -> Result<Healthz, PollError> {
         let query = [("details", "true".to_string())];
-        link.get_json_accepting("healthz", &query, ANSWERED).await
+        link.get_json_accepting(Source::Healthz, &query, ANSWERED)
+            .await
     }
 
     fn absorb(&self, reply: Healthz, snap: &mut TargetSnapshot) {

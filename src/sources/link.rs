@@ -1,9 +1,9 @@
 //! How the sources reach one server: its HTTP monitoring port, or a request
-//! over a system-account NATS connection. A source names the endpoint and
-//! its options once, as HTTP query pairs; the system-account side turns them
-//! into the JSON options the server's `$SYS.REQ.SERVER.<id>.<KIND>` handlers
-//! read, whose names and types differ (`consumers=true` over HTTP is
-//! `"consumer": true` over NATS, `state=closed` is `"state": 1`).
+//! over a system-account NATS connection. A source names its endpoint (its
+//! [`Source`]) and its options once, as HTTP query pairs; the system-account
+//! side turns them into the JSON options the server's
+//! `$SYS.REQ.SERVER.<id>.<KIND>` handlers read, each as the source's
+//! [`MonitoringSource::NATS_OPTIONS`](super::MonitoringSource::NATS_OPTIONS) says.
 
 use std::io::BufRead;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use url::Url;
 
 use super::kept::{self, KeptBudget};
 use super::parse_error::{self, ParseError};
-use super::{endpoint_url, Fetcher};
+use super::{endpoint_url, Fetcher, Source};
 use crate::poll_error::PollError;
 use crate::system::poll::SystemRequests;
 use crate::system::survey::ServerError;
@@ -74,20 +74,18 @@ impl<'a> ServerLink<'a> {
         }
     }
 
-    /// Reads `endpoint` with `query` and parses the reply as `T`.
+    /// Reads the endpoint of `source` with `query` and parses the reply as `T`.
     pub async fn get_json<T: DeserializeOwned + Send + 'static>(
         &self,
-        endpoint: &str,
+        source: Source,
         query: &[(&str, String)],
     ) -> Result<T, PollError> {
         match *self {
             ServerLink::Http { fetch, base, kept } => {
-                fetch
-                    .get_json(endpoint_url(base, endpoint, query), kept)
-                    .await
+                fetch.get_json(http_url(base, source, query), kept).await
             }
             ServerLink::System(link) => {
-                let body = link.reply(endpoint, query).await?;
+                let body = link.reply(source, query).await?;
                 serde_json::from_slice(&body).map_err(|e| PollError::Parse(e.to_string()))
             }
         }
@@ -97,17 +95,16 @@ impl<'a> ServerLink<'a> {
     /// `accepted` error statuses (a system-account reply has none).
     pub async fn get_json_accepting<T: DeserializeOwned + Send + 'static>(
         &self,
-        endpoint: &str,
+        source: Source,
         query: &[(&str, String)],
         accepted: &'static [u16],
     ) -> Result<T, PollError> {
         match *self {
             ServerLink::Http { fetch, base, kept } => {
-                fetch
-                    .get_json_accepting(endpoint_url(base, endpoint, query), kept, accepted)
-                    .await
+                let url = http_url(base, source, query);
+                fetch.get_json_accepting(url, kept, accepted).await
             }
-            ServerLink::System(_) => self.get_json(endpoint, query).await,
+            ServerLink::System(_) => self.get_json(source, query).await,
         }
     }
 
@@ -118,7 +115,7 @@ impl<'a> ServerLink<'a> {
     /// runtime. Both must give the same result for the same bytes.
     pub async fn get_streamed<T, P, W>(
         &self,
-        endpoint: &str,
+        source: Source,
         query: &[(&str, String)],
         parse: P,
         whole: W,
@@ -131,11 +128,11 @@ impl<'a> ServerLink<'a> {
         match *self {
             ServerLink::Http { fetch, base, kept } => {
                 fetch
-                    .get_streamed(endpoint_url(base, endpoint, query), kept, parse)
+                    .get_streamed(http_url(base, source, query), kept, parse)
                     .await
             }
             ServerLink::System(link) => {
-                let body = link.reply(endpoint, query).await?;
+                let body = link.reply(source, query).await?;
                 let budget = link.kept.clone();
                 let parsed =
                     tokio::task::spawn_blocking(move || kept::scope(&budget, || whole(&body)))
@@ -147,9 +144,9 @@ impl<'a> ServerLink<'a> {
 }
 
 impl SystemLink<'_> {
-    /// The server's reply to `endpoint` with the options `query` means.
-    async fn reply(&self, endpoint: &str, query: &[(&str, String)]) -> Result<Bytes, PollError> {
-        if let (Some(varz), "varz") = (self.varz, endpoint) {
+    /// The server's reply to `source`'s endpoint with the options `query` means.
+    async fn reply(&self, source: Source, query: &[(&str, String)]) -> Result<Bytes, PollError> {
+        if let (Some(varz), Source::Varz) = (self.varz, source) {
             // Sent once, in the survey's answer.
             let body = varz.clone();
             if let Ok(body) = &body {
@@ -157,56 +154,48 @@ impl SystemLink<'_> {
             }
             return body.map_err(|e| crate::system::poll::server_error(&e));
         }
-        let options = nats_options(endpoint, query)?;
+        let options = nats_options(source, query)?;
         let body = self
             .requests
-            .ask(self.name, self.id, endpoint, options)
+            .ask(self.name, self.id, source.as_str(), options)
             .await?;
         super::server_cost::count_reply_bytes(body.len());
         Ok(body)
     }
 }
 
-/// The JSON options of a system request for `endpoint`, from the query
-/// pairs the same request has over HTTP. A pair without a known meaning is
-/// an error rather than a silently different request.
-pub fn nats_options(endpoint: &str, query: &[(&str, String)]) -> Result<Value, PollError> {
-    let mut options = Map::new();
-    for (key, value) in query {
-        let flag = || Value::Bool(value == "true");
-        let number = || {
-            value
-                .parse::<u64>()
-                .map(Value::from)
-                .map_err(|_| unknown(endpoint, key, value))
-        };
-        let (name, value) = match (endpoint, *key) {
-            ("jsz", "acc") => ("account", Value::String(value.clone())),
-            ("jsz", "consumers") => ("consumer", flag()),
-            ("jsz", "accounts" | "streams" | "config") => (*key, flag()),
-            ("jsz" | "connz", "offset" | "limit") => (*key, number()?),
-            ("connz", "sort") => ("sort", Value::String(value.clone())),
-            ("connz", "auth") => ("auth", flag()),
-            // The server's ConnState: 0 open, 1 closed, 2 all.
-            ("connz", "state") => match value.as_str() {
-                "open" => ("state", Value::from(0)),
-                "closed" => ("state", Value::from(1)),
-                "all" => ("state", Value::from(2)),
-                _ => return Err(unknown(endpoint, key, value)),
-            },
-            ("accstatz", "unused") => ("include_unused", flag()),
-            ("healthz", "details") => ("details", flag()),
-            _ => return Err(unknown(endpoint, key, value)),
-        };
-        options.insert(name.to_string(), value);
-    }
-    Ok(Value::Object(options))
+/// The URL of `source`'s endpoint with `query`. Every option is one the
+/// source lists with its system-account form: tests that poll a source
+/// over HTTP find one it left out, not only those through the system account.
+fn http_url(base: &Url, source: Source, query: &[(&str, String)]) -> Url {
+    debug_assert!(
+        query
+            .iter()
+            .all(|(key, _)| source.nats_options().iter().any(|o| o.http == *key)),
+        "{} sends an option its NATS_OPTIONS lacks: {query:?}",
+        source.as_str()
+    );
+    endpoint_url(base, source.as_str(), query)
 }
 
-fn unknown(endpoint: &str, key: &str, value: &str) -> PollError {
-    PollError::Request(format!(
-        "no system-account form of the {endpoint} option {key}={value}"
-    ))
+/// The JSON options of a system request for `source`, from the query
+/// pairs the same request has over HTTP. A pair without a known form is an
+/// error rather than a silently different request.
+pub fn nats_options(source: Source, query: &[(&str, String)]) -> Result<Value, PollError> {
+    let mut options = Map::new();
+    for (key, value) in query {
+        let unknown = || {
+            PollError::Request(format!(
+                "no system-account form of the {source} option {key}={value}",
+                source = source.as_str()
+            ))
+        };
+        let option = source.nats_options().iter().find(|o| o.http == *key);
+        let option = option.ok_or_else(unknown)?;
+        let json = option.json(value).ok_or_else(unknown)?;
+        options.insert(option.nats.to_string(), json);
+    }
+    Ok(Value::Object(options))
 }
 
 #[cfg(test)]
@@ -216,7 +205,7 @@ mod tests {
     #[test]
     fn http_options_become_the_servers_json_options() {
         let jsz = nats_options(
-            "jsz",
+            Source::Jsz,
             &[
                 ("accounts", "true".into()),
                 ("consumers", "true".into()),
@@ -230,7 +219,7 @@ mod tests {
             serde_json::json!({"accounts": true, "consumer": true, "offset": 1024, "account": "APP"})
         );
         let connz = nats_options(
-            "connz",
+            Source::Connz,
             &[
                 ("state", "closed".into()),
                 ("sort", "stop".into()),
@@ -244,22 +233,25 @@ mod tests {
             serde_json::json!({"state": 1, "sort": "stop", "auth": true, "limit": 64})
         );
         assert_eq!(
-            nats_options("accstatz", &[("unused", "true".into())]).unwrap(),
+            nats_options(Source::Accstatz, &[("unused", "true".into())]).unwrap(),
             serde_json::json!({"include_unused": true})
         );
-        assert_eq!(nats_options("varz", &[]).unwrap(), serde_json::json!({}));
+        assert_eq!(
+            nats_options(Source::Varz, &[]).unwrap(),
+            serde_json::json!({})
+        );
     }
 
     #[test]
     fn options_without_a_known_form_are_refused() {
         for (endpoint, key, value) in [
-            ("jsz", "leader-only", "true"),
-            ("connz", "state", "sleeping"),
-            ("connz", "limit", "many"),
-            ("varz", "x", "1"),
+            (Source::Jsz, "leader-only", "true"),
+            (Source::Connz, "state", "sleeping"),
+            (Source::Connz, "limit", "many"),
+            (Source::Varz, "x", "1"),
         ] {
             let e = nats_options(endpoint, &[(key, value.to_string())]).unwrap_err();
-            assert_eq!(e.kind(), "request", "{endpoint} {key}");
+            assert_eq!(e.kind(), "request", "{endpoint:?} {key}");
         }
     }
 }

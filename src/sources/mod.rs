@@ -20,7 +20,7 @@ pub mod varz;
 
 pub use fetch::Fetcher;
 pub use link::{ServerLink, SystemLink};
-pub use shape::{Absorb, AnySource, MonitoringSource};
+pub use shape::{Absorb, AnySource, MonitoringSource, NatsOption, NatsValue};
 
 use std::collections::BTreeMap;
 
@@ -35,26 +35,43 @@ use jsz::JszPoll;
 use routez::RoutePending;
 use varz::Varz;
 
-/// The table of sources: the `Source` enum, its names, [`Source::ALL`] and
-/// the `--sources` help all come from one line per source.
+/// The table of sources: the `Source` enum, its names, [`Source::ALL`], the
+/// `--sources` help and each source's system-account options all come from
+/// one line per source. A source's name is its endpoint's path; its type's
+/// [`MonitoringSource`] implementation gives its help line and options, so a
+/// line whose type lacks them does not compile.
 macro_rules! source_table {
-    ($($variant:ident $name:literal $doc:literal,
+    ($($variant:ident $name:literal $kind:ty,
         made by |$settings:ident| $make:expr,
         encoded by $encode:path;)+) => {
         /// A monitoring endpoint family the exporter polls.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Source {
-            $(#[doc = $doc] #[value(name = $name)] $variant,)+
+            $(#[doc = concat!("`/", $name, "`, polled by [`", stringify!($kind), "`].")] $variant,)+
         }
 
         impl Source {
             /// Every source, in the order they are reported.
             pub const ALL: [Source; [$($name),+].len()] = [$(Source::$variant),+];
 
-            /// The `source` label value, and its name in `--sources`.
+            /// The `source` label value, its name in `--sources` and its endpoint.
             pub fn as_str(self) -> &'static str {
                 match self {
                     $(Source::$variant => $name,)+
+                }
+            }
+
+            /// Its line among the `--sources` values of `--help`.
+            pub fn help(self) -> &'static str {
+                match self {
+                    $(Source::$variant => <$kind as MonitoringSource>::HELP,)+
+                }
+            }
+
+            /// Its HTTP query options and their system-account form.
+            pub fn nats_options(self) -> &'static [NatsOption] {
+                match self {
+                    $(Source::$variant => <$kind as MonitoringSource>::NATS_OPTIONS,)+
                 }
             }
         }
@@ -65,7 +82,8 @@ macro_rules! source_table {
             let mut sources: Vec<Box<dyn AnySource>> = Vec::new();
             $(if settings.enabled.contains(&Source::$variant) {
                 let $settings = settings;
-                sources.push(Box::new($make));
+                let source: $kind = $make;
+                sources.push(Box::new(source));
             })+
             sources
         }
@@ -80,38 +98,48 @@ macro_rules! source_table {
             Ok(())
         }
 
-        /// The `--sources` help: every name, from the table.
+        /// The `--sources` help: every name, from the table (`--help` lists
+        /// each with its [`Source::help`]).
         pub const SOURCES_HELP: &str = concat!(
-            "Sources to poll, comma-separated, each one of: ",
-            $($name, " ",)+
-            "(routez and gatewayz, pending bytes of route and gateway connections, ",
-            "are for clustered servers; healthz is the server's own health check)"
+            "Sources to poll, comma-separated, each one of:",
+            $(" ", $name,)+
         );
     };
 }
 
 source_table! {
-    Varz "varz" "`/varz`: server totals, slow consumers by kind, stalls, limits.",
+    Varz "varz" varz::VarzSource,
         made by |_s| varz::VarzSource,
         encoded by varz::encode_targets;
-    Connz "connz" "`/connz`: connections closest to `max_pending`, connections cut as slow consumers.",
+    Connz "connz" connz::ConnzSource,
         made by |s| connz::ConnzSource::new(s.connz_top, s.max_client_names),
         encoded by connz::encode_targets;
-    Jsz "jsz" "`/jsz`: JetStream streams and consumers (leader's view).",
+    Jsz "jsz" jsz::JszSource,
         made by |s| jsz::JszSource::new(s.jsz_page_size, s.jsz_filter.clone(), s.jsz_config()),
         encoded by written_from_leaders;
-    Accstatz "accstatz" "`/accstatz`: per-account slow consumers.",
+    Accstatz "accstatz" accstatz::AccstatzSource,
         made by |_s| accstatz::AccstatzSource,
         encoded by accstatz::encode_targets;
-    Routez "routez" "`/routez`: pending bytes of each route connection (cluster).",
+    Routez "routez" routez::RoutezSource,
         made by |_s| routez::RoutezSource,
         encoded by routez::encode_targets;
-    Gatewayz "gatewayz" "`/gatewayz`: pending bytes of each gateway connection (super-cluster).",
+    Gatewayz "gatewayz" gatewayz::GatewayzSource,
         made by |_s| gatewayz::GatewayzSource,
         encoded by gatewayz::encode_targets;
-    Healthz "healthz" "`/healthz`: the server's health check, with the JetStream problems it lists.",
+    Healthz "healthz" healthz::HealthzSource,
         made by |_s| healthz::HealthzSource,
         encoded by healthz::encode_targets;
+}
+
+/// The `--sources` values as clap reads and lists them, from the table.
+impl clap::ValueEnum for Source {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Source::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.as_str()).help(self.help()))
+    }
 }
 
 /// `/jsz` writes nothing per server: its streams and consumers are written
@@ -250,63 +278,5 @@ pub fn unix_seconds(text: &str) -> Option<f64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn endpoint_urls_keep_base_paths() {
-        let base = Url::parse("https://h:8222/nats/").unwrap();
-        let u = endpoint_url(
-            &base,
-            "jsz",
-            &[("offset", "2".into()), ("acc", "A B".into())],
-        );
-        assert_eq!(u.as_str(), "https://h:8222/nats/jsz?offset=2&acc=A+B");
-        let base = Url::parse("http://h:8222").unwrap();
-        assert_eq!(
-            endpoint_url(&base, "varz", &[]).as_str(),
-            "http://h:8222/varz"
-        );
-    }
-
-    #[test]
-    fn per_target_keeps_the_enabled_sources_in_report_order() {
-        let settings = SourceSettings {
-            enabled: vec![Source::Gatewayz, Source::Jsz, Source::Varz],
-            connz_top: 1,
-            max_client_names: 1,
-            jsz_page_size: 1,
-            jsz_filter: Default::default(),
-            jsz_config_interval: Default::default(),
-            jsz_removal_check: None,
-        };
-        let kinds: Vec<Source> = per_target(&settings).iter().map(|s| s.kind()).collect();
-        assert_eq!(kinds, [Source::Varz, Source::Jsz, Source::Gatewayz]);
-    }
-
-    #[test]
-    fn versions_compare_by_number() {
-        for (v, want) in [
-            ("2.9.10", false),
-            ("2.10.25", false),
-            ("2.10.26", true),
-            ("2.11.0", true),
-            ("2.12.0-beta.1", true),
-            ("3", false),
-            ("", false),
-        ] {
-            assert_eq!(version_at_least(v, (2, 10, 26)), want, "{v}");
-        }
-    }
-
-    #[test]
-    fn timestamps() {
-        assert_eq!(unix_seconds("1970-01-01T00:00:01.5Z"), Some(1.5));
-        assert_eq!(
-            unix_seconds("2026-11-29T21:00:00.123456789Z").map(|s| s.floor()),
-            Some(1_795_986_000.0)
-        );
-        assert_eq!(unix_seconds("0001-01-01T00:00:00Z"), None);
-        assert_eq!(unix_seconds("yesterday"), None);
-    }
-}
+#[path = "table_tests.rs"]
+mod tests;

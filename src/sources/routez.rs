@@ -11,7 +11,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
 use super::{link_pending, ServerLink, Source};
-use super::{MonitoringSource, TargetSnapshot};
+use super::{MonitoringSource, NatsOption, TargetSnapshot};
 use crate::poll_error::PollError;
 
 /// The fields of a `/routez` reply the exporter uses.
@@ -69,6 +69,8 @@ pub struct RoutezSource;
 
 impl MonitoringSource for RoutezSource {
     type Reply = Routez;
+    const HELP: &'static str = "`/routez`: pending bytes of each route connection (cluster)";
+    const NATS_OPTIONS: &'static [NatsOption] = &[];
 
     fn source(&self) -> Source {
         Source::Routez
@@ -78,7 +80,7 @@ impl MonitoringSource for RoutezSource {
         &'a self,
         link: &'a ServerLink<'a>,
     ) -> impl std::future::Future<Output = Result<Routez, PollError>> + Send + 'a {
-        link.get_json("routez", &[])
+        link.get_json(Source::Routez, &[])
     }
 
     fn absorb(&self, reply: Routez, snap: &mut TargetSnapshot) {

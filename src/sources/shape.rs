@@ -3,12 +3,14 @@
 //! source's own memory of that server), finish (once the server's label is
 //! known). The poller drives every source of a server through these steps
 //! the same way, so a new source is a module implementing
-//! [`MonitoringSource`] plus one line in the source table and one field in [`TargetSnapshot`].
+//! [`MonitoringSource`] (its `--help` line and its query options' system-account
+//! form included) plus one line in the source table and one field in [`TargetSnapshot`].
 
 use std::fmt;
 use std::future::Future;
 
 use futures::future::BoxFuture;
+use serde_json::Value;
 
 use super::{ServerLink, Source, TargetSnapshot};
 use crate::poll_error::PollError;
@@ -18,6 +20,13 @@ use crate::poll_error::PollError;
 pub trait MonitoringSource: Send + Sync + fmt::Debug {
     /// One poll's parsed reply.
     type Reply: Send;
+
+    /// What `--help` says of it among the `--sources` values.
+    const HELP: &'static str;
+
+    /// Every HTTP query option its polls send, with the form a request over
+    /// the system account gives it; a source that sends none has none.
+    const NATS_OPTIONS: &'static [NatsOption];
 
     /// Which source this is (the `source` label).
     fn source(&self) -> Source;
@@ -72,5 +81,80 @@ impl<S: MonitoringSource> AnySource for S {
 
     fn finish_boxed(&self, snap: &mut TargetSnapshot) {
         self.finish(snap)
+    }
+}
+
+/// One HTTP query option of a source and its form in the JSON options of a
+/// system-account request, whose names and types differ (`consumers=true`
+/// over HTTP is `"consumer": true` over NATS, `state=closed` is `"state": 1`).
+#[derive(Debug, Clone, Copy)]
+pub struct NatsOption {
+    /// Its name in the HTTP query.
+    pub http: &'static str,
+    /// Its name in a system request's options.
+    pub nats: &'static str,
+    /// How its value is written there.
+    pub value: NatsValue,
+}
+
+/// The JSON form of an option's value in a system request.
+#[derive(Debug, Clone, Copy)]
+pub enum NatsValue {
+    /// `true` for `true`, else `false`.
+    Flag,
+    /// A whole number; other text has no form.
+    Number,
+    /// The text as it is.
+    Text,
+    /// One of these words, as its number; another word has no form.
+    Choice(&'static [(&'static str, u64)]),
+}
+
+impl NatsOption {
+    /// A flag of the same name over NATS.
+    pub const fn flag(http: &'static str) -> NatsOption {
+        NatsOption::new(http, NatsValue::Flag)
+    }
+
+    /// A whole number of the same name over NATS.
+    pub const fn number(http: &'static str) -> NatsOption {
+        NatsOption::new(http, NatsValue::Number)
+    }
+
+    /// Text of the same name over NATS.
+    pub const fn text(http: &'static str) -> NatsOption {
+        NatsOption::new(http, NatsValue::Text)
+    }
+
+    /// One of `words` of the same name over NATS, sent as its number.
+    pub const fn choice(http: &'static str, words: &'static [(&'static str, u64)]) -> NatsOption {
+        NatsOption::new(http, NatsValue::Choice(words))
+    }
+
+    /// The same option, named `nats` in a system request.
+    pub const fn named(self, nats: &'static str) -> NatsOption {
+        NatsOption { nats, ..self }
+    }
+
+    const fn new(http: &'static str, value: NatsValue) -> NatsOption {
+        NatsOption {
+            http,
+            nats: http,
+            value,
+        }
+    }
+
+    /// `value` of this option in a system request, or `None` when it has no
+    /// form there.
+    pub fn json(&self, value: &str) -> Option<Value> {
+        match self.value {
+            NatsValue::Flag => Some(Value::Bool(value == "true")),
+            NatsValue::Number => value.parse::<u64>().ok().map(Value::from),
+            NatsValue::Text => Some(Value::String(value.to_string())),
+            NatsValue::Choice(words) => words
+                .iter()
+                .find(|(word, _)| *word == value)
+                .map(|(_, n)| Value::from(*n)),
+        }
     }
 }

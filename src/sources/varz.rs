@@ -7,7 +7,7 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
-use super::{MonitoringSource, TargetSnapshot};
+use super::{MonitoringSource, NatsOption, TargetSnapshot};
 use super::{ServerLink, Source};
 use crate::poll_error::PollError;
 use crate::text::families::{counter_family, gauge_family};
@@ -82,7 +82,7 @@ impl Varz {
 
 /// Reads the server's `/varz`.
 pub async fn poll(link: &ServerLink<'_>) -> Result<Varz, PollError> {
-    link.get_json("varz", &[]).await
+    link.get_json(Source::Varz, &[]).await
 }
 
 /// The `/varz` source of one server.
@@ -91,6 +91,8 @@ pub struct VarzSource;
 
 impl MonitoringSource for VarzSource {
     type Reply = Varz;
+    const HELP: &'static str = "`/varz`: server totals, slow consumers by kind, stalls, limits";
+    const NATS_OPTIONS: &'static [NatsOption] = &[];
 
     fn source(&self) -> Source {
         Source::Varz

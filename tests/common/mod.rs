@@ -19,7 +19,8 @@ pub fn exporter_builder(urls: &[String], extra: &[&str]) -> ExporterBuilder {
         urls.join(","),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
-    ExporterBuilder::new(Config::try_parse_from(args).expect("valid flags")).expect("exporter")
+    let config = Config::try_parse_from(args).expect("valid flags");
+    ExporterBuilder::new(config.scrape_settings()).expect("exporter")
 }
 
 /// One scrape in the classic text format.

@@ -107,6 +107,60 @@ fn the_configuration_flag_tables_name_every_flag_with_its_environment_variable()
     }
 }
 
+/// The `--sources` values `--help` lists (from the exporter's source table).
+fn help_sources() -> Vec<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("--sources "));
+    let values = lines
+        .skip_while(|l| l.trim() != "Possible values:")
+        .skip(1)
+        .map_while(|l| l.trim().strip_prefix("- "));
+    let names: Vec<String> = values
+        .map(|v| v.split(':').next().unwrap().to_string())
+        .collect();
+    assert!(names.len() >= 7, "--help lists the sources {names:?}");
+    names
+}
+
+/// A new source is one file, one table line and one field: its name
+/// reaches `--help` from the table, and an operator reads of it in
+/// docs/configuration.md's `--sources` row and METRICS.md's `source` label.
+#[test]
+fn every_source_has_its_row_in_the_configuration_and_metrics_docs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let configuration = std::fs::read_to_string(root.join("docs/configuration.md")).unwrap();
+    let row = configuration
+        .lines()
+        .find(|l| l.starts_with("| `--sources` |"))
+        .expect("docs/configuration.md has a --sources row");
+    let metrics = std::fs::read_to_string(root.join("METRICS.md")).unwrap();
+    let labels = metrics
+        .lines()
+        .find(|l| l.starts_with("Per monitoring URL") && l.contains("and source ("))
+        .expect("METRICS.md names the source label's values");
+    // The default, `varz,connz,...`, names each of its sources.
+    let row_names: Vec<&str> = code_words(row)
+        .into_iter()
+        .flat_map(|w| w.split(','))
+        .collect();
+    for name in help_sources() {
+        assert!(
+            row_names.contains(&name.as_str()),
+            "docs/configuration.md's --sources row does not name the source {name}: {row}"
+        );
+        assert!(
+            code_words(labels).contains(&name.as_str()),
+            "METRICS.md does not name {name} among the source label's values"
+        );
+    }
+}
+
 #[test]
 fn a_short_environment_name_stands_for_the_first_names_prefix() {
     let cell = "`NATS_DELIVERY_SYSTEM_SERVER_NAME`, `_CLUSTER`, `_TAGS`";

@@ -83,7 +83,7 @@ fn an_unreadable_ca_file_is_a_clear_error() {
     .unwrap();
     let config =
         Config::try_parse_from(["x", "--monitor-tls-ca", key_only.to_str().unwrap()]).unwrap();
-    let err = Exporter::new(config).unwrap_err();
+    let err = Exporter::new(config.scrape_settings()).unwrap_err();
     assert!(
         err.to_string().contains("holds no PEM certificate"),
         "{err}"

@@ -16,6 +16,7 @@ mod link_support;
 mod mutated_exposition;
 mod mutated_replies;
 mod panic_recovery;
+mod plain_settings;
 mod server_health;
 mod single_flight;
 mod slow_consumer_cut;

@@ -64,7 +64,7 @@ async fn system_exporter(server: &NatsServer, extra: &[&str]) -> Exporter {
         polling.is_connected().then_some(())
     })
     .await;
-    let mut exporter = ExporterBuilder::new(config).expect("exporter");
+    let mut exporter = ExporterBuilder::new(config.scrape_settings()).expect("exporter");
     exporter.poll_through_system_account(polling);
     exporter.build()
 }

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::future::join_all;
 use url::Url;
 
-use crate::cli::config::Config;
 use crate::jetstream::cardinality::fold::EphemeralFolds;
 use crate::jetstream::consumer_health::{ConsumerHealth, Replies};
 use crate::jetstream::message_timestamps::MessageTimestamps;
@@ -23,12 +22,11 @@ use crate::jetstream::stream_lost::StreamLostReader;
 use crate::lock::LockOrRecover;
 use crate::poll_error::PollError;
 use crate::redact::redacted;
+use crate::scrape::settings::ScrapeSettings;
 use crate::scrape::snapshot::Snapshot;
 use crate::sources::kept::KeptBudget;
 use crate::sources::server_cost::counting_reply_bytes;
-use crate::sources::{
-    self, AnySource, Fetcher, ServerLink, Source, SourceHealth, SourceSettings, TargetSnapshot,
-};
+use crate::sources::{self, AnySource, Fetcher, ServerLink, Source, SourceHealth, TargetSnapshot};
 use crate::system::poll::{SurveyReport, SystemPolling};
 
 mod system;
@@ -60,7 +58,7 @@ struct TargetState {
 /// Every configured server, polled together.
 #[derive(Debug)]
 pub struct Poller {
-    config: Config,
+    settings: ScrapeSettings,
     fetch: Fetcher,
     targets: Vec<Target>,
     /// Consumer history across polls; `None` when the status window is 0.
@@ -74,40 +72,29 @@ pub struct Poller {
     stream_lost: Option<StreamLostReader>,
     /// Polling through the system account instead of the monitoring URLs.
     system: Option<SystemSide>,
-    settings: SourceSettings,
 }
 
 impl Poller {
-    /// A poller for every `--monitor-url` of `config`, fetching with `fetch`.
-    pub fn new(config: Config, fetch: Fetcher) -> Poller {
-        let settings = SourceSettings {
-            enabled: Source::ALL
-                .into_iter()
-                .filter(|s| config.polls(*s))
-                .collect(),
-            connz_top: config.connz_top,
-            max_client_names: config.max_client_names,
-            jsz_page_size: config.jsz_page_size,
-            jsz_filter: config.cardinality.filter(),
-            jsz_config_interval: config.server_cost.jsz_config_interval,
-            jsz_removal_check: Some(removal_check),
-        };
-        let targets = config
+    /// A poller for every monitoring URL of `settings`, fetching with `fetch`.
+    pub fn new(mut settings: ScrapeSettings, fetch: Fetcher) -> Poller {
+        let check = &mut settings.sources.jsz_removal_check;
+        check.get_or_insert(removal_check);
+        let targets = settings
             .monitor_urls
             .iter()
             .map(|url| Target {
-                identity: identity(url, &config.monitor_urls),
+                identity: identity(url, &settings.monitor_urls),
                 url: Some(url.clone()),
-                sources: sources::per_target(&settings),
+                sources: sources::per_target(&settings.sources),
                 state: Mutex::default(),
             })
             .collect();
-        let health = (!config.consumer_status_window.is_zero())
-            .then(|| Mutex::new(ConsumerHealth::new(config.consumer_status_window)));
-        let folds = (!config.cardinality.keep_ephemeral_consumers)
-            .then(|| Mutex::new(EphemeralFolds::default()));
+        let window = settings.consumer_status_window;
+        let health = (!window.is_zero()).then(|| Mutex::new(ConsumerHealth::new(window)));
+        let folds =
+            (!settings.keep_ephemeral_consumers).then(|| Mutex::new(EphemeralFolds::default()));
         Poller {
-            config,
+            settings,
             fetch,
             targets,
             health,
@@ -115,7 +102,6 @@ impl Poller {
             folds,
             stream_lost: None,
             system: None,
-            settings,
         }
     }
 
@@ -137,24 +123,24 @@ impl Poller {
     }
 
     /// Reads message timestamps through `timestamps` on every poll, at most
-    /// `--consumer-timestamp-reads` new ones each time.
+    /// `consumer_timestamp_reads` new ones each time.
     pub fn read_timestamps(&mut self, timestamps: MessageTimestamps) {
         self.timestamps = Some(timestamps);
     }
 
-    /// Polls every source of every server once; each is bounded by `--timeout`.
+    /// Polls every source of every server once; each is bounded by the timeout.
     pub async fn poll(&self) -> Snapshot {
         let started = Instant::now();
         let (targets, survey) = self.poll_servers().await;
         let mut snapshot = Snapshot::finished(targets);
         snapshot.survey = survey;
-        snapshot.series = self.config.cardinality.consumer_series();
+        snapshot.series = self.settings.consumer_series;
         if let Some(folds) = &self.folds {
             snapshot.fold_ephemerals(&mut folds.lock_or_recover());
         }
         self.judge_consumer_health(&mut snapshot, started).await;
         self.find_stream_lost(&mut snapshot, started).await;
-        if let Some(limit) = self.config.cardinality.max_jetstream_series {
+        if let Some(limit) = self.settings.max_jetstream_series {
             snapshot.apply_budget(limit);
         }
         snapshot
@@ -167,13 +153,13 @@ impl Poller {
             None => {
                 let polls = self.targets.iter().map(|t| async move {
                     let url = t.url.as_ref().expect("monitoring targets have a URL");
-                    let kept = KeptBudget::new(self.config.max_kept_size);
+                    let kept = KeptBudget::new(self.settings.max_kept_size);
                     let link = ServerLink::Http {
                         fetch: &self.fetch,
                         base: url,
                         kept: &kept,
                     };
-                    self.poll_target(t, link, self.config.timeout).await
+                    self.poll_target(t, link, self.settings.timeout).await
                 });
                 let mut targets = join_all(polls).await;
                 distinct_server_labels(&mut targets, &self.targets);
@@ -197,7 +183,7 @@ impl Poller {
         // at a time, so nothing else updates the state in between.
         let lock = || health.lock_or_recover();
         let now = unix_now();
-        let reads = self.config.consumer_timestamp_reads as usize;
+        let reads = self.settings.consumer_timestamp_reads as usize;
         let (streams, consumers) = snapshot.rows();
         let rows = (streams.as_slice(), consumers.as_slice());
         let replies = match &self.timestamps {
@@ -209,9 +195,9 @@ impl Poller {
                 for (account, stream) in &streams {
                     timestamps.forget_below(account, &stream.name, stream.state.first_seq);
                 }
-                // Within what is left of `--timeout`: the scrape's
+                // Within what is left of the timeout: the scrape's
                 // answer is never later for the reads.
-                let left = self.config.timeout.saturating_sub(started.elapsed());
+                let left = self.settings.timeout.saturating_sub(started.elapsed());
                 timestamps.read(&requests, reads, left).await
             }
             None => Replies::new(),
@@ -232,7 +218,7 @@ impl Poller {
             .filter(|(a, _)| *a == account)
             .map(|(_, s)| s.name.as_str())
             .collect();
-        let left = self.config.timeout.saturating_sub(started.elapsed());
+        let left = self.settings.timeout.saturating_sub(started.elapsed());
         let known = reader.read(&names, left).await;
         snapshot.stream_lost = known
             .into_iter()

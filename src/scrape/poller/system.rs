@@ -35,7 +35,7 @@ impl Poller {
         let started = Instant::now();
         let target_of = |name: &str| self.system_target(system, name);
         let (answers, down, mut report) = self.survey(system).await;
-        let left = self.config.timeout.saturating_sub(started.elapsed());
+        let left = self.settings.timeout.saturating_sub(started.elapsed());
         let polls = answers.iter().map(|answer| {
             let target = target_of(&answer.server.name);
             {
@@ -48,7 +48,7 @@ impl Poller {
                 }
             }
             async move {
-                let kept = KeptBudget::new(self.config.max_kept_size);
+                let kept = KeptBudget::new(self.settings.max_kept_size);
                 let link = ServerLink::System(SystemLink {
                     requests: &system.polling.requests,
                     name: &answer.server.name,
@@ -89,7 +89,7 @@ impl Poller {
                 Arc::new(Target {
                     url: None,
                     identity: name.to_string(),
-                    sources: sources::per_target(&self.settings),
+                    sources: sources::per_target(&self.settings.sources),
                     state: Mutex::default(),
                 })
             })
@@ -102,7 +102,7 @@ impl Poller {
         &self,
         system: &SystemSide,
     ) -> (Vec<Answer>, Vec<(Arc<Target>, String)>, SurveyReport) {
-        match system.polling.survey(self.config.timeout).await {
+        match system.polling.survey(self.settings.timeout).await {
             Ok(outcome) => {
                 let mut totals = system.totals.lock_or_recover();
                 totals.0 += outcome.broken;

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 
 use super::kept::KeptBudget;
 use super::{unix_seconds, ServerLink, Source};
-use super::{MonitoringSource, TargetSnapshot};
+use super::{MonitoringSource, NatsOption, TargetSnapshot};
 use crate::poll_error::PollError;
 
 mod config_memory;
@@ -151,7 +151,7 @@ async fn read_pages(
         let share = KeptBudget::share(link.kept());
         let page = link
             .with_kept(&share)
-            .get_streamed("jsz", &query, split::parse, split::parse_whole)
+            .get_streamed(Source::Jsz, &query, split::parse, split::parse_whole)
             .await?;
         pages += 1;
         if out.now.is_none() {
@@ -212,6 +212,16 @@ impl JszSource {
 
 impl MonitoringSource for JszSource {
     type Reply = JszPoll;
+    const HELP: &'static str = "`/jsz`: JetStream streams and consumers (leader's view)";
+    const NATS_OPTIONS: &'static [NatsOption] = &[
+        NatsOption::flag("accounts"),
+        NatsOption::flag("streams"),
+        NatsOption::flag("consumers").named("consumer"),
+        NatsOption::flag("config"),
+        NatsOption::number("offset"),
+        NatsOption::number("limit"),
+        NatsOption::text("acc").named("account"),
+    ];
 
     fn source(&self) -> Source {
         Source::Jsz
