@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::jetstream::cardinality::fold::EPHEMERAL_LABEL;
 use crate::lock::LockOrRecover;
 use crate::scrape::snapshot::{write_consumer_part, Snapshot, SnapshotCollector, CONSUMER_PARTS};
-use crate::text::consumer_labels::ConsumerLabels;
+use crate::text::consumer_labels::ConsumerLabelText;
 use crate::text::{encode_registry, Format};
 
 /// Consumers per piece of a per-consumer family: large enough that a piece
@@ -106,7 +106,7 @@ impl Exposition {
         }
         // Every per-consumer family repeats each consumer's labels: rendered once.
         let mut labels =
-            ConsumerLabels::new(consumers.iter().map(|(a, s, c, _)| (*a, *s, &c.name[..])));
+            ConsumerLabelText::new(consumers.iter().map(|(a, s, c, _)| (*a, *s, &c.name[..])));
         for f in &snapshot.folded {
             labels.push(&f.account, &f.stream, EPHEMERAL_LABEL);
         }

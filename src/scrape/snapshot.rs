@@ -21,7 +21,7 @@ use crate::lock::LockOrRecover;
 use crate::sources::jsz;
 pub use crate::sources::TargetSnapshot;
 use crate::system::poll::SurveyReport;
-use crate::text::consumer_labels::ConsumerLabels;
+use crate::text::consumer_labels::ConsumerLabelText;
 use crate::text::families::{counter_family, gauge_family};
 use crate::text::Format;
 
@@ -142,7 +142,7 @@ pub fn write_consumer_part(
     out: &mut String,
     format: Format,
     snap: &Snapshot,
-    (consumers, labels): (&[jsz::ConsumerRow], &ConsumerLabels),
+    (consumers, labels): (&[jsz::ConsumerRow], &ConsumerLabelText),
     (index, block): (usize, Range<usize>),
 ) {
     let block_labels = labels.from(block.start);

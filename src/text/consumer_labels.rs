@@ -4,7 +4,7 @@
 //! the status family seven series per consumer). Through prometheus-client
 //! every series escaped and wrote its consumer's three labels again, piece
 //! by piece through the encoder's layers. Here each consumer's labels are
-//! rendered once per encoding ([`ConsumerLabels`]) and every family copies
+//! rendered once per encoding ([`ConsumerLabelText`]) and every family copies
 //! them; the numbers are formatted by the crates prometheus-client uses
 //! (itoa, dtoa), the same way. The family headers are still written by
 //! prometheus-client. The text is byte for byte what prometheus-client
@@ -24,18 +24,18 @@ use crate::text::families::Num;
 /// Each exported consumer's labels, rendered once and escaped:
 /// `account="…",stream="…",consumer="…"`, in the order of the rows.
 #[derive(Debug, Default)]
-pub struct ConsumerLabels {
+pub struct ConsumerLabelText {
     text: String,
     /// Where each consumer's labels end in `text`.
     ends: Vec<usize>,
 }
 
-impl ConsumerLabels {
+impl ConsumerLabelText {
     /// The labels of `consumers` (account, stream, consumer), in their order.
     pub fn new<'a>(
         consumers: impl ExactSizeIterator<Item = (&'a str, &'a str, &'a str)>,
-    ) -> ConsumerLabels {
-        let mut labels = ConsumerLabels {
+    ) -> ConsumerLabelText {
+        let mut labels = ConsumerLabelText {
             text: String::with_capacity(consumers.len() * 48),
             ends: Vec::with_capacity(consumers.len()),
         };
@@ -69,10 +69,10 @@ impl ConsumerLabels {
     }
 }
 
-/// The rendered labels of a block of consumers: [`ConsumerLabels::from`].
+/// The rendered labels of a block of consumers: [`ConsumerLabelText::from`].
 #[derive(Debug, Clone, Copy)]
 pub struct BlockLabels<'a> {
-    all: &'a ConsumerLabels,
+    all: &'a ConsumerLabelText,
     start: usize,
 }
 
