@@ -23,7 +23,7 @@ use crate::text::Format;
 
 /// Why the exporter could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum SetupError {
+pub enum ExporterBuildError {
     /// The `--monitor-tls-ca` file could not be read.
     #[error("--monitor-tls-ca: cannot read {}: {source}", path.display())]
     MonitorTlsCa {
@@ -73,27 +73,27 @@ pub struct ExporterBuilder {
 
 impl ExporterBuilder {
     /// Starts an exporter's setup; fails only if the HTTP client cannot be made.
-    pub fn new(config: Config) -> Result<ExporterBuilder, SetupError> {
+    pub fn new(config: Config) -> Result<ExporterBuilder, ExporterBuildError> {
         // The NATS client's TLS asks rustls for the process-wide crypto
         // provider, which must be chosen when two are linked in (reqwest's
         // aws-lc-rs and async-nats' ring); an earlier choice stays.
         let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
         let mut http = reqwest::Client::builder();
         if let Some(path) = &config.monitor_tls_ca {
-            let pem = std::fs::read(path).map_err(|source| SetupError::MonitorTlsCa {
+            let pem = std::fs::read(path).map_err(|source| ExporterBuildError::MonitorTlsCa {
                 path: path.clone(),
                 source,
             })?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default();
             if certs.is_empty() {
-                return Err(SetupError::NoCertificate(path.clone()));
+                return Err(ExporterBuildError::NoCertificate(path.clone()));
             }
             for cert in certs {
                 http = http.add_root_certificate(cert);
             }
         }
         let fetch = Fetcher::new(http, config.timeout, config.max_reply_size)
-            .map_err(SetupError::HttpClient)?;
+            .map_err(ExporterBuildError::HttpClient)?;
         Ok(ExporterBuilder {
             reuse_poll_for: config.server_cost.reuse_poll_for,
             poller: Poller::new(config, fetch),
@@ -141,7 +141,7 @@ impl ExporterBuilder {
 impl Exporter {
     /// An exporter with nothing added to its setup: `ExporterBuilder::new`
     /// then `build`.
-    pub fn new(config: Config) -> Result<Exporter, SetupError> {
+    pub fn new(config: Config) -> Result<Exporter, ExporterBuildError> {
         Ok(ExporterBuilder::new(config)?.build())
     }
 
