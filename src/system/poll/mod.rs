@@ -106,7 +106,7 @@ impl SystemRequests {
 
 /// Why polling through the system account could not start.
 #[derive(Debug, thiserror::Error)]
-pub enum SetupError {
+pub enum SystemPollingSetupError {
     /// `--system-account` was not given.
     #[error("--system-account-polling needs the system account's credentials in --system-account")]
     NoCredentials,
@@ -141,8 +141,10 @@ pub struct PollSettings<'a> {
 /// server through it. Returns once the settings are accepted; the
 /// connection keeps trying in the background, and each survey meanwhile
 /// reports `nats_delivery_survey_up` 0.
-pub async fn connect(settings: PollSettings<'_>) -> Result<SystemPolling, SetupError> {
-    let auth = settings.auth.ok_or(SetupError::NoCredentials)?;
+pub async fn connect(settings: PollSettings<'_>) -> Result<SystemPolling, SystemPollingSetupError> {
+    let auth = settings
+        .auth
+        .ok_or(SystemPollingSetupError::NoCredentials)?;
     let client = nats::connect(settings.nats, auth, "system polling", 1024).await?;
     let survey = Survey::new(client.clone(), settings.expected_servers).await?;
     Ok(SystemPolling {
