@@ -68,7 +68,7 @@ pub struct StreamDetail {
     /// Limits.
     pub config: Option<StreamConfig>,
     /// Current contents.
-    pub state: StreamState,
+    pub state: StreamContents,
     /// Consumers.
     #[serde(deserialize_with = "de::list")]
     pub consumer_detail: Vec<ConsumerInfo>,
@@ -101,7 +101,7 @@ pub struct StreamConfig {
 /// Stream contents.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub struct StreamState {
+pub struct StreamContents {
     /// Messages stored.
     pub messages: u64,
     /// Bytes stored.
