@@ -16,8 +16,10 @@ pub(crate) mod retry;
 mod server_urls;
 mod settings;
 
-pub use credentials::{AccountSpec, Auth, NoEchoParser, Secret};
-pub use failures::{cause_layer, OnFailure};
+pub use credentials::Auth;
+pub use credentials::{AccountSpec, NoEchoParser, Secret};
+pub use failures::cause_layer;
+pub use failures::OnFailure;
 pub use server_urls::parse_server;
 pub use settings::NatsArgs;
 

@@ -27,7 +27,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
-pub use roster::{Roster, SurveyOutcome};
+pub use roster::Roster;
+pub use roster::SurveyOutcome;
 
 /// A server's identity as it signs every system reply.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
