@@ -10,7 +10,7 @@ use crate::flags::byte_size::parse_byte_size;
 use crate::flags::duration::parse_duration;
 use crate::flags::listen_address::ListenAddress;
 
-pub use crate::sources::Source;
+pub(crate) use crate::sources::Source;
 
 /// Prometheus exporter that counts where NATS loses messages.
 ///
@@ -285,7 +285,7 @@ impl Config {
     }
 }
 
-pub use crate::flags::args::parse_args;
+pub(crate) use crate::flags::args::parse_args;
 
 #[cfg(test)]
 mod tests {

@@ -93,7 +93,7 @@ where
 
 /// One logfmt line per event: time, level, module, message, then the
 /// event's fields in their order.
-pub struct Logfmt;
+pub(crate) struct Logfmt;
 
 impl<S, N> FormatEvent<S, N> for Logfmt
 where
@@ -146,7 +146,7 @@ impl LogfmtFields {
 /// A value as logfmt readers expect it: bare when it holds no space, quote,
 /// `=` or control character, else quoted with `\"`, `\\`, `\n`, `\t`
 /// escaped (so one event stays one line).
-pub fn push_logfmt_value(out: &mut String, value: &str) {
+pub(crate) fn push_logfmt_value(out: &mut String, value: &str) {
     let bare = !value.is_empty()
         && !value
             .chars()

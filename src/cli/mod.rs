@@ -3,6 +3,6 @@
 //! configuration file (TLS and basic auth of the metrics endpoint), and the
 //! logger the log flags set up.
 
-pub mod config;
-pub mod logging;
-pub mod web_config;
+pub(crate) mod config;
+pub(crate) mod logging;
+pub(crate) mod web_config;

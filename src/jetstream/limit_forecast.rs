@@ -21,7 +21,7 @@ use crate::sources::jsz::{ConsumerInfo, StreamDetail};
 /// A stream's limits that remove messages, and its contents, as one poll
 /// saw them: all the forecast reads of a stream.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct StreamFront {
+pub(crate) struct StreamFront {
     /// `max_msgs`, when limited.
     pub max_msgs: Option<u64>,
     /// `max_bytes`, when limited.
@@ -41,7 +41,7 @@ pub struct StreamFront {
 /// The stream's limits that remove messages before they are delivered, with
 /// its contents; `None` when it has none (no limit, `discard: new`, which
 /// refuses new messages instead, or no configuration in the reply).
-pub fn stream_front(s: &StreamDetail) -> Option<StreamFront> {
+pub(crate) fn stream_front(s: &StreamDetail) -> Option<StreamFront> {
     let config = s.config.as_ref().filter(|c| !c.discard_new)?;
     let limited = |v: Option<i64>| v.filter(|x| *x > 0).map(|x| x as u64);
     let front = StreamFront {
@@ -61,7 +61,7 @@ pub fn stream_front(s: &StreamDetail) -> Option<StreamFront> {
 /// between polls at least a span apart (16 bytes: it is kept for every
 /// consumer).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct BehindRate {
+pub(crate) struct BehindRate {
     /// When the anchor was taken (poll clock); 0 before the first poll.
     anchor_time: f64,
     /// The stream's last sequence minus the consumer's delivered one then
@@ -102,7 +102,7 @@ impl BehindRate {
 /// delivered, at `now`; `delivery_lag` is the age of its first undelivered
 /// message. `rate` is updated with this poll whatever the outcome. `None`:
 /// nothing to forecast (nothing pending, or the consumer keeps up).
-pub fn forecast(
+pub(crate) fn forecast(
     front: &StreamFront,
     rate: &mut BehindRate,
     c: &ConsumerInfo,

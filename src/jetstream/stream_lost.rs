@@ -288,7 +288,10 @@ impl prometheus_client::collector::Collector for StreamLostReader {
 }
 
 /// Writes the lost-data gauges and counters of the streams read so far.
-pub fn encode(enc: &mut DescriptorEncoder, rows: &[(String, String, LostData)]) -> fmt::Result {
+pub(crate) fn encode(
+    enc: &mut DescriptorEncoder,
+    rows: &[(String, String, LostData)],
+) -> fmt::Result {
     let labels =
         |(a, s, _): &(String, String, LostData)| [("account", a.clone()), ("stream", s.clone())];
     gauge_family(

@@ -117,11 +117,11 @@ impl FromStr for AccountSpec {
 /// A clap value parser whose errors never repeat the value: credential specs
 /// carry secrets, and clap's own errors quote the rejected value.
 #[derive(Clone, Debug)]
-pub struct NoEchoParser<T>(std::marker::PhantomData<fn() -> T>);
+pub(crate) struct NoEchoParser<T>(std::marker::PhantomData<fn() -> T>);
 
 impl<T> NoEchoParser<T> {
     /// A parser for `T`.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         NoEchoParser(std::marker::PhantomData)
     }
 }

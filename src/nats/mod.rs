@@ -17,10 +17,10 @@ mod server_urls;
 mod settings;
 
 pub use credentials::Auth;
-pub use credentials::{AccountSpec, NoEchoParser, Secret};
+pub(crate) use credentials::{AccountSpec, NoEchoParser, Secret};
 pub use failures::cause_layer;
-pub use failures::OnFailure;
-pub use server_urls::parse_server;
+pub(crate) use failures::OnFailure;
+pub(crate) use server_urls::parse_server;
 pub use settings::NatsArgs;
 
 /// Why a connection could not be set up.
@@ -44,7 +44,7 @@ pub enum ConnectionError {
 
 /// Options for one connection: name, credentials, TLS, capacity. `purpose`
 /// is appended to the client name so /connz tells the connections apart.
-pub async fn connect_options(
+pub(crate) async fn connect_options(
     args: &NatsArgs,
     auth: &Auth,
     purpose: &str,
@@ -119,7 +119,7 @@ async fn watched_options(
 
 /// Connects one client. Returns once the options are accepted; the client
 /// keeps (re)connecting in the background, see [`is_connected`].
-pub async fn connect(
+pub(crate) async fn connect(
     args: &NatsArgs,
     auth: &Auth,
     purpose: &str,
@@ -133,7 +133,7 @@ pub async fn connect(
 /// per outage (the first failed attempt after start or after a connection;
 /// a refused password, say), `crate::nats::retry::ErrorKind::Permission` for
 /// each subject the server refuses.
-pub async fn connect_watched(
+pub(crate) async fn connect_watched(
     args: &NatsArgs,
     auth: &Auth,
     purpose: &str,
@@ -204,7 +204,7 @@ pub async fn warn_on_account_mismatch(args: &NatsArgs, auth: &Auth, label: &str)
 }
 
 /// Whether the client currently has a live connection to a server.
-pub fn is_connected(client: &Client) -> bool {
+pub(crate) fn is_connected(client: &Client) -> bool {
     matches!(
         client.connection_state(),
         async_nats::connection::State::Connected

@@ -171,7 +171,7 @@ impl ListenerError {
 }
 
 /// Pause before a listener that failed connects again.
-pub const RETRY_DELAY: Duration = Duration::from_secs(5);
+pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(5);
 
 /// Where a listener reports its own health: its `listener_up` gauge and its
 /// error counter by kind.

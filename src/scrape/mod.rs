@@ -3,8 +3,8 @@
 //! `snapshot::Snapshot` of what it saw and the streamed
 //! `exposition::Exposition` of it.
 
-pub mod exporter;
+pub(crate) mod exporter;
 pub(crate) mod exposition;
 pub(crate) mod poller;
-pub mod process_metrics;
+pub(crate) mod process_metrics;
 pub(crate) mod snapshot;

@@ -39,14 +39,14 @@ pub struct AccountStat {
 }
 
 /// Reads the server's `/accstatz`, unused accounts included.
-pub async fn poll(link: &ServerLink<'_>) -> Result<Accstatz, PollError> {
+pub(crate) async fn poll(link: &ServerLink<'_>) -> Result<Accstatz, PollError> {
     link.get_json("accstatz", &[("unused", "true".into())])
         .await
 }
 
 /// The `/accstatz` source of one server.
 #[derive(Debug, Default)]
-pub struct AccstatzSource;
+pub(crate) struct AccstatzSource;
 
 impl MonitoringSource for AccstatzSource {
     type Reply = Accstatz;
@@ -68,12 +68,15 @@ impl MonitoringSource for AccstatzSource {
 }
 
 /// Writes this source's families for the servers of one scrape.
-pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+pub(crate) fn encode_targets(
+    enc: &mut DescriptorEncoder,
+    targets: &[TargetSnapshot],
+) -> fmt::Result {
     encode(enc, &super::answered(targets, |t| t.accstatz.as_ref()))
 }
 
 /// Writes the per-account families for the servers polled successfully.
-pub fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Accstatz)]) -> fmt::Result {
+pub(crate) fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Accstatz)]) -> fmt::Result {
     counter_family(
         enc,
         "nats_delivery_account_slow_consumers",

@@ -79,7 +79,7 @@ impl Gatewayz {
 
 /// The `/gatewayz` source of one server.
 #[derive(Debug, Default)]
-pub struct GatewayzSource;
+pub(crate) struct GatewayzSource;
 
 impl MonitoringSource for GatewayzSource {
     type Reply = Gatewayz;
@@ -101,7 +101,10 @@ impl MonitoringSource for GatewayzSource {
 }
 
 /// Writes this source's families for the servers of one scrape.
-pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+pub(crate) fn encode_targets(
+    enc: &mut DescriptorEncoder,
+    targets: &[TargetSnapshot],
+) -> fmt::Result {
     let gateways: Vec<_> = targets
         .iter()
         .filter_map(|t| Some((t.server.as_str(), t.max_pending, t.gateways.as_deref()?)))
@@ -111,7 +114,7 @@ pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -
 
 /// Writes each gateway connection's pending bytes and their ratio to
 /// `max_pending`, for (server, its `max_pending`, its gateway connections).
-pub fn encode(
+pub(crate) fn encode(
     enc: &mut DescriptorEncoder,
     servers: &[(&str, Option<i64>, &[GatewayPending])],
 ) -> fmt::Result {

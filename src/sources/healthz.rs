@@ -73,7 +73,7 @@ impl Healthz {
 
 /// Polls `/healthz` with the list of problems.
 #[derive(Debug)]
-pub struct HealthzSource;
+pub(crate) struct HealthzSource;
 
 impl MonitoringSource for HealthzSource {
     type Reply = Healthz;
@@ -93,12 +93,15 @@ impl MonitoringSource for HealthzSource {
 }
 
 /// Writes this source's families for the servers of one scrape.
-pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+pub(crate) fn encode_targets(
+    enc: &mut DescriptorEncoder,
+    targets: &[TargetSnapshot],
+) -> fmt::Result {
     encode(enc, &super::answered(targets, |t| t.healthz.as_ref()))
 }
 
 /// Writes the health families for the servers polled successfully.
-pub fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Healthz)]) -> fmt::Result {
+pub(crate) fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Healthz)]) -> fmt::Result {
     gauge_family(
         enc,
         "nats_delivery_server_healthy",

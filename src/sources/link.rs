@@ -22,7 +22,7 @@ use crate::system::survey::ServerError;
 
 /// One server, as its sources reach it for one poll.
 #[derive(Debug, Clone, Copy)]
-pub enum ServerLink<'a> {
+pub(crate) enum ServerLink<'a> {
     /// Its monitoring port.
     Http {
         /// The HTTP client and its limits.
@@ -38,7 +38,7 @@ pub enum ServerLink<'a> {
 
 /// One server reached over a system-account connection.
 #[derive(Debug, Clone, Copy)]
-pub struct SystemLink<'a> {
+pub(crate) struct SystemLink<'a> {
     /// The connection and its limits.
     pub requests: &'a SystemRequests,
     /// The server's name (`server_name` filters of account requests).
@@ -55,7 +55,7 @@ pub struct SystemLink<'a> {
 
 impl<'a> ServerLink<'a> {
     /// What this poll's replies may keep.
-    pub fn kept(&self) -> &'a Arc<KeptBudget> {
+    pub(crate) fn kept(&self) -> &'a Arc<KeptBudget> {
         match self {
             ServerLink::Http { kept, .. } => kept,
             ServerLink::System(link) => link.kept,
@@ -64,7 +64,7 @@ impl<'a> ServerLink<'a> {
 
     /// The same server, its replies charged to `kept` (a share of this
     /// link's budget, for one part of a poll).
-    pub fn with_kept<'b>(&self, kept: &'b Arc<KeptBudget>) -> ServerLink<'b>
+    pub(crate) fn with_kept<'b>(&self, kept: &'b Arc<KeptBudget>) -> ServerLink<'b>
     where
         'a: 'b,
     {
@@ -75,7 +75,7 @@ impl<'a> ServerLink<'a> {
     }
 
     /// Reads `endpoint` with `query` and parses the reply as `T`.
-    pub async fn get_json<T: DeserializeOwned + Send + 'static>(
+    pub(crate) async fn get_json<T: DeserializeOwned + Send + 'static>(
         &self,
         endpoint: &str,
         query: &[(&str, String)],
@@ -95,7 +95,7 @@ impl<'a> ServerLink<'a> {
 
     /// [`ServerLink::get_json`] that also takes an HTTP reply with one of the
     /// `accepted` error statuses (a system-account reply has none).
-    pub async fn get_json_accepting<T: DeserializeOwned + Send + 'static>(
+    pub(crate) async fn get_json_accepting<T: DeserializeOwned + Send + 'static>(
         &self,
         endpoint: &str,
         query: &[(&str, String)],
@@ -116,7 +116,7 @@ impl<'a> ServerLink<'a> {
     /// NATS reply is one message, already whole, so `whole` parses it in one
     /// pass (cutting it in pieces first would read it twice), off the async
     /// runtime. Both must give the same result for the same bytes.
-    pub async fn get_streamed<T, P, W>(
+    pub(crate) async fn get_streamed<T, P, W>(
         &self,
         endpoint: &str,
         query: &[(&str, String)],
@@ -170,7 +170,7 @@ impl SystemLink<'_> {
 /// The JSON options of a system request for `endpoint`, from the query
 /// pairs the same request has over HTTP. A pair without a known meaning is
 /// an error rather than a silently different request.
-pub fn nats_options(endpoint: &str, query: &[(&str, String)]) -> Result<Value, PollError> {
+pub(super) fn nats_options(endpoint: &str, query: &[(&str, String)]) -> Result<Value, PollError> {
     let mut options = Map::new();
     for (key, value) in query {
         let flag = || Value::Bool(value == "true");

@@ -3,24 +3,24 @@
 //! parsing, and a field an older server lacks stays `None`, never 0) and the
 //! code that turns one reply into metric rows.
 
-pub mod accstatz;
-pub mod connz;
+pub(crate) mod accstatz;
+pub(crate) mod connz;
 mod fetch;
-pub mod gatewayz;
-pub mod healthz;
-pub mod jsz;
-pub mod kept;
+pub(crate) mod gatewayz;
+pub(crate) mod healthz;
+pub(crate) mod jsz;
+pub(crate) mod kept;
 mod link;
 mod link_pending;
-pub mod parse_error;
-pub mod routez;
-pub mod server_cost;
+pub(crate) mod parse_error;
+pub(crate) mod routez;
+pub(crate) mod server_cost;
 mod shape;
-pub mod varz;
+pub(crate) mod varz;
 
 pub use fetch::Fetcher;
-pub use link::{ServerLink, SystemLink};
-pub use shape::{Absorb, AnySource, MonitoringSource};
+pub(crate) use link::{ServerLink, SystemLink};
+pub(crate) use shape::{Absorb, AnySource, MonitoringSource};
 
 use std::collections::BTreeMap;
 
@@ -133,7 +133,7 @@ fn answered<'a, T>(
 
 /// How one poll of one source of one server went.
 #[derive(Debug, Clone)]
-pub struct SourceHealth {
+pub(crate) struct SourceHealth {
     /// Which source.
     pub source: Source,
     /// Whether this poll succeeded.
@@ -151,7 +151,7 @@ pub struct SourceHealth {
 /// One server's data from one scrape. A source that failed is `None`: its
 /// values are not shown, never stale ones.
 #[derive(Debug, Default)]
-pub struct TargetSnapshot {
+pub(crate) struct TargetSnapshot {
     /// The `server` label.
     pub server: String,
     /// The server's own name, once any /varz poll has told it.
@@ -182,7 +182,7 @@ pub struct TargetSnapshot {
 
 /// The settings the sources take from the configuration.
 #[derive(Debug, Clone)]
-pub struct SourceSettings {
+pub(crate) struct SourceSettings {
     /// The sources to poll.
     pub enabled: Vec<Source>,
     /// Connections listed by pending bytes per server.
@@ -206,7 +206,7 @@ impl SourceSettings {
 }
 
 /// Builds `<base>/<endpoint>?<query>` keeping any base path the operator gave.
-pub fn endpoint_url(base: &Url, endpoint: &str, query: &[(&str, String)]) -> Url {
+pub(crate) fn endpoint_url(base: &Url, endpoint: &str, query: &[(&str, String)]) -> Url {
     let mut url = base.clone();
     let path = format!("{}/{endpoint}", base.path().trim_end_matches('/'));
     url.set_path(&path);
@@ -219,7 +219,7 @@ pub fn endpoint_url(base: &Url, endpoint: &str, query: &[(&str, String)]) -> Url
 
 /// Whether a server of this version (`/varz` `version`, as `2.10.26` or
 /// `2.12.0-beta.1`) is at least `least`; a version that does not parse is not.
-pub fn version_at_least(version: &str, least: (u64, u64, u64)) -> bool {
+pub(crate) fn version_at_least(version: &str, least: (u64, u64, u64)) -> bool {
     let mut parts = version
         .split(|c: char| !c.is_ascii_digit())
         .map(|p| p.parse::<u64>().ok());
@@ -233,13 +233,13 @@ pub fn version_at_least(version: &str, least: (u64, u64, u64)) -> bool {
 /// Reads an optional RFC 3339 timestamp straight into Unix seconds, without
 /// keeping the text: a large /jsz reply holds two per consumer. A timestamp
 /// that does not parse is absent, like a missing one.
-pub fn timestamp<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+pub(crate) fn timestamp<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     let text: Option<std::borrow::Cow<'de, str>> = serde::Deserialize::deserialize(d)?;
     Ok(text.as_deref().and_then(unix_seconds))
 }
 
 /// Parses an RFC 3339 timestamp as the server writes it, into Unix seconds.
-pub fn unix_seconds(text: &str) -> Option<f64> {
+pub(crate) fn unix_seconds(text: &str) -> Option<f64> {
     let t =
         time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
     // The server writes the zero time.Time for "never".

@@ -65,7 +65,7 @@ impl From<RouteInfo> for RoutePending {
 
 /// The `/routez` source of one server.
 #[derive(Debug, Default)]
-pub struct RoutezSource;
+pub(crate) struct RoutezSource;
 
 impl MonitoringSource for RoutezSource {
     type Reply = Routez;
@@ -101,12 +101,15 @@ impl MonitoringSource for RoutezSource {
 /// Whether `/routez` of a server of this version fills `pending_size`: from
 /// 2.10.26 and 2.11.0 on. Earlier servers declare the field and always write
 /// 0 (`Routez` in `server/monitor.go` never set it), whatever the route holds.
-pub fn reports_route_pending(version: &str) -> bool {
+pub(crate) fn reports_route_pending(version: &str) -> bool {
     super::version_at_least(version, (2, 10, 26))
 }
 
 /// Writes this source's families for the servers of one scrape.
-pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+pub(crate) fn encode_targets(
+    enc: &mut DescriptorEncoder,
+    targets: &[TargetSnapshot],
+) -> fmt::Result {
     let routes: Vec<_> = targets
         .iter()
         .filter_map(|t| Some((t.server.as_str(), t.max_pending, t.routes.as_deref()?)))
@@ -116,7 +119,7 @@ pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -
 
 /// Writes each route's pending bytes and their ratio to `max_pending`, for
 /// (server, its `max_pending`, its routes).
-pub fn encode(
+pub(crate) fn encode(
     enc: &mut DescriptorEncoder,
     servers: &[(&str, Option<i64>, &[RoutePending])],
 ) -> fmt::Result {

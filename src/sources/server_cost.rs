@@ -36,7 +36,10 @@ tokio::task_local! {
 }
 
 /// Runs `poll` with every reply byte it receives counted into `bytes`.
-pub async fn counting_reply_bytes<T>(bytes: Arc<AtomicU64>, poll: impl Future<Output = T>) -> T {
+pub(crate) async fn counting_reply_bytes<T>(
+    bytes: Arc<AtomicU64>,
+    poll: impl Future<Output = T>,
+) -> T {
     REPLY_BYTES.scope(bytes, poll).await
 }
 

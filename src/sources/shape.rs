@@ -15,7 +15,7 @@ use crate::poll_error::PollError;
 
 /// One monitoring source of one server: one value per server, holding what
 /// the source remembers of it between polls.
-pub trait MonitoringSource: Send + Sync + fmt::Debug {
+pub(crate) trait MonitoringSource: Send + Sync + fmt::Debug {
     /// One poll's parsed reply.
     type Reply: Send;
 
@@ -38,11 +38,11 @@ pub trait MonitoringSource: Send + Sync + fmt::Debug {
 }
 
 /// What a successful poll hands back: its absorb step, ready to run.
-pub type Absorb<'a> = Box<dyn FnOnce(&mut TargetSnapshot) + Send + 'a>;
+pub(crate) type Absorb<'a> = Box<dyn FnOnce(&mut TargetSnapshot) + Send + 'a>;
 
 /// A [`MonitoringSource`] of any reply type, so that the poller can hold
 /// every source of a server in one list.
-pub trait AnySource: Send + Sync + fmt::Debug {
+pub(crate) trait AnySource: Send + Sync + fmt::Debug {
     /// [`MonitoringSource::source`].
     fn kind(&self) -> Source;
     /// [`MonitoringSource::poll`], its reply wrapped in its absorb step.

@@ -81,13 +81,13 @@ impl Varz {
 }
 
 /// Reads the server's `/varz`.
-pub async fn poll(link: &ServerLink<'_>) -> Result<Varz, PollError> {
+pub(crate) async fn poll(link: &ServerLink<'_>) -> Result<Varz, PollError> {
     link.get_json("varz", &[]).await
 }
 
 /// The `/varz` source of one server.
 #[derive(Debug, Default)]
-pub struct VarzSource;
+pub(crate) struct VarzSource;
 
 impl MonitoringSource for VarzSource {
     type Reply = Varz;
@@ -120,12 +120,15 @@ impl MonitoringSource for VarzSource {
 }
 
 /// Writes this source's families for the servers of one scrape.
-pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+pub(crate) fn encode_targets(
+    enc: &mut DescriptorEncoder,
+    targets: &[TargetSnapshot],
+) -> fmt::Result {
     encode(enc, &super::answered(targets, |t| t.varz.as_ref()))
 }
 
 /// Writes every /varz family for the servers polled successfully.
-pub fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Varz)]) -> fmt::Result {
+pub(crate) fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Varz)]) -> fmt::Result {
     encode_identity_and_cuts(enc, servers)?;
     encode_limits_and_traffic(enc, servers)
 }

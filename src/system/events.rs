@@ -24,11 +24,11 @@ use crate::nats::retry::{or_stop, retry_after, stopped, ErrorKind, ListenerError
 use crate::nats::{self, Auth, NatsArgs};
 
 /// The disconnect event subject for every account.
-pub const DISCONNECT_SUBJECT: &str = "$SYS.ACCOUNT.*.DISCONNECT";
+pub(crate) const DISCONNECT_SUBJECT: &str = "$SYS.ACCOUNT.*.DISCONNECT";
 /// `type` of a disconnect event.
-pub const DISCONNECT_TYPE: &str = "io.nats.server.advisory.v1.client_disconnect";
+pub(crate) const DISCONNECT_TYPE: &str = "io.nats.server.advisory.v1.client_disconnect";
 /// Client-name label value once the cap on distinct names is reached.
-pub const OVERFLOW_CLIENT_NAME: &str = "__overflow__";
+pub(crate) const OVERFLOW_CLIENT_NAME: &str = "__overflow__";
 
 /// `{server,account,client_name,reason}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -139,7 +139,7 @@ struct DisconnectEvent {
 }
 
 /// Maps a disconnect reason to a label value; `None` when it is not a slow consumer.
-pub fn slow_consumer_reason(reason: &str) -> Option<&'static str> {
+pub(crate) fn slow_consumer_reason(reason: &str) -> Option<&'static str> {
     if !reason.starts_with("Slow Consumer") {
         return None;
     }

@@ -38,8 +38,8 @@ use std::time::SystemTime;
 use crate::lock::LockOrRecover;
 use tokio_rustls::rustls;
 
-pub use basic_auth::{AuthCache, Users};
-pub use rate_limit::RateLimiter;
+pub(crate) use basic_auth::{AuthCache, Users};
+pub(crate) use rate_limit::RateLimiter;
 
 /// One reading of the file.
 #[derive(Debug)]
@@ -89,7 +89,7 @@ impl std::fmt::Debug for WebConfig {
 }
 
 /// Reads and checks the file named by `--web.config.file`; for the flag parser.
-pub fn parse_web_config(text: &str) -> Result<WebConfig, String> {
+pub(crate) fn parse_web_config(text: &str) -> Result<WebConfig, String> {
     WebConfig::load(Path::new(text)).map_err(|e| format!("'{text}': {e}"))
 }
 

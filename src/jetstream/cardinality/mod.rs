@@ -7,9 +7,9 @@
 //! chosen: a name left out costs no series, no consumer-health memory and
 //! no message-timestamp reads.
 
-pub mod budget;
-pub mod fold;
-pub mod series;
+pub(crate) mod budget;
+pub(crate) mod fold;
+pub(crate) mod series;
 
 use series::{parse_opt_in, ConsumerSeries, OptInChoice, StatusSeries};
 

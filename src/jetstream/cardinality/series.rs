@@ -95,7 +95,7 @@ pub enum OptInChoice {
 
 /// Parses a value of `--consumer-opt-in-metrics`: a family's name as
 /// queried, or `all`.
-pub fn parse_opt_in(text: &str) -> Result<OptInChoice, String> {
+pub(crate) fn parse_opt_in(text: &str) -> Result<OptInChoice, String> {
     let text = text.trim();
     if text == "all" {
         return Ok(OptInChoice::All);

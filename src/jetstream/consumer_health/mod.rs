@@ -10,14 +10,14 @@
 //! keeps polls one at a time); memory is bounded: a consumer or stream not
 //! seen for longer than the window is forgotten.
 
-pub mod encode;
-pub mod history;
+pub(crate) mod encode;
+pub(crate) mod history;
 mod update;
-pub mod window;
+pub(crate) mod window;
 
 use std::collections::HashMap;
 
-pub use crate::jetstream::consumer_status::Status;
+pub(crate) use crate::jetstream::consumer_status::Status;
 use crate::jetstream::limit_forecast::{stream_front, BehindRate, StreamFront};
 use crate::jetstream::message_timestamps::{TimestampReply, TimestampRequest};
 use crate::jetstream::removed_before_delivery::{

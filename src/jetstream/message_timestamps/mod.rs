@@ -39,7 +39,7 @@ pub enum TimestampReply {
 }
 
 mod cache;
-pub mod fetch;
+pub(crate) mod fetch;
 mod read_result;
 
 use std::collections::{HashMap, HashSet};
@@ -60,11 +60,11 @@ use fetch::{ReadError, Stored, Via};
 pub use read_result::ReadResult;
 
 /// Answers kept in the cache of a reader made by [`connect`].
-pub const DEFAULT_CACHE_ENTRIES: usize = 10_000;
+pub(crate) const DEFAULT_CACHE_ENTRIES: usize = 10_000;
 
 /// Reads in flight at once: enough to hide round trips, few enough not to
 /// queue hundreds of megabyte-sized messages at the server at once.
-pub const MAX_IN_FLIGHT: usize = 8;
+pub(crate) const MAX_IN_FLIGHT: usize = 8;
 
 /// Reads message timestamps over one NATS connection; cheap to clone (the
 /// clones share the cache and the counts).

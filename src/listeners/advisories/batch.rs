@@ -21,7 +21,7 @@ use super::totals::{series_key, EventId, Totals, ACCOUNT_KEY};
 
 /// What applying a batch produced.
 #[derive(Debug, Default)]
-pub struct Work {
+pub(super) struct Work {
     /// The new totals of every key the batch changed.
     pub changed: HashMap<String, Totals>,
     /// Indices of the messages to acknowledge once `changed` is stored;
@@ -47,7 +47,7 @@ impl Work {
 
 /// Applies batches of one account's advisories.
 #[derive(Debug)]
-pub struct Applier {
+pub(super) struct Applier {
     /// Account label.
     pub account: String,
     /// Creation time of the advisory stream (the sequences' incarnation).
@@ -67,7 +67,7 @@ pub struct Applier {
 
 impl Applier {
     /// Works out what `messages` change, against `store`.
-    pub async fn apply(&mut self, store: &TotalsStore, messages: &[Message]) -> Work {
+    pub(super) async fn apply(&mut self, store: &TotalsStore, messages: &[Message]) -> Work {
         let mut work = Work::default();
         let mut series = store.entries.len() - usize::from(store.entries.contains_key(ACCOUNT_KEY));
         for (i, msg) in messages.iter().enumerate() {

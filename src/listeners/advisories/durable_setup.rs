@@ -17,7 +17,7 @@ use super::{subject_covers, AccountListener};
 use crate::nats::retry::{ErrorKind, ListenerError};
 
 /// Advisories asked for per pull request.
-pub const BATCH: usize = 1000;
+pub(super) const BATCH: usize = 1000;
 
 /// Why durable mode cannot run (retried after a delay).
 #[derive(Debug, thiserror::Error)]

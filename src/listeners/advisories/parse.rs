@@ -8,25 +8,25 @@
 use serde::Deserialize;
 
 /// Subject of max-deliveries advisories (`.<stream>.<consumer>` follows).
-pub const MAX_DELIVERIES_SUBJECT: &str = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>";
+pub(crate) const MAX_DELIVERIES_SUBJECT: &str = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>";
 /// Subject of terminated advisories.
-pub const TERMINATED_SUBJECT: &str = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>";
+pub(crate) const TERMINATED_SUBJECT: &str = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>";
 /// Subject of NAK advisories.
-pub const NAKED_SUBJECT: &str = "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.>";
+pub(crate) const NAKED_SUBJECT: &str = "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.>";
 /// The three subjects the exporter listens to.
 pub const SUBJECTS: [&str; 3] = [MAX_DELIVERIES_SUBJECT, TERMINATED_SUBJECT, NAKED_SUBJECT];
 
 /// `type` of a max-deliveries advisory.
-pub const MAX_DELIVER_TYPE: &str = "io.nats.jetstream.advisory.v1.max_deliver";
+pub(crate) const MAX_DELIVER_TYPE: &str = "io.nats.jetstream.advisory.v1.max_deliver";
 /// `type` of a terminated advisory.
-pub const TERMINATED_TYPE: &str = "io.nats.jetstream.advisory.v1.terminated";
+pub(crate) const TERMINATED_TYPE: &str = "io.nats.jetstream.advisory.v1.terminated";
 /// `type` of a NAK advisory.
-pub const NAK_TYPE: &str = "io.nats.jetstream.advisory.v1.nak";
+pub(crate) const NAK_TYPE: &str = "io.nats.jetstream.advisory.v1.nak";
 
 /// Reason text the server uses when stream limits remove a message a consumer still had to deliver.
-pub const STREAM_LIMITS_REASON: &str = "Message deleted by stream limits";
+pub(crate) const STREAM_LIMITS_REASON: &str = "Message deleted by stream limits";
 /// Reason text the server uses when stream limits remove a delivered but unacknowledged message.
-pub const UNACKED_DELETED_REASON: &str = "Unacknowledged message was deleted";
+pub(crate) const UNACKED_DELETED_REASON: &str = "Unacknowledged message was deleted";
 
 /// Why a message was terminated: the `reason` label's fixed set of values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -66,7 +66,7 @@ impl TerminationReason {
 }
 
 /// Every `reason` label value an advisory counter can carry.
-pub const REASON_LABELS: [&str; 5] = [
+pub(crate) const REASON_LABELS: [&str; 5] = [
     "max_deliveries",
     "client",
     "stream_limits",
@@ -144,7 +144,7 @@ struct Wire<'a> {
 
 /// Longest stream or consumer name a server accepts; a longer one in an
 /// advisory is forged.
-pub const MAX_NAME_LEN: usize = 255;
+pub(crate) const MAX_NAME_LEN: usize = 255;
 
 /// Parses one advisory received on `subject` and checks that the subject
 /// is the one the server would have used for it: its kind token matches the

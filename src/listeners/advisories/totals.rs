@@ -19,15 +19,15 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::jetstream::seq_ranges::SeqRanges;
+pub(crate) use crate::jetstream::seq_ranges::SeqRanges;
 
 /// Events remembered per series for re-sent advisories.
-pub const RECENT_EVENTS: usize = 16;
+pub(crate) const RECENT_EVENTS: usize = 16;
 
 /// Ranges of dead messages kept per series. Consecutive sequences share one
 /// range; beyond this many ranges the lowest (oldest messages)
 /// are forgotten, bounding the stored value at about 20 KB.
-pub const DEAD_RANGES: usize = 1024;
+pub(crate) const DEAD_RANGES: usize = 1024;
 
 /// One event's identity: kind, message sequence, delivery count (NAKs) and
 /// the incarnation of the stream it happened in (see `super::incarnation`).
@@ -204,7 +204,7 @@ impl Totals {
 /// A bucket key for the series (stream, consumer): `s.<stream>.<consumer>`
 /// with every byte outside `[A-Za-z0-9_-]` written as `=XX`, so any name
 /// the server allows maps to a valid key, and distinct names to distinct keys.
-pub fn series_key(stream: &str, consumer: &str) -> String {
+pub(crate) fn series_key(stream: &str, consumer: &str) -> String {
     let mut key = String::with_capacity(stream.len() + consumer.len() + 3);
     key.push_str("s.");
     escape_into(&mut key, stream);
@@ -214,7 +214,7 @@ pub fn series_key(stream: &str, consumer: &str) -> String {
 }
 
 /// The bucket key of the account's own totals.
-pub const ACCOUNT_KEY: &str = "account";
+pub(crate) const ACCOUNT_KEY: &str = "account";
 
 fn escape_into(out: &mut String, name: &str) {
     for b in name.bytes() {

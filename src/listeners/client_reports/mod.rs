@@ -27,12 +27,12 @@ use futures::StreamExt;
 use crate::lock::LockOrRecover;
 use crate::nats::retry::ErrorKind;
 use crate::nats::{self, Auth, ConnectionError, NatsArgs};
-pub use error::ReportError;
+pub(crate) use error::ReportError;
 use error::REASONS;
 use instance::Instance;
 use overflow::Overflow;
 use wire::Folded;
-pub use wire::OVERFLOW;
+pub(crate) use wire::OVERFLOW;
 
 /// Bounds on what reports can make the exporter hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

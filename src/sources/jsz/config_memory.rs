@@ -18,7 +18,8 @@ use super::{AccountDetail, ConsumerConfig, ConsumerInfo, JszPoll, StreamConfig, 
 /// `first_seq`, `last_seq`, `messages`, `num_deleted`, the consumer's
 /// `delivered.stream_seq`, `delivered.consumer_seq`, `num_pending`,
 /// `num_redelivered`), given whether it is filtered and never redelivers.
-pub type RemovalCheck = fn(before: [u64; 8], now: [u64; 8], filtered: bool, once: bool) -> bool;
+pub(crate) type RemovalCheck =
+    fn(before: [u64; 8], now: [u64; 8], filtered: bool, once: bool) -> bool;
 
 /// A stream's or consumer's configuration as last read (`None`: never
 /// read), with its `created` and its figures at the last poll.

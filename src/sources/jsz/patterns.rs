@@ -36,7 +36,7 @@ impl Pattern {
 
 /// Parses a pattern for a flag: a regular expression matched against the
 /// whole name; the error is one line.
-pub fn parse_pattern(text: &str) -> Result<Pattern, String> {
+pub(crate) fn parse_pattern(text: &str) -> Result<Pattern, String> {
     match Regex::new(&format!("^(?:{text})$")) {
         Ok(regex) => Ok(Pattern {
             text: text.to_string(),

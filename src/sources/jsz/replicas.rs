@@ -27,7 +27,7 @@ struct Peer {
 }
 
 /// Reads `cluster.replicas` into [`ReplicaCounts`].
-pub fn counts<'de, D: Deserializer<'de>>(d: D) -> Result<ReplicaCounts, D::Error> {
+pub(crate) fn counts<'de, D: Deserializer<'de>>(d: D) -> Result<ReplicaCounts, D::Error> {
     let peers = Option::<Vec<Peer>>::deserialize(d)?.unwrap_or_default();
     let mut out = ReplicaCounts::default();
     for p in peers {

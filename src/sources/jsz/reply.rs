@@ -178,7 +178,7 @@ pub struct PriorityGroup {
 }
 
 /// The `priority_policy` value of consumers that pin one client per group.
-pub const PINNED_CLIENT_POLICY: &str = "pinned_client";
+pub(crate) const PINNED_CLIENT_POLICY: &str = "pinned_client";
 
 impl ConsumerInfo {
     /// (group, whether a client is pinned) for each priority group of a

@@ -8,8 +8,8 @@
 //! server alone (`$SYS.REQ.SERVER.<id>.<KIND>`), so every source keeps the
 //! memory and the parsing it has over HTTP.
 
-pub mod filter;
-pub mod report;
+pub(crate) mod filter;
+pub(crate) mod report;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -20,7 +20,7 @@ use crate::nats::{self, Auth, ConnectionError, NatsArgs};
 use crate::poll_error::PollError;
 use crate::system::survey::{parse_reply, Survey, SurveyError, SurveyOutcome, Waiting};
 
-pub use report::SurveyReport;
+pub(crate) use report::SurveyReport;
 
 /// Requests to one server at a time over the system-account connection,
 /// bounded in time and in size like the HTTP requests.
@@ -156,7 +156,7 @@ pub async fn connect(settings: PollSettings<'_>) -> Result<SystemPolling, System
 }
 
 /// A server's error reply, as the `server_error` kind of failed poll.
-pub fn server_error(e: &crate::system::survey::ServerError) -> PollError {
+pub(crate) fn server_error(e: &crate::system::survey::ServerError) -> PollError {
     PollError::ServerError(format!("code {}: {}", e.code, e.description))
 }
 

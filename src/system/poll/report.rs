@@ -9,7 +9,7 @@ use crate::text::families::{counter_family, gauge_family};
 
 /// The survey's accounting, as exported.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SurveyReport {
+pub(crate) struct SurveyReport {
     /// Whether the survey request could be sent and read.
     pub up: bool,
     /// Servers expected: `--system-expected-servers`, or the servers seen so
@@ -28,7 +28,7 @@ pub struct SurveyReport {
 }
 
 /// Writes the survey families.
-pub fn encode(enc: &mut DescriptorEncoder, report: &SurveyReport) -> fmt::Result {
+pub(crate) fn encode(enc: &mut DescriptorEncoder, report: &SurveyReport) -> fmt::Result {
     let no_labels: [(&str, &str); 0] = [];
     let one = |v: u64| [(no_labels, v)];
     gauge_family(

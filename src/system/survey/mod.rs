@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
-pub use roster::Roster;
+pub(crate) use roster::Roster;
 pub use roster::SurveyOutcome;
 
 /// A server's identity as it signs every system reply.
