@@ -61,7 +61,7 @@ macro_rules! source_table {
 
         /// The enabled sources of one server, each with its own memory of
         /// that server, in the table's order.
-        pub fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
+        pub(crate) fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
             let mut sources: Vec<Box<dyn AnySource>> = Vec::new();
             $(if settings.enabled.contains(&Source::$variant) {
                 let $settings = settings;
@@ -72,7 +72,7 @@ macro_rules! source_table {
 
         /// Writes every source's families for the servers of one scrape,
         /// in the table's order.
-        pub fn encode_sources(
+        pub(crate) fn encode_sources(
             enc: &mut DescriptorEncoder,
             targets: &[TargetSnapshot],
         ) -> std::fmt::Result {
@@ -81,7 +81,7 @@ macro_rules! source_table {
         }
 
         /// The `--sources` help: every name, from the table.
-        pub const SOURCES_HELP: &str = concat!(
+        pub(crate) const SOURCES_HELP: &str = concat!(
             "Sources to poll, comma-separated, each one of: ",
             $($name, " ",)+
             "(routez and gatewayz, pending bytes of route and gateway connections, ",
