@@ -285,8 +285,6 @@ impl Config {
     }
 }
 
-pub(crate) use crate::flags::args::parse_args;
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,10 +17,9 @@ mod server_urls;
 mod settings;
 
 pub use credentials::Auth;
-pub(crate) use credentials::{AccountSpec, NoEchoParser, Secret};
+pub(crate) use credentials::{NoEchoParser, Secret};
 pub use failures::cause_layer;
 pub(crate) use failures::OnFailure;
-pub(crate) use server_urls::parse_server;
 pub use settings::NatsArgs;
 
 /// Why a connection could not be set up.

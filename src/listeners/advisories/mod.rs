@@ -33,7 +33,6 @@ pub(crate) mod totals;
 use tokio::sync::watch;
 
 pub use args::AdvisoryArgs;
-pub(crate) use counting::{AdvisoryCounter, Outcome};
 pub use metrics::AdvisoryMetrics;
 
 use prometheus_client::registry::Registry;

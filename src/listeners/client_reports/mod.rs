@@ -32,7 +32,6 @@ use error::REASONS;
 use instance::Instance;
 use overflow::Overflow;
 use wire::Folded;
-pub(crate) use wire::OVERFLOW;
 
 /// Bounds on what reports can make the exporter hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,7 +27,7 @@ mod stream_end;
 pub(crate) use config_memory::RemovalCheck;
 pub(crate) use config_on_demand::ConfigOnDemand;
 pub(crate) use filter::JszFilter;
-pub(crate) use leaders::{select, select_leaders, ConsumerRow, Leaders, StreamRow};
+pub(crate) use leaders::{select_leaders, ConsumerRow, Leaders, StreamRow};
 pub use reply::*;
 
 /// One server's JetStream state from one poll (all pages).
