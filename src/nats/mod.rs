@@ -43,15 +43,6 @@ pub enum ConnectionError {
 
 /// Options for one connection: name, credentials, TLS, capacity. `purpose`
 /// is appended to the client name so /connz tells the connections apart.
-pub(crate) async fn connect_options(
-    args: &NatsArgs,
-    auth: &Auth,
-    purpose: &str,
-    subscription_capacity: usize,
-) -> Result<ConnectOptions, ConnectionError> {
-    watched_options(args, auth, purpose, subscription_capacity, None).await
-}
-
 async fn watched_options(
     args: &NatsArgs,
     auth: &Auth,

@@ -103,6 +103,7 @@ impl StreamHistory {
     }
 
     /// The points, for tests.
+    #[cfg(test)]
     pub(crate) fn points(&self) -> &[(u64, f64)] {
         &self.points
     }

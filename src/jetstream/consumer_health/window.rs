@@ -212,11 +212,6 @@ impl ConsumerWindow {
         usize::from(self.len)
     }
 
-    /// True when nothing is held.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The status at `now` by the rules after `paused` (the caller checks
     /// that first), as soon as the snapshots held decide it: `unknown` only
     /// while they do not.

@@ -166,11 +166,6 @@ impl AdvisoryCounter {
         &self.account
     }
 
-    /// The metrics this counter writes to.
-    pub(crate) fn metrics(&self) -> &AdvisoryMetrics {
-        &self.metrics
-    }
-
     /// Counts one advisory payload.
     pub(crate) fn record(&mut self, subject: &str, payload: &[u8]) -> Outcome {
         self.metrics

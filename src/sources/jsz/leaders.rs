@@ -126,8 +126,9 @@ impl Leaders {
     }
 }
 
-/// [`select_leaders`] and [`Leaders::rows`] in one step.
-pub(crate) fn select<'a>(
+/// [`select_leaders`] and [`Leaders::rows`] in one step, for the tests.
+#[cfg(test)]
+fn select<'a>(
     polls: &[(Option<&'a str>, &'a JszPoll)],
 ) -> (Vec<StreamRow<'a>>, Vec<ConsumerRow<'a>>) {
     let named: Vec<_> = polls.iter().map(|&(n, p)| Some((n, p))).collect();
