@@ -9,7 +9,7 @@ use url::Url;
 /// What stands in for a user name or password.
 pub(crate) const MASK: &str = "xxxxx";
 
-/// `url` with any user name and password replaced by [`MASK`].
+/// `url` with any user name and password replaced by `MASK`.
 pub fn redacted(url: &Url) -> String {
     if url.username().is_empty() && url.password().is_none() {
         return url.to_string();

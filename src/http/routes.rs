@@ -53,7 +53,7 @@ pub(crate) const OPEN_PATHS: &[&str] = &["/healthz"];
 /// `router` behind the web configuration file's settings: a request over
 /// its `rate_limit` gets 429, one without a configured user (when there
 /// are users) 401, and every answer carries the configured headers. The
-/// paths of [`OPEN_PATHS`] are neither rate-limited nor authenticated (TLS
+/// paths of `OPEN_PATHS` are neither rate-limited nor authenticated (TLS
 /// still applies). Each request uses the file's current reading. No file:
 /// unchanged.
 pub fn with_web_config(router: Router, web: Option<WebConfig>) -> Router {

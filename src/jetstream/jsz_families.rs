@@ -1,4 +1,4 @@
-//! Writes the streams and consumers chosen by [`crate::sources::jsz::select`] as gauge families.
+//! Writes the streams and consumers chosen by [`crate::sources::jsz::select_leaders`] as gauge families.
 
 use std::fmt;
 

@@ -63,7 +63,7 @@ impl Fetcher {
     /// GETs `url` and parses its JSON body as `T` as it arrives (see
     /// [`Fetcher::get_streamed`]), all within the timeout: the body is
     /// never held whole, and what the parse can keep is charged to `kept`
-    /// ([`ChargedReader`]), so that a reply padded with whitespace, or with
+    /// (`ChargedReader`), so that a reply padded with whitespace, or with
     /// values without end, costs memory only for what is kept, and only up
     /// to the budget.
     pub async fn get_json<T: DeserializeOwned + Send + 'static>(
@@ -94,7 +94,7 @@ impl Fetcher {
     /// GETs `url` and hands its body to `parse` as it arrives, on a
     /// blocking thread fed chunk by chunk, so that at most a few chunks of a
     /// large reply are held at any time, never the whole. `parse` runs in
-    /// `kept`'s [`kept::scope`] and charges it with what it holds. Same
+    /// `kept`'s `kept::scope` and charges it with what it holds. Same
     /// limits and errors as [`Fetcher::get_json`]; an error of `parse` is a
     /// `PollError::Parse`, or `PollError::TooMuchKept` when a charge was
     /// refused, and a reply that is not JSON fails as soon as `parse` sees it.

@@ -34,7 +34,7 @@ pub enum ParseError {
 impl ParseError {
     /// A serde_json error: a refusal when the reader under it (a
     /// `kept::ChargedReader`), or a deserializer on this thread
-    /// ([`refused_in_deserializer`]), refused.
+    /// (`refused_in_deserializer`), refused.
     pub fn json(e: serde_json::Error) -> ParseError {
         let noted = NOTED_REFUSAL.with(Cell::take);
         if e.is_io() {

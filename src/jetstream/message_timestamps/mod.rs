@@ -123,7 +123,7 @@ impl MessageTimestamps {
 
     /// Answers `requests`: cached answers first (no request, no budget), then
     /// reads up to `budget` uncached ones, in the order given, at most
-    /// [`MAX_IN_FLIGHT`] at a time, all ending within `deadline`. A request
+    /// `MAX_IN_FLIGHT` at a time, all ending within `deadline`. A request
     /// not answered (over budget, other account, deadline, error) is absent
     /// from the map; each is counted under its [`ReadResult`].
     pub async fn read(

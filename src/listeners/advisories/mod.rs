@@ -218,7 +218,7 @@ pub struct Listeners {
 
 impl Listeners {
     /// Registers the metrics of what is enabled into `registry` and starts
-    /// the listeners (see [`spawn_listeners`]); none when all are off.
+    /// the listeners (see `spawn_listeners`); none when all are off.
     pub fn start(
         nats: &NatsArgs,
         args: &AdvisoryArgs,

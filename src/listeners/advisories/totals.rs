@@ -176,7 +176,7 @@ impl Totals {
 
     /// Remembers `event`: max deliveries in `dead` (a stream made again
     /// starts the set anew), every event among the recent ones, forgetting the oldest
-    /// beyond [`RECENT_EVENTS`].
+    /// beyond `RECENT_EVENTS`.
     pub fn remember(&mut self, event: EventId) {
         if is_death(&event) {
             if self.dead_incarnation != event.incarnation {

@@ -155,7 +155,7 @@ pub struct ConsumerInfo {
     /// Messages matching the consumer not yet delivered.
     pub num_pending: u64,
     /// Whether the consumer is paused (2.11+, sent only when true). `None`
-    /// means the server did not say; [`super::JszSource`]'s finish step makes it
+    /// means the server did not say; `JszSource`'s finish step makes it
     /// `Some(false)` on servers that report pausing, see [`super::reports_pausing`].
     pub paused: Option<bool>,
     /// Nanoseconds until a paused consumer resumes (2.11+, sent only while paused).
