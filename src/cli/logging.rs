@@ -18,12 +18,12 @@ pub struct LogArgs {
     /// `NATS_DELIVERY_LOG`, when set, is a full filter that takes its place
     /// (`warn,nats_delivery_exporter=debug`, ...).
     #[arg(long = "log.level", env = "NATS_DELIVERY_LOG_LEVEL", value_enum, default_value_t = LogLevel::Info)]
-    pub level: LogLevel,
+    pub(crate) level: LogLevel,
 
     /// Format of each log line: `logfmt` (key=value pairs) or `json` (one
     /// JSON object per line).
     #[arg(long = "log.format", env = "NATS_DELIVERY_LOG_FORMAT", value_enum, default_value_t = LogFormat::Logfmt)]
-    pub format: LogFormat,
+    pub(crate) format: LogFormat,
 }
 
 /// A level of `--log.level`.

@@ -19,7 +19,7 @@ pub enum ListenAddress {
 
 impl ListenAddress {
     /// The port, 0 for one the system picks.
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         match self {
             ListenAddress::AnyAddress(port) => *port,
             ListenAddress::Socket(addr) => addr.port(),

@@ -23,19 +23,19 @@ use crate::sources::jsz::{ConsumerInfo, StreamDetail};
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct StreamFront {
     /// `max_msgs`, when limited.
-    pub max_msgs: Option<u64>,
+    pub(crate) max_msgs: Option<u64>,
     /// `max_bytes`, when limited.
-    pub max_bytes: Option<u64>,
+    pub(crate) max_bytes: Option<u64>,
     /// `max_age` in seconds, when limited.
-    pub max_age: Option<f64>,
+    pub(crate) max_age: Option<f64>,
     /// Messages stored.
-    pub messages: u64,
+    pub(crate) messages: u64,
     /// Bytes stored.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// First sequence stored.
-    pub first_seq: u64,
+    pub(crate) first_seq: u64,
     /// Last sequence stored.
-    pub last_seq: u64,
+    pub(crate) last_seq: u64,
 }
 
 /// The stream's limits that remove messages before they are delivered, with

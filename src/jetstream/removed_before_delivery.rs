@@ -37,44 +37,44 @@ struct Position {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Kind {
     /// The consumer has a subject filter: not every stream message is its.
-    pub filtered: bool,
+    pub(crate) filtered: bool,
     /// Ack policy `none` or `max_deliver` 1: every delivery is a first one.
-    pub no_redelivery: bool,
+    pub(crate) no_redelivery: bool,
 }
 
 /// The counter for one consumer, since the exporter began tracking it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Removed {
     /// Messages removed before delivery (exact, or the estimate).
-    pub messages: u64,
+    pub(crate) messages: u64,
     /// Every increase so far was exact (the bounds met).
-    pub exact: bool,
+    pub(crate) exact: bool,
 }
 
 /// A stream's figures the count needs, as one poll saw them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct StreamAt {
     /// Stream `first_seq`.
-    pub first_seq: u64,
+    pub(crate) first_seq: u64,
     /// Stream `last_seq`.
-    pub last_seq: u64,
+    pub(crate) last_seq: u64,
     /// Stream `messages`.
-    pub messages: u64,
+    pub(crate) messages: u64,
     /// Stream `num_deleted` (interior deletes).
-    pub deleted: u64,
+    pub(crate) deleted: u64,
 }
 
 /// A consumer's figures the count needs, as one poll saw them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct ConsumerAt {
     /// `delivered.stream_seq`.
-    pub delivered: u64,
+    pub(crate) delivered: u64,
     /// `delivered.consumer_seq`.
-    pub deliveries: u64,
+    pub(crate) deliveries: u64,
     /// `num_pending`.
-    pub pending: u64,
+    pub(crate) pending: u64,
     /// `num_redelivered`.
-    pub redelivered: u64,
+    pub(crate) redelivered: u64,
 }
 
 impl Position {

@@ -24,15 +24,15 @@ use crate::text::families::{gauge_family, Num};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct GroupView {
     /// Replicas of the group.
-    pub replicas: u8,
+    pub(crate) replicas: u8,
     /// Current replicas, the leader included; 0 with no leader.
-    pub current: u8,
+    pub(crate) current: u8,
     /// Replicas offline.
-    pub offline: u8,
+    pub(crate) offline: u8,
     /// The most a replica lags, in Raft log entries.
-    pub lag: u64,
+    pub(crate) lag: u64,
     /// Whether a leader gave this view.
-    pub led: bool,
+    pub(crate) led: bool,
 }
 
 impl GroupView {
@@ -73,9 +73,9 @@ impl GroupView {
 #[derive(Debug, Default)]
 pub(crate) struct StreamReplicas<'a> {
     /// The stream's own group.
-    pub stream: Option<GroupView>,
+    pub(crate) stream: Option<GroupView>,
     /// Each replicated consumer's group, by name.
-    pub consumers: BTreeMap<&'a str, GroupView>,
+    pub(crate) consumers: BTreeMap<&'a str, GroupView>,
 }
 
 /// Keeps `view` in `slot` unless a leader's view is there already.

@@ -11,12 +11,12 @@ pub struct Secret(String);
 
 impl Secret {
     /// Wraps a secret value.
-    pub fn new(value: impl Into<String>) -> Self {
+    pub(crate) fn new(value: impl Into<String>) -> Self {
         Secret(value.into())
     }
 
     /// The secret's value, to hand to the NATS client and nowhere else.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -90,9 +90,9 @@ impl FromStr for Auth {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AccountSpec {
     /// Account name, used as the `account` label value.
-    pub name: String,
+    pub(crate) name: String,
     /// Credentials for this account, or `None` for the top-level ones.
-    pub auth: Option<Auth>,
+    pub(crate) auth: Option<Auth>,
 }
 
 impl FromStr for AccountSpec {

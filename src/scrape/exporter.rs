@@ -158,7 +158,7 @@ impl Exporter {
     /// [`Exporter::scrape`] as consecutive chunks of the text, written while
     /// they are sent: the text is never held whole. Returns once the poll is
     /// done; the scrapers of one poll share its snapshot, each its own text.
-    pub async fn scrape_stream(
+    pub(crate) async fn scrape_stream(
         &self,
         format: Format,
     ) -> impl Stream<Item = Bytes> + Send + 'static {

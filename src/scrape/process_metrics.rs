@@ -45,17 +45,17 @@ pub struct ProcessCollector;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ProcessStats {
     /// User and system CPU time, in seconds.
-    pub cpu_seconds: f64,
+    pub(crate) cpu_seconds: f64,
     /// Virtual memory size, in bytes.
-    pub virtual_memory_bytes: u64,
+    pub(crate) virtual_memory_bytes: u64,
     /// Resident set size, in bytes.
-    pub resident_memory_bytes: u64,
+    pub(crate) resident_memory_bytes: u64,
     /// Start time since the Unix epoch, in seconds.
-    pub start_time_seconds: f64,
+    pub(crate) start_time_seconds: f64,
     /// Open file descriptors.
-    pub open_fds: u64,
+    pub(crate) open_fds: u64,
     /// The soft limit of open file descriptors (absent when unlimited).
-    pub max_fds: Option<u64>,
+    pub(crate) max_fds: Option<u64>,
 }
 
 /// Why `/proc` could not be read as expected.

@@ -30,23 +30,23 @@ use crate::text::Format;
 #[derive(Debug, Default)]
 pub(crate) struct Snapshot {
     /// One per monitoring URL.
-    pub targets: Vec<TargetSnapshot>,
+    pub(crate) targets: Vec<TargetSnapshot>,
     /// The streams and consumers to export, from their leaders.
     leaders: jsz::Leaders,
     /// Each exported consumer's health, in the order of [`Snapshot::rows`];
     /// empty when consumer health is off.
-    pub consumer_health: Vec<ConsumerHealthRow>,
+    pub(crate) consumer_health: Vec<ConsumerHealthRow>,
     /// Each stream's ephemeral consumers, summed; empty when they are kept.
-    pub folded: Vec<FoldedRow>,
+    pub(crate) folded: Vec<FoldedRow>,
     /// What `--max-jetstream-series` left out; `None` when there is no ceiling.
-    pub budget: Option<BudgetReport>,
+    pub(crate) budget: Option<BudgetReport>,
     /// The system-account survey's accounting; `None` when polling the
     /// monitoring URLs.
-    pub survey: Option<SurveyReport>,
+    pub(crate) survey: Option<SurveyReport>,
     /// Lost data of the streams read so far (account, stream, lost).
-    pub stream_lost: Vec<(String, String, LostData)>,
+    pub(crate) stream_lost: Vec<(String, String, LostData)>,
     /// Which per-consumer series are written.
-    pub series: ConsumerSeries,
+    pub(crate) series: ConsumerSeries,
 }
 
 impl Snapshot {

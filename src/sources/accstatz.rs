@@ -23,7 +23,7 @@ use crate::text::families::counter_family;
 #[serde(default)]
 pub struct Accstatz {
     /// One entry per account the server has loaded.
-    pub account_statz: Vec<AccountStat>,
+    pub(crate) account_statz: Vec<AccountStat>,
 }
 
 /// One account's statistics.
@@ -32,10 +32,10 @@ pub struct Accstatz {
 pub struct AccountStat {
     /// The account's name (its public key in operator mode), as `/connz`
     /// names it: the `account` label.
-    pub acc: String,
+    pub(crate) acc: String,
     /// Connections of this account cut as slow consumers; absent when the
     /// server does not report it.
-    pub slow_consumers: Option<u64>,
+    pub(crate) slow_consumers: Option<u64>,
 }
 
 /// Reads the server's `/accstatz`, unused accounts included.

@@ -35,9 +35,9 @@ pub(crate) const OVERFLOW_NAME: &str = "__overflow__";
 #[serde(default)]
 pub struct Connz {
     /// The server process answering.
-    pub server_id: String,
+    pub(crate) server_id: String,
     /// The connections on this page.
-    pub connections: Vec<ConnInfo>,
+    pub(crate) connections: Vec<ConnInfo>,
 }
 
 /// One connection.
@@ -45,15 +45,15 @@ pub struct Connz {
 #[serde(default)]
 pub struct ConnInfo {
     /// Connection id, unique within one server process.
-    pub cid: u64,
+    pub(crate) cid: u64,
     /// The name the client gave, often empty.
-    pub name: String,
+    pub(crate) name: String,
     /// The account the connection is bound to.
-    pub account: String,
+    pub(crate) account: String,
     /// Bytes waiting to be written to the client.
-    pub pending_bytes: i64,
+    pub(crate) pending_bytes: i64,
     /// Why a closed connection was closed.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// The name the server gives the default account, which `/connz` leaves out.
@@ -73,7 +73,7 @@ impl ConnInfo {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TopPending {
     /// Connections, most pending first.
-    pub connections: Vec<ConnInfo>,
+    pub(crate) connections: Vec<ConnInfo>,
 }
 
 /// Reads the `top` connections with the most pending bytes.
@@ -110,13 +110,13 @@ pub(crate) fn slow_consumer_reason(reason: &str) -> Option<&'static str> {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct ClosedKey {
     /// `server` label.
-    pub server: String,
+    pub(crate) server: String,
     /// `account` label.
-    pub account: String,
+    pub(crate) account: String,
     /// `client_name` label (empty when the client gave none).
-    pub client_name: String,
+    pub(crate) client_name: String,
     /// `reason` label.
-    pub reason: &'static str,
+    pub(crate) reason: &'static str,
 }
 
 /// Remembers, per server, which closed connections were already counted.
@@ -127,7 +127,7 @@ pub(crate) struct ClosedTracker {
     newest: HashSet<u64>,
     names: HashSet<(String, String)>,
     /// Totals by series; they only ever grow.
-    pub counts: BTreeMap<ClosedKey, u64>,
+    pub(crate) counts: BTreeMap<ClosedKey, u64>,
 }
 
 /// New closed connections found by one poll, not yet applied.

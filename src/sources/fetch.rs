@@ -56,7 +56,7 @@ impl Fetcher {
     }
 
     /// The per-request timeout.
-    pub fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         self.timeout
     }
 
@@ -66,7 +66,7 @@ impl Fetcher {
     /// (`ChargedReader`), so that a reply padded with whitespace, or with
     /// values without end, costs memory only for what is kept, and only up
     /// to the budget.
-    pub async fn get_json<T: DeserializeOwned + Send + 'static>(
+    pub(crate) async fn get_json<T: DeserializeOwned + Send + 'static>(
         &self,
         url: Url,
         kept: &Arc<KeptBudget>,
@@ -77,7 +77,7 @@ impl Fetcher {
     /// [`Fetcher::get_json`] that also reads the body of a reply with one of
     /// the `accepted` error statuses (`/healthz` answers 503 with its
     /// reasons).
-    pub async fn get_json_accepting<T: DeserializeOwned + Send + 'static>(
+    pub(crate) async fn get_json_accepting<T: DeserializeOwned + Send + 'static>(
         &self,
         url: Url,
         kept: &Arc<KeptBudget>,

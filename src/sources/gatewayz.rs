@@ -20,9 +20,9 @@ use crate::poll_error::PollError;
 #[serde(default)]
 pub struct Gatewayz {
     /// By remote gateway name: this server's connection to it.
-    pub outbound_gateways: BTreeMap<String, RemoteGateway>,
+    pub(crate) outbound_gateways: BTreeMap<String, RemoteGateway>,
     /// By remote gateway name: the connections its servers made to this one.
-    pub inbound_gateways: BTreeMap<String, Vec<RemoteGateway>>,
+    pub(crate) inbound_gateways: BTreeMap<String, Vec<RemoteGateway>>,
 }
 
 /// One gateway connection (the server leaves `connection` out while none is up).
@@ -30,7 +30,7 @@ pub struct Gatewayz {
 #[serde(default)]
 pub struct RemoteGateway {
     /// The connection, as in `/connz`.
-    pub connection: Option<GatewayConnection>,
+    pub(crate) connection: Option<GatewayConnection>,
 }
 
 /// The fields of a gateway's connection the exporter uses.
@@ -38,22 +38,22 @@ pub struct RemoteGateway {
 #[serde(default)]
 pub struct GatewayConnection {
     /// Connection id, unique within one server process.
-    pub cid: u64,
+    pub(crate) cid: u64,
     /// Bytes waiting to be written to the remote gateway.
-    pub pending_bytes: i64,
+    pub(crate) pending_bytes: i64,
 }
 
 /// One gateway connection as exported: label values and pending bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewayPending {
     /// The remote gateway's (cluster's) name.
-    pub gateway: String,
+    pub(crate) gateway: String,
     /// `outbound` or `inbound`.
-    pub direction: &'static str,
+    pub(crate) direction: &'static str,
     /// The connection's id.
-    pub cid: String,
+    pub(crate) cid: String,
     /// Bytes waiting to be written.
-    pub pending_bytes: i64,
+    pub(crate) pending_bytes: i64,
 }
 
 impl Gatewayz {

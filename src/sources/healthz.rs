@@ -35,11 +35,11 @@ pub const PROBLEM_KINDS: [&str; 7] = [
 #[serde(default)]
 pub struct Healthz {
     /// `ok`, `error` or `unavailable`.
-    pub status: String,
+    pub(crate) status: String,
     /// The one problem of a reply without details (servers before details).
-    pub error: String,
+    pub(crate) error: String,
     /// Every problem found.
-    pub errors: Vec<HealthProblem>,
+    pub(crate) errors: Vec<HealthProblem>,
 }
 
 /// One problem of a health check.
@@ -48,9 +48,9 @@ pub struct Healthz {
 pub struct HealthProblem {
     /// `JETSTREAM`, `ACCOUNT`, `STREAM`, `CONSUMER`, `CONNECTION` or `BAD_REQUEST`.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub(crate) kind: String,
     /// What the server says.
-    pub error: String,
+    pub(crate) error: String,
 }
 
 impl Healthz {

@@ -46,7 +46,7 @@ pub struct KeptBudget {
 
 impl KeptBudget {
     /// A budget of `limit` bytes.
-    pub fn new(limit: usize) -> Arc<KeptBudget> {
+    pub(crate) fn new(limit: usize) -> Arc<KeptBudget> {
         Arc::new(KeptBudget {
             limit,
             used: AtomicUsize::new(0),
@@ -57,7 +57,7 @@ impl KeptBudget {
     /// A share of `parent`, for one part of a reply: it charges `parent`,
     /// counts what that part charged, and gives it all back when dropped
     /// (the part kept then charges `parent` for what it keeps).
-    pub fn share(parent: &Arc<KeptBudget>) -> Arc<KeptBudget> {
+    pub(crate) fn share(parent: &Arc<KeptBudget>) -> Arc<KeptBudget> {
         Arc::new(KeptBudget {
             limit: parent.limit,
             used: AtomicUsize::new(0),
@@ -71,13 +71,13 @@ impl KeptBudget {
     }
 
     /// The limit in bytes.
-    pub fn limit(&self) -> usize {
+    pub(crate) fn limit(&self) -> usize {
         self.limit
     }
 
     /// Takes `bytes` more; false (and nothing taken) when that passes the
     /// limit: the reply that asked must stop, with [`KeptBudget::refused`].
-    pub fn charge(&self, bytes: usize) -> bool {
+    pub(crate) fn charge(&self, bytes: usize) -> bool {
         if let Some(parent) = &self.parent {
             if !parent.charge(bytes) {
                 return false;
@@ -93,12 +93,12 @@ impl KeptBudget {
     }
 
     /// The error of a reply stopped by a refused charge.
-    pub fn refused(&self) -> Refused {
+    pub(crate) fn refused(&self) -> Refused {
         Refused { limit: self.limit }
     }
 
     /// Gives back `bytes` charged before (a buffer freed).
-    pub fn release(&self, bytes: usize) {
+    pub(crate) fn release(&self, bytes: usize) {
         let mut given = 0;
         let _ = self
             .used
@@ -112,7 +112,7 @@ impl KeptBudget {
     }
 
     /// Bytes charged now.
-    pub fn used(&self) -> usize {
+    pub(crate) fn used(&self) -> usize {
         self.used.load(Ordering::Acquire)
     }
 }

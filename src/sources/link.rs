@@ -40,17 +40,17 @@ pub(crate) enum ServerLink<'a> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SystemLink<'a> {
     /// The connection and its limits.
-    pub requests: &'a SystemRequests,
+    pub(crate) requests: &'a SystemRequests,
     /// The server's name (`server_name` filters of account requests).
-    pub name: &'a str,
+    pub(crate) name: &'a str,
     /// The server's ID, in its request subjects.
-    pub id: &'a str,
+    pub(crate) id: &'a str,
     /// Its `/varz` (or the error it sent), already in this poll's survey answer.
-    pub varz: Option<&'a Result<Bytes, ServerError>>,
+    pub(crate) varz: Option<&'a Result<Bytes, ServerError>>,
     /// What this poll's replies may keep (a NATS reply is whole when it
     /// arrives, at most the server's `max_payload`: only what its parse
     /// keeps is charged).
-    pub kept: &'a Arc<KeptBudget>,
+    pub(crate) kept: &'a Arc<KeptBudget>,
 }
 
 impl<'a> ServerLink<'a> {

@@ -135,17 +135,17 @@ fn answered<'a, T>(
 #[derive(Debug, Clone)]
 pub(crate) struct SourceHealth {
     /// Which source.
-    pub source: Source,
+    pub(crate) source: Source,
     /// Whether this poll succeeded.
-    pub up: bool,
+    pub(crate) up: bool,
     /// How long the poll took, in seconds.
-    pub duration: f64,
+    pub(crate) duration: f64,
     /// Bytes of the replies the poll received (all pages and requests).
-    pub reply_bytes: u64,
+    pub(crate) reply_bytes: u64,
     /// Unix time of the last successful poll, if any.
-    pub last_success: Option<f64>,
+    pub(crate) last_success: Option<f64>,
     /// Failed polls so far, by error kind.
-    pub errors: BTreeMap<&'static str, u64>,
+    pub(crate) errors: BTreeMap<&'static str, u64>,
 }
 
 /// One server's data from one scrape. A source that failed is `None`: its
@@ -153,50 +153,50 @@ pub(crate) struct SourceHealth {
 #[derive(Debug, Default)]
 pub(crate) struct TargetSnapshot {
     /// The `server` label.
-    pub server: String,
+    pub(crate) server: String,
     /// The server's own name, once any /varz poll has told it.
-    pub server_name: Option<String>,
+    pub(crate) server_name: Option<String>,
     /// The server's version (`/varz` `version`), once any /varz poll has told it.
-    pub server_version: Option<String>,
+    pub(crate) server_version: Option<String>,
     /// `/varz`, when polled successfully.
-    pub varz: Option<Varz>,
+    pub(crate) varz: Option<Varz>,
     /// Top connections by pending bytes, when polled successfully.
-    pub top_pending: Option<TopPending>,
+    pub(crate) top_pending: Option<TopPending>,
     /// The server's `max_pending` (this poll's, else the last one known).
-    pub max_pending: Option<i64>,
+    pub(crate) max_pending: Option<i64>,
     /// `/jsz`, when polled successfully.
-    pub jsz: Option<JszPoll>,
+    pub(crate) jsz: Option<JszPoll>,
     /// `/accstatz`, when polled successfully.
-    pub accstatz: Option<Accstatz>,
+    pub(crate) accstatz: Option<Accstatz>,
     /// Route connections, when `/routez` was polled successfully.
-    pub routes: Option<Vec<RoutePending>>,
+    pub(crate) routes: Option<Vec<RoutePending>>,
     /// Gateway connections, when `/gatewayz` was polled successfully.
-    pub gateways: Option<Vec<GatewayPending>>,
+    pub(crate) gateways: Option<Vec<GatewayPending>>,
     /// The server's health check, when `/healthz` was polled successfully.
-    pub healthz: Option<Healthz>,
+    pub(crate) healthz: Option<Healthz>,
     /// Connections cut as slow consumers, counted so far.
-    pub closed: BTreeMap<ClosedKey, u64>,
+    pub(crate) closed: BTreeMap<ClosedKey, u64>,
     /// One entry per polled source.
-    pub health: Vec<SourceHealth>,
+    pub(crate) health: Vec<SourceHealth>,
 }
 
 /// The settings the sources take from the configuration.
 #[derive(Debug, Clone)]
 pub(crate) struct SourceSettings {
     /// The sources to poll.
-    pub enabled: Vec<Source>,
+    pub(crate) enabled: Vec<Source>,
     /// Connections listed by pending bytes per server.
-    pub connz_top: u32,
+    pub(crate) connz_top: u32,
     /// Distinct (account, client name) pairs kept for cut connections.
-    pub max_client_names: usize,
+    pub(crate) max_client_names: usize,
     /// Accounts per /jsz request.
-    pub jsz_page_size: u32,
+    pub(crate) jsz_page_size: u32,
     /// The accounts, streams and consumers /jsz keeps.
-    pub jsz_filter: jsz::JszFilter,
+    pub(crate) jsz_filter: jsz::JszFilter,
     /// Longest time between reads of /jsz's configuration.
-    pub jsz_config_interval: std::time::Duration,
+    pub(crate) jsz_config_interval: std::time::Duration,
     /// The removal count's check, before which the configuration is read.
-    pub jsz_removal_check: Option<jsz::RemovalCheck>,
+    pub(crate) jsz_removal_check: Option<jsz::RemovalCheck>,
 }
 
 impl SourceSettings {

@@ -14,7 +14,7 @@ pub(crate) const REFUSED: &str = "the server's replies keep more than --max-kept
 #[error("{REFUSED} ({limit} bytes)")]
 pub struct Refused {
     /// The budget's limit in bytes.
-    pub limit: usize,
+    pub(crate) limit: usize,
 }
 
 /// Why the parse of a reply failed: a refused charge, told by its type
@@ -56,7 +56,7 @@ impl ParseError {
     }
 
     /// The same error, its text (not a refusal) after `context: `.
-    pub fn within(self, context: &str) -> ParseError {
+    pub(crate) fn within(self, context: &str) -> ParseError {
         match self {
             ParseError::Invalid(e) => ParseError::Invalid(format!("{context}: {e}")),
             refused => refused,

@@ -20,7 +20,7 @@ use crate::poll_error::PollError;
 pub struct Routez {
     /// One entry per route connection; with route pooling (2.10+) several
     /// per remote server.
-    pub routes: Vec<RouteInfo>,
+    pub(crate) routes: Vec<RouteInfo>,
 }
 
 /// One route connection.
@@ -28,24 +28,24 @@ pub struct Routez {
 #[serde(default)]
 pub struct RouteInfo {
     /// Connection id, unique within one server process.
-    pub rid: u64,
+    pub(crate) rid: u64,
     /// The remote server's id.
-    pub remote_id: String,
+    pub(crate) remote_id: String,
     /// The remote server's name (2.10+).
-    pub remote_name: String,
+    pub(crate) remote_name: String,
     /// Bytes waiting to be written to the remote server.
-    pub pending_size: i64,
+    pub(crate) pending_size: i64,
 }
 
 /// One route connection as exported: label values and pending bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoutePending {
     /// The remote server's name, or its id when the server does not say (2.9).
-    pub remote: String,
+    pub(crate) remote: String,
     /// The route's connection id.
-    pub rid: String,
+    pub(crate) rid: String,
     /// Bytes waiting to be written.
-    pub pending_bytes: i64,
+    pub(crate) pending_bytes: i64,
 }
 
 impl From<RouteInfo> for RoutePending {

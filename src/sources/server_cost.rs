@@ -17,7 +17,7 @@ pub struct ServerCostArgs {
     /// per scraper. 0 (the default) polls on every scrape that does not
     /// join one under way.
     #[arg(long, env = "NATS_DELIVERY_REUSE_POLL_FOR", default_value = "0", value_parser = parse_window)]
-    pub reuse_poll_for: Duration,
+    pub(crate) reuse_poll_for: Duration,
 
     /// Longest time between two reads of the streams' and consumers'
     /// configuration from /jsz (`config=true`, half of its reply and of the
@@ -26,7 +26,7 @@ pub struct ServerCostArgs {
     /// stream or consumer, and before a removal that a change could explain
     /// is counted. 0 reads it on every poll.
     #[arg(long, env = "NATS_DELIVERY_JSZ_CONFIG_INTERVAL", default_value = "5m", value_parser = parse_window)]
-    pub jsz_config_interval: Duration,
+    pub(crate) jsz_config_interval: Duration,
 }
 
 tokio::task_local! {

@@ -34,35 +34,35 @@ pub(crate) const OVERFLOW_CLIENT_NAME: &str = "__overflow__";
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DisconnectLabels {
     /// `server_name` of the server that cut the connection.
-    pub server: String,
+    pub(crate) server: String,
     /// The client's account.
-    pub account: String,
+    pub(crate) account: String,
     /// The client's connection name (bounded).
-    pub client_name: String,
+    pub(crate) client_name: String,
     /// `pending_bytes`, `write_deadline` or `other`.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// System-event metrics; cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub struct SystemEventMetrics {
     /// Slow-consumer disconnects by name.
-    pub slow_consumer_disconnects: Family<DisconnectLabels, Counter>,
+    pub(crate) slow_consumer_disconnects: Family<DisconnectLabels, Counter>,
     /// 1 while subscribed with the system account.
     pub listener_up: Gauge,
     /// Disconnect events received.
     pub received: Counter,
     /// Disconnect events that could not be parsed.
-    pub malformed: Counter,
+    pub(crate) malformed: Counter,
     /// Failures of the listener, by kind.
-    pub listener_errors: Family<KindLabels, Counter>,
+    pub(crate) listener_errors: Family<KindLabels, Counter>,
 }
 
 /// `{kind}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     /// What failed: an `ErrorKind` label.
-    pub kind: String,
+    pub(crate) kind: String,
 }
 
 impl ListenerHealth for SystemEventMetrics {

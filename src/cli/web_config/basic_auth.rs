@@ -40,7 +40,7 @@ impl Users {
     }
 
     /// Whether no user is configured (no authentication).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.hashes.is_empty()
     }
 }
@@ -71,7 +71,7 @@ impl AuthCache {
     /// Whether an `Authorization` header value names a configured user with
     /// the password of its hash. Slow on purpose when not cached (bcrypt):
     /// call it off the async workers.
-    pub fn authorized(&self, users: &Users, header: Option<&str>) -> bool {
+    pub(crate) fn authorized(&self, users: &Users, header: Option<&str>) -> bool {
         let Some((user, password)) = header.and_then(credentials) else {
             return false;
         };
@@ -109,12 +109,12 @@ impl AuthCache {
     }
 
     /// How many results are kept (for tests).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.results.lock_or_recover().results.len()
     }
 
     /// Whether no result is kept.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

@@ -26,7 +26,7 @@ impl RateLimiter {
     }
 
     /// Takes a token if there is one.
-    pub fn allow(&self) -> bool {
+    pub(crate) fn allow(&self) -> bool {
         let now = Instant::now();
         let mut state = self.state.lock_or_recover();
         let (tokens, at) = *state;

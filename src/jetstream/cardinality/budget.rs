@@ -20,28 +20,28 @@ use crate::text::families::gauge_family;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct BudgetReport {
     /// The ceiling.
-    pub limit: u64,
+    pub(crate) limit: u64,
     /// JetStream series the scrape had before the ceiling.
-    pub wanted: u64,
+    pub(crate) wanted: u64,
     /// Consumer health series left out.
-    pub dropped_health: u64,
+    pub(crate) dropped_health: u64,
     /// Per-consumer /jsz series left out (of the consumers left out).
-    pub dropped_consumer: u64,
+    pub(crate) dropped_consumer: u64,
     /// Consumers left out entirely.
-    pub dropped_consumers: u64,
+    pub(crate) dropped_consumers: u64,
 }
 
 /// Which consumers keep what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BudgetPlan {
     /// The consumers' positions, highest priority first.
-    pub order: Vec<usize>,
+    pub(crate) order: Vec<usize>,
     /// The first this many of `order` keep their per-consumer series.
-    pub keep: usize,
+    pub(crate) keep: usize,
     /// The first this many of `order` keep their consumer health too.
-    pub keep_health: usize,
+    pub(crate) keep_health: usize,
     /// What was left out.
-    pub report: BudgetReport,
+    pub(crate) report: BudgetReport,
 }
 
 /// The consumers in priority order (see the module documentation).

@@ -31,22 +31,22 @@ pub(crate) fn is_ephemeral(c: &ConsumerInfo) -> bool {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct FoldedRow {
     /// The stream's account.
-    pub account: String,
+    pub(crate) account: String,
     /// The stream the ephemerals consume.
-    pub stream: String,
+    pub(crate) stream: String,
     /// Ephemeral consumers folded in this poll.
-    pub consumers: u64,
+    pub(crate) consumers: u64,
     /// Deliveries (`delivered.consumer_seq`) of the ephemerals present,
     /// plus the last count of those that went away: never goes down.
-    pub deliveries: u64,
+    pub(crate) deliveries: u64,
     /// Sum of `num_pending`.
-    pub pending: u64,
+    pub(crate) pending: u64,
     /// Sum of `num_ack_pending`.
-    pub ack_pending: u64,
+    pub(crate) ack_pending: u64,
     /// Sum of `num_redelivered`.
-    pub redelivered: u64,
+    pub(crate) redelivered: u64,
     /// Sum of `num_waiting`.
-    pub waiting: u64,
+    pub(crate) waiting: u64,
 }
 
 /// Deliveries of each ephemeral of a stream, by name.

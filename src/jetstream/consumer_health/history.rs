@@ -11,7 +11,7 @@ pub(crate) const MAX_POINTS: usize = 64;
 pub(crate) struct StreamHistory {
     points: Vec<(u64, f64)>,
     /// When this stream was last seen (the poll's clock), to forget it.
-    pub seen: f64,
+    pub(crate) seen: f64,
 }
 
 impl StreamHistory {

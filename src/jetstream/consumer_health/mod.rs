@@ -33,26 +33,26 @@ use window::Sample;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Age {
     /// How old, in seconds.
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// Read (true) or estimated (false).
-    pub exact: bool,
+    pub(crate) exact: bool,
 }
 
 /// What the exporter says about one consumer in one scrape.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ConsumerHealthRow {
     /// The consumer's status over the window.
-    pub status: Status,
+    pub(crate) status: Status,
     /// now - store time of the first undelivered message; `None` when the
     /// stream's times are unknown.
-    pub delivery_lag: Option<Age>,
+    pub(crate) delivery_lag: Option<Age>,
     /// now - store time of the first unacknowledged message.
-    pub oldest_unacked_age: Option<Age>,
+    pub(crate) oldest_unacked_age: Option<Age>,
     /// Messages removed before the consumer delivered them.
-    pub removed: Removed,
+    pub(crate) removed: Removed,
     /// Seconds until the stream's limits remove a message the consumer has
     /// not delivered ([`crate::jetstream::limit_forecast`]).
-    pub removal_forecast: Option<f64>,
+    pub(crate) removal_forecast: Option<f64>,
 }
 
 /// The state kept across polls, by account and stream: looked up by `&str`,

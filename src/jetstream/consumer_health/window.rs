@@ -27,19 +27,19 @@ pub(crate) const MAX_ENTRIES: usize = SLICES as usize + 3;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Sample {
     /// The poll's clock, Unix seconds.
-    pub time: f64,
+    pub(crate) time: f64,
     /// `delivered.stream_seq`.
-    pub delivered: u64,
+    pub(crate) delivered: u64,
     /// `delivered.last_active`, Unix seconds; NaN when never.
-    pub delivered_active: f64,
+    pub(crate) delivered_active: f64,
     /// `ack_floor.stream_seq`.
-    pub ack_floor: u64,
+    pub(crate) ack_floor: u64,
     /// `num_pending`.
-    pub pending: u64,
+    pub(crate) pending: u64,
     /// `num_ack_pending`.
-    pub ack_pending: u64,
+    pub(crate) ack_pending: u64,
     /// `num_waiting`.
-    pub waiting: u64,
+    pub(crate) waiting: u64,
 }
 
 /// Facts about one snapshot, as bits.

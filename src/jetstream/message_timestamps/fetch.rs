@@ -35,9 +35,9 @@ pub(crate) enum Via {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Stored {
     /// Its stream sequence.
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// When the stream stored it, Unix seconds.
-    pub unix_seconds: f64,
+    pub(crate) unix_seconds: f64,
 }
 
 /// Why a read gave no answer.

@@ -217,7 +217,7 @@ impl MessageTimestamps {
     }
 
     /// Writes the reader's families (see METRICS.md, "Message timestamp reads").
-    pub fn encode(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
+    pub(crate) fn encode(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
         crate::text::families::counter_family(
             enc,
             "nats_delivery_message_timestamp_reads",

@@ -45,7 +45,7 @@ pub enum TerminationReason {
 
 impl TerminationReason {
     /// Maps the advisory's `reason` text.
-    pub fn from_text(text: Option<&str>) -> Self {
+    pub(crate) fn from_text(text: Option<&str>) -> Self {
         match text.map(str::trim) {
             None | Some("") => TerminationReason::Client,
             Some(STREAM_LIMITS_REASON) => TerminationReason::StreamLimits,
@@ -55,7 +55,7 @@ impl TerminationReason {
     }
 
     /// The label value.
-    pub fn as_label(self) -> &'static str {
+    pub(crate) fn as_label(self) -> &'static str {
         match self {
             TerminationReason::Client => "client",
             TerminationReason::StreamLimits => "stream_limits",
@@ -87,7 +87,7 @@ pub enum AdvisoryKind {
 
 impl AdvisoryKind {
     /// The dead-letter `reason` text: `max_deliveries` or the termination reason label.
-    pub fn reason_label(self) -> &'static str {
+    pub(crate) fn reason_label(self) -> &'static str {
         match self {
             AdvisoryKind::MaxDeliveries => "max_deliveries",
             AdvisoryKind::Terminated(r) => r.as_label(),
@@ -100,17 +100,17 @@ impl AdvisoryKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Advisory {
     /// What happened.
-    pub kind: AdvisoryKind,
+    pub(crate) kind: AdvisoryKind,
     /// Stream name.
-    pub stream: String,
+    pub(crate) stream: String,
     /// Consumer name.
-    pub consumer: String,
+    pub(crate) consumer: String,
     /// The message's stream sequence.
-    pub stream_seq: u64,
+    pub(crate) stream_seq: u64,
     /// Delivery count, when the server sent it.
-    pub deliveries: Option<u64>,
+    pub(crate) deliveries: Option<u64>,
     /// The server's `timestamp` text, when present.
-    pub timestamp: Option<String>,
+    pub(crate) timestamp: Option<String>,
 }
 
 /// Why a payload was not counted as a delivery advisory.

@@ -17,7 +17,7 @@ use super::wire::{
 pub(super) struct Monotonic {
     last: u64,
     /// The value exported.
-    pub exported: u64,
+    pub(crate) exported: u64,
 }
 
 impl Monotonic {
@@ -45,24 +45,24 @@ impl Monotonic {
 #[derive(Debug, Default, Clone)]
 pub(super) struct SubscriptionState {
     /// Counters in `wire::SUB_COUNTERS` order; `None` until first reported.
-    pub counters: [Option<Monotonic>; 4],
+    pub(crate) counters: [Option<Monotonic>; 4],
     /// Latest pending messages, pending bytes, high water; all `None` when
     /// the latest report did not list the subscription.
-    pub gauges: SubGauges,
+    pub(crate) gauges: SubGauges,
 }
 
 /// One instance (client, instance) of an application.
 #[derive(Debug)]
 pub(super) struct Instance {
-    pub received_at: Instant,
-    pub received_unix_seconds: f64,
+    pub(crate) received_at: Instant,
+    pub(crate) received_unix_seconds: f64,
     last_sequence: Option<u64>,
     /// Restarts detected (sequence or a counter went back).
-    pub restarts: u64,
-    pub subscriptions: BTreeMap<String, SubscriptionState>,
-    pub events: BTreeMap<&'static str, Monotonic>,
+    pub(crate) restarts: u64,
+    pub(crate) subscriptions: BTreeMap<String, SubscriptionState>,
+    pub(crate) events: BTreeMap<&'static str, Monotonic>,
     /// (stream, consumer) -> received, redelivered, then one per ack kind.
-    pub consumers: BTreeMap<(String, String), [Option<Monotonic>; 6]>,
+    pub(crate) consumers: BTreeMap<(String, String), [Option<Monotonic>; 6]>,
 }
 
 fn observe_all<const N: usize>(into: &mut [Option<Monotonic>; N], values: &[Option<u64>; N]) {

@@ -192,7 +192,7 @@ impl ClientReports {
 
     /// Removes the instances that have not reported for the expiry time;
     /// [`run_client_reports`] calls it on a timer of its own.
-    pub fn expire(&self) {
+    pub(crate) fn expire(&self) {
         self.expire_locked(&mut self.state(), Instant::now());
     }
 
@@ -223,7 +223,7 @@ impl ClientReports {
 
     /// Counts one failure of the report listener (its connection included)
     /// in `nats_delivery_app_reports_listener_errors_total{kind}`.
-    pub fn count_listener_error(&self, kind: ErrorKind) {
+    pub(crate) fn count_listener_error(&self, kind: ErrorKind) {
         *self
             .state()
             .listener_errors

@@ -84,13 +84,13 @@ pub(super) type ConsumerCounters = [Option<u64>; 6];
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Folded {
     /// Subscriptions past the per-instance limit, counted under `__overflow__`.
-    pub subscriptions: u64,
+    pub(crate) subscriptions: u64,
     /// Consumers past the per-instance limit, counted under `__overflow__`.
-    pub consumers: u64,
+    pub(crate) consumers: u64,
     /// Label values longer than the limit, counted under `__overflow__`.
-    pub labels: u64,
+    pub(crate) labels: u64,
     /// Entries naming a subscription or consumer a second time, merged.
-    pub duplicates: u64,
+    pub(crate) duplicates: u64,
 }
 
 /// A report within the limits: names bounded, duplicates merged. Folding
@@ -98,13 +98,13 @@ pub(super) struct Folded {
 /// instance already has.
 #[derive(Debug)]
 pub(super) struct Bounded {
-    pub client: String,
-    pub instance: String,
-    pub sequence: Option<u64>,
-    pub subscriptions: BTreeMap<String, (SubCounters, SubGauges)>,
-    pub events: BTreeMap<&'static str, u64>,
-    pub consumers: BTreeMap<(String, String), ConsumerCounters>,
-    pub folded: Folded,
+    pub(crate) client: String,
+    pub(crate) instance: String,
+    pub(crate) sequence: Option<u64>,
+    pub(crate) subscriptions: BTreeMap<String, (SubCounters, SubGauges)>,
+    pub(crate) events: BTreeMap<&'static str, u64>,
+    pub(crate) consumers: BTreeMap<(String, String), ConsumerCounters>,
+    pub(crate) folded: Folded,
 }
 
 /// Parses and bounds one report body.

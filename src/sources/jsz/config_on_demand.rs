@@ -28,9 +28,9 @@ const ACCOUNTS_READ_ALONE: usize = 4;
 #[derive(Debug, Default)]
 pub(crate) struct ConfigOnDemand {
     /// Longest time between two reads; zero reads on every poll.
-    pub interval: Duration,
+    pub(crate) interval: Duration,
     /// The removal count's check; `None` never reads for it.
-    pub check: Option<RemovalCheck>,
+    pub(crate) check: Option<RemovalCheck>,
     memory: Mutex<Memory>,
 }
 

@@ -34,12 +34,12 @@ pub use reply::*;
 #[derive(Debug, Default)]
 pub(crate) struct JszPoll {
     /// The server's clock at the first page, as Unix seconds.
-    pub now: Option<f64>,
+    pub(crate) now: Option<f64>,
     /// Every account on every page.
-    pub accounts: Vec<AccountDetail>,
+    pub(crate) accounts: Vec<AccountDetail>,
     /// The configuration was asked for (of every account or of some); the
     /// rest is kept from the last read ([`ConfigOnDemand`]).
-    pub config_read: bool,
+    pub(crate) config_read: bool,
 }
 
 /// Reads every page of accounts with streams, consumers and, if `config`,

@@ -17,18 +17,18 @@ pub struct Pattern {
 
 impl Pattern {
     /// The pattern as given.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.text
     }
 
     /// Whether `name` matches the whole pattern.
-    pub fn matches(&self, name: &str) -> bool {
+    pub(crate) fn matches(&self, name: &str) -> bool {
         self.regex.is_match(name)
     }
 
     /// The one name this pattern matches, when it has no special
     /// characters (so that the server can be asked for that name alone).
-    pub fn exact(&self) -> Option<&str> {
+    pub(crate) fn exact(&self) -> Option<&str> {
         let special = |c: char| "\\.+*?()|[]{}^$".contains(c);
         (!self.text.contains(special)).then_some(self.text.as_str())
     }
@@ -61,21 +61,21 @@ pub(crate) fn parse_pattern(text: &str) -> Result<Pattern, String> {
 #[derive(Debug, Clone, Default)]
 pub struct NameFilter {
     /// Names to keep; empty keeps every name.
-    pub include: Vec<Pattern>,
+    pub(crate) include: Vec<Pattern>,
     /// Names to leave out, even when included.
-    pub exclude: Vec<Pattern>,
+    pub(crate) exclude: Vec<Pattern>,
 }
 
 impl NameFilter {
     /// Whether `name` is kept: included (or no include given) and not excluded.
-    pub fn keeps(&self, name: &str) -> bool {
+    pub(crate) fn keeps(&self, name: &str) -> bool {
         self.keeps_any(&[name])
     }
 
     /// Whether a thing known by several `names` (an account's name tag and
     /// its public key) is kept: some name included, or no include given,
     /// and no name excluded.
-    pub fn keeps_any(&self, names: &[&str]) -> bool {
+    pub(crate) fn keeps_any(&self, names: &[&str]) -> bool {
         let any = |patterns: &[Pattern]| {
             patterns
                 .iter()
@@ -85,12 +85,12 @@ impl NameFilter {
     }
 
     /// Whether every name is kept.
-    pub fn keeps_all(&self) -> bool {
+    pub(crate) fn keeps_all(&self) -> bool {
         self.include.is_empty() && self.exclude.is_empty()
     }
 
     /// The one name kept, when a single include pattern names it exactly.
-    pub fn only(&self) -> Option<&str> {
+    pub(crate) fn only(&self) -> Option<&str> {
         match self.include.as_slice() {
             [one] => one.exact().filter(|name| self.keeps(name)),
             _ => None,

@@ -9,13 +9,13 @@ use serde::{Deserialize, Deserializer};
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ReplicaCounts {
     /// Replicas listed.
-    pub listed: u8,
+    pub(crate) listed: u8,
     /// Of them, current (`current` and not `offline`).
-    pub current: u8,
+    pub(crate) current: u8,
     /// Of them, `offline`.
-    pub offline: u8,
+    pub(crate) offline: u8,
     /// The most any of them lags (`lag`, Raft log entries).
-    pub lag: u64,
+    pub(crate) lag: u64,
 }
 
 #[derive(Deserialize, Default)]

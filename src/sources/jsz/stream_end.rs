@@ -27,11 +27,11 @@ pub(super) const COMPACT_FROM: usize = 1 << 20;
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct InStream {
     /// Open braces of the stream; 0 outside one.
-    pub depth: usize,
+    pub(crate) depth: usize,
     /// Inside a string.
-    pub in_string: bool,
+    pub(crate) in_string: bool,
     /// The byte before was a backslash in a string.
-    pub escaped: bool,
+    pub(crate) escaped: bool,
 }
 
 /// Where a block of 64 bytes has the bytes that matter: bit `i` for `block[i]`.
@@ -183,7 +183,7 @@ impl InStream {
 #[derive(Debug, Default)]
 pub(super) struct StreamBytes {
     /// The bytes held.
-    pub bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
     /// `bytes[..compacted]` has had its whitespace runs cut.
     compacted: usize,
     /// The state at `compacted`: in a string, after a backslash in one,
