@@ -28,7 +28,7 @@ pub struct LogArgs {
 
 /// A level of `--log.level`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogLevel {
+pub(crate) enum LogLevel {
     /// Errors only.
     Error,
     /// Errors and warnings.
@@ -41,7 +41,7 @@ pub enum LogLevel {
 
 /// A format of `--log.format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// `time=... level=info module=... msg="..." key=value`.
     Logfmt,
     /// `{"timestamp":"...","level":"INFO","target":"...","message":"...",...}`.

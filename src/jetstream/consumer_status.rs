@@ -3,7 +3,7 @@
 
 /// A consumer's status, by the first rule that matches (see METRICS.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
+pub(crate) enum Status {
     /// The window is not full yet: never a guess.
     Unknown,
     /// None of the below.

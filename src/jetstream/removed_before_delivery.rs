@@ -44,7 +44,7 @@ pub(crate) struct Kind {
 
 /// The counter for one consumer, since the exporter began tracking it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Removed {
+pub(crate) struct Removed {
     /// Messages removed before delivery (exact, or the estimate).
     pub(crate) messages: u64,
     /// Every increase so far was exact (the bounds met).

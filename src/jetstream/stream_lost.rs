@@ -30,7 +30,7 @@ use crate::text::families::{counter_family, gauge_family};
 /// What one stream lost: the server's record now, and what was found in
 /// its records so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LostData {
+pub(crate) struct LostData {
     /// Sequences lost, as the server reports now.
     pub(crate) messages: u64,
     /// Bytes lost, as the server reports now.

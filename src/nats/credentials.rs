@@ -88,7 +88,7 @@ impl FromStr for Auth {
 /// One account to listen in: the name used as the `account` label, and how to
 /// log in to it (`None` means: with the top-level credential flags).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AccountSpec {
+pub(crate) struct AccountSpec {
     /// Account name, used as the `account` label value.
     pub(crate) name: String,
     /// Credentials for this account, or `None` for the top-level ones.

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 /// What stopped a listener's session: the `kind` label of the listeners'
 /// `..._listener_errors_total` counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorKind {
+pub(crate) enum ErrorKind {
     /// Connecting or authenticating failed.
     Connect,
     /// The advisory stream exists but does not capture the advisory subjects.

@@ -29,7 +29,7 @@ pub struct Accstatz {
 /// One account's statistics.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct AccountStat {
+pub(crate) struct AccountStat {
     /// The account's name (its public key in operator mode), as `/connz`
     /// names it: the `account` label.
     pub(crate) acc: String,

@@ -43,7 +43,7 @@ pub struct Connz {
 /// One connection.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct ConnInfo {
+pub(crate) struct ConnInfo {
     /// Connection id, unique within one server process.
     pub(crate) cid: u64,
     /// The name the client gave, often empty.

@@ -28,7 +28,7 @@ pub struct Gatewayz {
 /// One gateway connection (the server leaves `connection` out while none is up).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct RemoteGateway {
+pub(crate) struct RemoteGateway {
     /// The connection, as in `/connz`.
     pub(crate) connection: Option<GatewayConnection>,
 }
@@ -36,7 +36,7 @@ pub struct RemoteGateway {
 /// The fields of a gateway's connection the exporter uses.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct GatewayConnection {
+pub(crate) struct GatewayConnection {
     /// Connection id, unique within one server process.
     pub(crate) cid: u64,
     /// Bytes waiting to be written to the remote gateway.

@@ -45,7 +45,7 @@ pub struct Healthz {
 /// One problem of a health check.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct HealthProblem {
+pub(crate) struct HealthProblem {
     /// `JETSTREAM`, `ACCOUNT`, `STREAM`, `CONSUMER`, `CONNECTION` or `BAD_REQUEST`.
     #[serde(rename = "type")]
     pub(crate) kind: String,

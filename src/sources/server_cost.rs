@@ -10,7 +10,7 @@ use crate::flags::duration::parse_window;
 
 /// Flags that lower the work the servers do for the exporter.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ServerCostArgs {
+pub(crate) struct ServerCostArgs {
     /// A scrape that arrives within this long after a poll completed is
     /// answered from that poll (e.g. 10s for two Prometheus servers of an
     /// HA pair scraping every 15s): the servers are asked once, not once

@@ -49,7 +49,7 @@ pub struct Varz {
 /// Counts by connection kind, as in `slow_consumer_stats`.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 #[serde(default)]
-pub struct PerKind {
+pub(crate) struct PerKind {
     /// Client connections.
     pub(crate) clients: u64,
     /// Route connections (cluster).

@@ -32,7 +32,7 @@ pub(crate) const OVERFLOW_CLIENT_NAME: &str = "__overflow__";
 
 /// `{server,account,client_name,reason}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DisconnectLabels {
+pub(crate) struct DisconnectLabels {
     /// `server_name` of the server that cut the connection.
     pub(crate) server: String,
     /// The client's account.
@@ -60,7 +60,7 @@ pub struct SystemEventMetrics {
 
 /// `{kind}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabels {
+pub(crate) struct KindLabels {
     /// What failed: an `ErrorKind` label.
     pub(crate) kind: String,
 }

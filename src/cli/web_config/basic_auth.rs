@@ -17,7 +17,7 @@ const CACHE_SIZE: usize = 100;
 /// users are checked against a hash of the highest cost among the
 /// configured ones (they usually share one).
 #[derive(Debug, Default)]
-pub struct Users {
+pub(crate) struct Users {
     hashes: BTreeMap<String, String>,
     /// What an unknown user's password is compared against.
     fixed: String,
@@ -55,7 +55,7 @@ fn fixed_hash(cost: u32) -> String {
 
 /// The cache of results, shared by every configuration the file has had.
 #[derive(Default)]
-pub struct AuthCache {
+pub(crate) struct AuthCache {
     results: Mutex<Cache>,
     /// Held while bcrypt runs: it is CPU-heavy on purpose.
     bcrypt: Mutex<()>,

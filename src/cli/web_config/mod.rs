@@ -43,7 +43,7 @@ pub(crate) use rate_limit::RateLimiter;
 
 /// One reading of the file.
 #[derive(Debug)]
-pub struct Loaded {
+pub(crate) struct Loaded {
     /// TLS for the server, when `tls_server_config` is given.
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     /// The users of basic authentication; none means no authentication.

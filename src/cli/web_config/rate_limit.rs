@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 /// The bucket of one configuration (a reload starts a full one).
 #[derive(Debug)]
-pub struct RateLimiter {
+pub(crate) struct RateLimiter {
     interval: Duration,
     burst: f64,
     /// Tokens left and when they were counted.

@@ -18,7 +18,7 @@ use crate::sources::jsz::JszFilter;
 
 /// The cardinality flags.
 #[derive(clap::Args, Clone, Debug, Default)]
-pub struct CardinalityArgs {
+pub(crate) struct CardinalityArgs {
     /// Export only accounts whose name matches this regular expression
     /// (matched against the whole name; repeatable). A single name without
     /// special characters is also sent to the server (`/jsz?acc=`).

@@ -7,7 +7,7 @@
 
 /// How `nats_delivery_consumer_status` is written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum StatusSeries {
+pub(crate) enum StatusSeries {
     /// One series per consumer: its current status, at 1 (as
     /// kube-state-metrics v2 writes a container's waiting reason).
     #[default]
@@ -19,7 +19,7 @@ pub enum StatusSeries {
 
 /// A per-consumer family written only when asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OptIn {
+pub(crate) enum OptIn {
     /// `nats_delivery_consumer_deliveries_total`.
     Deliveries,
     /// `nats_delivery_consumer_ack_wait_seconds`.
@@ -86,7 +86,7 @@ impl OptIn {
 
 /// One value of `--consumer-opt-in-metrics`: a family, or all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OptInChoice {
+pub(crate) enum OptInChoice {
     /// This family.
     One(OptIn),
     /// Every opt-in family.
@@ -115,7 +115,7 @@ pub(crate) fn parse_opt_in(text: &str) -> Result<OptInChoice, String> {
 
 /// The per-consumer series a scrape writes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ConsumerSeries {
+pub(crate) struct ConsumerSeries {
     /// How the status is written.
     pub(crate) status: StatusSeries,
     opt_in: u16,

@@ -31,7 +31,7 @@ use window::Sample;
 
 /// An age in seconds, and whether it came from a read timestamp.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Age {
+pub(crate) struct Age {
     /// How old, in seconds.
     pub(crate) seconds: f64,
     /// Read (true) or estimated (false).

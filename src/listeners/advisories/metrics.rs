@@ -22,7 +22,7 @@ pub struct AccountLabels {
 
 /// `{account,stream,consumer}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ConsumerLabels {
+pub(crate) struct ConsumerLabels {
     /// Account name as configured.
     pub(crate) account: String,
     /// Stream name.
@@ -33,7 +33,7 @@ pub struct ConsumerLabels {
 
 /// `{account,stream,consumer,reason}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
+pub(crate) struct ReasonLabels {
     /// Account name as configured.
     pub(crate) account: String,
     /// Stream name.
@@ -46,7 +46,7 @@ pub struct ReasonLabels {
 
 /// `{account,kind}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ErrorLabels {
+pub(crate) struct ErrorLabels {
     /// Account name as configured.
     pub(crate) account: String,
     /// What failed: a value from a small fixed set.
@@ -55,7 +55,7 @@ pub struct ErrorLabels {
 
 /// `{account,stream}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StreamLabels {
+pub(crate) struct StreamLabels {
     /// Account name as configured.
     pub(crate) account: String,
     /// Stream name.
@@ -64,7 +64,7 @@ pub struct StreamLabels {
 
 /// The API audit families ([`super::api_audit`]); cheap to clone (shared handles).
 #[derive(Clone, Debug, Default)]
-pub struct ApiAuditMetrics {
+pub(crate) struct ApiAuditMetrics {
     /// Messages removed by successful purges (the server's `purged`).
     pub(crate) purged: Family<StreamLabels, Counter>,
     /// Messages removed by successful message deletes.

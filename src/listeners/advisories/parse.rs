@@ -30,7 +30,7 @@ pub(crate) const UNACKED_DELETED_REASON: &str = "Unacknowledged message was dele
 
 /// Why a message was terminated: the `reason` label's fixed set of values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TerminationReason {
+pub(crate) enum TerminationReason {
     /// The client sent `+TERM` without a reason text.
     Client,
     /// Stream limits removed the message before it was delivered.
@@ -76,7 +76,7 @@ pub(crate) const REASON_LABELS: [&str; 5] = [
 
 /// What happened to a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AdvisoryKind {
+pub(crate) enum AdvisoryKind {
     /// It exhausted `max_deliver`.
     MaxDeliveries,
     /// It was terminated.

@@ -6,7 +6,7 @@ use super::AccountDetail;
 
 /// Which accounts, streams and consumers of a `/jsz` reply are exported.
 #[derive(Debug, Clone, Default)]
-pub struct JszFilter {
+pub(crate) struct JszFilter {
     /// Accounts, by name or by id (an account's public key in operator mode).
     pub(crate) accounts: NameFilter,
     /// Streams, by name.

@@ -10,7 +10,7 @@ use regex::Regex;
 
 /// One pattern from the command line, anchored to the whole name.
 #[derive(Debug, Clone)]
-pub struct Pattern {
+pub(crate) struct Pattern {
     text: String,
     regex: Regex,
 }
@@ -59,7 +59,7 @@ pub(crate) fn parse_pattern(text: &str) -> Result<Pattern, String> {
 
 /// The include and exclude patterns of one kind of name.
 #[derive(Debug, Clone, Default)]
-pub struct NameFilter {
+pub(crate) struct NameFilter {
     /// Names to keep; empty keeps every name.
     pub(crate) include: Vec<Pattern>,
     /// Names to leave out, even when included.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Deserializer};
 /// The replicas the answering server lists for a group: the others when it
 /// leads the group, all of them, itself included, when nobody does.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct ReplicaCounts {
+pub(crate) struct ReplicaCounts {
     /// Replicas listed.
     pub(crate) listed: u8,
     /// Of them, current (`current` and not `offline`).

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 /// The survey's server filters, as flags.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct SurveyFilter {
+pub(crate) struct SurveyFilter {
     /// Only servers whose name contains this.
     #[arg(
         long = "system-server-name",

@@ -25,7 +25,7 @@ pub(crate) use report::SurveyReport;
 /// Requests to one server at a time over the system-account connection,
 /// bounded in time and in size like the HTTP requests.
 #[derive(Debug, Clone)]
-pub struct SystemRequests {
+pub(crate) struct SystemRequests {
     client: async_nats::Client,
     timeout: Duration,
     max_reply_size: usize,
