@@ -55,11 +55,6 @@ impl Fetcher {
         })
     }
 
-    /// The per-request timeout.
-    pub(crate) fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
     /// GETs `url` and parses its JSON body as `T` as it arrives (see
     /// [`Fetcher::get_streamed`]), all within the timeout: the body is
     /// never held whole, and what the parse can keep is charged to `kept`

@@ -112,6 +112,7 @@ impl KeptBudget {
     }
 
     /// Bytes charged now.
+    #[cfg(test)]
     pub(crate) fn used(&self) -> usize {
         self.used.load(Ordering::Acquire)
     }

@@ -109,13 +109,9 @@ impl AuthCache {
     }
 
     /// How many results are kept (for tests).
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.results.lock_or_recover().results.len()
-    }
-
-    /// Whether no result is kept.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

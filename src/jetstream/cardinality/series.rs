@@ -132,6 +132,7 @@ impl ConsumerSeries {
     }
 
     /// Every series: the whole status state set and every opt-in family.
+    #[cfg(test)]
     pub(crate) fn all() -> ConsumerSeries {
         ConsumerSeries::new(StatusSeries::All, &[OptInChoice::All])
     }

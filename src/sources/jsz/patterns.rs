@@ -16,11 +16,6 @@ pub(crate) struct Pattern {
 }
 
 impl Pattern {
-    /// The pattern as given.
-    pub(crate) fn as_str(&self) -> &str {
-        &self.text
-    }
-
     /// Whether `name` matches the whole pattern.
     pub(crate) fn matches(&self, name: &str) -> bool {
         self.regex.is_match(name)

@@ -74,14 +74,6 @@ pub struct StreamDetail {
     pub consumer_detail: Vec<ConsumerInfo>,
 }
 
-impl StreamDetail {
-    /// The stream's limits: read with its configuration, or kept from the
-    /// last read (`--jsz-config-interval`).
-    pub(crate) fn limits(&self) -> Option<&StreamConfig> {
-        self.config.as_ref()
-    }
-}
-
 /// Stream limits; negative means unlimited.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(default)]
