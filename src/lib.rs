@@ -7,11 +7,12 @@
 //!
 //! This library is the binary's: its modules are private, and the items
 //! below are the ones the binary, the tests, the benchmarks, the fuzz
-//! targets and the examples use, each under one path. `unreachable_pub`
-//! keeps every other item `pub(crate)` or narrower, so the compiler finds
-//! what nothing uses.
+//! targets and the examples use, each under one path, and the types their
+//! signatures and fields show (`unnameable_types`). `unreachable_pub` keeps
+//! every other item `pub(crate)` or narrower, so the compiler finds what
+//! nothing uses.
 #![deny(missing_docs)]
-#![warn(unreachable_pub)]
+#![warn(unreachable_pub, unnameable_types)]
 
 mod cli;
 mod flags;
@@ -89,3 +90,30 @@ pub use sources::jsz::{ConsumerInfo, StreamDetail};
 pub use sources::kept::KeptBudget;
 pub use sources::parse_error::ParseError;
 pub use sources::{Fetcher, Source};
+
+// The types the items above show in their signatures and public fields,
+// so that every type a caller can hold it can also name: errors, settings,
+// and the parts of the parsed replies.
+pub use cli::logging::LogArgs;
+pub use flags::listen_address::ListenAddress;
+pub use jetstream::consumer_health::ConsumerHealthRow;
+pub use jetstream::message_timestamps::fetch::ReadError;
+pub use jetstream::seq_ranges::SeqRanges;
+pub use listeners::advisories::parse::{Advisory, ParseError as AdvisoryParseError};
+pub use listeners::advisories::store::Stored;
+pub use listeners::advisories::totals::EventId;
+pub use listeners::client_reports::ReportError;
+pub use nats::retry::ListenerError;
+pub use nats::{ConnectionError, Secret};
+pub use poll_error::PollError;
+pub use scrape::exporter::ExporterBuildError;
+pub use sources::gatewayz::GatewayPending;
+pub use sources::jsz::de::Kept;
+pub use sources::jsz::{
+    AccountDetail, ClusterInfo, ConsumerConfig, PriorityGroup, SequenceInfo, StreamConfig,
+    StreamContents,
+};
+pub use sources::parse_error::Refused;
+pub use sources::routez::RouteInfo;
+pub use system::poll::{PollSettings, SystemPolling, SystemPollingSetupError};
+pub use system::survey::{Answer, ReplyError, ServerError, ServerInfo, SurveyError};

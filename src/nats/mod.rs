@@ -17,7 +17,8 @@ mod server_urls;
 mod settings;
 
 pub use credentials::Auth;
-pub(crate) use credentials::{NoEchoParser, Secret};
+pub(crate) use credentials::NoEchoParser;
+pub use credentials::Secret;
 pub use failures::cause_layer;
 pub(crate) use failures::OnFailure;
 pub use settings::NatsArgs;

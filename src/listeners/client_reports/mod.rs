@@ -27,7 +27,7 @@ use futures::StreamExt;
 use crate::lock::LockOrRecover;
 use crate::nats::retry::ErrorKind;
 use crate::nats::{self, Auth, ConnectionError, NatsArgs};
-pub(crate) use error::ReportError;
+pub use error::ReportError;
 use error::REASONS;
 use instance::Instance;
 use overflow::Overflow;
