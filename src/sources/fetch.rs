@@ -90,7 +90,7 @@ impl Fetcher {
     /// blocking thread fed chunk by chunk, so that at most a few chunks of a
     /// large reply are held at any time, never the whole. `parse` runs in
     /// `kept`'s `kept::scope` and charges it with what it holds. Same
-    /// limits and errors as [`Fetcher::get_json`]; an error of `parse` is a
+    /// limits and errors as `Fetcher::get_json`; an error of `parse` is a
     /// `PollError::Parse`, or `PollError::TooMuchKept` when a charge was
     /// refused, and a reply that is not JSON fails as soon as `parse` sees it.
     pub async fn get_streamed<T, P>(

@@ -206,13 +206,13 @@ impl ClientReports {
     }
 
     /// Number of (client, instance) pairs kept under their own labels
-    /// (expired ones until the next [`Self::expire`]).
+    /// (expired ones until the next `expire`).
     pub fn instances(&self) -> usize {
         self.state().instances.len()
     }
 
     /// Number of (client, instance) pairs summed under `__overflow__`
-    /// (expired ones until the next [`Self::expire`]).
+    /// (expired ones until the next `expire`).
     pub fn folded_instances(&self) -> usize {
         self.state().overflow.len()
     }

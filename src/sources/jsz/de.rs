@@ -34,8 +34,8 @@ pub(super) fn string_bytes(len: usize) -> usize {
 
 /// Bytes a parsed value keeps.
 pub trait Kept: Sized {
-    /// What it owns besides its own size and its charged lists ([`list`]):
-    /// its strings (and, for a consumer, [`HELD_PER_CONSUMER`]).
+    /// What it owns besides its own size and its charged lists (`list`):
+    /// its strings (and, for a consumer, `HELD_PER_CONSUMER`).
     fn own_heap(&self) -> usize;
 
     /// Its size, what it owns and its lists', all told.
