@@ -10,7 +10,7 @@ use crate::flags::byte_size::parse_byte_size;
 use crate::flags::duration::parse_duration;
 use crate::flags::listen_address::ListenAddress;
 
-pub(crate) use crate::sources::Source;
+use crate::sources::Source;
 
 /// Prometheus exporter that counts where NATS loses messages.
 ///

@@ -19,7 +19,7 @@ use crate::jetstream::jsz_families;
 use crate::jetstream::stream_lost::LostData;
 use crate::lock::LockOrRecover;
 use crate::sources::jsz;
-pub(crate) use crate::sources::TargetSnapshot;
+use crate::sources::TargetSnapshot;
 use crate::system::poll::SurveyReport;
 use crate::text::consumer_labels::ConsumerLabelText;
 use crate::text::families::{counter_family, gauge_family};

@@ -17,7 +17,7 @@ pub(crate) mod window;
 
 use std::collections::HashMap;
 
-pub(crate) use crate::jetstream::consumer_status::Status;
+use crate::jetstream::consumer_status::Status;
 use crate::jetstream::limit_forecast::{stream_front, BehindRate, StreamFront};
 use crate::jetstream::message_timestamps::{TimestampReply, TimestampRequest};
 use crate::jetstream::removed_before_delivery::{

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub(crate) use crate::jetstream::seq_ranges::SeqRanges;
+use crate::jetstream::seq_ranges::SeqRanges;
 
 /// Events remembered per series for re-sent advisories.
 pub(crate) const RECENT_EVENTS: usize = 16;
