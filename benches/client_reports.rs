@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use nats_delivery_exporter::listeners::client_reports::{ClientReports, ReportLimits};
+use nats_delivery_exporter::{ClientReports, ReportLimits};
 use serde_json::json;
 
 fn env_or(name: &str, default: usize) -> usize {

@@ -11,8 +11,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
-use nats_delivery_exporter::jetstream::consumer_health::{ConsumerHealth, Replies};
-use nats_delivery_exporter::sources::jsz::{ConsumerInfo, StreamDetail};
+use nats_delivery_exporter::{ConsumerHealth, ConsumerInfo, Replies, StreamDetail};
 
 /// Counts the bytes allocated and not yet freed.
 struct Counting;

@@ -14,10 +14,9 @@
 
 use std::time::{Duration, Instant};
 
-use nats_delivery_exporter::sources::jsz::{split, Jsz};
-use nats_delivery_exporter::sources::kept::KeptBudget;
-use nats_delivery_exporter::sources::parse_error::ParseError;
-use nats_delivery_exporter::sources::Fetcher;
+use nats_delivery_exporter::{
+    parse_jsz_split, parse_jsz_whole, Fetcher, Jsz, KeptBudget, ParseError,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -137,7 +136,7 @@ async fn fetch_one_way(fetch: &Fetcher, url: &url::Url, way: usize) -> Jsz {
             .await
             .unwrap(),
         _ => fetch
-            .get_streamed(url.clone(), &kept, split::parse)
+            .get_streamed(url.clone(), &kept, parse_jsz_split)
             .await
             .unwrap(),
     }
@@ -175,8 +174,8 @@ fn parsed_held_whole(body: &'static [u8], rounds: usize, consumers: usize) -> [V
             let which = (way + round) % 2;
             let start = Instant::now();
             let jsz = match which {
-                0 => split::parse(&mut &body[..]),
-                _ => split::parse_whole(body),
+                0 => parse_jsz_split(&mut &body[..]),
+                _ => parse_jsz_whole(body),
             };
             held[which].push(start.elapsed().as_secs_f64());
             assert_eq!(consumers_parsed(&jsz.unwrap()), consumers);

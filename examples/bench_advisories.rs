@@ -21,10 +21,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nats_delivery_exporter::listeners::advisories::{
-    AccountListener, AdvisoryArgs, AdvisoryMetrics,
-};
-use nats_delivery_exporter::nats::NatsArgs;
+use nats_delivery_exporter::{AccountListener, AdvisoryArgs, AdvisoryMetrics, NatsArgs};
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 
@@ -77,7 +74,7 @@ async fn child(url: String, n: u64, durable: bool) {
     let (_stop, rx) = tokio::sync::watch::channel(false);
     let start_mem = vm_hwm_kib();
     tokio::spawn(listener.run(rx));
-    let account = nats_delivery_exporter::listeners::advisories::metrics::AccountLabels {
+    let account = nats_delivery_exporter::AccountLabels {
         account: "APP".into(),
     };
     while metrics.listener_up.get_or_create(&account).get() != 1 {
@@ -159,9 +156,7 @@ async fn pull_parse_ack(js: &async_nats::jetstream::Context, n: u64) -> f64 {
         let chunk = messages.next().await.unwrap();
         for m in chunk {
             let m = m.unwrap();
-            let a = nats_delivery_exporter::listeners::advisories::parse::parse_on(
-                &m.subject, &m.payload,
-            );
+            let a = nats_delivery_exporter::parse_advisory_on(&m.subject, &m.payload);
             assert!(a.is_ok());
             m.ack().await.unwrap();
             done += 1;
@@ -224,7 +219,7 @@ async fn main() {
     let js = async_nats::jetstream::new(client.clone());
     js.create_stream(async_nats::jetstream::stream::Config {
         name: "ADV".into(),
-        subjects: nats_delivery_exporter::listeners::advisories::parse::SUBJECTS
+        subjects: nats_delivery_exporter::ADVISORY_SUBJECTS
             .iter()
             .map(|s| s.to_string())
             .collect(),

@@ -14,7 +14,7 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// [`Mutex::lock`] that takes the guard back from a lock poisoned by a panic.
-pub trait LockOrRecover<T: ?Sized> {
+pub(crate) trait LockOrRecover<T: ?Sized> {
     /// The guard, whether or not a thread panicked while holding it.
     fn lock_or_recover(&self) -> MutexGuard<'_, T>;
 }

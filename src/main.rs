@@ -2,17 +2,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use nats_delivery_exporter::cli::config::Config;
-use nats_delivery_exporter::http::serve::{serve, Stopped};
-use nats_delivery_exporter::jetstream::message_timestamps;
-use nats_delivery_exporter::listeners::advisories::Listeners;
-use nats_delivery_exporter::listeners::client_reports::{
-    run_client_reports, ClientReports, ReportLimits,
+use nats_delivery_exporter::{
+    bind_listener, cause_layer, connect_client_reports, connect_message_timestamps,
+    connect_system_polling, init_logging, redacted, router_at, run_client_reports, serve,
+    with_web_config, BuildInfo, ClientReports, Config, Exporter, ExporterBuilder, Listeners,
+    ProcessCollector, ReportLimits, Stopped, StreamLostReader, WebConfig,
 };
-use nats_delivery_exporter::nats;
-use nats_delivery_exporter::redact::redacted;
-use nats_delivery_exporter::scrape::exporter::{Exporter, ExporterBuilder};
-use nats_delivery_exporter::scrape::process_metrics;
 
 /// Why the exporter stopped with an error: at start (a setting that cannot
 /// work, exit status 2) or while serving (status 1).
@@ -59,7 +54,7 @@ async fn start(
     // Bound first: a taken address stops the exporter before anything connects.
     let mut listeners = Vec::new();
     for &listen in &config.listen {
-        let listener = nats_delivery_exporter::http::listen::bind(listen)
+        let listener = bind_listener(listen)
             .with_context(|| format!("--web.listen-address: cannot listen on {listen}"))
             .map_err(Failure::Start)?;
         listeners.push(listener);
@@ -67,9 +62,9 @@ async fn start(
     let mut exporter =
         ExporterBuilder::new(config.scrape_settings()).map_err(|e| Failure::Start(e.into()))?;
     let registry = exporter.registry_mut();
-    registry.register_collector(Box::new(process_metrics::BuildInfo));
+    registry.register_collector(Box::new(BuildInfo));
     if !config.disable_exporter_metrics {
-        registry.register_collector(Box::new(process_metrics::ProcessCollector));
+        registry.register_collector(Box::new(ProcessCollector));
     }
     let nats_listeners =
         Listeners::start(&config.nats, &config.advisories, exporter.registry_mut())
@@ -78,7 +73,7 @@ async fn start(
     // Timestamp reads need a NATS server to ask: without --nats-servers the
     // default address is a guess, and nothing is read.
     if nats_servers_given {
-        let timestamps = message_timestamps::connect(&config.nats)
+        let timestamps = connect_message_timestamps(&config.nats)
             .await
             .context("cannot connect for message timestamp reads")
             .map_err(Failure::Start)?;
@@ -86,16 +81,14 @@ async fn start(
             .registry_mut()
             .register_collector(Box::new(timestamps.clone()));
         if config.stream_lost_reads > 0 {
-            let reader = nats_delivery_exporter::jetstream::stream_lost::StreamLostReader::new(
-                timestamps.client(),
-                config.stream_lost_reads as usize,
-            );
+            let reader =
+                StreamLostReader::new(timestamps.client(), config.stream_lost_reads as usize);
             exporter.read_stream_lost(reader);
         }
         exporter.read_timestamps(timestamps);
     }
     if config.system_account_polling {
-        let polling = nats_delivery_exporter::system::poll::connect(config.system_poll_settings())
+        let polling = connect_system_polling(config.system_poll_settings())
             .await
             .map_err(|e| Failure::Start(e.into()))?;
         exporter.poll_through_system_account(polling);
@@ -115,7 +108,7 @@ type StopSignal =
 
 async fn run() -> Result<(), Failure> {
     let (config, nats_servers_given) = parse_flags();
-    nats_delivery_exporter::cli::logging::init(&config.log, nats::cause_layer());
+    init_logging(&config.log, cause_layer());
     // Registered before anything else: a SIGTERM while the exporter starts
     // (connecting to NATS can take long) stops it cleanly instead of ending
     // it by the signal's default action, and a SIGHUP does not end it.
@@ -145,10 +138,7 @@ async fn run() -> Result<(), Failure> {
         tracing::info!(listen = ?local, servers = ?config.monitor_urls.iter().map(redacted).collect::<Vec<_>>(), "serving /metrics");
     }
     let web = config.web_config.clone();
-    let router = nats_delivery_exporter::http::routes::with_web_config(
-        nats_delivery_exporter::http::routes::router_at(exporter, &config.telemetry_path),
-        web.clone(),
-    );
+    let router = with_web_config(router_at(exporter, &config.telemetry_path), web.clone());
     let servers = sockets.into_iter().map(|socket| {
         serve(
             socket,
@@ -217,13 +207,9 @@ async fn start_client_reports(
         .registry_mut()
         .register_collector(Box::new(reports.clone()));
     let auth = config.nats.top_level_auth()?;
-    let client = nats_delivery_exporter::listeners::client_reports::connect(
-        &config.nats,
-        &auth,
-        reports.clone(),
-    )
-    .await
-    .context("cannot connect for application reports")?;
+    let client = connect_client_reports(&config.nats, &auth, reports.clone())
+        .await
+        .context("cannot connect for application reports")?;
     tokio::spawn(run_client_reports(
         client,
         config.client_reports_subject.clone(),
@@ -290,9 +276,7 @@ fn parse_flags() -> (Config, bool) {
 
 /// SIGHUP reads the web configuration file again (as Prometheus and
 /// node_exporter reload on it) instead of ending the process.
-fn reload_on_sighup(
-    web: Option<nats_delivery_exporter::cli::web_config::WebConfig>,
-) -> anyhow::Result<()> {
+fn reload_on_sighup(web: Option<WebConfig>) -> anyhow::Result<()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

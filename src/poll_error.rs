@@ -49,7 +49,7 @@ pub enum PollError {
 
 impl PollError {
     /// The `kind` label value for this error.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             PollError::Timeout(_) => "timeout",
             PollError::Connect(_) => "connect",
@@ -67,7 +67,7 @@ impl PollError {
 
     /// Classifies a reqwest error, keeping its full cause chain in the text
     /// but not the URL, which may hold credentials.
-    pub fn from_reqwest(e: reqwest::Error, timeout: Duration) -> PollError {
+    pub(crate) fn from_reqwest(e: reqwest::Error, timeout: Duration) -> PollError {
         let e = e.without_url();
         let text = error_chain(&e);
         if e.is_timeout() {

@@ -7,9 +7,9 @@
 use url::Url;
 
 /// What stands in for a user name or password.
-pub const MASK: &str = "xxxxx";
+pub(crate) const MASK: &str = "xxxxx";
 
-/// `url` with any user name and password replaced by [`MASK`].
+/// `url` with any user name and password replaced by `MASK`.
 pub fn redacted(url: &Url) -> String {
     if url.username().is_empty() && url.password().is_none() {
         return url.to_string();
@@ -26,7 +26,7 @@ pub fn redacted(url: &Url) -> String {
 /// [`redacted`] for text that may or may not parse as a URL (a NATS server
 /// flag such as `u:pw@host:4222` without a scheme): anything before an `@`
 /// in the authority is masked.
-pub fn redacted_text(text: &str) -> String {
+pub(crate) fn redacted_text(text: &str) -> String {
     if let Ok(url) = Url::parse(text) {
         if url.has_host() {
             return redacted(&url);

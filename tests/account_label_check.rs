@@ -40,7 +40,7 @@ async fn logged<F: std::future::Future<Output = ()>>(f: F) -> String {
 // A current-thread runtime: the log subscriber set here sees every line.
 #[tokio::test]
 async fn the_account_label_check_says_what_it_found_on_every_version() {
-    use nats_delivery_exporter::nats::{warn_on_account_mismatch, NatsArgs};
+    use nats_delivery_exporter::{warn_on_account_mismatch, NatsArgs};
     let s = server();
     let version = nats_test_server::version_numbers(&client(&s, "app").await.server_info().version);
     let args = NatsArgs::from_flags(["--nats-servers", &s.client_url()]).unwrap();

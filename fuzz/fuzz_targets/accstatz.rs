@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nats_delivery_exporter::sources::accstatz::Accstatz;
+use nats_delivery_exporter::Accstatz;
 
 fuzz_target!(|data: &[u8]| {
     let _ = serde_json::from_slice::<Accstatz>(data);

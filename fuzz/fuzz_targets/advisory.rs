@@ -3,11 +3,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nats_delivery_exporter::listeners::advisories::parse::{parse, parse_on, SUBJECTS};
+use nats_delivery_exporter::{parse_advisory, parse_advisory_on, ADVISORY_SUBJECTS};
 
 fuzz_target!(|data: &[u8]| {
-    let _ = parse(data);
-    for subject in SUBJECTS {
-        let _ = parse_on(&subject.replace('>', "S.C"), data);
+    let _ = parse_advisory(data);
+    for subject in ADVISORY_SUBJECTS {
+        let _ = parse_advisory_on(&subject.replace('>', "S.C"), data);
     }
 });

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use nats_delivery_exporter::listeners::client_reports::ClientReports;
+use nats_delivery_exporter::ClientReports;
 use prometheus_client::registry::Registry;
 
 fn state() -> &'static (Arc<ClientReports>, Registry) {

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nats_delivery_exporter::sources::connz::Connz;
+use nats_delivery_exporter::Connz;
 
 fuzz_target!(|data: &[u8]| {
     let _ = serde_json::from_slice::<Connz>(data);

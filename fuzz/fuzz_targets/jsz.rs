@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nats_delivery_exporter::sources::jsz::Jsz;
+use nats_delivery_exporter::Jsz;
 
 fuzz_target!(|data: &[u8]| {
     let _ = serde_json::from_slice::<Jsz>(data);

@@ -6,7 +6,7 @@
 use std::fmt;
 
 use libfuzzer_sys::fuzz_target;
-use nats_delivery_exporter::text::families::gauge_family;
+use nats_delivery_exporter::gauge_family;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nats_delivery_exporter::sources::routez::{RoutePending, Routez};
+use nats_delivery_exporter::{RoutePending, Routez};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(reply) = serde_json::from_slice::<Routez>(data) {

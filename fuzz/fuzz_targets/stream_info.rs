@@ -5,8 +5,8 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    use nats_delivery_exporter::jetstream::stream_lost::{parse_info, Found};
-    if let Ok(record) = parse_info(data) {
+    use nats_delivery_exporter::{parse_stream_info, Found};
+    if let Ok(record) = parse_stream_info(data) {
         let mut found = Found::default();
         found.absorb(&record);
         let once = found.counted();

@@ -3,10 +3,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nats_delivery_exporter::sources::varz::Varz;
+use nats_delivery_exporter::Varz;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(answer) = nats_delivery_exporter::system::survey::parse_reply(data) {
+    if let Ok(answer) = nats_delivery_exporter::parse_survey_reply(data) {
         if let Ok(body) = answer.data {
             let _ = serde_json::from_slice::<Varz>(&body);
         }

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nats_delivery_exporter::sources::varz::Varz;
+use nats_delivery_exporter::Varz;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(varz) = serde_json::from_slice::<Varz>(data) {

@@ -10,7 +10,7 @@ use crate::flags::byte_size::parse_byte_size;
 use crate::flags::duration::parse_duration;
 use crate::flags::listen_address::ListenAddress;
 
-pub use crate::sources::Source;
+use crate::sources::Source;
 
 /// Prometheus exporter that counts where NATS loses messages.
 ///
@@ -55,19 +55,19 @@ pub struct Config {
     /// waits for every server seen since start (a server seen once and
     /// silent now is reported down, never forgotten).
     #[arg(long, env = "NATS_DELIVERY_SYSTEM_EXPECTED_SERVERS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100_000))]
-    pub system_expected_servers: u32,
+    pub(crate) system_expected_servers: u32,
 
     /// A system-account survey ends this long after the last reply, when
     /// not every expected server has answered (within `--timeout` anyway).
     #[arg(long, env = "NATS_DELIVERY_SYSTEM_SURVEY_GAP", default_value = "1s", value_parser = parse_duration)]
-    pub system_survey_gap: Duration,
+    pub(crate) system_survey_gap: Duration,
 
     /// Filters of the system-account survey, as the servers apply them: a
     /// server answers only when its name contains `--system-server-name`,
     /// its cluster's name contains `--system-cluster`, it has every tag of
     /// `--system-tags` and its JetStream domain is `--system-domain`.
     #[command(flatten)]
-    pub system_filter: crate::system::poll::filter::SurveyFilter,
+    pub(crate) system_filter: crate::system::poll::filter::SurveyFilter,
 
     /// Addresses the exporter's HTTP server listens on (/metrics, /healthz,
     /// /): repeatable or comma-separated, each served alike. `:PORT` is
@@ -89,12 +89,12 @@ pub struct Config {
     /// Time allowed for each monitoring request, reply included (e.g. 500ms,
     /// 5s; a bare number means seconds).
     #[arg(long, env = "NATS_DELIVERY_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 
     /// Largest monitoring reply accepted (e.g. 256MiB, 100MB); a larger one,
     /// announced or counted, leaves its source down with kind="too_large".
     #[arg(long, env = "NATS_DELIVERY_MAX_REPLY_SIZE", default_value = "256MiB", value_parser = parse_byte_size)]
-    pub max_reply_size: usize,
+    pub(crate) max_reply_size: usize,
 
     /// Most memory the replies of one server may keep in one poll (e.g.
     /// 88MiB), counted as they are parsed: the values kept (a consumer with
@@ -102,7 +102,7 @@ pub struct Config {
     /// fields the exporter does not use; a reply that would keep more leaves
     /// its source down with kind="too_large".
     #[arg(long, env = "NATS_DELIVERY_MAX_KEPT_SIZE", default_value = "88MiB", value_parser = parse_byte_size)]
-    pub max_kept_size: usize,
+    pub(crate) max_kept_size: usize,
 
     /// A /metrics answer whose reader takes nothing for this long is cut off.
     #[arg(long, env = "NATS_DELIVERY_WRITE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
@@ -130,7 +130,7 @@ pub struct Config {
     /// PEM file with the CA certificate(s) that signed https monitoring
     /// endpoints, when the system's roots do not cover them.
     #[arg(long, env = "NATS_DELIVERY_MONITOR_TLS_CA", value_name = "FILE", value_parser = crate::flags::values::pem_file)]
-    pub monitor_tls_ca: Option<std::path::PathBuf>,
+    pub(crate) monitor_tls_ca: Option<std::path::PathBuf>,
 
     /// The sources to poll.
     #[arg(
@@ -140,26 +140,26 @@ pub struct Config {
         value_delimiter = ',',
         default_value = "varz,connz,jsz,accstatz"
     )]
-    pub sources: Vec<Source>,
+    pub(crate) sources: Vec<Source>,
 
     /// How many connections per server to report by pending bytes (the ones closest to being cut).
     #[arg(long, env = "NATS_DELIVERY_CONNZ_TOP", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub connz_top: u32,
+    pub(crate) connz_top: u32,
 
     /// Accounts per /jsz request; more accounts are read in pages of this size.
     #[arg(long, env = "NATS_DELIVERY_JSZ_PAGE_SIZE", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub jsz_page_size: u32,
+    pub(crate) jsz_page_size: u32,
 
     /// Span of consumer history behind `nats_delivery_consumer_status` (e.g.
     /// 5m); a consumer is `unknown` until the exporter has watched it this
     /// long. `0s` turns consumer status and lag off (nothing is kept).
     #[arg(long, env = "NATS_DELIVERY_CONSUMER_STATUS_WINDOW", default_value = "5m", value_parser = crate::flags::duration::parse_window)]
-    pub consumer_status_window: Duration,
+    pub(crate) consumer_status_window: Duration,
 
     /// Message timestamps read over NATS per scrape, for the consumers that
     /// lag most, to make their lag exact rather than estimated; 0 = never read.
     #[arg(long, env = "NATS_DELIVERY_CONSUMER_TIMESTAMP_READS", default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=100_000))]
-    pub consumer_timestamp_reads: u32,
+    pub(crate) consumer_timestamp_reads: u32,
 
     /// Streams whose lost data (messages the server lost from its store) is
     /// read per scrape over NATS, in turn, from the streams of the
@@ -171,7 +171,7 @@ pub struct Config {
     /// Most distinct (account, client name) pairs kept as label values for cut
     /// connections; more are counted under client_name="__overflow__".
     #[arg(long, env = "NATS_DELIVERY_MAX_CLIENT_NAMES", default_value_t = 1000)]
-    pub max_client_names: usize,
+    pub(crate) max_client_names: usize,
 
     /// Re-export the totals that applications using nats-delivery-metrics
     /// publish over NATS (their "one scrape target" reports).
@@ -209,11 +209,11 @@ pub struct Config {
     /// Which accounts, streams and consumers are exported, and ephemeral
     /// consumers folded.
     #[command(flatten)]
-    pub cardinality: crate::jetstream::cardinality::CardinalityArgs,
+    pub(crate) cardinality: crate::jetstream::cardinality::CardinalityArgs,
 
     /// What the servers are asked for, and how often.
     #[command(flatten)]
-    pub server_cost: crate::sources::server_cost::ServerCostArgs,
+    pub(crate) server_cost: crate::sources::server_cost::ServerCostArgs,
 
     /// NATS connection of the advisory and system-event listeners.
     #[command(flatten)]
@@ -267,12 +267,10 @@ impl Config {
     }
 
     /// Whether `source` is to be polled.
-    pub fn polls(&self, source: Source) -> bool {
+    pub(crate) fn polls(&self, source: Source) -> bool {
         self.sources.contains(&source)
     }
 }
-
-pub use crate::flags::args::parse_args;
 
 #[cfg(test)]
 mod tests {

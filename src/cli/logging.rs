@@ -18,17 +18,17 @@ pub struct LogArgs {
     /// `NATS_DELIVERY_LOG`, when set, is a full filter that takes its place
     /// (`warn,nats_delivery_exporter=debug`, ...).
     #[arg(long = "log.level", env = "NATS_DELIVERY_LOG_LEVEL", value_enum, default_value_t = LogLevel::Info)]
-    pub level: LogLevel,
+    pub(crate) level: LogLevel,
 
     /// Format of each log line: `logfmt` (key=value pairs) or `json` (one
     /// JSON object per line).
     #[arg(long = "log.format", env = "NATS_DELIVERY_LOG_FORMAT", value_enum, default_value_t = LogFormat::Logfmt)]
-    pub format: LogFormat,
+    pub(crate) format: LogFormat,
 }
 
 /// A level of `--log.level`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogLevel {
+pub(crate) enum LogLevel {
     /// Errors only.
     Error,
     /// Errors and warnings.
@@ -41,7 +41,7 @@ pub enum LogLevel {
 
 /// A format of `--log.format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// `time=... level=info module=... msg="..." key=value`.
     Logfmt,
     /// `{"timestamp":"...","level":"INFO","target":"...","message":"...",...}`.
@@ -93,7 +93,7 @@ where
 
 /// One logfmt line per event: time, level, module, message, then the
 /// event's fields in their order.
-pub struct Logfmt;
+pub(crate) struct Logfmt;
 
 impl<S, N> FormatEvent<S, N> for Logfmt
 where
@@ -146,7 +146,7 @@ impl LogfmtFields {
 /// A value as logfmt readers expect it: bare when it holds no space, quote,
 /// `=` or control character, else quoted with `\"`, `\\`, `\n`, `\t`
 /// escaped (so one event stays one line).
-pub fn push_logfmt_value(out: &mut String, value: &str) {
+pub(crate) fn push_logfmt_value(out: &mut String, value: &str) {
     let bare = !value.is_empty()
         && !value
             .chars()

@@ -4,7 +4,7 @@
 //! file (TLS and basic auth of the metrics endpoint), and the logger the log
 //! flags set up.
 
-pub mod config;
-pub mod logging;
+pub(crate) mod config;
+pub(crate) mod logging;
 mod settings;
-pub mod web_config;
+pub(crate) mod web_config;

@@ -4,7 +4,7 @@
 /// Parses one group of flags (such as the NATS connection flags)
 /// from flag-style arguments without the program name; for tests and
 /// embedding. Environment variables apply.
-pub fn parse_args<A, I, T>(flags: I) -> Result<A, clap::Error>
+pub(crate) fn parse_args<A, I, T>(flags: I) -> Result<A, clap::Error>
 where
     A: clap::Args + clap::FromArgMatches,
     I: IntoIterator<Item = T>,

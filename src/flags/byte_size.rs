@@ -2,7 +2,7 @@
 
 /// Parses `<number>[unit]` with unit `B`, `KB`, `MB`, `GB` (powers of 1000)
 /// or `KiB`, `MiB`, `GiB` (powers of 1024); a bare number means bytes.
-pub fn parse_byte_size(text: &str) -> Result<usize, String> {
+pub(crate) fn parse_byte_size(text: &str) -> Result<usize, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);

@@ -5,7 +5,7 @@ use std::time::Duration;
 const MAX_SECONDS: f64 = 10.0 * 365.0 * 86_400.0;
 
 /// Parses `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d` (a bare number means seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -39,7 +39,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// A duration as `--timeout` takes it, or zero (`0`, `0s`): the consumer
 /// status window, where zero means off.
-pub fn parse_window(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_window(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
     if !digits.is_empty() && digits.parse::<f64>() == Ok(0.0) {

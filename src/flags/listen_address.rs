@@ -17,16 +17,6 @@ pub enum ListenAddress {
     Socket(SocketAddr),
 }
 
-impl ListenAddress {
-    /// The port, 0 for one the system picks.
-    pub fn port(&self) -> u16 {
-        match self {
-            ListenAddress::AnyAddress(port) => *port,
-            ListenAddress::Socket(addr) => addr.port(),
-        }
-    }
-}
-
 impl FromStr for ListenAddress {
     type Err = String;
 

@@ -2,8 +2,8 @@
 //! names, files) and the parsing of one flag group on its own. A leaf: the
 //! modules that define flags import it, it imports none of them.
 
-pub mod args;
-pub mod byte_size;
-pub mod duration;
-pub mod listen_address;
-pub mod values;
+pub(crate) mod args;
+pub(crate) mod byte_size;
+pub(crate) mod duration;
+pub(crate) mod listen_address;
+pub(crate) mod values;

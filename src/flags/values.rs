@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 /// A stream or consumer name the NATS server accepts: not empty, at most 255
 /// bytes, no whitespace, and none of `.`, `*`, `>`, `/`, `\`.
-pub fn nats_name(text: &str) -> Result<String, String> {
+pub(crate) fn nats_name(text: &str) -> Result<String, String> {
     if text.is_empty() {
         return Err("a NATS stream or consumer name cannot be empty".into());
     }
@@ -26,7 +26,7 @@ pub fn nats_name(text: &str) -> Result<String, String> {
 
 /// A key-value bucket name the NATS server accepts: letters, digits, `-`
 /// and `_` only.
-pub fn bucket_name(text: &str) -> Result<String, String> {
+pub(crate) fn bucket_name(text: &str) -> Result<String, String> {
     if text.is_empty()
         || !text
             .chars()
@@ -47,7 +47,7 @@ fn read(text: &str) -> Result<(PathBuf, String), String> {
 }
 
 /// A PEM file holding at least one `-----BEGIN` block.
-pub fn pem_file(text: &str) -> Result<PathBuf, String> {
+pub(crate) fn pem_file(text: &str) -> Result<PathBuf, String> {
     let (path, content) = read(text)?;
     if !content.contains("-----BEGIN ") {
         return Err(format!("'{text}' is not a PEM file (no -----BEGIN line)"));
@@ -56,7 +56,7 @@ pub fn pem_file(text: &str) -> Result<PathBuf, String> {
 }
 
 /// A NATS `.creds` file: a user JWT and an NKey seed.
-pub fn creds_file(text: &str) -> Result<PathBuf, String> {
+pub(crate) fn creds_file(text: &str) -> Result<PathBuf, String> {
     let (path, content) = read(text)?;
     if !(content.contains("BEGIN NATS USER JWT") && content.contains("BEGIN USER NKEY SEED")) {
         return Err(format!(
@@ -67,7 +67,7 @@ pub fn creds_file(text: &str) -> Result<PathBuf, String> {
 }
 
 /// A file holding an NKey user seed (`SU...`).
-pub fn nkey_seed_file(text: &str) -> Result<PathBuf, String> {
+pub(crate) fn nkey_seed_file(text: &str) -> Result<PathBuf, String> {
     let (path, content) = read(text)?;
     if !content.trim().starts_with("SU") {
         return Err(format!("'{text}' does not hold an NKey user seed (SU...)"));
@@ -76,7 +76,7 @@ pub fn nkey_seed_file(text: &str) -> Result<PathBuf, String> {
 }
 
 /// A count of at least one (a buffer of 0 would drop everything).
-pub fn at_least_one(text: &str) -> Result<usize, String> {
+pub(crate) fn at_least_one(text: &str) -> Result<usize, String> {
     match text.trim().parse::<usize>() {
         Ok(0) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),
@@ -85,7 +85,7 @@ pub fn at_least_one(text: &str) -> Result<usize, String> {
 }
 
 /// Accepts `http(s)://host[:port][/base]`, the base of the monitoring endpoints.
-pub fn monitor_url(text: &str) -> Result<url::Url, String> {
+pub(crate) fn monitor_url(text: &str) -> Result<url::Url, String> {
     let url = url::Url::parse(text.trim()).map_err(|e| format!("'{text}' is not a URL: {e}"))?;
     if url.scheme() != "http" && url.scheme() != "https" {
         return Err(format!(
@@ -105,7 +105,7 @@ pub fn monitor_url(text: &str) -> Result<url::Url, String> {
 
 /// The path the metrics are served under: starts with `/`, and is none of
 /// the exporter's other pages (`/`, `/healthz`).
-pub fn telemetry_path(text: &str) -> Result<String, String> {
+pub(crate) fn telemetry_path(text: &str) -> Result<String, String> {
     if !text.starts_with('/') {
         return Err(format!("'{text}' must start with '/'"));
     }

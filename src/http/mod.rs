@@ -1,5 +1,5 @@
 //! Serving the metrics over HTTP: the listening sockets, TLS, and the routes.
 
-pub mod listen;
-pub mod routes;
-pub mod serve;
+pub(crate) mod listen;
+pub(crate) mod routes;
+pub(crate) mod serve;

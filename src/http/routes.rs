@@ -48,12 +48,12 @@ fn compression() -> tower_http::compression::CompressionLayer {
 /// load balancers) carry no credentials, and a probe refused with 401 or
 /// 429 would restart or unlist an exporter that works. `/healthz` says
 /// only that the process serves; it polls nothing and shows nothing.
-pub const OPEN_PATHS: &[&str] = &["/healthz"];
+pub(crate) const OPEN_PATHS: &[&str] = &["/healthz"];
 
 /// `router` behind the web configuration file's settings: a request over
 /// its `rate_limit` gets 429, one without a configured user (when there
 /// are users) 401, and every answer carries the configured headers. The
-/// paths of [`OPEN_PATHS`] are neither rate-limited nor authenticated (TLS
+/// paths of `OPEN_PATHS` are neither rate-limited nor authenticated (TLS
 /// still applies). Each request uses the file's current reading. No file:
 /// unchanged.
 pub fn with_web_config(router: Router, web: Option<WebConfig>) -> Router {
@@ -111,7 +111,7 @@ async fn authorized(web: &WebConfig, loaded: &Arc<Loaded>, header: Option<String
 }
 
 /// OpenMetrics for scrapers that ask for it, the classic text format otherwise.
-pub fn negotiate(headers: &HeaderMap) -> Format {
+pub(crate) fn negotiate(headers: &HeaderMap) -> Format {
     let accept = headers
         .get_all(header::ACCEPT)
         .iter()

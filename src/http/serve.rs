@@ -150,7 +150,7 @@ type Conn = Either<TcpStream, Box<tokio_rustls::server::TlsStream<TcpStream>>>;
 /// A connection whose writes fail with `TimedOut` once the peer has read
 /// nothing for the timeout: a scraper that stops reading cannot hold an
 /// answer (and the exporter's shutdown) forever.
-pub struct WriteTimeoutStream {
+pub(crate) struct WriteTimeoutStream {
     inner: Conn,
     timeout: Duration,
     /// Started when a write first could not proceed; reset by any progress.

@@ -3,7 +3,7 @@
 
 /// A consumer's status, by the first rule that matches (see METRICS.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
+pub(crate) enum Status {
     /// The window is not full yet: never a guess.
     Unknown,
     /// None of the below.
@@ -22,7 +22,7 @@ pub enum Status {
 
 impl Status {
     /// Every status, in the order the series are written.
-    pub const ALL: [Status; 7] = [
+    pub(crate) const ALL: [Status; 7] = [
         Status::Unknown,
         Status::Ok,
         Status::Lagging,
@@ -33,7 +33,7 @@ impl Status {
     ];
 
     /// The `status` label value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Status::Unknown => "unknown",
             Status::Ok => "ok",

@@ -1,4 +1,4 @@
-//! Writes the streams and consumers chosen by [`crate::sources::jsz::select`] as gauge families.
+//! Writes the streams and consumers chosen by [`crate::sources::jsz::select_leaders`] as gauge families.
 
 use std::fmt;
 
@@ -18,7 +18,7 @@ pub(crate) fn age(now: Option<f64>, then: Option<f64>) -> Option<f64> {
 }
 
 /// Writes the per-stream families.
-pub fn encode_streams(enc: &mut DescriptorEncoder, streams: &[StreamRow]) -> fmt::Result {
+pub(crate) fn encode_streams(enc: &mut DescriptorEncoder, streams: &[StreamRow]) -> fmt::Result {
     let g = |enc: &mut DescriptorEncoder,
              name: &str,
              help: &str,
@@ -84,7 +84,7 @@ pub fn encode_streams(enc: &mut DescriptorEncoder, streams: &[StreamRow]) -> fmt
 }
 
 /// How many series [`encode_streams`] writes for `s`.
-pub fn stream_series(s: &StreamDetail) -> u64 {
+pub(crate) fn stream_series(s: &StreamDetail) -> u64 {
     let limited = |v: Option<i64>| u64::from(v.is_some_and(|x| x > 0));
     let limits = s.config.as_ref().map_or(0, |c| {
         limited(c.max_msgs) + limited(c.max_bytes) + limited(c.max_age)
@@ -93,7 +93,7 @@ pub fn stream_series(s: &StreamDetail) -> u64 {
 }
 
 /// How many series the per-consumer families in `series` write for consumer `c`.
-pub fn consumer_series(c: &ConsumerInfo, now: Option<f64>, series: &ConsumerSeries) -> u64 {
+pub(crate) fn consumer_series(c: &ConsumerInfo, now: Option<f64>, series: &ConsumerSeries) -> u64 {
     let gauges = CONSUMER_FAMILIES
         .iter()
         .filter(|f| series.writes(f.opt_in) && (f.value)(c, now).is_some())
@@ -107,7 +107,7 @@ pub fn consumer_series(c: &ConsumerInfo, now: Option<f64>, series: &ConsumerSeri
 }
 
 /// How many series the per-consumer families in `series` write for one folded row.
-pub fn folded_series(series: &ConsumerSeries) -> u64 {
+pub(crate) fn folded_series(series: &ConsumerSeries) -> u64 {
     let gauges = CONSUMER_FAMILIES
         .iter()
         .filter(|f| f.folded.is_some() && series.writes(f.opt_in))
@@ -270,13 +270,14 @@ const PINNED_FAMILY: (&str, &str) = (
 /// How many per-consumer families there are; the exporter writes them on
 /// several threads, one family at a time, because at 10,000 consumers they
 /// are most of a scrape's encoding work.
-pub const CONSUMER_FAMILY_COUNT: usize = CONSUMER_FAMILIES.len() + CONSUMER_COUNTERS.len() + 1;
+pub(crate) const CONSUMER_FAMILY_COUNT: usize =
+    CONSUMER_FAMILIES.len() + CONSUMER_COUNTERS.len() + 1;
 
 /// Appends per-consumer family number `index` (below [`CONSUMER_FAMILY_COUNT`])
 /// for a block of `consumers`, then of the `folded` ephemerals (given with
 /// the last block only); `labels` are the labels of both, in that order.
 /// A family `series` does not write is left out.
-pub fn write_consumer_family(
+pub(crate) fn write_consumer_family(
     out: &mut String,
     format: Format,
     (consumers, folded): (&[ConsumerRow], &[FoldedRow]),

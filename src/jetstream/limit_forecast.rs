@@ -21,27 +21,27 @@ use crate::sources::jsz::{ConsumerInfo, StreamDetail};
 /// A stream's limits that remove messages, and its contents, as one poll
 /// saw them: all the forecast reads of a stream.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct StreamFront {
+pub(crate) struct StreamFront {
     /// `max_msgs`, when limited.
-    pub max_msgs: Option<u64>,
+    pub(crate) max_msgs: Option<u64>,
     /// `max_bytes`, when limited.
-    pub max_bytes: Option<u64>,
+    pub(crate) max_bytes: Option<u64>,
     /// `max_age` in seconds, when limited.
-    pub max_age: Option<f64>,
+    pub(crate) max_age: Option<f64>,
     /// Messages stored.
-    pub messages: u64,
+    pub(crate) messages: u64,
     /// Bytes stored.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// First sequence stored.
-    pub first_seq: u64,
+    pub(crate) first_seq: u64,
     /// Last sequence stored.
-    pub last_seq: u64,
+    pub(crate) last_seq: u64,
 }
 
 /// The stream's limits that remove messages before they are delivered, with
 /// its contents; `None` when it has none (no limit, `discard: new`, which
 /// refuses new messages instead, or no configuration in the reply).
-pub fn stream_front(s: &StreamDetail) -> Option<StreamFront> {
+pub(crate) fn stream_front(s: &StreamDetail) -> Option<StreamFront> {
     let config = s.config.as_ref().filter(|c| !c.discard_new)?;
     let limited = |v: Option<i64>| v.filter(|x| *x > 0).map(|x| x as u64);
     let front = StreamFront {
@@ -61,7 +61,7 @@ pub fn stream_front(s: &StreamDetail) -> Option<StreamFront> {
 /// between polls at least a span apart (16 bytes: it is kept for every
 /// consumer).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct BehindRate {
+pub(crate) struct BehindRate {
     /// When the anchor was taken (poll clock); 0 before the first poll.
     anchor_time: f64,
     /// The stream's last sequence minus the consumer's delivered one then
@@ -102,7 +102,7 @@ impl BehindRate {
 /// delivered, at `now`; `delivery_lag` is the age of its first undelivered
 /// message. `rate` is updated with this poll whatever the outcome. `None`:
 /// nothing to forecast (nothing pending, or the consumer keeps up).
-pub fn forecast(
+pub(crate) fn forecast(
     front: &StreamFront,
     rate: &mut BehindRate,
     c: &ConsumerInfo,

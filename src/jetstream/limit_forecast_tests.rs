@@ -1,5 +1,5 @@
 use super::*;
-use crate::sources::jsz::{SequenceInfo, StreamConfig, StreamState};
+use crate::sources::jsz::{SequenceInfo, StreamConfig, StreamContents};
 
 /// A stream publishing 10 messages a second from sequence 1 at time 0, of
 /// 100 bytes each, keeping `max_msgs` messages.
@@ -133,7 +133,7 @@ fn detail(discard: bool, max_msgs: i64) -> StreamDetail {
             max_age: Some(0),
             discard_new: discard,
         }),
-        state: StreamState {
+        state: StreamContents {
             messages: 3,
             first_seq: 1,
             last_seq: 3,

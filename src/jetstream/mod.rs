@@ -4,12 +4,12 @@
 //! written from the chosen streams and consumers.
 
 pub(crate) mod cardinality;
-pub mod consumer_health;
+pub(crate) mod consumer_health;
 pub(crate) mod consumer_status;
 pub(crate) mod jsz_families;
-pub mod limit_forecast;
-pub mod message_timestamps;
-pub mod removed_before_delivery;
-pub mod replicas;
+pub(crate) mod limit_forecast;
+pub(crate) mod message_timestamps;
+pub(crate) mod removed_before_delivery;
+pub(crate) mod replicas;
 pub(crate) mod seq_ranges;
-pub mod stream_lost;
+pub(crate) mod stream_lost;

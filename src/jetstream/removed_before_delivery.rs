@@ -35,46 +35,46 @@ struct Position {
 
 /// What a consumer's configuration says for the arithmetic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Kind {
+pub(crate) struct Kind {
     /// The consumer has a subject filter: not every stream message is its.
-    pub filtered: bool,
+    pub(crate) filtered: bool,
     /// Ack policy `none` or `max_deliver` 1: every delivery is a first one.
-    pub no_redelivery: bool,
+    pub(crate) no_redelivery: bool,
 }
 
 /// The counter for one consumer, since the exporter began tracking it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Removed {
+pub(crate) struct Removed {
     /// Messages removed before delivery (exact, or the estimate).
-    pub messages: u64,
+    pub(crate) messages: u64,
     /// Every increase so far was exact (the bounds met).
-    pub exact: bool,
+    pub(crate) exact: bool,
 }
 
 /// A stream's figures the count needs, as one poll saw them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct StreamAt {
+pub(crate) struct StreamAt {
     /// Stream `first_seq`.
-    pub first_seq: u64,
+    pub(crate) first_seq: u64,
     /// Stream `last_seq`.
-    pub last_seq: u64,
+    pub(crate) last_seq: u64,
     /// Stream `messages`.
-    pub messages: u64,
+    pub(crate) messages: u64,
     /// Stream `num_deleted` (interior deletes).
-    pub deleted: u64,
+    pub(crate) deleted: u64,
 }
 
 /// A consumer's figures the count needs, as one poll saw them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ConsumerAt {
+pub(crate) struct ConsumerAt {
     /// `delivered.stream_seq`.
-    pub delivered: u64,
+    pub(crate) delivered: u64,
     /// `delivered.consumer_seq`.
-    pub deliveries: u64,
+    pub(crate) deliveries: u64,
     /// `num_pending`.
-    pub pending: u64,
+    pub(crate) pending: u64,
     /// `num_redelivered`.
-    pub redelivered: u64,
+    pub(crate) redelivered: u64,
 }
 
 impl Position {
@@ -95,7 +95,7 @@ impl Position {
 /// A stream's last two polls, kept once for all its consumers: a
 /// consumer's last poll is one of them unless it missed a poll since.
 #[derive(Debug, Clone, Default)]
-pub struct StreamPolls {
+pub(crate) struct StreamPolls {
     polls: u32,
     before: StreamAt,
     now: StreamAt,
@@ -103,7 +103,7 @@ pub struct StreamPolls {
 
 impl StreamPolls {
     /// Takes one poll of the stream (once per poll).
-    pub fn record(&mut self, at: StreamAt) {
+    pub(crate) fn record(&mut self, at: StreamAt) {
         self.before = self.now;
         self.now = at;
         self.polls = self.polls.wrapping_add(1);
@@ -127,7 +127,7 @@ impl StreamPolls {
 /// the stream's figures once per stream ([`StreamPolls`]), here only for a
 /// consumer that missed a poll of its stream.
 #[derive(Debug, Clone, Default)]
-pub struct RemovedTracker {
+pub(crate) struct RemovedTracker {
     /// Counted at the last new start (a reset consumer or stream), plus the
     /// increases since, minus the removed, not yet jumped messages at that
     /// start (counted before it, if at all).
@@ -286,7 +286,7 @@ impl RemovedTracker {
     /// Takes one poll of the consumer (`now`) on the stream's polls, which
     /// hold this one; `last` is the consumer's delivered sequence and
     /// pending count at its last poll. Returns the counter as it stands.
-    pub fn record(
+    pub(crate) fn record(
         &mut self,
         stream: &StreamPolls,
         last: (u64, u64),
@@ -317,14 +317,14 @@ impl RemovedTracker {
     /// Counts the next poll as a new start: the consumer's subject filter
     /// or ack policy changed since the poll before, so the interval
     /// between them is read by neither rule (`stream` holds this poll).
-    pub fn restart(&mut self, stream: &StreamPolls) {
+    pub(crate) fn restart(&mut self, stream: &StreamPolls) {
         self.stream_missed = None;
         self.stream_poll = stream.polls.wrapping_add(2);
     }
 
     /// Called after a poll the consumer was not in: keeps the stream as
     /// the consumer last saw it, before the stream's record moves past it.
-    pub fn keep_stream(&mut self, stream: &StreamPolls) {
+    pub(crate) fn keep_stream(&mut self, stream: &StreamPolls) {
         if self.started && self.stream_missed.is_none() && self.stream_poll != stream.polls {
             self.stream_missed = stream.at(self.stream_poll).map(Box::new);
         }
@@ -385,7 +385,7 @@ fn moved_back(p: &Position, s: &Position) -> bool {
 
 #[path = "removed_before_delivery_check.rs"]
 mod check;
-pub use check::could_count;
+pub(crate) use check::could_count;
 
 #[test]
 fn the_state_is_small() {

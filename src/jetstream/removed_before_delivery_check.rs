@@ -11,7 +11,7 @@ use super::{filtered, head, interior, moved_back, unfiltered, Kind, Position};
 /// configuration being `kind`. False only where
 /// [`RemovedTracker::record`](super::RemovedTracker::record) cannot count
 /// more: the configuration need not be read again first.
-pub fn could_count(before: [u64; 8], now: [u64; 8], kind: Kind) -> bool {
+pub(crate) fn could_count(before: [u64; 8], now: [u64; 8], kind: Kind) -> bool {
     let at = |v: [u64; 8]| Position {
         first_seq: v[0],
         last_seq: v[1],

@@ -22,23 +22,23 @@ use crate::text::families::{gauge_family, Num};
 
 /// One group as its leader (or, with no leader, any server) sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GroupView {
+pub(crate) struct GroupView {
     /// Replicas of the group.
-    pub replicas: u8,
+    pub(crate) replicas: u8,
     /// Current replicas, the leader included; 0 with no leader.
-    pub current: u8,
+    pub(crate) current: u8,
     /// Replicas offline.
-    pub offline: u8,
+    pub(crate) offline: u8,
     /// The most a replica lags, in Raft log entries.
-    pub lag: u64,
+    pub(crate) lag: u64,
     /// Whether a leader gave this view.
-    pub led: bool,
+    pub(crate) led: bool,
 }
 
 impl GroupView {
     /// The view `server` gives of a group; `None` for a group of one replica,
     /// or when another server leads it (its view is the one that counts).
-    pub fn of(cluster: &ClusterInfo, server: Option<&str>) -> Option<GroupView> {
+    pub(crate) fn of(cluster: &ClusterInfo, server: Option<&str>) -> Option<GroupView> {
         let r = cluster.replicas;
         let view = if cluster.leader.is_empty() {
             // Nobody leads: the server lists every replica, itself included.
@@ -64,18 +64,18 @@ impl GroupView {
     }
 
     /// Current replicas minus the quorum.
-    pub fn margin(&self) -> i64 {
+    pub(crate) fn margin(&self) -> i64 {
         i64::from(self.current) - (i64::from(self.replicas) / 2 + 1)
     }
 }
 
 /// A stream's group and its replicated consumers' groups.
 #[derive(Debug, Default)]
-pub struct StreamReplicas<'a> {
+pub(crate) struct StreamReplicas<'a> {
     /// The stream's own group.
-    pub stream: Option<GroupView>,
+    pub(crate) stream: Option<GroupView>,
     /// Each replicated consumer's group, by name.
-    pub consumers: BTreeMap<&'a str, GroupView>,
+    pub(crate) consumers: BTreeMap<&'a str, GroupView>,
 }
 
 /// Keeps `view` in `slot` unless a leader's view is there already.
@@ -90,7 +90,7 @@ fn keep(slot: &mut Option<GroupView>, view: Option<GroupView>) {
 /// Every replicated group of every poll, by (account, stream), each from
 /// its leader's view, or from any server's when no server leads it.
 /// `polls[i]` is a server's poll and its name.
-pub fn groups<'a>(
+pub(crate) fn groups<'a>(
     polls: &[Option<(Option<&'a str>, &'a JszPoll)>],
 ) -> BTreeMap<(&'a str, &'a str), StreamReplicas<'a>> {
     let mut out: BTreeMap<_, StreamReplicas> = BTreeMap::new();
@@ -124,7 +124,7 @@ pub fn groups<'a>(
 }
 
 /// How many series [`encode`] writes for `polls` (for the series ceiling).
-pub fn series(polls: &[Option<(Option<&str>, &JszPoll)>]) -> u64 {
+pub(crate) fn series(polls: &[Option<(Option<&str>, &JszPoll)>]) -> u64 {
     let per_stream = STREAM_FAMILIES.len() as u64;
     (groups(polls).values())
         .map(|g| {
@@ -134,7 +134,7 @@ pub fn series(polls: &[Option<(Option<&str>, &JszPoll)>]) -> u64 {
 }
 
 /// Writes the replica families of every replicated stream in `polls`.
-pub fn encode(
+pub(crate) fn encode(
     enc: &mut DescriptorEncoder,
     polls: &[Option<(Option<&str>, &JszPoll)>],
 ) -> fmt::Result {

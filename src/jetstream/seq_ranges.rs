@@ -12,13 +12,13 @@ pub struct SeqRanges(Vec<(u64, u64)>);
 
 impl SeqRanges {
     /// True if `seq` is in a range.
-    pub fn contains(&self, seq: u64) -> bool {
+    pub(crate) fn contains(&self, seq: u64) -> bool {
         let i = self.0.partition_point(|&(_, end)| end < seq);
         self.0.get(i).is_some_and(|&(start, _)| start <= seq)
     }
 
     /// Adds `seq`, merging neighbouring ranges.
-    pub fn insert(&mut self, seq: u64) {
+    pub(crate) fn insert(&mut self, seq: u64) {
         if self.contains(seq) {
             return;
         }
@@ -39,7 +39,7 @@ impl SeqRanges {
     /// Covers every sequence from 1 to `floor` with one range, keeping the
     /// ranges above it: at most one range more than the sequences above
     /// the floor need, however long the stream.
-    pub fn cover_through(&mut self, floor: u64) {
+    pub(crate) fn cover_through(&mut self, floor: u64) {
         if floor == 0 {
             return;
         }
@@ -51,7 +51,7 @@ impl SeqRanges {
     }
 
     /// Forgets every sequence below `first`.
-    pub fn forget_below(&mut self, first: u64) {
+    pub(crate) fn forget_below(&mut self, first: u64) {
         self.0.retain(|&(_, end)| end >= first);
         if let Some(low) = self.0.first_mut() {
             low.0 = low.0.max(first);
@@ -62,7 +62,7 @@ impl SeqRanges {
     /// (`max` at least 1): the sequences between them then count as in the
     /// set. For a set that must never count a sequence twice, this errs on
     /// the side of not counting.
-    pub fn merge_lowest(&mut self, max: usize) {
+    pub(crate) fn merge_lowest(&mut self, max: usize) {
         let max = max.max(1);
         if self.0.len() > max {
             let merged = self.0.len() - max;
@@ -73,12 +73,12 @@ impl SeqRanges {
     }
 
     /// Number of ranges (the stored size).
-    pub fn ranges(&self) -> usize {
+    pub(crate) fn ranges(&self) -> usize {
         self.0.len()
     }
 
     /// Forgets the lowest ranges beyond `max`.
-    pub fn keep_highest(&mut self, max: usize) {
+    pub(crate) fn keep_highest(&mut self, max: usize) {
         if self.0.len() > max {
             let excess = self.0.len() - max;
             self.0.drain(..excess);

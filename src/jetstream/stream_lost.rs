@@ -30,15 +30,15 @@ use crate::text::families::{counter_family, gauge_family};
 /// What one stream lost: the server's record now, and what was found in
 /// its records so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LostData {
+pub(crate) struct LostData {
     /// Sequences lost, as the server reports now.
-    pub messages: u64,
+    pub(crate) messages: u64,
     /// Bytes lost, as the server reports now.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Lost sequences found so far, each counted once.
-    pub found_messages: u64,
+    pub(crate) found_messages: u64,
     /// Bytes of [`Self::found_messages`].
-    pub found_bytes: u64,
+    pub(crate) found_bytes: u64,
 }
 
 /// One STREAM.INFO reply's record of lost data.
@@ -52,7 +52,7 @@ pub struct LostRecord {
     pub first_seq: u64,
     /// When the stream was created: a stream made again under the same
     /// name starts its sequences again.
-    pub created: String,
+    pub(crate) created: String,
 }
 
 #[derive(Deserialize)]
@@ -223,7 +223,11 @@ impl StreamLostReader {
     /// Reads the next `per_poll` of `streams` (names, in any order) after
     /// those read last time, each within `deadline`, and returns what is
     /// known of each of `streams`: streams never read yet are left out.
-    pub async fn read(&self, streams: &[&str], deadline: Duration) -> Vec<(String, LostData)> {
+    pub(crate) async fn read(
+        &self,
+        streams: &[&str],
+        deadline: Duration,
+    ) -> Vec<(String, LostData)> {
         let mut names: Vec<&str> = streams.to_vec();
         names.sort_unstable();
         names.dedup();
@@ -288,7 +292,10 @@ impl prometheus_client::collector::Collector for StreamLostReader {
 }
 
 /// Writes the lost-data gauges and counters of the streams read so far.
-pub fn encode(enc: &mut DescriptorEncoder, rows: &[(String, String, LostData)]) -> fmt::Result {
+pub(crate) fn encode(
+    enc: &mut DescriptorEncoder,
+    rows: &[(String, String, LostData)],
+) -> fmt::Result {
     let labels =
         |(a, s, _): &(String, String, LostData)| [("account", a.clone()), ("stream", s.clone())];
     gauge_family(

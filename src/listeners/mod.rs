@@ -1,5 +1,5 @@
 //! What runs beside the scrapes, subscribed over NATS: JetStream advisories
 //! and the client reports of applications using the link-in crate.
 
-pub mod advisories;
-pub mod client_reports;
+pub(crate) mod advisories;
+pub(crate) mod client_reports;

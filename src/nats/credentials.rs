@@ -11,12 +11,12 @@ pub struct Secret(String);
 
 impl Secret {
     /// Wraps a secret value.
-    pub fn new(value: impl Into<String>) -> Self {
+    pub(crate) fn new(value: impl Into<String>) -> Self {
         Secret(value.into())
     }
 
     /// The secret's value, to hand to the NATS client and nowhere else.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -88,11 +88,11 @@ impl FromStr for Auth {
 /// One account to listen in: the name used as the `account` label, and how to
 /// log in to it (`None` means: with the top-level credential flags).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AccountSpec {
+pub(crate) struct AccountSpec {
     /// Account name, used as the `account` label value.
-    pub name: String,
+    pub(crate) name: String,
     /// Credentials for this account, or `None` for the top-level ones.
-    pub auth: Option<Auth>,
+    pub(crate) auth: Option<Auth>,
 }
 
 impl FromStr for AccountSpec {
@@ -117,11 +117,11 @@ impl FromStr for AccountSpec {
 /// A clap value parser whose errors never repeat the value: credential specs
 /// carry secrets, and clap's own errors quote the rejected value.
 #[derive(Clone, Debug)]
-pub struct NoEchoParser<T>(std::marker::PhantomData<fn() -> T>);
+pub(crate) struct NoEchoParser<T>(std::marker::PhantomData<fn() -> T>);
 
 impl<T> NoEchoParser<T> {
     /// A parser for `T`.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         NoEchoParser(std::marker::PhantomData)
     }
 }

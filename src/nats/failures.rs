@@ -19,7 +19,7 @@ use crate::lock::LockOrRecover;
 use crate::nats::retry::ErrorKind;
 
 /// Repeats of a failure within this time are counted, not logged.
-pub const QUIET: Duration = Duration::from_secs(30);
+pub(super) const QUIET: Duration = Duration::from_secs(30);
 
 /// The last connection failure the client library logged, and when.
 static LAST_CAUSE: Mutex<Option<(Instant, String)>> = Mutex::new(None);
@@ -79,7 +79,7 @@ fn recent_cause() -> Option<String> {
 }
 
 /// One connection's failure log: what to name, and when it last spoke.
-pub struct FailureLog {
+pub(super) struct FailureLog {
     account: String,
     purpose: String,
     servers: String,
@@ -94,7 +94,7 @@ pub struct FailureLog {
 
 /// What a connection's owner is told of its failures (see
 /// [`super::connect_watched`]).
-pub type OnFailure = Box<dyn Fn(ErrorKind) + Send + Sync>;
+pub(crate) type OnFailure = Box<dyn Fn(ErrorKind) + Send + Sync>;
 
 impl std::fmt::Debug for FailureLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -113,7 +113,7 @@ struct Quiet {
 impl FailureLog {
     /// The log of the `purpose` connection of `account` to `servers`
     /// (already free of credentials).
-    pub fn new(account: &str, purpose: &str, servers: &[String]) -> FailureLog {
+    pub(super) fn new(account: &str, purpose: &str, servers: &[String]) -> FailureLog {
         FailureLog {
             account: account.to_string(),
             purpose: purpose.to_string(),
@@ -128,7 +128,7 @@ impl FailureLog {
     /// Also tells `on_failure` of each outage ([`ErrorKind::Connect`], once
     /// until the next connection) and of each subject the server refuses
     /// ([`ErrorKind::Permission`]).
-    pub fn with_on_failure(mut self, on_failure: Option<OnFailure>) -> FailureLog {
+    pub(super) fn with_on_failure(mut self, on_failure: Option<OnFailure>) -> FailureLog {
         self.on_failure = on_failure;
         self
     }
@@ -150,14 +150,14 @@ impl FailureLog {
 
     /// Records whether the connection presents a client certificate, so
     /// that a rejection can say when none was given.
-    pub fn with_client_certificate(mut self, given: bool) -> FailureLog {
+    pub(super) fn with_client_certificate(mut self, given: bool) -> FailureLog {
         self.client_certificate = given;
         self
     }
 
     /// Logs that connecting failed with `kind`, in one line with the cause,
     /// unless the same failure was logged less than [`QUIET`] ago.
-    pub fn failed(&self, kind: &str) {
+    pub(super) fn failed(&self, kind: &str) {
         let cause = match recent_cause() {
             // Authorization failures end the attempt before any debug event.
             Some(cause) if !kind.contains("authorization") => cause,
@@ -182,7 +182,7 @@ impl FailureLog {
     }
 
     /// Forgets the last failure, so that a new one after a recovery is logged.
-    pub fn recovered(&self) {
+    pub(super) fn recovered(&self) {
         self.failing.store(false, Ordering::Relaxed);
         *self.state.lock_or_recover() = Quiet::default();
     }

@@ -16,9 +16,11 @@ pub(crate) mod retry;
 mod server_urls;
 mod settings;
 
-pub use credentials::{AccountSpec, Auth, NoEchoParser, Secret};
-pub use failures::{cause_layer, OnFailure};
-pub use server_urls::parse_server;
+pub use credentials::Auth;
+pub(crate) use credentials::NoEchoParser;
+pub use credentials::Secret;
+pub use failures::cause_layer;
+pub(crate) use failures::OnFailure;
 pub use settings::NatsArgs;
 
 /// Why a connection could not be set up.
@@ -42,15 +44,6 @@ pub enum ConnectionError {
 
 /// Options for one connection: name, credentials, TLS, capacity. `purpose`
 /// is appended to the client name so /connz tells the connections apart.
-pub async fn connect_options(
-    args: &NatsArgs,
-    auth: &Auth,
-    purpose: &str,
-    subscription_capacity: usize,
-) -> Result<ConnectOptions, ConnectionError> {
-    watched_options(args, auth, purpose, subscription_capacity, None).await
-}
-
 async fn watched_options(
     args: &NatsArgs,
     auth: &Auth,
@@ -117,7 +110,7 @@ async fn watched_options(
 
 /// Connects one client. Returns once the options are accepted; the client
 /// keeps (re)connecting in the background, see [`is_connected`].
-pub async fn connect(
+pub(crate) async fn connect(
     args: &NatsArgs,
     auth: &Auth,
     purpose: &str,
@@ -131,7 +124,7 @@ pub async fn connect(
 /// per outage (the first failed attempt after start or after a connection;
 /// a refused password, say), `crate::nats::retry::ErrorKind::Permission` for
 /// each subject the server refuses.
-pub async fn connect_watched(
+pub(crate) async fn connect_watched(
     args: &NatsArgs,
     auth: &Auth,
     purpose: &str,
@@ -202,7 +195,7 @@ pub async fn warn_on_account_mismatch(args: &NatsArgs, auth: &Auth, label: &str)
 }
 
 /// Whether the client currently has a live connection to a server.
-pub fn is_connected(client: &Client) -> bool {
+pub(crate) fn is_connected(client: &Client) -> bool {
     matches!(
         client.connection_state(),
         async_nats::connection::State::Connected

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 /// What stopped a listener's session: the `kind` label of the listeners'
 /// `..._listener_errors_total` counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorKind {
+pub(crate) enum ErrorKind {
     /// Connecting or authenticating failed.
     Connect,
     /// The advisory stream exists but does not capture the advisory subjects.
@@ -36,7 +36,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// The label value.
-    pub fn as_label(self) -> &'static str {
+    pub(crate) fn as_label(self) -> &'static str {
         match self {
             ErrorKind::Connect => "connect",
             ErrorKind::StreamMismatch => "stream_mismatch",
@@ -54,14 +54,14 @@ impl ErrorKind {
     /// of it: the JetStream API error code, a timeout or no responders, from
     /// the first error in `error`'s chain of sources that tells one (the
     /// text of a message is never read: servers may reword it).
-    pub fn of_request(error: &(dyn std::error::Error + 'static)) -> ErrorKind {
+    pub(crate) fn of_request(error: &(dyn std::error::Error + 'static)) -> ErrorKind {
         std::iter::successors(Some(error), |e| e.source())
             .find_map(told_by)
             .unwrap_or(ErrorKind::Other)
     }
 
     /// The kind of a JetStream API error code.
-    pub fn of_code(code: ErrorCode) -> ErrorKind {
+    pub(crate) fn of_code(code: ErrorCode) -> ErrorKind {
         match code {
             ErrorCode::CONSUMER_NOT_FOUND => ErrorKind::ConsumerMissing,
             ErrorCode::STREAM_NOT_FOUND => ErrorKind::StreamMissing,
@@ -144,14 +144,14 @@ fn told_by(e: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
 #[error("{message}")]
 pub struct ListenerError {
     /// What kind of failure.
-    pub kind: ErrorKind,
+    pub(crate) kind: ErrorKind,
     /// What failed, for the log.
     pub message: String,
 }
 
 impl ListenerError {
     /// A failure of `kind`.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         ListenerError {
             kind,
             message: message.into(),
@@ -160,18 +160,18 @@ impl ListenerError {
 
     /// A failed NATS or JetStream request, sorted by
     /// [`ErrorKind::of_request`].
-    pub fn request(what: &str, e: &(dyn std::error::Error + 'static)) -> Self {
+    pub(crate) fn request(what: &str, e: &(dyn std::error::Error + 'static)) -> Self {
         ListenerError::new(ErrorKind::of_request(e), format!("{what}: {e}"))
     }
 
     /// A failure of the totals bucket.
-    pub fn store(message: impl Into<String>) -> Self {
+    pub(crate) fn store(message: impl Into<String>) -> Self {
         ListenerError::new(ErrorKind::Store, message)
     }
 }
 
 /// Pause before a listener that failed connects again.
-pub const RETRY_DELAY: Duration = Duration::from_secs(5);
+pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(5);
 
 /// Where a listener reports its own health: its `listener_up` gauge and its
 /// error counter by kind.

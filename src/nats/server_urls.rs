@@ -12,7 +12,7 @@ const SCHEMES: [&str; 4] = ["nats", "tls", "ws", "wss"];
 
 /// Accepts `[scheme://][user[:password]@]host[:port]`, the forms the NATS
 /// client understands; anything else is refused at start.
-pub fn parse_server(text: &str) -> Result<String, String> {
+pub(crate) fn parse_server(text: &str) -> Result<String, String> {
     let text = text.trim();
     let url =
         as_url(text).map_err(|e| format!("'{}' is not a NATS URL: {e}", redacted_text(text)))?;
@@ -45,7 +45,9 @@ fn as_url(text: &str) -> Result<Url, url::ParseError> {
 /// The servers without credentials, and the credentials they carried as
 /// [`Auth`] (`user:password@` or a lone `token@`). Servers that carry
 /// different credentials are refused: one connection logs in one way.
-pub fn without_credentials(servers: &[String]) -> Result<(Vec<String>, Auth), ConnectionError> {
+pub(super) fn without_credentials(
+    servers: &[String],
+) -> Result<(Vec<String>, Auth), ConnectionError> {
     let mut plain = Vec::with_capacity(servers.len());
     let mut found: Option<Auth> = None;
     for text in servers {

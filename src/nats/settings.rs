@@ -21,7 +21,7 @@ pub struct NatsArgs {
         default_value = "nats://127.0.0.1:4222",
         value_parser = parse_server
     )]
-    pub servers: Vec<String>,
+    pub(crate) servers: Vec<String>,
 
     /// Client connection name, shown by the server in /connz.
     #[arg(
@@ -31,7 +31,7 @@ pub struct NatsArgs {
         env = "NATS_DELIVERY_NATS_CLIENT_NAME",
         default_value = "nats-delivery-exporter"
     )]
-    pub client_name: String,
+    pub(crate) client_name: String,
 
     /// User name (with --nats-password).
     #[arg(
@@ -40,7 +40,7 @@ pub struct NatsArgs {
         long = "nats-user",
         env = "NATS_DELIVERY_NATS_USER"
     )]
-    pub user: Option<String>,
+    pub(crate) user: Option<String>,
 
     /// Password for --nats-user (prefer the environment variable: command lines are visible to other users).
     #[arg(
@@ -50,7 +50,7 @@ pub struct NatsArgs {
         env = "NATS_DELIVERY_NATS_PASSWORD",
         hide_env_values = true
     )]
-    pub password: Option<Secret>,
+    pub(crate) password: Option<Secret>,
 
     /// Authentication token (prefer the environment variable).
     #[arg(
@@ -60,7 +60,7 @@ pub struct NatsArgs {
         env = "NATS_DELIVERY_NATS_TOKEN",
         hide_env_values = true
     )]
-    pub token: Option<Secret>,
+    pub(crate) token: Option<Secret>,
 
     /// File holding an NKey user seed.
     #[arg(
@@ -70,7 +70,7 @@ pub struct NatsArgs {
         env = "NATS_DELIVERY_NATS_NKEY_SEED_FILE",
         value_parser = crate::flags::values::nkey_seed_file
     )]
-    pub nkey_seed_file: Option<PathBuf>,
+    pub(crate) nkey_seed_file: Option<PathBuf>,
 
     /// NATS credentials (.creds) file: user JWT and NKey seed.
     #[arg(
@@ -80,7 +80,7 @@ pub struct NatsArgs {
         env = "NATS_DELIVERY_NATS_CREDS_FILE",
         value_parser = crate::flags::values::creds_file
     )]
-    pub creds_file: Option<PathBuf>,
+    pub(crate) creds_file: Option<PathBuf>,
 
     /// PEM file with the CA certificate(s) that signed the server's certificate; enables TLS.
     #[arg(
@@ -90,7 +90,7 @@ pub struct NatsArgs {
         env = "NATS_DELIVERY_NATS_TLS_CA",
         value_parser = crate::flags::values::pem_file
     )]
-    pub tls_ca: Option<PathBuf>,
+    pub(crate) tls_ca: Option<PathBuf>,
 
     /// PEM client certificate for mutual TLS (with --nats-tls-key).
     #[arg(
@@ -101,7 +101,7 @@ pub struct NatsArgs {
         requires = "nats_tls_key",
         value_parser = crate::flags::values::pem_file
     )]
-    pub tls_cert: Option<PathBuf>,
+    pub(crate) tls_cert: Option<PathBuf>,
 
     /// PEM private key of --nats-tls-cert.
     #[arg(
@@ -112,7 +112,7 @@ pub struct NatsArgs {
         requires = "nats_tls_cert",
         value_parser = crate::flags::values::pem_file
     )]
-    pub tls_key: Option<PathBuf>,
+    pub(crate) tls_key: Option<PathBuf>,
 
     /// Accounts to listen in, one connection each: NAME (uses the credential flags above) or
     /// NAME=creds:FILE | NAME=nkey:FILE | NAME=user:USER:PASSWORD | NAME=token:TOKEN.
@@ -127,7 +127,7 @@ pub struct NatsArgs {
         value_parser = NoEchoParser::<AccountSpec>::new(),
         hide_env_values = true
     )]
-    pub accounts: Vec<AccountSpec>,
+    pub(crate) accounts: Vec<AccountSpec>,
 
     /// The `account` label of the single connection used when --nats-account is not given
     /// (`$G` is the server's default account when it has no accounts configured).
@@ -138,7 +138,7 @@ pub struct NatsArgs {
         env = "NATS_DELIVERY_NATS_ACCOUNT_NAME",
         default_value = "$G"
     )]
-    pub account_name: String,
+    pub(crate) account_name: String,
 }
 
 impl NatsArgs {

@@ -23,7 +23,7 @@ use crate::text::Format;
 
 /// Why the exporter could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum SetupError {
+pub enum ExporterBuildError {
     /// The `--monitor-tls-ca` file could not be read.
     #[error("--monitor-tls-ca: cannot read {}: {source}", path.display())]
     MonitorTlsCa {
@@ -73,27 +73,27 @@ pub struct ExporterBuilder {
 
 impl ExporterBuilder {
     /// Starts an exporter's setup; fails only if the HTTP client cannot be made.
-    pub fn new(settings: ScrapeSettings) -> Result<ExporterBuilder, SetupError> {
+    pub fn new(settings: ScrapeSettings) -> Result<ExporterBuilder, ExporterBuildError> {
         // The NATS client's TLS asks rustls for the process-wide crypto
         // provider, which must be chosen when two are linked in (reqwest's
         // aws-lc-rs and async-nats' ring); an earlier choice stays.
         let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
         let mut http = reqwest::Client::builder();
         if let Some(path) = &settings.monitor_tls_ca {
-            let pem = std::fs::read(path).map_err(|source| SetupError::MonitorTlsCa {
+            let pem = std::fs::read(path).map_err(|source| ExporterBuildError::MonitorTlsCa {
                 path: path.clone(),
                 source,
             })?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default();
             if certs.is_empty() {
-                return Err(SetupError::NoCertificate(path.clone()));
+                return Err(ExporterBuildError::NoCertificate(path.clone()));
             }
             for cert in certs {
                 http = http.add_root_certificate(cert);
             }
         }
         let fetch = Fetcher::new(http, settings.timeout, settings.max_reply_size)
-            .map_err(SetupError::HttpClient)?;
+            .map_err(ExporterBuildError::HttpClient)?;
         Ok(ExporterBuilder {
             reuse_poll_for: settings.reuse_poll_for,
             poller: Poller::new(settings, fetch),
@@ -141,7 +141,7 @@ impl ExporterBuilder {
 impl Exporter {
     /// An exporter with nothing added to its setup: `ExporterBuilder::new`
     /// then `build`.
-    pub fn new(settings: ScrapeSettings) -> Result<Exporter, SetupError> {
+    pub fn new(settings: ScrapeSettings) -> Result<Exporter, ExporterBuildError> {
         Ok(ExporterBuilder::new(settings)?.build())
     }
 
@@ -158,7 +158,7 @@ impl Exporter {
     /// [`Exporter::scrape`] as consecutive chunks of the text, written while
     /// they are sent: the text is never held whole. Returns once the poll is
     /// done; the scrapers of one poll share its snapshot, each its own text.
-    pub async fn scrape_stream(
+    pub(crate) async fn scrape_stream(
         &self,
         format: Format,
     ) -> impl Stream<Item = Bytes> + Send + 'static {

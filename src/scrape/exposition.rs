@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::jetstream::cardinality::fold::EPHEMERAL_LABEL;
 use crate::lock::LockOrRecover;
 use crate::scrape::snapshot::{write_consumer_part, Snapshot, SnapshotCollector, CONSUMER_PARTS};
-use crate::text::consumer_labels::ConsumerLabels;
+use crate::text::consumer_labels::ConsumerLabelText;
 use crate::text::{encode_registry, Format};
 
 /// Consumers per piece of a per-consumer family: large enough that a piece
@@ -31,7 +31,7 @@ const BLOCK: usize = 1024;
 
 /// The registry and the collector that writes a snapshot's main part into it.
 #[derive(Debug)]
-pub struct Exposition {
+pub(crate) struct Exposition {
     registry: Registry,
     snapshot: Arc<SnapshotCollector>,
     /// The collector reads one snapshot slot: one registry encoding at a time.
@@ -61,13 +61,13 @@ struct Pieces {
 
 impl Exposition {
     /// The registry, for the exporter's other parts to register their metrics in.
-    pub fn registry_mut(&mut self) -> &mut Registry {
+    pub(crate) fn registry_mut(&mut self) -> &mut Registry {
         &mut self.registry
     }
 
     /// The text of `snapshot` and everything registered, in `format`, as
     /// pieces in output order, written while they are sent.
-    pub fn stream(
+    pub(crate) fn stream(
         self: &Arc<Self>,
         snapshot: Arc<Snapshot>,
         format: Format,
@@ -106,7 +106,7 @@ impl Exposition {
         }
         // Every per-consumer family repeats each consumer's labels: rendered once.
         let mut labels =
-            ConsumerLabels::new(consumers.iter().map(|(a, s, c, _)| (*a, *s, &c.name[..])));
+            ConsumerLabelText::new(consumers.iter().map(|(a, s, c, _)| (*a, *s, &c.name[..])));
         for f in &snapshot.folded {
             labels.push(&f.account, &f.stream, EPHEMERAL_LABEL);
         }

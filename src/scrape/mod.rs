@@ -4,9 +4,9 @@
 //! `exposition::Exposition` of it, all built from plain
 //! [`settings::ScrapeSettings`].
 
-pub mod exporter;
+pub(crate) mod exporter;
 pub(crate) mod exposition;
 pub(crate) mod poller;
-pub mod process_metrics;
-pub mod settings;
+pub(crate) mod process_metrics;
+pub(crate) mod settings;
 pub(crate) mod snapshot;

@@ -16,7 +16,7 @@ pub struct BuildInfo;
 
 /// The version, the commit and the compiler the binary was built from
 /// (`unknown` where the build had no git checkout).
-pub fn build_labels() -> [(&'static str, &'static str); 3] {
+pub(crate) fn build_labels() -> [(&'static str, &'static str); 3] {
     [
         ("version", env!("CARGO_PKG_VERSION")),
         ("revision", env!("NATS_DELIVERY_REVISION")),
@@ -43,24 +43,24 @@ pub struct ProcessCollector;
 
 /// One reading of the process, in the units of client_golang's collector.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ProcessStats {
+pub(crate) struct ProcessStats {
     /// User and system CPU time, in seconds.
-    pub cpu_seconds: f64,
+    pub(crate) cpu_seconds: f64,
     /// Virtual memory size, in bytes.
-    pub virtual_memory_bytes: u64,
+    pub(crate) virtual_memory_bytes: u64,
     /// Resident set size, in bytes.
-    pub resident_memory_bytes: u64,
+    pub(crate) resident_memory_bytes: u64,
     /// Start time since the Unix epoch, in seconds.
-    pub start_time_seconds: f64,
+    pub(crate) start_time_seconds: f64,
     /// Open file descriptors.
-    pub open_fds: u64,
+    pub(crate) open_fds: u64,
     /// The soft limit of open file descriptors (absent when unlimited).
-    pub max_fds: Option<u64>,
+    pub(crate) max_fds: Option<u64>,
 }
 
 /// Why `/proc` could not be read as expected.
 #[derive(Debug, thiserror::Error)]
-pub enum ProcessStatsError {
+pub(crate) enum ProcessStatsError {
     /// A file under `/proc` could not be read.
     #[error("reading {path}: {source}")]
     Read {
@@ -76,7 +76,7 @@ pub enum ProcessStatsError {
 
 impl ProcessStats {
     /// Reads the current process.
-    pub fn read_self() -> Result<ProcessStats, ProcessStatsError> {
+    pub(crate) fn read_self() -> Result<ProcessStats, ProcessStatsError> {
         let read = |path: &'static str| {
             std::fs::read_to_string(path).map_err(|source| ProcessStatsError::Read { path, source })
         };

@@ -19,34 +19,34 @@ use crate::jetstream::jsz_families;
 use crate::jetstream::stream_lost::LostData;
 use crate::lock::LockOrRecover;
 use crate::sources::jsz;
-pub use crate::sources::TargetSnapshot;
+use crate::sources::TargetSnapshot;
 use crate::system::poll::SurveyReport;
-use crate::text::consumer_labels::ConsumerLabels;
+use crate::text::consumer_labels::ConsumerLabelText;
 use crate::text::families::{counter_family, gauge_family};
 use crate::text::Format;
 
 /// Everything one scrape saw, finished: the leader of each stream and
 /// consumer is chosen once here, not by every part of the exposition.
 #[derive(Debug, Default)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// One per monitoring URL.
-    pub targets: Vec<TargetSnapshot>,
+    pub(crate) targets: Vec<TargetSnapshot>,
     /// The streams and consumers to export, from their leaders.
     leaders: jsz::Leaders,
     /// Each exported consumer's health, in the order of [`Snapshot::rows`];
     /// empty when consumer health is off.
-    pub consumer_health: Vec<ConsumerHealthRow>,
+    pub(crate) consumer_health: Vec<ConsumerHealthRow>,
     /// Each stream's ephemeral consumers, summed; empty when they are kept.
-    pub folded: Vec<FoldedRow>,
+    pub(crate) folded: Vec<FoldedRow>,
     /// What `--max-jetstream-series` left out; `None` when there is no ceiling.
-    pub budget: Option<BudgetReport>,
+    pub(crate) budget: Option<BudgetReport>,
     /// The system-account survey's accounting; `None` when polling the
     /// monitoring URLs.
-    pub survey: Option<SurveyReport>,
+    pub(crate) survey: Option<SurveyReport>,
     /// Lost data of the streams read so far (account, stream, lost).
-    pub stream_lost: Vec<(String, String, LostData)>,
+    pub(crate) stream_lost: Vec<(String, String, LostData)>,
     /// Which per-consumer series are written.
-    pub series: ConsumerSeries,
+    pub(crate) series: ConsumerSeries,
 }
 
 impl Snapshot {
@@ -56,7 +56,7 @@ impl Snapshot {
     }
 
     /// The snapshot of `targets`, with leaders chosen.
-    pub fn finished(targets: Vec<TargetSnapshot>) -> Snapshot {
+    pub(crate) fn finished(targets: Vec<TargetSnapshot>) -> Snapshot {
         let leaders = jsz::select_leaders(&named_polls(&targets));
         Snapshot {
             targets,
@@ -73,7 +73,7 @@ impl Snapshot {
     /// Keeps the JetStream series under `limit`, see [`crate::jetstream::cardinality::budget`];
     /// call it once consumer health is known. Over the limit, the consumers
     /// (and their health) are put in priority order.
-    pub fn apply_budget(&mut self, limit: u64) {
+    pub(crate) fn apply_budget(&mut self, limit: u64) {
         let (streams, consumers) = self.rows();
         let series = &self.series;
         let fixed = streams
@@ -111,7 +111,7 @@ impl Snapshot {
     /// Folds the ephemeral consumers into one row per stream, remembered in
     /// `folds`, and takes them out of [`Snapshot::rows`] (and so out of
     /// consumer health).
-    pub fn fold_ephemerals(&mut self, folds: &mut EphemeralFolds) {
+    pub(crate) fn fold_ephemerals(&mut self, folds: &mut EphemeralFolds) {
         let (streams, consumers) = self.rows();
         let keep: Vec<bool> = consumers.iter().map(|r| !is_ephemeral(r.2)).collect();
         let ephemerals: Vec<_> = consumers.iter().filter(|r| is_ephemeral(r.2)).collect();
@@ -121,7 +121,7 @@ impl Snapshot {
     }
 
     /// The streams and consumers to export, each from its leader.
-    pub fn rows(&self) -> (Vec<jsz::StreamRow<'_>>, Vec<jsz::ConsumerRow<'_>>) {
+    pub(crate) fn rows(&self) -> (Vec<jsz::StreamRow<'_>>, Vec<jsz::ConsumerRow<'_>>) {
         let polls: Vec<_> = self.targets.iter().map(|t| t.jsz.as_ref()).collect();
         self.leaders.rows(&polls)
     }
@@ -130,7 +130,7 @@ impl Snapshot {
 /// How many per-consumer parts of the exposition follow the main one (the
 /// collector's): one per family, the /jsz ones then the health ones. The
 /// exporter writes the parts on several threads and joins the text in order.
-pub const CONSUMER_PARTS: usize = jsz_families::CONSUMER_FAMILY_COUNT + HEALTH_FAMILY_COUNT;
+pub(crate) const CONSUMER_PARTS: usize = jsz_families::CONSUMER_FAMILY_COUNT + HEALTH_FAMILY_COUNT;
 
 /// Appends per-consumer part `index` (below [`CONSUMER_PARTS`]) of `snap`
 /// for the consumers in `block`: `consumers` are all of them, with their
@@ -138,11 +138,11 @@ pub const CONSUMER_PARTS: usize = jsz_families::CONSUMER_FAMILY_COUNT + HEALTH_F
 /// are written with the last block. Written block by block, a family's text
 /// is its blocks' text in order, each block's starting with the family's
 /// header lines.
-pub fn write_consumer_part(
+pub(crate) fn write_consumer_part(
     out: &mut String,
     format: Format,
     snap: &Snapshot,
-    (consumers, labels): (&[jsz::ConsumerRow], &ConsumerLabels),
+    (consumers, labels): (&[jsz::ConsumerRow], &ConsumerLabelText),
     (index, block): (usize, Range<usize>),
 ) {
     let block_labels = labels.from(block.start);
@@ -167,18 +167,18 @@ pub fn write_consumer_part(
 /// A collector registered once; the scrape hands it each new snapshot. It
 /// writes the main part: health, every source's families, and streams.
 #[derive(Debug, Default)]
-pub struct SnapshotCollector {
+pub(crate) struct SnapshotCollector {
     latest: Mutex<Option<Arc<Snapshot>>>,
 }
 
 impl SnapshotCollector {
     /// Makes `snapshot` the one the next encode writes.
-    pub fn set(&self, snapshot: Arc<Snapshot>) {
+    pub(crate) fn set(&self, snapshot: Arc<Snapshot>) {
         *self.latest.lock_or_recover() = Some(snapshot);
     }
 
     /// Frees the snapshot once it is written.
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         *self.latest.lock_or_recover() = None;
     }
 }

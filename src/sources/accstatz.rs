@@ -23,30 +23,30 @@ use crate::text::families::counter_family;
 #[serde(default)]
 pub struct Accstatz {
     /// One entry per account the server has loaded.
-    pub account_statz: Vec<AccountStat>,
+    pub(crate) account_statz: Vec<AccountStat>,
 }
 
 /// One account's statistics.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct AccountStat {
+pub(crate) struct AccountStat {
     /// The account's name (its public key in operator mode), as `/connz`
     /// names it: the `account` label.
-    pub acc: String,
+    pub(crate) acc: String,
     /// Connections of this account cut as slow consumers; absent when the
     /// server does not report it.
-    pub slow_consumers: Option<u64>,
+    pub(crate) slow_consumers: Option<u64>,
 }
 
 /// Reads the server's `/accstatz`, unused accounts included.
-pub async fn poll(link: &ServerLink<'_>) -> Result<Accstatz, PollError> {
+pub(crate) async fn poll(link: &ServerLink<'_>) -> Result<Accstatz, PollError> {
     link.get_json(Source::Accstatz, &[("unused", "true".into())])
         .await
 }
 
 /// The `/accstatz` source of one server.
 #[derive(Debug, Default)]
-pub struct AccstatzSource;
+pub(crate) struct AccstatzSource;
 
 impl MonitoringSource for AccstatzSource {
     type Reply = Accstatz;
@@ -71,12 +71,15 @@ impl MonitoringSource for AccstatzSource {
 }
 
 /// Writes this source's families for the servers of one scrape.
-pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+pub(crate) fn encode_targets(
+    enc: &mut DescriptorEncoder,
+    targets: &[TargetSnapshot],
+) -> fmt::Result {
     encode(enc, &super::answered(targets, |t| t.accstatz.as_ref()))
 }
 
 /// Writes the per-account families for the servers polled successfully.
-pub fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Accstatz)]) -> fmt::Result {
+pub(crate) fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Accstatz)]) -> fmt::Result {
     counter_family(
         enc,
         "nats_delivery_account_slow_consumers",

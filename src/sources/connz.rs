@@ -28,32 +28,32 @@ const CLOSED_PAGE: usize = 1000;
 /// The size of the server's ring of closed connections.
 const CLOSED_RING: usize = 10_000;
 /// The label value that stands for client names past the configured cap.
-pub const OVERFLOW_NAME: &str = "__overflow__";
+pub(crate) const OVERFLOW_NAME: &str = "__overflow__";
 
 /// The fields of a `/connz` reply the exporter uses.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct Connz {
     /// The server process answering.
-    pub server_id: String,
+    pub(crate) server_id: String,
     /// The connections on this page.
-    pub connections: Vec<ConnInfo>,
+    pub(crate) connections: Vec<ConnInfo>,
 }
 
 /// One connection.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct ConnInfo {
+pub(crate) struct ConnInfo {
     /// Connection id, unique within one server process.
-    pub cid: u64,
+    pub(crate) cid: u64,
     /// The name the client gave, often empty.
-    pub name: String,
+    pub(crate) name: String,
     /// The account the connection is bound to.
-    pub account: String,
+    pub(crate) account: String,
     /// Bytes waiting to be written to the client.
-    pub pending_bytes: i64,
+    pub(crate) pending_bytes: i64,
     /// Why a closed connection was closed.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// The name the server gives the default account, which `/connz` leaves out.
@@ -71,13 +71,16 @@ impl ConnInfo {
 
 /// The most-pending connections of one server, from one poll.
 #[derive(Debug, Clone, Default)]
-pub struct TopPending {
+pub(crate) struct TopPending {
     /// Connections, most pending first.
-    pub connections: Vec<ConnInfo>,
+    pub(crate) connections: Vec<ConnInfo>,
 }
 
 /// Reads the `top` connections with the most pending bytes.
-pub async fn poll_top_pending(link: &ServerLink<'_>, top: u32) -> Result<TopPending, PollError> {
+pub(crate) async fn poll_top_pending(
+    link: &ServerLink<'_>,
+    top: u32,
+) -> Result<TopPending, PollError> {
     let query = [
         ("sort", "pending".into()),
         ("limit", top.to_string()),
@@ -94,7 +97,7 @@ pub async fn poll_top_pending(link: &ServerLink<'_>, top: u32) -> Result<TopPend
 }
 
 /// The label value for a slow-consumer close reason, or `None` for other reasons.
-pub fn slow_consumer_reason(reason: &str) -> Option<&'static str> {
+pub(crate) fn slow_consumer_reason(reason: &str) -> Option<&'static str> {
     match reason {
         "Slow Consumer (Pending Bytes)" => Some("pending_bytes"),
         "Slow Consumer (Write Deadline)" => Some("write_deadline"),
@@ -105,31 +108,31 @@ pub fn slow_consumer_reason(reason: &str) -> Option<&'static str> {
 
 /// Key of one series of `nats_delivery_slow_consumer_closed_connections_total`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ClosedKey {
+pub(crate) struct ClosedKey {
     /// `server` label.
-    pub server: String,
+    pub(crate) server: String,
     /// `account` label.
-    pub account: String,
+    pub(crate) account: String,
     /// `client_name` label (empty when the client gave none).
-    pub client_name: String,
+    pub(crate) client_name: String,
     /// `reason` label.
-    pub reason: &'static str,
+    pub(crate) reason: &'static str,
 }
 
 /// Remembers, per server, which closed connections were already counted.
 #[derive(Debug, Default)]
-pub struct ClosedTracker {
+pub(crate) struct ClosedTracker {
     server_id: String,
     /// Cids of the newest closed connections seen at the last poll.
     newest: HashSet<u64>,
     names: HashSet<(String, String)>,
     /// Totals by series; they only ever grow.
-    pub counts: BTreeMap<ClosedKey, u64>,
+    pub(crate) counts: BTreeMap<ClosedKey, u64>,
 }
 
 /// New closed connections found by one poll, not yet applied.
 #[derive(Debug)]
-pub struct ClosedPoll {
+pub(crate) struct ClosedPoll {
     server_id: String,
     newest: HashSet<u64>,
     new: Vec<ConnInfo>,
@@ -138,7 +141,7 @@ pub struct ClosedPoll {
 /// Reads closed connections newer than the ones `known` holds. Nothing is
 /// counted until [`ClosedTracker::apply`], so a poll that fails half-way
 /// counts nothing twice.
-pub async fn poll_closed(
+pub(crate) async fn poll_closed(
     link: &ServerLink<'_>,
     known: (String, HashSet<u64>),
 ) -> Result<ClosedPoll, PollError> {
@@ -189,12 +192,12 @@ pub async fn poll_closed(
 
 impl ClosedTracker {
     /// What a poll needs to know to stop at connections already counted.
-    pub fn known(&self) -> (String, HashSet<u64>) {
+    pub(crate) fn known(&self) -> (String, HashSet<u64>) {
         (self.server_id.clone(), self.newest.clone())
     }
 
     /// Counts the slow consumers among newly closed connections.
-    pub fn apply(&mut self, poll: ClosedPoll, server: &str, max_names: usize) {
+    pub(crate) fn apply(&mut self, poll: ClosedPoll, server: &str, max_names: usize) {
         self.server_id = poll.server_id;
         self.newest = poll.newest;
         for c in poll.new {
@@ -224,7 +227,7 @@ impl ClosedTracker {
 /// The `/connz` source of one server: the top connections by pending bytes
 /// and the connections it cut as slow consumers, counted once each.
 #[derive(Debug)]
-pub struct ConnzSource {
+pub(crate) struct ConnzSource {
     top: u32,
     max_names: usize,
     closed: Mutex<ClosedTracker>,
@@ -235,7 +238,7 @@ pub struct ConnzSource {
 impl ConnzSource {
     /// Lists `top` connections by pending bytes and keeps at most
     /// `max_names` distinct (account, client name) pairs.
-    pub fn new(top: u32, max_names: usize) -> ConnzSource {
+    pub(crate) fn new(top: u32, max_names: usize) -> ConnzSource {
         ConnzSource {
             top,
             max_names,
@@ -291,7 +294,10 @@ impl MonitoringSource for ConnzSource {
 }
 
 /// Writes this source's families for the servers of one scrape.
-pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+pub(crate) fn encode_targets(
+    enc: &mut DescriptorEncoder,
+    targets: &[TargetSnapshot],
+) -> fmt::Result {
     let top: Vec<_> = targets
         .iter()
         .filter_map(|t| {
@@ -312,7 +318,7 @@ pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -
 
 /// Writes the pending-bytes gauges for each server's top connections, with
 /// the ratio to that server's `max_pending` where it is known.
-pub fn encode_top(
+pub(crate) fn encode_top(
     enc: &mut DescriptorEncoder,
     servers: &[(&str, &TopPending, Option<i64>)],
 ) -> fmt::Result {
@@ -353,7 +359,7 @@ pub fn encode_top(
 }
 
 /// Writes the running count of connections cut as slow consumers.
-pub fn encode_closed(
+pub(crate) fn encode_closed(
     enc: &mut DescriptorEncoder,
     counts: &BTreeMap<ClosedKey, u64>,
 ) -> fmt::Result {

@@ -55,18 +55,13 @@ impl Fetcher {
         })
     }
 
-    /// The per-request timeout.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
     /// GETs `url` and parses its JSON body as `T` as it arrives (see
     /// [`Fetcher::get_streamed`]), all within the timeout: the body is
     /// never held whole, and what the parse can keep is charged to `kept`
-    /// ([`ChargedReader`]), so that a reply padded with whitespace, or with
+    /// (`ChargedReader`), so that a reply padded with whitespace, or with
     /// values without end, costs memory only for what is kept, and only up
     /// to the budget.
-    pub async fn get_json<T: DeserializeOwned + Send + 'static>(
+    pub(crate) async fn get_json<T: DeserializeOwned + Send + 'static>(
         &self,
         url: Url,
         kept: &Arc<KeptBudget>,
@@ -77,7 +72,7 @@ impl Fetcher {
     /// [`Fetcher::get_json`] that also reads the body of a reply with one of
     /// the `accepted` error statuses (`/healthz` answers 503 with its
     /// reasons).
-    pub async fn get_json_accepting<T: DeserializeOwned + Send + 'static>(
+    pub(crate) async fn get_json_accepting<T: DeserializeOwned + Send + 'static>(
         &self,
         url: Url,
         kept: &Arc<KeptBudget>,
@@ -94,8 +89,8 @@ impl Fetcher {
     /// GETs `url` and hands its body to `parse` as it arrives, on a
     /// blocking thread fed chunk by chunk, so that at most a few chunks of a
     /// large reply are held at any time, never the whole. `parse` runs in
-    /// `kept`'s [`kept::scope`] and charges it with what it holds. Same
-    /// limits and errors as [`Fetcher::get_json`]; an error of `parse` is a
+    /// `kept`'s `kept::scope` and charges it with what it holds. Same
+    /// limits and errors as `Fetcher::get_json`; an error of `parse` is a
     /// `PollError::Parse`, or `PollError::TooMuchKept` when a charge was
     /// refused, and a reply that is not JSON fails as soon as `parse` sees it.
     pub async fn get_streamed<T, P>(

@@ -20,40 +20,40 @@ use crate::poll_error::PollError;
 #[serde(default)]
 pub struct Gatewayz {
     /// By remote gateway name: this server's connection to it.
-    pub outbound_gateways: BTreeMap<String, RemoteGateway>,
+    pub(crate) outbound_gateways: BTreeMap<String, RemoteGateway>,
     /// By remote gateway name: the connections its servers made to this one.
-    pub inbound_gateways: BTreeMap<String, Vec<RemoteGateway>>,
+    pub(crate) inbound_gateways: BTreeMap<String, Vec<RemoteGateway>>,
 }
 
 /// One gateway connection (the server leaves `connection` out while none is up).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct RemoteGateway {
+pub(crate) struct RemoteGateway {
     /// The connection, as in `/connz`.
-    pub connection: Option<GatewayConnection>,
+    pub(crate) connection: Option<GatewayConnection>,
 }
 
 /// The fields of a gateway's connection the exporter uses.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct GatewayConnection {
+pub(crate) struct GatewayConnection {
     /// Connection id, unique within one server process.
-    pub cid: u64,
+    pub(crate) cid: u64,
     /// Bytes waiting to be written to the remote gateway.
-    pub pending_bytes: i64,
+    pub(crate) pending_bytes: i64,
 }
 
 /// One gateway connection as exported: label values and pending bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewayPending {
     /// The remote gateway's (cluster's) name.
-    pub gateway: String,
+    pub(crate) gateway: String,
     /// `outbound` or `inbound`.
-    pub direction: &'static str,
+    pub(crate) direction: &'static str,
     /// The connection's id.
-    pub cid: String,
+    pub(crate) cid: String,
     /// Bytes waiting to be written.
-    pub pending_bytes: i64,
+    pub(crate) pending_bytes: i64,
 }
 
 impl Gatewayz {
@@ -79,7 +79,7 @@ impl Gatewayz {
 
 /// The `/gatewayz` source of one server.
 #[derive(Debug, Default)]
-pub struct GatewayzSource;
+pub(crate) struct GatewayzSource;
 
 impl MonitoringSource for GatewayzSource {
     type Reply = Gatewayz;
@@ -104,7 +104,10 @@ impl MonitoringSource for GatewayzSource {
 }
 
 /// Writes this source's families for the servers of one scrape.
-pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+pub(crate) fn encode_targets(
+    enc: &mut DescriptorEncoder,
+    targets: &[TargetSnapshot],
+) -> fmt::Result {
     let gateways: Vec<_> = targets
         .iter()
         .filter_map(|t| Some((t.server.as_str(), t.max_pending, t.gateways.as_deref()?)))
@@ -114,7 +117,7 @@ pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -
 
 /// Writes each gateway connection's pending bytes and their ratio to
 /// `max_pending`, for (server, its `max_pending`, its gateway connections).
-pub fn encode(
+pub(crate) fn encode(
     enc: &mut DescriptorEncoder,
     servers: &[(&str, Option<i64>, &[GatewayPending])],
 ) -> fmt::Result {

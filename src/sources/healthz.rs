@@ -35,22 +35,22 @@ pub const PROBLEM_KINDS: [&str; 7] = [
 #[serde(default)]
 pub struct Healthz {
     /// `ok`, `error` or `unavailable`.
-    pub status: String,
+    pub(crate) status: String,
     /// The one problem of a reply without details (servers before details).
-    pub error: String,
+    pub(crate) error: String,
     /// Every problem found.
-    pub errors: Vec<HealthProblem>,
+    pub(crate) errors: Vec<HealthProblem>,
 }
 
 /// One problem of a health check.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct HealthProblem {
+pub(crate) struct HealthProblem {
     /// `JETSTREAM`, `ACCOUNT`, `STREAM`, `CONSUMER`, `CONNECTION` or `BAD_REQUEST`.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub(crate) kind: String,
     /// What the server says.
-    pub error: String,
+    pub(crate) error: String,
 }
 
 impl Healthz {
@@ -73,7 +73,7 @@ impl Healthz {
 
 /// Polls `/healthz` with the list of problems.
 #[derive(Debug)]
-pub struct HealthzSource;
+pub(crate) struct HealthzSource;
 
 impl MonitoringSource for HealthzSource {
     type Reply = Healthz;
@@ -97,12 +97,15 @@ impl MonitoringSource for HealthzSource {
 }
 
 /// Writes this source's families for the servers of one scrape.
-pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+pub(crate) fn encode_targets(
+    enc: &mut DescriptorEncoder,
+    targets: &[TargetSnapshot],
+) -> fmt::Result {
     encode(enc, &super::answered(targets, |t| t.healthz.as_ref()))
 }
 
 /// Writes the health families for the servers polled successfully.
-pub fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Healthz)]) -> fmt::Result {
+pub(crate) fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Healthz)]) -> fmt::Result {
     gauge_family(
         enc,
         "nats_delivery_server_healthy",

@@ -23,16 +23,16 @@ use super::parse_error::{self, Refused};
 /// allocations (a connection: 104 bytes and three strings of at least 32),
 /// since a list grows by doubling its room. (`/jsz` counts exactly, see
 /// its `de`.)
-pub const OBJECT_COST: usize = 416;
+pub(crate) const OBJECT_COST: usize = 416;
 
 /// Bytes charged for every `[`: itself, and the byte serde's scratch takes
 /// for it while it skips a nested list.
-pub const LIST_COST: usize = 2;
+pub(crate) const LIST_COST: usize = 2;
 
 /// The longest string a reply may hold: nats-server sends none near it
 /// (names are at most a few hundred bytes, a client's `CONNECT` at most 4
 /// KiB). It bounds serde's scratch, which a string fills before it is kept.
-pub const MAX_STRING: usize = 64 << 10;
+pub(crate) const MAX_STRING: usize = 64 << 10;
 
 /// The memory the replies of one server may keep during one poll.
 #[derive(Debug)]
@@ -46,7 +46,7 @@ pub struct KeptBudget {
 
 impl KeptBudget {
     /// A budget of `limit` bytes.
-    pub fn new(limit: usize) -> Arc<KeptBudget> {
+    pub(crate) fn new(limit: usize) -> Arc<KeptBudget> {
         Arc::new(KeptBudget {
             limit,
             used: AtomicUsize::new(0),
@@ -57,7 +57,7 @@ impl KeptBudget {
     /// A share of `parent`, for one part of a reply: it charges `parent`,
     /// counts what that part charged, and gives it all back when dropped
     /// (the part kept then charges `parent` for what it keeps).
-    pub fn share(parent: &Arc<KeptBudget>) -> Arc<KeptBudget> {
+    pub(crate) fn share(parent: &Arc<KeptBudget>) -> Arc<KeptBudget> {
         Arc::new(KeptBudget {
             limit: parent.limit,
             used: AtomicUsize::new(0),
@@ -71,13 +71,13 @@ impl KeptBudget {
     }
 
     /// The limit in bytes.
-    pub fn limit(&self) -> usize {
+    pub(crate) fn limit(&self) -> usize {
         self.limit
     }
 
     /// Takes `bytes` more; false (and nothing taken) when that passes the
     /// limit: the reply that asked must stop, with [`KeptBudget::refused`].
-    pub fn charge(&self, bytes: usize) -> bool {
+    pub(crate) fn charge(&self, bytes: usize) -> bool {
         if let Some(parent) = &self.parent {
             if !parent.charge(bytes) {
                 return false;
@@ -93,12 +93,12 @@ impl KeptBudget {
     }
 
     /// The error of a reply stopped by a refused charge.
-    pub fn refused(&self) -> Refused {
+    pub(crate) fn refused(&self) -> Refused {
         Refused { limit: self.limit }
     }
 
     /// Gives back `bytes` charged before (a buffer freed).
-    pub fn release(&self, bytes: usize) {
+    pub(crate) fn release(&self, bytes: usize) {
         let mut given = 0;
         let _ = self
             .used
@@ -112,7 +112,8 @@ impl KeptBudget {
     }
 
     /// Bytes charged now.
-    pub fn used(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn used(&self) -> usize {
         self.used.load(Ordering::Acquire)
     }
 }
@@ -132,7 +133,7 @@ thread_local! {
 }
 
 /// Runs `f` with `budget` as this thread's budget (see [`current`]).
-pub fn scope<T>(budget: &Arc<KeptBudget>, f: impl FnOnce() -> T) -> T {
+pub(crate) fn scope<T>(budget: &Arc<KeptBudget>, f: impl FnOnce() -> T) -> T {
     let before = CURRENT.with(|c| c.replace(Some(budget.clone())));
     parse_error::forget_noted_refusal();
     let out = f();
@@ -141,7 +142,7 @@ pub fn scope<T>(budget: &Arc<KeptBudget>, f: impl FnOnce() -> T) -> T {
 }
 
 /// The budget of the reply this thread parses; unlimited outside [`scope`].
-pub fn current() -> Arc<KeptBudget> {
+pub(crate) fn current() -> Arc<KeptBudget> {
     CURRENT
         .with(|c| c.borrow().clone())
         .unwrap_or_else(KeptBudget::unlimited)
@@ -155,7 +156,7 @@ const CHARGE_BATCH: usize = 4096;
 /// (which no parser keeps), every `{` as [`OBJECT_COST`], every `[` as
 /// `LIST_COST`. A refused charge, or a string longer than
 /// [`MAX_STRING`], ends the body with an error.
-pub struct ChargedReader<'a> {
+pub(crate) struct ChargedReader<'a> {
     inner: &'a mut dyn BufRead,
     budget: Arc<KeptBudget>,
     in_string: bool,
@@ -170,7 +171,7 @@ pub struct ChargedReader<'a> {
 
 impl<'a> ChargedReader<'a> {
     /// Reads `inner`, charging `budget`.
-    pub fn new(inner: &'a mut dyn BufRead, budget: Arc<KeptBudget>) -> ChargedReader<'a> {
+    pub(crate) fn new(inner: &'a mut dyn BufRead, budget: Arc<KeptBudget>) -> ChargedReader<'a> {
         ChargedReader {
             inner,
             budget,
@@ -264,13 +265,13 @@ impl Read for ChargedReader<'_> {
 }
 
 /// JSON's whitespace.
-pub fn is_space(b: u8) -> bool {
+pub(crate) fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\n' | b'\r' | b'\t')
 }
 
 /// Follows a string over its byte `b`: after a backslash the byte is
 /// escaped; an unescaped `"` ends the string (`in_string` false).
-pub fn step_in_string(in_string: &mut bool, escaped: &mut bool, b: u8) {
+pub(crate) fn step_in_string(in_string: &mut bool, escaped: &mut bool, b: u8) {
     if *escaped {
         *escaped = false;
     } else if b == b'\\' {

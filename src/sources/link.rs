@@ -22,7 +22,7 @@ use crate::system::survey::ServerError;
 
 /// One server, as its sources reach it for one poll.
 #[derive(Debug, Clone, Copy)]
-pub enum ServerLink<'a> {
+pub(crate) enum ServerLink<'a> {
     /// Its monitoring port.
     Http {
         /// The HTTP client and its limits.
@@ -38,24 +38,24 @@ pub enum ServerLink<'a> {
 
 /// One server reached over a system-account connection.
 #[derive(Debug, Clone, Copy)]
-pub struct SystemLink<'a> {
+pub(crate) struct SystemLink<'a> {
     /// The connection and its limits.
-    pub requests: &'a SystemRequests,
+    pub(crate) requests: &'a SystemRequests,
     /// The server's name (`server_name` filters of account requests).
-    pub name: &'a str,
+    pub(crate) name: &'a str,
     /// The server's ID, in its request subjects.
-    pub id: &'a str,
+    pub(crate) id: &'a str,
     /// Its `/varz` (or the error it sent), already in this poll's survey answer.
-    pub varz: Option<&'a Result<Bytes, ServerError>>,
+    pub(crate) varz: Option<&'a Result<Bytes, ServerError>>,
     /// What this poll's replies may keep (a NATS reply is whole when it
     /// arrives, at most the server's `max_payload`: only what its parse
     /// keeps is charged).
-    pub kept: &'a Arc<KeptBudget>,
+    pub(crate) kept: &'a Arc<KeptBudget>,
 }
 
 impl<'a> ServerLink<'a> {
     /// What this poll's replies may keep.
-    pub fn kept(&self) -> &'a Arc<KeptBudget> {
+    pub(crate) fn kept(&self) -> &'a Arc<KeptBudget> {
         match self {
             ServerLink::Http { kept, .. } => kept,
             ServerLink::System(link) => link.kept,
@@ -64,7 +64,7 @@ impl<'a> ServerLink<'a> {
 
     /// The same server, its replies charged to `kept` (a share of this
     /// link's budget, for one part of a poll).
-    pub fn with_kept<'b>(&self, kept: &'b Arc<KeptBudget>) -> ServerLink<'b>
+    pub(crate) fn with_kept<'b>(&self, kept: &'b Arc<KeptBudget>) -> ServerLink<'b>
     where
         'a: 'b,
     {
@@ -75,7 +75,7 @@ impl<'a> ServerLink<'a> {
     }
 
     /// Reads the endpoint of `source` with `query` and parses the reply as `T`.
-    pub async fn get_json<T: DeserializeOwned + Send + 'static>(
+    pub(crate) async fn get_json<T: DeserializeOwned + Send + 'static>(
         &self,
         source: Source,
         query: &[(&str, String)],
@@ -93,7 +93,7 @@ impl<'a> ServerLink<'a> {
 
     /// [`ServerLink::get_json`] that also takes an HTTP reply with one of the
     /// `accepted` error statuses (a system-account reply has none).
-    pub async fn get_json_accepting<T: DeserializeOwned + Send + 'static>(
+    pub(crate) async fn get_json_accepting<T: DeserializeOwned + Send + 'static>(
         &self,
         source: Source,
         query: &[(&str, String)],
@@ -113,7 +113,7 @@ impl<'a> ServerLink<'a> {
     /// NATS reply is one message, already whole, so `whole` parses it in one
     /// pass (cutting it in pieces first would read it twice), off the async
     /// runtime. Both must give the same result for the same bytes.
-    pub async fn get_streamed<T, P, W>(
+    pub(crate) async fn get_streamed<T, P, W>(
         &self,
         source: Source,
         query: &[(&str, String)],
@@ -181,7 +181,7 @@ fn http_url(base: &Url, source: Source, query: &[(&str, String)]) -> Url {
 /// The JSON options of a system request for `source`, from the query
 /// pairs the same request has over HTTP. A pair without a known form is an
 /// error rather than a silently different request.
-pub fn nats_options(source: Source, query: &[(&str, String)]) -> Result<Value, PollError> {
+pub(super) fn nats_options(source: Source, query: &[(&str, String)]) -> Result<Value, PollError> {
     let mut options = Map::new();
     for (key, value) in query {
         let unknown = || {

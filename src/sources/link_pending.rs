@@ -17,12 +17,12 @@ use prometheus_client::encoding::DescriptorEncoder;
 use crate::text::families::gauge_family;
 
 /// One server-to-server connection: its labels after `server`, and its pending bytes.
-pub type PendingRow<'a> = (Vec<(&'static str, &'a str)>, i64);
+pub(super) type PendingRow<'a> = (Vec<(&'static str, &'a str)>, i64);
 
 /// Writes `<prefix>_pending_bytes` and `<prefix>_pending_ratio` (pending
 /// bytes over the server's `max_pending`, where it is known) for `rows` of
 /// (server, its `max_pending`, one connection).
-pub fn encode<'a>(
+pub(super) fn encode<'a>(
     enc: &mut DescriptorEncoder,
     prefix: &str,
     [help_bytes, help_ratio]: [&str; 2],

@@ -3,24 +3,24 @@
 //! parsing, and a field an older server lacks stays `None`, never 0) and the
 //! code that turns one reply into metric rows.
 
-pub mod accstatz;
-pub mod connz;
+pub(crate) mod accstatz;
+pub(crate) mod connz;
 mod fetch;
-pub mod gatewayz;
-pub mod healthz;
-pub mod jsz;
-pub mod kept;
+pub(crate) mod gatewayz;
+pub(crate) mod healthz;
+pub(crate) mod jsz;
+pub(crate) mod kept;
 mod link;
 mod link_pending;
-pub mod parse_error;
-pub mod routez;
-pub mod server_cost;
+pub(crate) mod parse_error;
+pub(crate) mod routez;
+pub(crate) mod server_cost;
 mod shape;
-pub mod varz;
+pub(crate) mod varz;
 
 pub use fetch::Fetcher;
-pub use link::{ServerLink, SystemLink};
-pub use shape::{Absorb, AnySource, MonitoringSource, NatsOption, NatsValue};
+pub(crate) use link::{ServerLink, SystemLink};
+pub(crate) use shape::{Absorb, AnySource, MonitoringSource, NatsOption};
 
 use std::collections::BTreeMap;
 
@@ -47,7 +47,7 @@ macro_rules! source_table {
         /// A monitoring endpoint family the exporter polls.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Source {
-            $(#[doc = concat!("`/", $name, "`, polled by [`", stringify!($kind), "`].")] $variant,)+
+            $(#[doc = concat!("`/", $name, "`, polled by `", stringify!($kind), "`.")] $variant,)+
         }
 
         impl Source {
@@ -62,14 +62,14 @@ macro_rules! source_table {
             }
 
             /// Its line among the `--sources` values of `--help`.
-            pub fn help(self) -> &'static str {
+            pub(crate) fn help(self) -> &'static str {
                 match self {
                     $(Source::$variant => <$kind as MonitoringSource>::HELP,)+
                 }
             }
 
             /// Its HTTP query options and their system-account form.
-            pub fn nats_options(self) -> &'static [NatsOption] {
+            pub(crate) fn nats_options(self) -> &'static [NatsOption] {
                 match self {
                     $(Source::$variant => <$kind as MonitoringSource>::NATS_OPTIONS,)+
                 }
@@ -78,7 +78,7 @@ macro_rules! source_table {
 
         /// The enabled sources of one server, each with its own memory of
         /// that server, in the table's order.
-        pub fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
+        pub(crate) fn per_target(settings: &SourceSettings) -> Vec<Box<dyn AnySource>> {
             let mut sources: Vec<Box<dyn AnySource>> = Vec::new();
             $(if settings.enabled.contains(&Source::$variant) {
                 let $settings = settings;
@@ -90,7 +90,7 @@ macro_rules! source_table {
 
         /// Writes every source's families for the servers of one scrape,
         /// in the table's order.
-        pub fn encode_sources(
+        pub(crate) fn encode_sources(
             enc: &mut DescriptorEncoder,
             targets: &[TargetSnapshot],
         ) -> std::fmt::Result {
@@ -100,7 +100,7 @@ macro_rules! source_table {
 
         /// The `--sources` help: every name, from the table (`--help` lists
         /// each with its [`Source::help`]).
-        pub const SOURCES_HELP: &str = concat!(
+        pub(crate) const SOURCES_HELP: &str = concat!(
             "Sources to poll, comma-separated, each one of:",
             $(" ", $name,)+
         );
@@ -161,51 +161,51 @@ fn answered<'a, T>(
 
 /// How one poll of one source of one server went.
 #[derive(Debug, Clone)]
-pub struct SourceHealth {
+pub(crate) struct SourceHealth {
     /// Which source.
-    pub source: Source,
+    pub(crate) source: Source,
     /// Whether this poll succeeded.
-    pub up: bool,
+    pub(crate) up: bool,
     /// How long the poll took, in seconds.
-    pub duration: f64,
+    pub(crate) duration: f64,
     /// Bytes of the replies the poll received (all pages and requests).
-    pub reply_bytes: u64,
+    pub(crate) reply_bytes: u64,
     /// Unix time of the last successful poll, if any.
-    pub last_success: Option<f64>,
+    pub(crate) last_success: Option<f64>,
     /// Failed polls so far, by error kind.
-    pub errors: BTreeMap<&'static str, u64>,
+    pub(crate) errors: BTreeMap<&'static str, u64>,
 }
 
 /// One server's data from one scrape. A source that failed is `None`: its
 /// values are not shown, never stale ones.
 #[derive(Debug, Default)]
-pub struct TargetSnapshot {
+pub(crate) struct TargetSnapshot {
     /// The `server` label.
-    pub server: String,
+    pub(crate) server: String,
     /// The server's own name, once any /varz poll has told it.
-    pub server_name: Option<String>,
+    pub(crate) server_name: Option<String>,
     /// The server's version (`/varz` `version`), once any /varz poll has told it.
-    pub server_version: Option<String>,
+    pub(crate) server_version: Option<String>,
     /// `/varz`, when polled successfully.
-    pub varz: Option<Varz>,
+    pub(crate) varz: Option<Varz>,
     /// Top connections by pending bytes, when polled successfully.
-    pub top_pending: Option<TopPending>,
+    pub(crate) top_pending: Option<TopPending>,
     /// The server's `max_pending` (this poll's, else the last one known).
-    pub max_pending: Option<i64>,
+    pub(crate) max_pending: Option<i64>,
     /// `/jsz`, when polled successfully.
-    pub jsz: Option<JszPoll>,
+    pub(crate) jsz: Option<JszPoll>,
     /// `/accstatz`, when polled successfully.
-    pub accstatz: Option<Accstatz>,
+    pub(crate) accstatz: Option<Accstatz>,
     /// Route connections, when `/routez` was polled successfully.
-    pub routes: Option<Vec<RoutePending>>,
+    pub(crate) routes: Option<Vec<RoutePending>>,
     /// Gateway connections, when `/gatewayz` was polled successfully.
-    pub gateways: Option<Vec<GatewayPending>>,
+    pub(crate) gateways: Option<Vec<GatewayPending>>,
     /// The server's health check, when `/healthz` was polled successfully.
-    pub healthz: Option<Healthz>,
+    pub(crate) healthz: Option<Healthz>,
     /// Connections cut as slow consumers, counted so far.
-    pub closed: BTreeMap<ClosedKey, u64>,
+    pub(crate) closed: BTreeMap<ClosedKey, u64>,
     /// One entry per polled source.
-    pub health: Vec<SourceHealth>,
+    pub(crate) health: Vec<SourceHealth>,
 }
 
 /// The settings the sources take from the configuration.
@@ -234,7 +234,7 @@ impl SourceSettings {
 }
 
 /// Builds `<base>/<endpoint>?<query>` keeping any base path the operator gave.
-pub fn endpoint_url(base: &Url, endpoint: &str, query: &[(&str, String)]) -> Url {
+pub(crate) fn endpoint_url(base: &Url, endpoint: &str, query: &[(&str, String)]) -> Url {
     let mut url = base.clone();
     let path = format!("{}/{endpoint}", base.path().trim_end_matches('/'));
     url.set_path(&path);
@@ -247,7 +247,7 @@ pub fn endpoint_url(base: &Url, endpoint: &str, query: &[(&str, String)]) -> Url
 
 /// Whether a server of this version (`/varz` `version`, as `2.10.26` or
 /// `2.12.0-beta.1`) is at least `least`; a version that does not parse is not.
-pub fn version_at_least(version: &str, least: (u64, u64, u64)) -> bool {
+pub(crate) fn version_at_least(version: &str, least: (u64, u64, u64)) -> bool {
     let mut parts = version
         .split(|c: char| !c.is_ascii_digit())
         .map(|p| p.parse::<u64>().ok());
@@ -261,13 +261,13 @@ pub fn version_at_least(version: &str, least: (u64, u64, u64)) -> bool {
 /// Reads an optional RFC 3339 timestamp straight into Unix seconds, without
 /// keeping the text: a large /jsz reply holds two per consumer. A timestamp
 /// that does not parse is absent, like a missing one.
-pub fn timestamp<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+pub(crate) fn timestamp<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     let text: Option<std::borrow::Cow<'de, str>> = serde::Deserialize::deserialize(d)?;
     Ok(text.as_deref().and_then(unix_seconds))
 }
 
 /// Parses an RFC 3339 timestamp as the server writes it, into Unix seconds.
-pub fn unix_seconds(text: &str) -> Option<f64> {
+pub(crate) fn unix_seconds(text: &str) -> Option<f64> {
     let t =
         time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
     // The server writes the zero time.Time for "never".

@@ -7,14 +7,14 @@ use std::cell::Cell;
 use crate::poll_error::PollError;
 
 /// Said by the error of every reply stopped by a refused charge.
-pub const REFUSED: &str = "the server's replies keep more than --max-kept-size";
+pub(crate) const REFUSED: &str = "the server's replies keep more than --max-kept-size";
 
 /// A charge a `kept::KeptBudget` refused: the reply that asked stops with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{REFUSED} ({limit} bytes)")]
 pub struct Refused {
     /// The budget's limit in bytes.
-    pub limit: usize,
+    pub(crate) limit: usize,
 }
 
 /// Why the parse of a reply failed: a refused charge, told by its type
@@ -34,7 +34,7 @@ pub enum ParseError {
 impl ParseError {
     /// A serde_json error: a refusal when the reader under it (a
     /// `kept::ChargedReader`), or a deserializer on this thread
-    /// ([`refused_in_deserializer`]), refused.
+    /// (`refused_in_deserializer`), refused.
     pub fn json(e: serde_json::Error) -> ParseError {
         let noted = NOTED_REFUSAL.with(Cell::take);
         if e.is_io() {
@@ -56,7 +56,7 @@ impl ParseError {
     }
 
     /// The same error, its text (not a refusal) after `context: `.
-    pub fn within(self, context: &str) -> ParseError {
+    pub(crate) fn within(self, context: &str) -> ParseError {
         match self {
             ParseError::Invalid(e) => ParseError::Invalid(format!("{context}: {e}")),
             refused => refused,
@@ -87,7 +87,7 @@ impl From<ParseError> for PollError {
 
 /// The result of a parse run off the async runtime, as a poll's: the one
 /// place a refused charge becomes `PollError::TooMuchKept`.
-pub fn parsed<T>(
+pub(crate) fn parsed<T>(
     joined: Result<Result<T, ParseError>, tokio::task::JoinError>,
 ) -> Result<T, PollError> {
     match joined {
@@ -99,7 +99,7 @@ pub fn parsed<T>(
 /// The error a deserializer returns for a refused charge. serde keeps only
 /// an error's text, so the refusal is also noted for [`ParseError::json`]
 /// on this thread, which the failed parse reaches next.
-pub fn refused_in_deserializer<E: serde::de::Error>(refused: Refused) -> E {
+pub(crate) fn refused_in_deserializer<E: serde::de::Error>(refused: Refused) -> E {
     NOTED_REFUSAL.with(|noted| noted.set(Some(refused)));
     E::custom(refused)
 }
@@ -112,6 +112,6 @@ thread_local! {
 
 /// Forgets a refusal noted on this thread and never taken: each reply's
 /// parse starts without one.
-pub fn forget_noted_refusal() {
+pub(crate) fn forget_noted_refusal() {
     NOTED_REFUSAL.with(|noted| noted.set(None));
 }

@@ -20,7 +20,7 @@ use crate::poll_error::PollError;
 pub struct Routez {
     /// One entry per route connection; with route pooling (2.10+) several
     /// per remote server.
-    pub routes: Vec<RouteInfo>,
+    pub(crate) routes: Vec<RouteInfo>,
 }
 
 /// One route connection.
@@ -28,24 +28,24 @@ pub struct Routez {
 #[serde(default)]
 pub struct RouteInfo {
     /// Connection id, unique within one server process.
-    pub rid: u64,
+    pub(crate) rid: u64,
     /// The remote server's id.
-    pub remote_id: String,
+    pub(crate) remote_id: String,
     /// The remote server's name (2.10+).
-    pub remote_name: String,
+    pub(crate) remote_name: String,
     /// Bytes waiting to be written to the remote server.
-    pub pending_size: i64,
+    pub(crate) pending_size: i64,
 }
 
 /// One route connection as exported: label values and pending bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoutePending {
     /// The remote server's name, or its id when the server does not say (2.9).
-    pub remote: String,
+    pub(crate) remote: String,
     /// The route's connection id.
-    pub rid: String,
+    pub(crate) rid: String,
     /// Bytes waiting to be written.
-    pub pending_bytes: i64,
+    pub(crate) pending_bytes: i64,
 }
 
 impl From<RouteInfo> for RoutePending {
@@ -65,7 +65,7 @@ impl From<RouteInfo> for RoutePending {
 
 /// The `/routez` source of one server.
 #[derive(Debug, Default)]
-pub struct RoutezSource;
+pub(crate) struct RoutezSource;
 
 impl MonitoringSource for RoutezSource {
     type Reply = Routez;
@@ -103,12 +103,15 @@ impl MonitoringSource for RoutezSource {
 /// Whether `/routez` of a server of this version fills `pending_size`: from
 /// 2.10.26 and 2.11.0 on. Earlier servers declare the field and always write
 /// 0 (`Routez` in `server/monitor.go` never set it), whatever the route holds.
-pub fn reports_route_pending(version: &str) -> bool {
+pub(crate) fn reports_route_pending(version: &str) -> bool {
     super::version_at_least(version, (2, 10, 26))
 }
 
 /// Writes this source's families for the servers of one scrape.
-pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+pub(crate) fn encode_targets(
+    enc: &mut DescriptorEncoder,
+    targets: &[TargetSnapshot],
+) -> fmt::Result {
     let routes: Vec<_> = targets
         .iter()
         .filter_map(|t| Some((t.server.as_str(), t.max_pending, t.routes.as_deref()?)))
@@ -118,7 +121,7 @@ pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -
 
 /// Writes each route's pending bytes and their ratio to `max_pending`, for
 /// (server, its `max_pending`, its routes).
-pub fn encode(
+pub(crate) fn encode(
     enc: &mut DescriptorEncoder,
     servers: &[(&str, Option<i64>, &[RoutePending])],
 ) -> fmt::Result {

@@ -10,14 +10,14 @@ use crate::flags::duration::parse_window;
 
 /// Flags that lower the work the servers do for the exporter.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ServerCostArgs {
+pub(crate) struct ServerCostArgs {
     /// A scrape that arrives within this long after a poll completed is
     /// answered from that poll (e.g. 10s for two Prometheus servers of an
     /// HA pair scraping every 15s): the servers are asked once, not once
     /// per scraper. 0 (the default) polls on every scrape that does not
     /// join one under way.
     #[arg(long, env = "NATS_DELIVERY_REUSE_POLL_FOR", default_value = "0", value_parser = parse_window)]
-    pub reuse_poll_for: Duration,
+    pub(crate) reuse_poll_for: Duration,
 
     /// Longest time between two reads of the streams' and consumers'
     /// configuration from /jsz (`config=true`, half of its reply and of the
@@ -26,7 +26,7 @@ pub struct ServerCostArgs {
     /// stream or consumer, and before a removal that a change could explain
     /// is counted. 0 reads it on every poll.
     #[arg(long, env = "NATS_DELIVERY_JSZ_CONFIG_INTERVAL", default_value = "5m", value_parser = parse_window)]
-    pub jsz_config_interval: Duration,
+    pub(crate) jsz_config_interval: Duration,
 }
 
 tokio::task_local! {
@@ -36,7 +36,10 @@ tokio::task_local! {
 }
 
 /// Runs `poll` with every reply byte it receives counted into `bytes`.
-pub async fn counting_reply_bytes<T>(bytes: Arc<AtomicU64>, poll: impl Future<Output = T>) -> T {
+pub(crate) async fn counting_reply_bytes<T>(
+    bytes: Arc<AtomicU64>,
+    poll: impl Future<Output = T>,
+) -> T {
     REPLY_BYTES.scope(bytes, poll).await
 }
 

@@ -17,7 +17,7 @@ use crate::poll_error::PollError;
 
 /// One monitoring source of one server: one value per server, holding what
 /// the source remembers of it between polls.
-pub trait MonitoringSource: Send + Sync + fmt::Debug {
+pub(crate) trait MonitoringSource: Send + Sync + fmt::Debug {
     /// One poll's parsed reply.
     type Reply: Send;
 
@@ -47,11 +47,11 @@ pub trait MonitoringSource: Send + Sync + fmt::Debug {
 }
 
 /// What a successful poll hands back: its absorb step, ready to run.
-pub type Absorb<'a> = Box<dyn FnOnce(&mut TargetSnapshot) + Send + 'a>;
+pub(crate) type Absorb<'a> = Box<dyn FnOnce(&mut TargetSnapshot) + Send + 'a>;
 
 /// A [`MonitoringSource`] of any reply type, so that the poller can hold
 /// every source of a server in one list.
-pub trait AnySource: Send + Sync + fmt::Debug {
+pub(crate) trait AnySource: Send + Sync + fmt::Debug {
     /// [`MonitoringSource::source`].
     fn kind(&self) -> Source;
     /// [`MonitoringSource::poll`], its reply wrapped in its absorb step.
@@ -88,7 +88,7 @@ impl<S: MonitoringSource> AnySource for S {
 /// system-account request, whose names and types differ (`consumers=true`
 /// over HTTP is `"consumer": true` over NATS, `state=closed` is `"state": 1`).
 #[derive(Debug, Clone, Copy)]
-pub struct NatsOption {
+pub(crate) struct NatsOption {
     /// Its name in the HTTP query.
     pub http: &'static str,
     /// Its name in a system request's options.
@@ -99,7 +99,7 @@ pub struct NatsOption {
 
 /// The JSON form of an option's value in a system request.
 #[derive(Debug, Clone, Copy)]
-pub enum NatsValue {
+pub(crate) enum NatsValue {
     /// `true` for `true`, else `false`.
     Flag,
     /// A whole number; other text has no form.
@@ -112,27 +112,30 @@ pub enum NatsValue {
 
 impl NatsOption {
     /// A flag of the same name over NATS.
-    pub const fn flag(http: &'static str) -> NatsOption {
+    pub(crate) const fn flag(http: &'static str) -> NatsOption {
         NatsOption::new(http, NatsValue::Flag)
     }
 
     /// A whole number of the same name over NATS.
-    pub const fn number(http: &'static str) -> NatsOption {
+    pub(crate) const fn number(http: &'static str) -> NatsOption {
         NatsOption::new(http, NatsValue::Number)
     }
 
     /// Text of the same name over NATS.
-    pub const fn text(http: &'static str) -> NatsOption {
+    pub(crate) const fn text(http: &'static str) -> NatsOption {
         NatsOption::new(http, NatsValue::Text)
     }
 
     /// One of `words` of the same name over NATS, sent as its number.
-    pub const fn choice(http: &'static str, words: &'static [(&'static str, u64)]) -> NatsOption {
+    pub(crate) const fn choice(
+        http: &'static str,
+        words: &'static [(&'static str, u64)],
+    ) -> NatsOption {
         NatsOption::new(http, NatsValue::Choice(words))
     }
 
     /// The same option, named `nats` in a system request.
-    pub const fn named(self, nats: &'static str) -> NatsOption {
+    pub(crate) const fn named(self, nats: &'static str) -> NatsOption {
         NatsOption { nats, ..self }
     }
 
@@ -146,7 +149,7 @@ impl NatsOption {
 
     /// `value` of this option in a system request, or `None` when it has no
     /// form there.
-    pub fn json(&self, value: &str) -> Option<Value> {
+    pub(crate) fn json(&self, value: &str) -> Option<Value> {
         match self.value {
             NatsValue::Flag => Some(Value::Bool(value == "true")),
             NatsValue::Number => value.parse::<u64>().ok().map(Value::from),

@@ -1,4 +1,5 @@
 //! Unit tests of the source table and the helpers beside it.
+use super::shape::NatsValue;
 use super::*;
 
 #[test]

@@ -17,47 +17,47 @@ use crate::text::families::{counter_family, gauge_family};
 #[serde(default)]
 pub struct Varz {
     /// Unique, regenerated at every start unless configured.
-    pub server_id: String,
+    pub(crate) server_id: String,
     /// `server_name`; equals `server_id` when the operator set none.
-    pub server_name: String,
+    pub(crate) server_name: String,
     /// Version string.
-    pub version: String,
+    pub(crate) version: String,
     /// Current client connections.
-    pub connections: u64,
+    pub(crate) connections: u64,
     /// Messages received from clients and other servers.
-    pub in_msgs: u64,
+    pub(crate) in_msgs: u64,
     /// Messages sent.
-    pub out_msgs: u64,
+    pub(crate) out_msgs: u64,
     /// Bytes received.
-    pub in_bytes: u64,
+    pub(crate) in_bytes: u64,
     /// Bytes sent.
-    pub out_bytes: u64,
+    pub(crate) out_bytes: u64,
     /// Connections of every kind cut as slow consumers since start.
-    pub slow_consumers: Option<u64>,
+    pub(crate) slow_consumers: Option<u64>,
     /// The same by connection kind (2.10+).
-    pub slow_consumer_stats: Option<PerKind>,
+    pub(crate) slow_consumer_stats: Option<PerKind>,
     /// Connections closed as stale (missed pings) by kind (2.12+).
-    pub stale_connection_stats: Option<PerKind>,
+    pub(crate) stale_connection_stats: Option<PerKind>,
     /// Times a producer was stalled because a consumer fell behind (2.12+).
-    pub stalled_clients: Option<u64>,
+    pub(crate) stalled_clients: Option<u64>,
     /// Pending bytes at which the server cuts a connection.
-    pub max_pending: Option<i64>,
+    pub(crate) max_pending: Option<i64>,
     /// Write deadline in nanoseconds.
-    pub write_deadline: Option<i64>,
+    pub(crate) write_deadline: Option<i64>,
 }
 
 /// Counts by connection kind, as in `slow_consumer_stats`.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 #[serde(default)]
-pub struct PerKind {
+pub(crate) struct PerKind {
     /// Client connections.
-    pub clients: u64,
+    pub(crate) clients: u64,
     /// Route connections (cluster).
-    pub routes: u64,
+    pub(crate) routes: u64,
     /// Gateway connections (super-cluster).
-    pub gateways: u64,
+    pub(crate) gateways: u64,
     /// Leaf node connections.
-    pub leafs: u64,
+    pub(crate) leafs: u64,
 }
 
 impl PerKind {
@@ -73,7 +73,7 @@ impl PerKind {
 
 impl Varz {
     /// The `server` label: server_name, falling back to server_id.
-    pub fn server_label(&self) -> Option<&str> {
+    pub(crate) fn server_label(&self) -> Option<&str> {
         [self.server_name.as_str(), self.server_id.as_str()]
             .into_iter()
             .find(|s| !s.is_empty())
@@ -81,13 +81,13 @@ impl Varz {
 }
 
 /// Reads the server's `/varz`.
-pub async fn poll(link: &ServerLink<'_>) -> Result<Varz, PollError> {
+pub(crate) async fn poll(link: &ServerLink<'_>) -> Result<Varz, PollError> {
     link.get_json(Source::Varz, &[]).await
 }
 
 /// The `/varz` source of one server.
 #[derive(Debug, Default)]
-pub struct VarzSource;
+pub(crate) struct VarzSource;
 
 impl MonitoringSource for VarzSource {
     type Reply = Varz;
@@ -122,12 +122,15 @@ impl MonitoringSource for VarzSource {
 }
 
 /// Writes this source's families for the servers of one scrape.
-pub fn encode_targets(enc: &mut DescriptorEncoder, targets: &[TargetSnapshot]) -> fmt::Result {
+pub(crate) fn encode_targets(
+    enc: &mut DescriptorEncoder,
+    targets: &[TargetSnapshot],
+) -> fmt::Result {
     encode(enc, &super::answered(targets, |t| t.varz.as_ref()))
 }
 
 /// Writes every /varz family for the servers polled successfully.
-pub fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Varz)]) -> fmt::Result {
+pub(crate) fn encode(enc: &mut DescriptorEncoder, servers: &[(&str, &Varz)]) -> fmt::Result {
     encode_identity_and_cuts(enc, servers)?;
     encode_limits_and_traffic(enc, servers)
 }

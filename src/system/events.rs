@@ -24,45 +24,45 @@ use crate::nats::retry::{or_stop, retry_after, stopped, ErrorKind, ListenerError
 use crate::nats::{self, Auth, NatsArgs};
 
 /// The disconnect event subject for every account.
-pub const DISCONNECT_SUBJECT: &str = "$SYS.ACCOUNT.*.DISCONNECT";
+pub(crate) const DISCONNECT_SUBJECT: &str = "$SYS.ACCOUNT.*.DISCONNECT";
 /// `type` of a disconnect event.
-pub const DISCONNECT_TYPE: &str = "io.nats.server.advisory.v1.client_disconnect";
+pub(crate) const DISCONNECT_TYPE: &str = "io.nats.server.advisory.v1.client_disconnect";
 /// Client-name label value once the cap on distinct names is reached.
-pub const OVERFLOW_CLIENT_NAME: &str = "__overflow__";
+pub(crate) const OVERFLOW_CLIENT_NAME: &str = "__overflow__";
 
 /// `{server,account,client_name,reason}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DisconnectLabels {
+pub(crate) struct DisconnectLabels {
     /// `server_name` of the server that cut the connection.
-    pub server: String,
+    pub(crate) server: String,
     /// The client's account.
-    pub account: String,
+    pub(crate) account: String,
     /// The client's connection name (bounded).
-    pub client_name: String,
+    pub(crate) client_name: String,
     /// `pending_bytes`, `write_deadline` or `other`.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// System-event metrics; cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub struct SystemEventMetrics {
     /// Slow-consumer disconnects by name.
-    pub slow_consumer_disconnects: Family<DisconnectLabels, Counter>,
+    pub(crate) slow_consumer_disconnects: Family<DisconnectLabels, Counter>,
     /// 1 while subscribed with the system account.
     pub listener_up: Gauge,
     /// Disconnect events received.
     pub received: Counter,
     /// Disconnect events that could not be parsed.
-    pub malformed: Counter,
+    pub(crate) malformed: Counter,
     /// Failures of the listener, by kind.
-    pub listener_errors: Family<KindLabels, Counter>,
+    pub(crate) listener_errors: Family<KindLabels, Counter>,
 }
 
 /// `{kind}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabels {
+pub(crate) struct KindLabels {
     /// What failed: an `ErrorKind` label.
-    pub kind: String,
+    pub(crate) kind: String,
 }
 
 impl ListenerHealth for SystemEventMetrics {
@@ -139,7 +139,7 @@ struct DisconnectEvent {
 }
 
 /// Maps a disconnect reason to a label value; `None` when it is not a slow consumer.
-pub fn slow_consumer_reason(reason: &str) -> Option<&'static str> {
+pub(crate) fn slow_consumer_reason(reason: &str) -> Option<&'static str> {
     if !reason.starts_with("Slow Consumer") {
         return None;
     }

@@ -1,6 +1,6 @@
 //! The system account: surveys of every server, requests to one server's
 //! monitoring subjects, and the server events it publishes.
 
-pub mod events;
-pub mod poll;
-pub mod survey;
+pub(crate) mod events;
+pub(crate) mod poll;
+pub(crate) mod survey;

@@ -4,7 +4,7 @@
 //! the status family seven series per consumer). Through prometheus-client
 //! every series escaped and wrote its consumer's three labels again, piece
 //! by piece through the encoder's layers. Here each consumer's labels are
-//! rendered once per encoding ([`ConsumerLabels`]) and every family copies
+//! rendered once per encoding ([`ConsumerLabelText`]) and every family copies
 //! them; the numbers are formatted by the crates prometheus-client uses
 //! (itoa, dtoa), the same way. The family headers are still written by
 //! prometheus-client. The text is byte for byte what prometheus-client
@@ -24,18 +24,18 @@ use crate::text::families::Num;
 /// Each exported consumer's labels, rendered once and escaped:
 /// `account="…",stream="…",consumer="…"`, in the order of the rows.
 #[derive(Debug, Default)]
-pub struct ConsumerLabels {
+pub(crate) struct ConsumerLabelText {
     text: String,
     /// Where each consumer's labels end in `text`.
     ends: Vec<usize>,
 }
 
-impl ConsumerLabels {
+impl ConsumerLabelText {
     /// The labels of `consumers` (account, stream, consumer), in their order.
-    pub fn new<'a>(
+    pub(crate) fn new<'a>(
         consumers: impl ExactSizeIterator<Item = (&'a str, &'a str, &'a str)>,
-    ) -> ConsumerLabels {
-        let mut labels = ConsumerLabels {
+    ) -> ConsumerLabelText {
+        let mut labels = ConsumerLabelText {
             text: String::with_capacity(consumers.len() * 48),
             ends: Vec::with_capacity(consumers.len()),
         };
@@ -46,7 +46,7 @@ impl ConsumerLabels {
     }
 
     /// Adds one more consumer's labels.
-    pub fn push(&mut self, account: &str, stream: &str, consumer: &str) {
+    pub(crate) fn push(&mut self, account: &str, stream: &str, consumer: &str) {
         let out = &mut self.text;
         push_label(out, "account", account);
         out.push(',');
@@ -57,35 +57,35 @@ impl ConsumerLabels {
     }
 
     /// The labels of consumer `i`.
-    pub fn get(&self, i: usize) -> &str {
+    pub(crate) fn get(&self, i: usize) -> &str {
         let start = i.checked_sub(1).map_or(0, |p| self.ends[p]);
         &self.text[start..self.ends[i]]
     }
 
     /// The labels from consumer `start` on, numbered from 0: those of a
     /// block of consumers written as one piece of the text.
-    pub fn from(&self, start: usize) -> BlockLabels<'_> {
+    pub(crate) fn from(&self, start: usize) -> BlockLabels<'_> {
         BlockLabels { all: self, start }
     }
 }
 
-/// The rendered labels of a block of consumers: [`ConsumerLabels::from`].
+/// The rendered labels of a block of consumers: [`ConsumerLabelText::from`].
 #[derive(Debug, Clone, Copy)]
-pub struct BlockLabels<'a> {
-    all: &'a ConsumerLabels,
+pub(crate) struct BlockLabels<'a> {
+    all: &'a ConsumerLabelText,
     start: usize,
 }
 
 impl<'a> BlockLabels<'a> {
     /// The labels of the block's consumer `i`.
-    pub fn get(&self, i: usize) -> &'a str {
+    pub(crate) fn get(&self, i: usize) -> &'a str {
         self.all.get(self.start + i)
     }
 }
 
 /// Appends `key="value"`, the value escaped as prometheus-client escapes
 /// label values (the same in both formats).
-pub fn push_label(out: &mut String, key: &str, value: &str) {
+pub(crate) fn push_label(out: &mut String, key: &str, value: &str) {
     out.push_str(key);
     out.push_str("=\"");
     for c in value.chars() {
@@ -117,12 +117,12 @@ impl Collector for Header {
 
 /// One series: the consumer's rendered labels, more labels to follow them
 /// (`,key="value"`, or empty) and the value.
-pub type Series<'a> = (&'a str, &'a str, Num);
+pub(crate) type Series<'a> = (&'a str, &'a str, Num);
 
 /// Appends a family (a gauge, or a counter with `name` given without
 /// `_total`) with one sample per series; nothing when there are none, as
 /// prometheus-client writes nothing for a family without samples here.
-pub fn write_family<'a>(
+pub(crate) fn write_family<'a>(
     out: &mut String,
     format: Format,
     metric_type: MetricType,

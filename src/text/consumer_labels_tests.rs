@@ -91,7 +91,7 @@ fn fast(format: Format, rows: &[(usize, &str, Num)], counter: bool) -> String {
         .zip(&infos)
         .map(|((a, s, _), info)| (*a, *s, info, None))
         .collect();
-    let labels = ConsumerLabels::new(consumers.iter().map(|(a, s, c, _)| (*a, *s, &c.name[..])));
+    let labels = ConsumerLabelText::new(consumers.iter().map(|(a, s, c, _)| (*a, *s, &c.name[..])));
     let more: Vec<String> = rows
         .iter()
         .map(|(_, status, _)| match *status {
@@ -164,7 +164,7 @@ fn each_consumer_has_its_own_labels() {
         })
         .collect();
     let rows: Vec<ConsumerRow> = infos.iter().map(|c| ("A", "S", c, None)).collect();
-    let labels = ConsumerLabels::new(rows.iter().map(|(a, s, c, _)| (*a, *s, &c.name[..])));
+    let labels = ConsumerLabelText::new(rows.iter().map(|(a, s, c, _)| (*a, *s, &c.name[..])));
     assert_eq!(labels.get(0), r#"account="A",stream="S",consumer="x""#);
     assert_eq!(labels.get(1), r#"account="A",stream="S",consumer="y\"z""#);
 }

@@ -33,7 +33,7 @@ where
 }
 
 /// Writes a counter family; `name` is given without `_total`, which the encoder adds.
-pub fn counter_family<L, V, I>(
+pub(crate) fn counter_family<L, V, I>(
     enc: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -60,7 +60,7 @@ where
 /// A gauge value that keeps integers integral, so they are written exactly
 /// and without the cost of float formatting.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Num {
+pub(crate) enum Num {
     /// A count, a size or a sequence.
     U(u64),
     /// A signed integer.

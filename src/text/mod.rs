@@ -3,7 +3,7 @@
 //! layer of the output side: it knows metrics text, not where values come from.
 
 pub(crate) mod consumer_labels;
-pub mod families;
+pub(crate) mod families;
 
 use prometheus_client::registry::Registry;
 
@@ -18,7 +18,7 @@ pub enum Format {
 
 /// Encodes one registry without the OpenMetrics `# EOF`, which the caller
 /// adds once at the end of the text.
-pub fn encode_registry(registry: &Registry, format: Format, capacity: usize) -> String {
+pub(crate) fn encode_registry(registry: &Registry, format: Format, capacity: usize) -> String {
     let mut out = String::with_capacity(capacity);
     let written = match format {
         Format::Classic => prometheus_client::encoding::prometheus_text::encode(&mut out, registry),

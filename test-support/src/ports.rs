@@ -27,7 +27,7 @@ static CLAIMS: Mutex<Vec<UnixListener>> = Mutex::new(Vec::new());
 /// moment the process binds it any outgoing connection on the machine can
 /// take it as its local port. Below the range only another process choosing
 /// a fixed port can collide, and every test process chooses through here:
-/// a port is handed out only with its claim ([`claim`]), so two test
+/// a port is handed out only with its claim (`claim`), so two test
 /// processes never hold the same one, even while a server that was given it
 /// is stopped to be restarted on it.
 pub fn free_port() -> u16 {

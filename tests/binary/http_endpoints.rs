@@ -44,10 +44,8 @@ async fn metrics_in_both_formats_and_the_small_pages() {
     })
     .await
     .unwrap();
-    let app = nats_delivery_exporter::http::routes::router(Arc::new(common::exporter(
-        &[server.monitor_url()],
-        &[],
-    )));
+    let app =
+        nats_delivery_exporter::router(Arc::new(common::exporter(&[server.monitor_url()], &[])));
 
     let (status, ctype, classic) = get(app.clone(), "/metrics", Some("text/plain")).await;
     assert_eq!(status, StatusCode::OK);
@@ -105,10 +103,8 @@ fn series(text: &str) -> Vec<&str> {
 async fn metrics_are_gzipped_when_asked_as_prometheus_asks() {
     use std::io::Read;
     let server = NatsServer::builder().jetstream().start();
-    let app = nats_delivery_exporter::http::routes::router(Arc::new(common::exporter(
-        &[server.monitor_url()],
-        &[],
-    )));
+    let app =
+        nats_delivery_exporter::router(Arc::new(common::exporter(&[server.monitor_url()], &[])));
     let request = |encoding: Option<&str>| {
         let mut req = Request::builder().uri("/metrics");
         if let Some(e) = encoding {

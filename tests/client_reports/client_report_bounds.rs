@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use nats_delivery_exporter::listeners::client_reports::ReportLimits;
+use nats_delivery_exporter::ReportLimits;
 use nats_test_server::NatsServer;
 use serde_json::json;
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use nats_delivery_exporter::listeners::client_reports::ReportLimits;
+use nats_delivery_exporter::ReportLimits;
 use nats_test_server::NatsServer;
 use serde_json::json;
 
@@ -114,17 +114,14 @@ async fn the_documented_permissions_keep_other_clients_off_the_subject() {
             .connect(server.client_url())
     };
     let exporter_client = connect("exporter").await.unwrap();
-    let reports =
-        Arc::new(nats_delivery_exporter::listeners::client_reports::ClientReports::new(LONG));
+    let reports = Arc::new(nats_delivery_exporter::ClientReports::new(LONG));
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register_collector(Box::new(reports.clone()));
-    tokio::spawn(
-        nats_delivery_exporter::listeners::client_reports::run_client_reports(
-            exporter_client.clone(),
-            SUBJECT.to_string(),
-            reports.clone(),
-        ),
-    );
+    tokio::spawn(nats_delivery_exporter::run_client_reports(
+        exporter_client.clone(),
+        SUBJECT.to_string(),
+        reports.clone(),
+    ));
     wait_for("listener up", || {
         sample(
             &exposition(&registry),
@@ -167,10 +164,8 @@ async fn the_documented_permissions_keep_other_clients_off_the_subject() {
 /// `connect` however often the client tries again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_login_is_counted_once_as_connect() {
-    use nats_delivery_exporter::listeners::client_reports::{
-        connect, run_client_reports, ClientReports,
-    };
-    use nats_delivery_exporter::nats::NatsArgs;
+    use nats_delivery_exporter::NatsArgs;
+    use nats_delivery_exporter::{connect_client_reports, run_client_reports, ClientReports};
     let server = NatsServer::builder()
         .config(r#"authorization { users: [ { user: exporter, password: secret } ] }"#)
         .start();
@@ -178,7 +173,7 @@ async fn a_refused_login_is_counted_once_as_connect() {
     let reports = Arc::new(ClientReports::new(LONG));
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register_collector(Box::new(reports.clone()));
-    let client = connect(
+    let client = connect_client_reports(
         &nats,
         &"user:exporter:wrong".parse().unwrap(),
         reports.clone(),

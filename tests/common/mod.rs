@@ -2,9 +2,7 @@
 #![allow(dead_code)]
 
 use clap::Parser;
-use nats_delivery_exporter::cli::config::Config;
-use nats_delivery_exporter::scrape::exporter::{Exporter, ExporterBuilder};
-use nats_delivery_exporter::text::Format;
+use nats_delivery_exporter::{Config, Exporter, ExporterBuilder, Format};
 
 /// An exporter polling `urls`, with extra command-line flags.
 pub fn exporter(urls: &[String], extra: &[&str]) -> Exporter {

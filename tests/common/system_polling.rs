@@ -8,8 +8,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer::pull, stream};
 use clap::Parser;
 use futures::StreamExt;
-use nats_delivery_exporter::cli::config::Config;
-use nats_delivery_exporter::scrape::exporter::{Exporter, ExporterBuilder};
+use nats_delivery_exporter::{Config, Exporter, ExporterBuilder};
 
 /// A system account `SYS` and a JetStream account `APP`, one user each.
 pub const ACCOUNTS: &str = r#"
@@ -38,7 +37,7 @@ pub async fn system_exporter(client_url: &str, sources: &str) -> Exporter {
         sources,
     ])
     .expect("valid flags");
-    let polling = nats_delivery_exporter::system::poll::connect(config.system_poll_settings())
+    let polling = nats_delivery_exporter::connect_system_polling(config.system_poll_settings())
         .await
         .expect("system polling");
     // The connection comes up in the background; until it does, a scrape

@@ -9,7 +9,7 @@ use crate::removed_before_delivery_support::{exporter, Acks, Lab, Reader, COUNTE
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::pull, stream};
-use nats_delivery_exporter::scrape::exporter::Exporter;
+use nats_delivery_exporter::Exporter;
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 

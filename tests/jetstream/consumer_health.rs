@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer, stream};
 use futures::StreamExt;
-use nats_delivery_exporter::scrape::exporter::Exporter;
-use nats_delivery_exporter::sources::jsz::reports_pausing;
+use nats_delivery_exporter::{reports_pausing, Exporter};
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 

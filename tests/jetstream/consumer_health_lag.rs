@@ -7,7 +7,7 @@ use crate::consumer_health::{exporter, publish, pull, take_all, EVERY_SERIES};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
-use nats_delivery_exporter::scrape::exporter::Exporter;
+use nats_delivery_exporter::Exporter;
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 
@@ -118,7 +118,7 @@ async fn estimated_delivery_lag_is_within_the_bound_the_spacing_allows() {
 /// where the estimate from one poll's points is seconds off.
 #[tokio::test]
 async fn read_timestamps_make_lag_and_age_exact() {
-    use nats_delivery_exporter::jetstream::message_timestamps::MessageTimestamps;
+    use nats_delivery_exporter::MessageTimestamps;
     let server = NatsServer::builder().jetstream().start();
     let client = async_nats::connect(server.client_url()).await.unwrap();
     let js = jetstream::new(client.clone());

@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
 use message_timestamps_support::*;
-use nats_delivery_exporter::jetstream::message_timestamps::{
-    MessageTimestamps, ReadResult, TimestampReply, TimestampRequest,
-};
+use nats_delivery_exporter::{MessageTimestamps, ReadResult, TimestampReply, TimestampRequest};
 use nats_test_server::NatsServer;
 
 #[tokio::test]

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use message_timestamps_support::*;
-use nats_delivery_exporter::jetstream::message_timestamps::{self, MessageTimestamps, ReadResult};
-use nats_delivery_exporter::nats::NatsArgs;
+use nats_delivery_exporter::{connect_message_timestamps, MessageTimestamps, NatsArgs, ReadResult};
 use nats_test_server::NatsServer;
 
 /// A reader connected from flags as user `a`, its account labelled "label".
@@ -22,7 +21,7 @@ async fn connect_as_a(url: &str) -> MessageTimestamps {
         "a",
     ];
     let args = NatsArgs::from_flags(flags.iter().chain(&["--nats-account-name", "label"])).unwrap();
-    message_timestamps::connect(&args).await.unwrap()
+    connect_message_timestamps(&args).await.unwrap()
 }
 
 #[tokio::test]

@@ -15,8 +15,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, consumer, stream};
 use clap::Parser;
 use futures::StreamExt;
-use nats_delivery_exporter::cli::config::Config;
-use nats_delivery_exporter::scrape::exporter::{Exporter, ExporterBuilder};
+use nats_delivery_exporter::{Config, Exporter, ExporterBuilder};
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 
@@ -65,7 +64,7 @@ pub(crate) async fn system_exporter(client_urls: &str) -> Exporter {
     ];
     args.extend(FLAGS);
     let config = Config::try_parse_from(args).expect("valid flags");
-    let polling = nats_delivery_exporter::system::poll::connect(config.system_poll_settings())
+    let polling = nats_delivery_exporter::connect_system_polling(config.system_poll_settings())
         .await
         .expect("system polling");
     common::wait_for(20, "the system-account connection", || {

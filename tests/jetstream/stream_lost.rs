@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 
 use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
-use nats_delivery_exporter::jetstream::message_timestamps::MessageTimestamps;
-use nats_delivery_exporter::jetstream::stream_lost::{parse_info, LostRecord, StreamLostReader};
+use nats_delivery_exporter::{parse_stream_info, LostRecord, MessageTimestamps, StreamLostReader};
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 
@@ -43,7 +42,7 @@ async fn server_says(client: &async_nats::Client, stream: &str) -> LostRecord {
         )
         .await
         .unwrap();
-    parse_info(&reply.payload).unwrap()
+    parse_stream_info(&reply.payload).unwrap()
 }
 
 fn lost(text: &str, stream: &str) -> (Option<f64>, Option<f64>) {
@@ -93,7 +92,7 @@ async fn three_streams(js: &jetstream::Context) {
 /// Two streams read per scrape, in turn: CALM and DATA, then THIRD; what
 /// the server reports lost in DATA is found once.
 async fn two_streams_a_scrape_each_lost_block_counted_once(
-    exporter: &nats_delivery_exporter::scrape::exporter::Exporter,
+    exporter: &nats_delivery_exporter::Exporter,
     truth: &LostRecord,
 ) {
     let first = common::scrape(exporter).await;

@@ -6,8 +6,7 @@ use crate::advisories_support;
 use std::time::Duration;
 
 use advisories_support::*;
-use nats_delivery_exporter::listeners::advisories::{AccountListener, AdvisoryMetrics};
-use nats_delivery_exporter::nats::{Auth, NatsArgs};
+use nats_delivery_exporter::{AccountListener, AdvisoryMetrics, Auth, NatsArgs};
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 
@@ -258,7 +257,7 @@ async fn creds_file_login_in_operator_mode() {
 #[test]
 fn flags_are_part_of_the_exporters_config_and_never_print_secrets() {
     use clap::Parser;
-    let c = nats_delivery_exporter::cli::config::Config::try_parse_from([
+    let c = nats_delivery_exporter::Config::try_parse_from([
         "nats-delivery-exporter",
         "--advisories",
         "--advisories-stream",

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use advisories_support::*;
 use async_nats::jetstream;
-use nats_delivery_exporter::listeners::advisories::durable::{ensure_stream, DurableError};
+use nats_delivery_exporter::{ensure_stream, DurableError};
 
 const APP: &[(&str, &str)] = &[("account", "APP")];
 
@@ -166,10 +166,9 @@ async fn an_existing_stream_that_does_not_fit_is_a_clear_error() {
     assert!(err.to_string().contains("\"ADV\""), "{err}");
     // The listener reports itself down instead of counting nothing silently.
     let mut registry = prometheus_client::registry::Registry::default();
-    let metrics =
-        nats_delivery_exporter::listeners::advisories::AdvisoryMetrics::register(&mut registry);
+    let metrics = nats_delivery_exporter::AdvisoryMetrics::register(&mut registry);
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let listener = nats_delivery_exporter::listeners::advisories::AccountListener {
+    let listener = nats_delivery_exporter::AccountListener {
         nats: nats_args(&s),
         account: "APP".into(),
         auth: "user:app:app-secret".parse().unwrap(),

@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use advisories_support::*;
 use clap::Parser;
-use nats_delivery_exporter::cli::config::Config;
-use nats_delivery_exporter::listeners::advisories::Listeners;
+use nats_delivery_exporter::{Config, Listeners};
 use prometheus_client::registry::Registry;
 
 /// Flags for advisory listeners of accounts APP and OTHER and the system
@@ -112,7 +111,7 @@ async fn the_server_names_the_account_of_a_connection() {
     let s = server();
     let app = client(&s, "app").await;
     let version = nats_test_server::version_numbers(&app.server_info().version);
-    let got = nats_delivery_exporter::nats::server_account_name(&app).await;
+    let got = nats_delivery_exporter::server_account_name(&app).await;
     // $SYS.REQ.USER.INFO answers every user from 2.10 on.
     let want = (version >= vec![2, 10, 0]).then(|| "APP".to_string());
     assert_eq!(got, want);

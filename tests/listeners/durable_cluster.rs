@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use advisories_support::*;
 use async_nats::jetstream;
-use nats_delivery_exporter::listeners::advisories::{AccountListener, AdvisoryMetrics};
-use nats_delivery_exporter::nats::NatsArgs;
+use nats_delivery_exporter::{AccountListener, AdvisoryMetrics, NatsArgs};
 use prometheus_client::registry::Registry;
 
 /// Asks the leader of a stream (or of a consumer) to step down, again while

@@ -6,7 +6,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use advisories_support::*;
-use nats_delivery_exporter::system::events::{self, SystemEventMetrics};
+use nats_delivery_exporter::{run_system_events, SystemEventMetrics};
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 
@@ -51,7 +51,7 @@ async fn slow_consumer_cuts_are_counted_by_bounded_client_name() {
     let mut registry = Registry::default();
     let metrics = SystemEventMetrics::register(&mut registry);
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(events::run(
+    let task = tokio::spawn(run_system_events(
         nats_args(&s),
         "user:sys:sys-secret".parse().unwrap(),
         1, // one distinct name, then "__overflow__"
@@ -122,7 +122,7 @@ async fn run_for(s: &NatsServer, credentials: &str, secs: u64) -> (String, i64) 
     let mut registry = Registry::default();
     let metrics = SystemEventMetrics::register(&mut registry);
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(events::run(
+    let task = tokio::spawn(run_system_events(
         nats_args(s),
         credentials.parse().unwrap(),
         10,

@@ -47,7 +47,7 @@ fn exported_counts(text: &str, server: &str) -> Vec<(String, u64)> {
 /// A scrape during which neither the server's accounts nor its total moved,
 /// with the server's per-account counts and total.
 async fn steady_scrape(
-    exporter: &nats_delivery_exporter::scrape::exporter::Exporter,
+    exporter: &nats_delivery_exporter::Exporter,
     server: &NatsServer,
 ) -> (String, Vec<(String, u64)>, u64) {
     for _ in 0..20 {

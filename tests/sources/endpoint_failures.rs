@@ -6,7 +6,7 @@ use common::fake_endpoint::ClosedPort;
 
 use std::time::{Duration, Instant};
 
-use nats_delivery_exporter::sources::Source;
+use nats_delivery_exporter::Source;
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -9,7 +9,7 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::fake_endpoint::{self, Reply};
-use nats_delivery_exporter::text::Format;
+use nats_delivery_exporter::Format;
 
 /// Consumers in the reply: more than two blocks of the exposition's.
 const CONSUMERS: usize = 2_600;

@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::fake_endpoint::{self, Reply};
-use nats_delivery_exporter::sources::Source;
+use nats_delivery_exporter::Source;
 use nats_test_server::sample::{samples, value};
 use nats_test_server::NatsServer;
 

@@ -3,9 +3,7 @@
 use crate::common;
 
 use clap::Parser;
-use nats_delivery_exporter::cli::config::Config;
-use nats_delivery_exporter::scrape::exporter::Exporter;
-use nats_delivery_exporter::sources::Source;
+use nats_delivery_exporter::{Config, Exporter, Source};
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 

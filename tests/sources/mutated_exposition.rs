@@ -167,11 +167,9 @@ const REPORT: &str = r#"{"version":1,"client":"billing","instance":"pod-1","sequ
 fn client_reports_survive_mutations_and_still_encode() {
     use std::sync::Arc;
     let mut rng = Rng(0x5851_F42D_4C95_7F2D);
-    let reports = Arc::new(
-        nats_delivery_exporter::listeners::client_reports::ClientReports::new(
-            std::time::Duration::from_secs(600),
-        ),
-    );
+    let reports = Arc::new(nats_delivery_exporter::ClientReports::new(
+        std::time::Duration::from_secs(600),
+    ));
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register_collector(Box::new(reports.clone()));
     assert!(reports.record(REPORT.as_bytes()).is_ok());

@@ -1,13 +1,9 @@
 //! Property tests on stable Rust: thousands of mutated server replies and
 //! advisories fed to every parser. Nothing may panic. Seeds are fixed, so a
 //! failure repeats; `MUTATION_CASES` raises the count.
-use nats_delivery_exporter::listeners::advisories::parse::parse as parse_advisory;
-use nats_delivery_exporter::sources::accstatz::Accstatz;
-use nats_delivery_exporter::sources::connz::Connz;
-use nats_delivery_exporter::sources::gatewayz::Gatewayz;
-use nats_delivery_exporter::sources::jsz::{split, Jsz};
-use nats_delivery_exporter::sources::routez::Routez;
-use nats_delivery_exporter::sources::varz::Varz;
+use nats_delivery_exporter::{
+    parse_advisory, parse_jsz_split, Accstatz, Connz, Gatewayz, Jsz, Routez, Varz,
+};
 
 /// xorshift64*: small, fixed-seed randomness without a dependency.
 pub(super) struct Rng(pub(super) u64);
@@ -111,7 +107,7 @@ fn monitoring_replies(rng: &mut Rng) {
             // the same failure as parsing the whole.
             ("jsz.json", |b| {
                 let whole = serde_json::from_slice::<Jsz>(b).map(|j| format!("{j:?}"));
-                let pieces = split::parse(&mut &b[..]).map(|j| format!("{j:?}"));
+                let pieces = parse_jsz_split(&mut &b[..]).map(|j| format!("{j:?}"));
                 assert_eq!(whole.as_ref().ok(), pieces.as_ref().ok(), "{pieces:?}");
                 whole.is_ok()
             }),
@@ -163,7 +159,7 @@ fn priority_groups(rng: &mut Rng) {
     for _ in 0..cases() {
         let mutated = mutate(pinned, rng);
         let whole = serde_json::from_slice::<Jsz>(&mutated).map(|j| groups(&j));
-        let pieces = split::parse(&mut &mutated[..]).map(|j| groups(&j));
+        let pieces = parse_jsz_split(&mut &mutated[..]).map(|j| groups(&j));
         assert_eq!(whole.ok(), pieces.ok());
     }
 }
@@ -178,13 +174,13 @@ fn system_replies(rng: &mut Rng) {
     type Parse = fn(&[u8]) -> bool;
     let replies: [(&[u8], Parse); 2] = [
         (envelope.as_bytes(), |b| {
-            nats_delivery_exporter::system::survey::parse_reply(b)
+            nats_delivery_exporter::parse_survey_reply(b)
                 .map(|a| a.data.map(|d| serde_json::from_slice::<Varz>(&d).is_ok()))
                 .is_ok()
         }),
         (STREAM_INFO.as_bytes(), |b| {
-            use nats_delivery_exporter::jetstream::stream_lost::{parse_info, Found};
-            let Ok(record) = parse_info(b) else {
+            use nats_delivery_exporter::{parse_stream_info, Found};
+            let Ok(record) = parse_stream_info(b) else {
                 return false;
             };
             // A record read twice counts its sequences once.
@@ -207,9 +203,13 @@ fn system_replies(rng: &mut Rng) {
 
 /// A `/healthz?details=true` reply with problems, each kind counted.
 fn health_replies(rng: &mut Rng) {
-    use nats_delivery_exporter::sources::healthz::{Healthz, PROBLEM_KINDS};
-    let counts =
-        |h: &Healthz| -> Vec<u64> { PROBLEM_KINDS.iter().map(|k| h.problems(k)).collect() };
+    use nats_delivery_exporter::{Healthz, HEALTHZ_PROBLEM_KINDS};
+    let counts = |h: &Healthz| -> Vec<u64> {
+        HEALTHZ_PROBLEM_KINDS
+            .iter()
+            .map(|k| h.problems(k))
+            .collect()
+    };
     let original: Healthz = serde_json::from_str(HEALTHZ).unwrap();
     assert!(!original.healthy());
     assert_eq!(counts(&original).iter().sum::<u64>(), 2, "{original:?}");
@@ -228,8 +228,8 @@ fn advisories(rng: &mut Rng) {
             let mutated = mutate(advisory.as_bytes(), rng);
             let _ = parse_advisory(&mutated);
             // The subject-checking parser the listeners use.
-            for subject in nats_delivery_exporter::listeners::advisories::parse::SUBJECTS {
-                let _ = nats_delivery_exporter::listeners::advisories::parse::parse_on(
+            for subject in nats_delivery_exporter::ADVISORY_SUBJECTS {
+                let _ = nats_delivery_exporter::parse_advisory_on(
                     &subject.replace('>', "S.C"),
                     &mutated,
                 );
@@ -253,7 +253,7 @@ const DISCONNECT: &str = r#"{"type":"io.nats.server.advisory.v1.client_disconnec
 /// a panic, and one valid event is one slow-consumer cut.
 #[test]
 fn disconnect_events_survive_mutations() {
-    use nats_delivery_exporter::system::events::{DisconnectCounter, SystemEventMetrics};
+    use nats_delivery_exporter::{DisconnectCounter, SystemEventMetrics};
     let mut rng = Rng(0xD1B5_4A32_D192_ED03);
     let metrics = SystemEventMetrics::default();
     let mut counter = DisconnectCounter::new(metrics.clone(), 16);

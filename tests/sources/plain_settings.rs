@@ -7,9 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, stream};
-use nats_delivery_exporter::scrape::exporter::Exporter;
-use nats_delivery_exporter::scrape::settings::ScrapeSettings;
-use nats_delivery_exporter::sources::{Source, SourceSettings};
+use nats_delivery_exporter::{Exporter, ScrapeSettings, Source, SourceSettings};
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 

@@ -12,7 +12,7 @@ use common::scenarios::{closed_reason, publish_until_cut, stuck_reader, varz_slo
 
 /// A scrape during which the server's slow-consumer total did not move, and that total.
 async fn scrape_matching_varz(
-    exporter: &nats_delivery_exporter::scrape::exporter::Exporter,
+    exporter: &nats_delivery_exporter::Exporter,
     server: &NatsServer,
 ) -> (String, u64) {
     for _ in 0..20 {

@@ -8,7 +8,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use nats_delivery_exporter::scrape::exporter::Exporter;
+use nats_delivery_exporter::Exporter;
 use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 use serde_json::Value;

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use nats_delivery_exporter::system::survey::{Survey, SurveyOutcome, Waiting};
+use nats_delivery_exporter::{Survey, SurveyOutcome, Waiting};
 use nats_test_server::NatsServer;
 
 const ACCOUNTS: &str = r#"

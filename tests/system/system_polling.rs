@@ -8,8 +8,7 @@ use crate::common;
 use async_nats::jetstream::{self, stream};
 use clap::Parser;
 use common::system_polling::{jetstream_samples, work_stream};
-use nats_delivery_exporter::cli::config::Config;
-use nats_delivery_exporter::scrape::exporter::{Exporter, ExporterBuilder};
+use nats_delivery_exporter::{Config, Exporter, ExporterBuilder};
 use nats_test_server::sample::{samples, value};
 use nats_test_server::NatsServer;
 
@@ -55,7 +54,7 @@ async fn system_exporter(server: &NatsServer, extra: &[&str]) -> Exporter {
     }
     args.extend(extra);
     let config = Config::try_parse_from(args).expect("valid flags");
-    let polling = nats_delivery_exporter::system::poll::connect(config.system_poll_settings())
+    let polling = nats_delivery_exporter::connect_system_polling(config.system_poll_settings())
         .await
         .expect("system polling");
     // The connection comes up in the background; until it does, a scrape

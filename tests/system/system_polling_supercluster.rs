@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::system_polling::{jetstream_samples, system_exporter, work_stream, ACCOUNTS};
-use nats_delivery_exporter::scrape::exporter::Exporter;
+use nats_delivery_exporter::Exporter;
 use nats_test_server::sample::{samples, value};
 use nats_test_server::NatsServer;
 

@@ -17,7 +17,7 @@ const CACHE_SIZE: usize = 100;
 /// users are checked against a hash of the highest cost among the
 /// configured ones (they usually share one).
 #[derive(Debug, Default)]
-pub struct Users {
+pub(crate) struct Users {
     hashes: BTreeMap<String, String>,
     /// What an unknown user's password is compared against.
     fixed: String,
@@ -40,7 +40,7 @@ impl Users {
     }
 
     /// Whether no user is configured (no authentication).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.hashes.is_empty()
     }
 }
@@ -55,7 +55,7 @@ fn fixed_hash(cost: u32) -> String {
 
 /// The cache of results, shared by every configuration the file has had.
 #[derive(Default)]
-pub struct AuthCache {
+pub(crate) struct AuthCache {
     results: Mutex<Cache>,
     /// Held while bcrypt runs: it is CPU-heavy on purpose.
     bcrypt: Mutex<()>,
@@ -71,7 +71,7 @@ impl AuthCache {
     /// Whether an `Authorization` header value names a configured user with
     /// the password of its hash. Slow on purpose when not cached (bcrypt):
     /// call it off the async workers.
-    pub fn authorized(&self, users: &Users, header: Option<&str>) -> bool {
+    pub(crate) fn authorized(&self, users: &Users, header: Option<&str>) -> bool {
         let Some((user, password)) = header.and_then(credentials) else {
             return false;
         };
@@ -109,13 +109,9 @@ impl AuthCache {
     }
 
     /// How many results are kept (for tests).
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.results.lock_or_recover().results.len()
-    }
-
-    /// Whether no result is kept.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -14,51 +14,51 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub(super) struct File {
     #[serde(default)]
-    pub tls_server_config: Option<TlsFile>,
+    pub(crate) tls_server_config: Option<TlsFile>,
     #[serde(default)]
-    pub http_server_config: HttpFile,
+    pub(crate) http_server_config: HttpFile,
     #[serde(default)]
-    pub basic_auth_users: BTreeMap<String, String>,
+    pub(crate) basic_auth_users: BTreeMap<String, String>,
     #[serde(default)]
-    pub rate_limit: Option<RateLimitFile>,
+    pub(crate) rate_limit: Option<RateLimitFile>,
 }
 
 /// `tls_server_config`.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct TlsFile {
-    pub cert: Option<String>,
-    pub key: Option<String>,
-    pub client_ca: Option<String>,
-    pub cert_file: Option<PathBuf>,
-    pub key_file: Option<PathBuf>,
-    pub client_auth_type: Option<String>,
-    pub client_ca_file: Option<PathBuf>,
-    pub client_allowed_sans: Option<Vec<String>>,
-    pub min_version: Option<String>,
-    pub max_version: Option<String>,
+    pub(crate) cert: Option<String>,
+    pub(crate) key: Option<String>,
+    pub(crate) client_ca: Option<String>,
+    pub(crate) cert_file: Option<PathBuf>,
+    pub(crate) key_file: Option<PathBuf>,
+    pub(crate) client_auth_type: Option<String>,
+    pub(crate) client_ca_file: Option<PathBuf>,
+    pub(crate) client_allowed_sans: Option<Vec<String>>,
+    pub(crate) min_version: Option<String>,
+    pub(crate) max_version: Option<String>,
     #[serde(default)]
-    pub cipher_suites: Vec<String>,
+    pub(crate) cipher_suites: Vec<String>,
     #[serde(default)]
-    pub curve_preferences: Vec<String>,
-    pub prefer_server_cipher_suites: Option<bool>,
+    pub(crate) curve_preferences: Vec<String>,
+    pub(crate) prefer_server_cipher_suites: Option<bool>,
 }
 
 /// `http_server_config`.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct HttpFile {
-    pub http2: Option<bool>,
+    pub(crate) http2: Option<bool>,
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub(crate) headers: BTreeMap<String, String>,
 }
 
 /// `rate_limit`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RateLimitFile {
-    pub interval: serde_norway::Value,
-    pub burst: u32,
+    pub(crate) interval: serde_norway::Value,
+    pub(crate) burst: u32,
 }
 
 /// Parses the file's text.

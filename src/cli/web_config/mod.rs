@@ -38,20 +38,20 @@ use std::time::SystemTime;
 use crate::lock::LockOrRecover;
 use tokio_rustls::rustls;
 
-pub use basic_auth::{AuthCache, Users};
-pub use rate_limit::RateLimiter;
+pub(crate) use basic_auth::{AuthCache, Users};
+pub(crate) use rate_limit::RateLimiter;
 
 /// One reading of the file.
 #[derive(Debug)]
-pub struct Loaded {
+pub(crate) struct Loaded {
     /// TLS for the server, when `tls_server_config` is given.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     /// The users of basic authentication; none means no authentication.
-    pub users: Users,
+    pub(crate) users: Users,
     /// Headers added to every response, as (name, value).
-    pub headers: Vec<(String, String)>,
+    pub(crate) headers: Vec<(String, String)>,
     /// `rate_limit`, when set with an interval above 0.
-    pub rate_limit: Option<RateLimiter>,
+    pub(crate) rate_limit: Option<RateLimiter>,
 }
 
 /// The web configuration: the file's last good reading, re-read when the
@@ -89,7 +89,7 @@ impl std::fmt::Debug for WebConfig {
 }
 
 /// Reads and checks the file named by `--web.config.file`; for the flag parser.
-pub fn parse_web_config(text: &str) -> Result<WebConfig, String> {
+pub(crate) fn parse_web_config(text: &str) -> Result<WebConfig, String> {
     WebConfig::load(Path::new(text)).map_err(|e| format!("'{text}': {e}"))
 }
 
@@ -97,7 +97,7 @@ impl WebConfig {
     /// Reads and checks a web configuration file: every key known, every
     /// value one this exporter can honour, certificates and keys loaded,
     /// every password a bcrypt hash.
-    pub fn load(path: &Path) -> Result<WebConfig, String> {
+    pub(crate) fn load(path: &Path) -> Result<WebConfig, String> {
         let (loaded, watched, seen) = read(path, None);
         Ok(WebConfig {
             shared: Arc::new(Shared {
@@ -115,7 +115,7 @@ impl WebConfig {
     /// The configuration to use now: read again first if the file or a file
     /// it names changed since the last look. A few `stat` calls when nothing
     /// changed.
-    pub fn current(&self) -> Arc<Loaded> {
+    pub(crate) fn current(&self) -> Arc<Loaded> {
         let mut state = self.shared.state.lock_or_recover();
         let now = stamps(&state.watched);
         if now != state.seen {
@@ -131,7 +131,7 @@ impl WebConfig {
     }
 
     /// The bcrypt results of this file's users.
-    pub fn auth_cache(&self) -> &AuthCache {
+    pub(crate) fn auth_cache(&self) -> &AuthCache {
         &self.shared.cache
     }
 

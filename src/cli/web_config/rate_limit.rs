@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 /// The bucket of one configuration (a reload starts a full one).
 #[derive(Debug)]
-pub struct RateLimiter {
+pub(crate) struct RateLimiter {
     interval: Duration,
     burst: f64,
     /// Tokens left and when they were counted.
@@ -26,7 +26,7 @@ impl RateLimiter {
     }
 
     /// Takes a token if there is one.
-    pub fn allow(&self) -> bool {
+    pub(crate) fn allow(&self) -> bool {
         let now = Instant::now();
         let mut state = self.state.lock_or_recover();
         let (tokens, at) = *state;

@@ -18,34 +18,34 @@ use crate::text::families::gauge_family;
 
 /// What the ceiling did to one scrape.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BudgetReport {
+pub(crate) struct BudgetReport {
     /// The ceiling.
-    pub limit: u64,
+    pub(crate) limit: u64,
     /// JetStream series the scrape had before the ceiling.
-    pub wanted: u64,
+    pub(crate) wanted: u64,
     /// Consumer health series left out.
-    pub dropped_health: u64,
+    pub(crate) dropped_health: u64,
     /// Per-consumer /jsz series left out (of the consumers left out).
-    pub dropped_consumer: u64,
+    pub(crate) dropped_consumer: u64,
     /// Consumers left out entirely.
-    pub dropped_consumers: u64,
+    pub(crate) dropped_consumers: u64,
 }
 
 /// Which consumers keep what.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BudgetPlan {
+pub(crate) struct BudgetPlan {
     /// The consumers' positions, highest priority first.
-    pub order: Vec<usize>,
+    pub(crate) order: Vec<usize>,
     /// The first this many of `order` keep their per-consumer series.
-    pub keep: usize,
+    pub(crate) keep: usize,
     /// The first this many of `order` keep their consumer health too.
-    pub keep_health: usize,
+    pub(crate) keep_health: usize,
     /// What was left out.
-    pub report: BudgetReport,
+    pub(crate) report: BudgetReport,
 }
 
 /// The consumers in priority order (see the module documentation).
-pub fn priority(consumers: &[ConsumerRow]) -> Vec<usize> {
+pub(crate) fn priority(consumers: &[ConsumerRow]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..consumers.len()).collect();
     order.sort_by(|&a, &b| {
         let (aa, as_, ac, _) = consumers[a];
@@ -61,7 +61,7 @@ pub fn priority(consumers: &[ConsumerRow]) -> Vec<usize> {
 /// Plans a scrape under `limit`: `fixed` series are never dropped (streams,
 /// folded ephemerals); `order` is the consumers by priority, `detail[i]`
 /// and `health[i]` the series of consumer `i` (health is empty when off).
-pub fn plan(
+pub(crate) fn plan(
     limit: u64,
     fixed: u64,
     order: Vec<usize>,
@@ -104,7 +104,7 @@ pub fn plan(
 }
 
 /// Writes what the ceiling did to this scrape.
-pub fn encode(enc: &mut DescriptorEncoder, r: &BudgetReport) -> fmt::Result {
+pub(crate) fn encode(enc: &mut DescriptorEncoder, r: &BudgetReport) -> fmt::Result {
     let none = || Vec::<(&str, &str)>::new();
     gauge_family(
         enc,

@@ -17,36 +17,36 @@ use std::collections::{BTreeMap, HashMap};
 use crate::sources::jsz::{ConsumerInfo, ConsumerRow, StreamRow};
 
 /// The `consumer` label of the folded series.
-pub const EPHEMERAL_LABEL: &str = "__ephemeral__";
+pub(crate) const EPHEMERAL_LABEL: &str = "__ephemeral__";
 
 /// Polls a departed ephemeral's name, or a stream not seen, is remembered.
-pub const FORGET_AFTER_POLLS: u32 = 10;
+pub(crate) const FORGET_AFTER_POLLS: u32 = 10;
 
 /// Whether `c` is an ephemeral consumer (see the module documentation).
-pub fn is_ephemeral(c: &ConsumerInfo) -> bool {
+pub(crate) fn is_ephemeral(c: &ConsumerInfo) -> bool {
     c.config.as_ref().is_some_and(|k| !k.durable)
 }
 
 /// One stream's ephemeral consumers, summed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FoldedRow {
+pub(crate) struct FoldedRow {
     /// The stream's account.
-    pub account: String,
+    pub(crate) account: String,
     /// The stream the ephemerals consume.
-    pub stream: String,
+    pub(crate) stream: String,
     /// Ephemeral consumers folded in this poll.
-    pub consumers: u64,
+    pub(crate) consumers: u64,
     /// Deliveries (`delivered.consumer_seq`) of the ephemerals present,
     /// plus the last count of those that went away: never goes down.
-    pub deliveries: u64,
+    pub(crate) deliveries: u64,
     /// Sum of `num_pending`.
-    pub pending: u64,
+    pub(crate) pending: u64,
     /// Sum of `num_ack_pending`.
-    pub ack_pending: u64,
+    pub(crate) ack_pending: u64,
     /// Sum of `num_redelivered`.
-    pub redelivered: u64,
+    pub(crate) redelivered: u64,
     /// Sum of `num_waiting`.
-    pub waiting: u64,
+    pub(crate) waiting: u64,
 }
 
 /// Deliveries of each ephemeral of a stream, by name.
@@ -98,7 +98,7 @@ impl StreamFold {
 
 /// The ephemeral consumers of every stream across polls; held by the poller.
 #[derive(Debug, Default)]
-pub struct EphemeralFolds {
+pub(crate) struct EphemeralFolds {
     streams: HashMap<(String, String), StreamFold>,
 }
 
@@ -106,7 +106,11 @@ impl EphemeralFolds {
     /// Folds this poll's `ephemerals`, consumers of the `streams` seen in
     /// this poll. A stream not seen (its server's poll failed) keeps its
     /// memory, without a series, for [`FORGET_AFTER_POLLS`] polls.
-    pub fn update(&mut self, streams: &[StreamRow], ephemerals: &[&ConsumerRow]) -> Vec<FoldedRow> {
+    pub(crate) fn update(
+        &mut self,
+        streams: &[StreamRow],
+        ephemerals: &[&ConsumerRow],
+    ) -> Vec<FoldedRow> {
         let mut rows: BTreeMap<(&str, &str), (FoldedRow, Deliveries)> = BTreeMap::new();
         for &&(account, stream, c, _) in ephemerals {
             let (row, live) = rows.entry((account, stream)).or_default();

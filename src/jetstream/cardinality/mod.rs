@@ -7,9 +7,9 @@
 //! chosen: a name left out costs no series, no consumer-health memory and
 //! no message-timestamp reads.
 
-pub mod budget;
-pub mod fold;
-pub mod series;
+pub(crate) mod budget;
+pub(crate) mod fold;
+pub(crate) mod series;
 
 use series::{parse_opt_in, ConsumerSeries, OptInChoice, StatusSeries};
 
@@ -18,41 +18,41 @@ use crate::sources::jsz::JszFilter;
 
 /// The cardinality flags.
 #[derive(clap::Args, Clone, Debug, Default)]
-pub struct CardinalityArgs {
+pub(crate) struct CardinalityArgs {
     /// Export only accounts whose name matches this regular expression
     /// (matched against the whole name; repeatable). A single name without
     /// special characters is also sent to the server (`/jsz?acc=`).
     #[arg(long = "include-account", env = "NATS_DELIVERY_INCLUDE_ACCOUNT", value_name = "REGEX", value_parser = parse_pattern)]
-    pub include_accounts: Vec<Pattern>,
+    pub(crate) include_accounts: Vec<Pattern>,
     /// Leave out accounts whose name matches (repeatable); wins over --include-account.
     #[arg(long = "exclude-account", env = "NATS_DELIVERY_EXCLUDE_ACCOUNT", value_name = "REGEX", value_parser = parse_pattern)]
-    pub exclude_accounts: Vec<Pattern>,
+    pub(crate) exclude_accounts: Vec<Pattern>,
     /// Export only streams whose name matches (repeatable).
     #[arg(long = "include-stream", env = "NATS_DELIVERY_INCLUDE_STREAM", value_name = "REGEX", value_parser = parse_pattern)]
-    pub include_streams: Vec<Pattern>,
+    pub(crate) include_streams: Vec<Pattern>,
     /// Leave out streams whose name matches (repeatable); wins over --include-stream.
     #[arg(long = "exclude-stream", env = "NATS_DELIVERY_EXCLUDE_STREAM", value_name = "REGEX", value_parser = parse_pattern)]
-    pub exclude_streams: Vec<Pattern>,
+    pub(crate) exclude_streams: Vec<Pattern>,
     /// Export only consumers whose name matches (repeatable).
     #[arg(long = "include-consumer", env = "NATS_DELIVERY_INCLUDE_CONSUMER", value_name = "REGEX", value_parser = parse_pattern)]
-    pub include_consumers: Vec<Pattern>,
+    pub(crate) include_consumers: Vec<Pattern>,
     /// Leave out consumers whose name matches (repeatable); wins over --include-consumer.
     #[arg(long = "exclude-consumer", env = "NATS_DELIVERY_EXCLUDE_CONSUMER", value_name = "REGEX", value_parser = parse_pattern)]
-    pub exclude_consumers: Vec<Pattern>,
+    pub(crate) exclude_consumers: Vec<Pattern>,
     /// Export every ephemeral consumer (no durable name) under its own name,
     /// instead of folding them into one `consumer="__ephemeral__"` series per stream.
     #[arg(long, env = "NATS_DELIVERY_KEEP_EPHEMERAL_CONSUMERS")]
-    pub keep_ephemeral_consumers: bool,
+    pub(crate) keep_ephemeral_consumers: bool,
     /// Most JetStream stream, consumer and consumer-health series per
     /// scrape; past it consumer health, then whole consumers of lowest
     /// priority (least num_pending) are left out, and counted. Off by default.
     #[arg(long, env = "NATS_DELIVERY_MAX_JETSTREAM_SERIES", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_jetstream_series: Option<u64>,
+    pub(crate) max_jetstream_series: Option<u64>,
     /// How `nats_delivery_consumer_status` is written: `current`, one series
     /// per consumer (its status, at 1), or `all`, one per consumer and
     /// status (1 for the current one, 0 for the six others).
     #[arg(long, env = "NATS_DELIVERY_CONSUMER_STATUS_SERIES", value_enum, default_value_t = StatusSeries::Current)]
-    pub consumer_status_series: StatusSeries,
+    pub(crate) consumer_status_series: StatusSeries,
     /// Per-consumer metrics written only when named here by their full
     /// names (comma-separated or repeated), or `all`:
     /// nats_delivery_consumer_deliveries_total,
@@ -60,17 +60,17 @@ pub struct CardinalityArgs {
     /// _pause_remaining_seconds, _priority_group_pinned,
     /// _delivery_lag_exact, _oldest_unacked_age_exact.
     #[arg(long, env = "NATS_DELIVERY_CONSUMER_OPT_IN_METRICS", value_name = "METRIC", value_delimiter = ',', value_parser = parse_opt_in)]
-    pub consumer_opt_in_metrics: Vec<OptInChoice>,
+    pub(crate) consumer_opt_in_metrics: Vec<OptInChoice>,
 }
 
 impl CardinalityArgs {
     /// The per-consumer series these flags write.
-    pub fn consumer_series(&self) -> ConsumerSeries {
+    pub(crate) fn consumer_series(&self) -> ConsumerSeries {
         ConsumerSeries::new(self.consumer_status_series, &self.consumer_opt_in_metrics)
     }
 
     /// The name filters these flags give.
-    pub fn filter(&self) -> JszFilter {
+    pub(crate) fn filter(&self) -> JszFilter {
         let filter = |include: &[Pattern], exclude: &[Pattern]| NameFilter {
             include: include.to_vec(),
             exclude: exclude.to_vec(),

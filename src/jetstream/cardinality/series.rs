@@ -7,7 +7,7 @@
 
 /// How `nats_delivery_consumer_status` is written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum StatusSeries {
+pub(crate) enum StatusSeries {
     /// One series per consumer: its current status, at 1 (as
     /// kube-state-metrics v2 writes a container's waiting reason).
     #[default]
@@ -19,7 +19,7 @@ pub enum StatusSeries {
 
 /// A per-consumer family written only when asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OptIn {
+pub(crate) enum OptIn {
     /// `nats_delivery_consumer_deliveries_total`.
     Deliveries,
     /// `nats_delivery_consumer_ack_wait_seconds`.
@@ -46,7 +46,7 @@ pub enum OptIn {
 
 impl OptIn {
     /// Every opt-in family.
-    pub const ALL: [OptIn; 11] = [
+    pub(crate) const ALL: [OptIn; 11] = [
         OptIn::Deliveries,
         OptIn::AckWait,
         OptIn::LastDeliveryAge,
@@ -61,7 +61,7 @@ impl OptIn {
     ];
 
     /// The family's name as queried (a counter's with `_total`).
-    pub fn metric_name(self) -> &'static str {
+    pub(crate) fn metric_name(self) -> &'static str {
         match self {
             OptIn::Deliveries => "nats_delivery_consumer_deliveries_total",
             OptIn::AckWait => "nats_delivery_consumer_ack_wait_seconds",
@@ -86,7 +86,7 @@ impl OptIn {
 
 /// One value of `--consumer-opt-in-metrics`: a family, or all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OptInChoice {
+pub(crate) enum OptInChoice {
     /// This family.
     One(OptIn),
     /// Every opt-in family.
@@ -95,7 +95,7 @@ pub enum OptInChoice {
 
 /// Parses a value of `--consumer-opt-in-metrics`: a family's name as
 /// queried, or `all`.
-pub fn parse_opt_in(text: &str) -> Result<OptInChoice, String> {
+pub(crate) fn parse_opt_in(text: &str) -> Result<OptInChoice, String> {
     let text = text.trim();
     if text == "all" {
         return Ok(OptInChoice::All);
@@ -117,13 +117,13 @@ pub fn parse_opt_in(text: &str) -> Result<OptInChoice, String> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ConsumerSeries {
     /// How the status is written.
-    pub status: StatusSeries,
+    pub(crate) status: StatusSeries,
     opt_in: u16,
 }
 
 impl ConsumerSeries {
     /// The series of these flags.
-    pub fn new(status: StatusSeries, opt_in: &[OptInChoice]) -> ConsumerSeries {
+    pub(crate) fn new(status: StatusSeries, opt_in: &[OptInChoice]) -> ConsumerSeries {
         let opt_in = opt_in.iter().fold(0, |bits, choice| match choice {
             OptInChoice::One(o) => bits | o.bit(),
             OptInChoice::All => OptIn::ALL.iter().fold(bits, |b, o| b | o.bit()),
@@ -132,17 +132,18 @@ impl ConsumerSeries {
     }
 
     /// Every series: the whole status state set and every opt-in family.
-    pub fn all() -> ConsumerSeries {
+    #[cfg(test)]
+    pub(crate) fn all() -> ConsumerSeries {
         ConsumerSeries::new(StatusSeries::All, &[OptInChoice::All])
     }
 
     /// Whether `family` is written (a family that is not opt-in always is).
-    pub fn writes(&self, family: Option<OptIn>) -> bool {
+    pub(crate) fn writes(&self, family: Option<OptIn>) -> bool {
         family.is_none_or(|o| self.opt_in & o.bit() != 0)
     }
 
     /// Series of `nats_delivery_consumer_status` per consumer.
-    pub fn status_series(&self) -> u64 {
+    pub(crate) fn status_series(&self) -> u64 {
         match self.status {
             StatusSeries::Current => 1,
             StatusSeries::All => crate::jetstream::consumer_status::Status::ALL.len() as u64,

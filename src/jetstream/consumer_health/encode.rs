@@ -144,10 +144,10 @@ const HEALTH_FAMILIES: [HealthFamily; 8] = [
 ];
 
 /// How many health families there are (parts of the exposition).
-pub const HEALTH_FAMILY_COUNT: usize = HEALTH_FAMILIES.len();
+pub(crate) const HEALTH_FAMILY_COUNT: usize = HEALTH_FAMILIES.len();
 
 /// How many series the health families in `series` write for one consumer.
-pub fn health_series(h: &ConsumerHealthRow, series: &ConsumerSeries) -> u64 {
+pub(crate) fn health_series(h: &ConsumerHealthRow, series: &ConsumerSeries) -> u64 {
     let ages = [
         (h.delivery_lag, OptIn::DeliveryLagExact),
         (h.oldest_unacked_age, OptIn::OldestUnackedAgeExact),
@@ -168,7 +168,7 @@ pub fn health_series(h: &ConsumerHealthRow, series: &ConsumerSeries) -> u64 {
 /// block of consumers whose health is known: `health` is in the order of
 /// the consumers `labels` were rendered from, and empty when consumer
 /// health is off. A family `series` does not write is left out.
-pub fn write_health_family(
+pub(crate) fn write_health_family(
     out: &mut String,
     format: Format,
     labels: BlockLabels,

@@ -4,14 +4,14 @@
 
 /// Points kept per stream: enough to bracket a backlog finely, few enough
 /// that 10,000 streams stay small (16 bytes a point).
-pub const MAX_POINTS: usize = 64;
+pub(crate) const MAX_POINTS: usize = 64;
 
 /// A stream's known (sequence, Unix seconds stored) points, ascending in both.
 #[derive(Debug, Default, Clone)]
-pub struct StreamHistory {
+pub(crate) struct StreamHistory {
     points: Vec<(u64, f64)>,
     /// When this stream was last seen (the poll's clock), to forget it.
-    pub seen: f64,
+    pub(crate) seen: f64,
 }
 
 impl StreamHistory {
@@ -21,7 +21,12 @@ impl StreamHistory {
     /// recreated (or reset): what was known is about another stream, and is
     /// dropped. Points below `first_seq` are dropped too: no consumer
     /// position below it needs them (the first stored message answers).
-    pub fn record(&mut self, first: (u64, Option<f64>), last: (u64, Option<f64>), seen: f64) {
+    pub(crate) fn record(
+        &mut self,
+        first: (u64, Option<f64>),
+        last: (u64, Option<f64>),
+        seen: f64,
+    ) {
         self.seen = seen;
         if self.points.last().is_some_and(|&(seq, _)| last.0 < seq) {
             self.points.clear();
@@ -79,7 +84,7 @@ impl StreamHistory {
     /// time is given (only deleted messages lie below it); above the last,
     /// the last point's time (a message stored later: age overestimated by
     /// at most the time since the last poll's newest message).
-    pub fn estimate(&self, seq: u64) -> Option<f64> {
+    pub(crate) fn estimate(&self, seq: u64) -> Option<f64> {
         let first = *self.points.first()?;
         let last = *self.points.last()?;
         if seq <= first.0 {
@@ -98,7 +103,8 @@ impl StreamHistory {
     }
 
     /// The points, for tests.
-    pub fn points(&self) -> &[(u64, f64)] {
+    #[cfg(test)]
+    pub(crate) fn points(&self) -> &[(u64, f64)] {
         &self.points
     }
 }

@@ -10,14 +10,14 @@
 //! keeps polls one at a time); memory is bounded: a consumer or stream not
 //! seen for longer than the window is forgotten.
 
-pub mod encode;
-pub mod history;
+pub(crate) mod encode;
+pub(crate) mod history;
 mod update;
-pub mod window;
+pub(crate) mod window;
 
 use std::collections::HashMap;
 
-pub use crate::jetstream::consumer_status::Status;
+use crate::jetstream::consumer_status::Status;
 use crate::jetstream::limit_forecast::{stream_front, BehindRate, StreamFront};
 use crate::jetstream::message_timestamps::{TimestampReply, TimestampRequest};
 use crate::jetstream::removed_before_delivery::{
@@ -31,28 +31,28 @@ use window::Sample;
 
 /// An age in seconds, and whether it came from a read timestamp.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Age {
+pub(crate) struct Age {
     /// How old, in seconds.
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// Read (true) or estimated (false).
-    pub exact: bool,
+    pub(crate) exact: bool,
 }
 
 /// What the exporter says about one consumer in one scrape.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ConsumerHealthRow {
     /// The consumer's status over the window.
-    pub status: Status,
+    pub(crate) status: Status,
     /// now - store time of the first undelivered message; `None` when the
     /// stream's times are unknown.
-    pub delivery_lag: Option<Age>,
+    pub(crate) delivery_lag: Option<Age>,
     /// now - store time of the first unacknowledged message.
-    pub oldest_unacked_age: Option<Age>,
+    pub(crate) oldest_unacked_age: Option<Age>,
     /// Messages removed before the consumer delivered them.
-    pub removed: Removed,
+    pub(crate) removed: Removed,
     /// Seconds until the stream's limits remove a message the consumer has
     /// not delivered ([`crate::jetstream::limit_forecast`]).
-    pub removal_forecast: Option<f64>,
+    pub(crate) removal_forecast: Option<f64>,
 }
 
 /// The state kept across polls, by account and stream: looked up by `&str`,

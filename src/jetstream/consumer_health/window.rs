@@ -17,29 +17,29 @@
 use super::Status;
 
 /// Entries per window (besides the anchor and the newest).
-pub const SLICES: f64 = 8.0;
+pub(crate) const SLICES: f64 = 8.0;
 
 /// Most entries a consumer holds: a slice apart over the window, the
 /// anchor, the newest.
-pub const MAX_ENTRIES: usize = SLICES as usize + 3;
+pub(crate) const MAX_ENTRIES: usize = SLICES as usize + 3;
 
 /// One consumer as one poll saw it (leader only).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// The poll's clock, Unix seconds.
-    pub time: f64,
+    pub(crate) time: f64,
     /// `delivered.stream_seq`.
-    pub delivered: u64,
+    pub(crate) delivered: u64,
     /// `delivered.last_active`, Unix seconds; NaN when never.
-    pub delivered_active: f64,
+    pub(crate) delivered_active: f64,
     /// `ack_floor.stream_seq`.
-    pub ack_floor: u64,
+    pub(crate) ack_floor: u64,
     /// `num_pending`.
-    pub pending: u64,
+    pub(crate) pending: u64,
     /// `num_ack_pending`.
-    pub ack_pending: u64,
+    pub(crate) ack_pending: u64,
     /// `num_waiting`.
-    pub waiting: u64,
+    pub(crate) waiting: u64,
 }
 
 /// Facts about one snapshot, as bits.
@@ -132,7 +132,7 @@ struct Entry {
 /// snapshot. Room for one entry more than a window keeps: a new entry is
 /// added before the oldest ones are dropped.
 #[derive(Debug, Default, Clone)]
-pub struct ConsumerWindow {
+pub(crate) struct ConsumerWindow {
     /// The time of the oldest entry's offset 0 (moved with the oldest entry).
     base: f64,
     newest: Positions,
@@ -147,7 +147,7 @@ impl ConsumerWindow {
 
     /// Adds one poll's snapshot and drops what the window no longer needs:
     /// every entry older than the newest one at least `window` old (the anchor).
-    pub fn record(&mut self, s: Sample, window: f64) {
+    pub(crate) fn record(&mut self, s: Sample, window: f64) {
         let len = self.len();
         let slice = window / SLICES;
         let positions = Positions::of(&s);
@@ -198,23 +198,18 @@ impl ConsumerWindow {
 
     /// The delivered sequence and pending count of the newest snapshot
     /// (0 and 0 before the first).
-    pub fn newest_delivered_and_pending(&self) -> (u64, u64) {
+    pub(crate) fn newest_delivered_and_pending(&self) -> (u64, u64) {
         (self.newest.delivered, self.newest.pending)
     }
 
     /// When this consumer was last seen.
-    pub fn last_seen(&self) -> Option<f64> {
+    pub(crate) fn last_seen(&self) -> Option<f64> {
         Some(self.time(self.len().checked_sub(1)?))
     }
 
     /// Entries held (for tests of the memory bound).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         usize::from(self.len)
-    }
-
-    /// True when nothing is held.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// The status at `now` by the rules after `paused` (the caller checks
@@ -230,7 +225,7 @@ impl ConsumerWindow {
     /// certain once a step back is held; `ok` once `stopped`, `stalled` and
     /// `lagging` are all ruled out. (A step back before the first snapshot
     /// is never seen, whatever the window.)
-    pub fn status(&self, now: f64, window: f64) -> Status {
+    pub(crate) fn status(&self, now: f64, window: f64) -> Status {
         let Some(first) = self.len().checked_sub(1).map(|_| self.time(0)) else {
             return Status::Unknown;
         };

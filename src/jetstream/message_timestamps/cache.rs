@@ -15,7 +15,7 @@ use super::TimestampRequest;
 
 /// The bounded cache.
 #[derive(Debug)]
-pub struct Cache {
+pub(super) struct Cache {
     capacity: usize,
     /// Each answer with its insertion number.
     entries: HashMap<TimestampRequest, (Stored, u64)>,
@@ -26,7 +26,7 @@ pub struct Cache {
 
 impl Cache {
     /// An empty cache holding at most `capacity` answers (at least 1).
-    pub fn new(capacity: usize) -> Cache {
+    pub(super) fn new(capacity: usize) -> Cache {
         Cache {
             capacity: capacity.max(1),
             entries: HashMap::new(),
@@ -36,12 +36,12 @@ impl Cache {
     }
 
     /// The cached answer to `request`.
-    pub fn get(&self, request: &TimestampRequest) -> Option<Stored> {
+    pub(super) fn get(&self, request: &TimestampRequest) -> Option<Stored> {
         self.entries.get(request).map(|(s, _)| *s)
     }
 
     /// Keeps `found` as the answer to `request`, evicting the oldest entry when full.
-    pub fn insert(&mut self, request: TimestampRequest, found: Stored) {
+    pub(super) fn insert(&mut self, request: TimestampRequest, found: Stored) {
         if let Some((_, n)) = self.entries.remove(&request) {
             self.order.remove(&n);
         }
@@ -59,7 +59,7 @@ impl Cache {
     /// Drops the answers in `stream` of `account` whose message lies below
     /// `first_seq`, the stream's first stored sequence now: those messages
     /// are gone, and the first message at or after `from_seq` is a later one.
-    pub fn forget_below(&mut self, account: &str, stream: &str, first_seq: u64) {
+    pub(super) fn forget_below(&mut self, account: &str, stream: &str, first_seq: u64) {
         let gone: Vec<(TimestampRequest, u64)> = self
             .entries
             .iter()
@@ -73,7 +73,7 @@ impl Cache {
     }
 
     /// Answers held now.
-    pub fn entries(&self) -> usize {
+    pub(super) fn entries(&self) -> usize {
         self.entries.len()
     }
 }

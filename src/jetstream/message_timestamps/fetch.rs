@@ -24,7 +24,7 @@ const STREAM_NOT_FOUND: u64 = 10059;
 
 /// Which request reads a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Via {
+pub(crate) enum Via {
     /// `$JS.API.DIRECT.GET.<stream>`: streams with `allow_direct` only.
     Direct,
     /// `$JS.API.STREAM.MSG.GET.<stream>`: every stream.
@@ -33,11 +33,11 @@ pub enum Via {
 
 /// A stored message's position and time.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Stored {
+pub(crate) struct Stored {
     /// Its stream sequence.
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// When the stream stored it, Unix seconds.
-    pub unix_seconds: f64,
+    pub(crate) unix_seconds: f64,
 }
 
 /// Why a read gave no answer.
@@ -83,7 +83,7 @@ pub fn is_2_10_or_later(version: &str) -> bool {
 
 /// Reads the first message at or after `from_seq` matching `filter` in
 /// `stream`; `Ok(None)` when there is none.
-pub async fn read_next(
+pub(crate) async fn read_next(
     client: &Client,
     via: Via,
     stream: &str,
@@ -198,7 +198,7 @@ fn api_reply(payload: &[u8]) -> Result<Option<Stored>, ReadError> {
 }
 
 /// The server writes its stored time as RFC 3339 with nanoseconds.
-pub fn unix_seconds(text: &str) -> Result<f64, ReadError> {
+pub(crate) fn unix_seconds(text: &str) -> Result<f64, ReadError> {
     OffsetDateTime::parse(text, &Rfc3339)
         .map(|t| t.unix_timestamp_nanos() as f64 / 1e9)
         .map_err(|_| ReadError::BadReply(format!("time stamp {text:?}")))

@@ -39,7 +39,7 @@ pub enum TimestampReply {
 }
 
 mod cache;
-pub mod fetch;
+pub(crate) mod fetch;
 mod read_result;
 
 use std::collections::{HashMap, HashSet};
@@ -60,11 +60,11 @@ use fetch::{ReadError, Stored, Via};
 pub use read_result::ReadResult;
 
 /// Answers kept in the cache of a reader made by [`connect`].
-pub const DEFAULT_CACHE_ENTRIES: usize = 10_000;
+pub(crate) const DEFAULT_CACHE_ENTRIES: usize = 10_000;
 
 /// Reads in flight at once: enough to hide round trips, few enough not to
 /// queue hundreds of megabyte-sized messages at the server at once.
-pub const MAX_IN_FLIGHT: usize = 8;
+pub(crate) const MAX_IN_FLIGHT: usize = 8;
 
 /// Reads message timestamps over one NATS connection; cheap to clone (the
 /// clones share the cache and the counts).
@@ -123,7 +123,7 @@ impl MessageTimestamps {
 
     /// Answers `requests`: cached answers first (no request, no budget), then
     /// reads up to `budget` uncached ones, in the order given, at most
-    /// [`MAX_IN_FLIGHT`] at a time, all ending within `deadline`. A request
+    /// `MAX_IN_FLIGHT` at a time, all ending within `deadline`. A request
     /// not answered (over budget, other account, deadline, error) is absent
     /// from the map; each is counted under its [`ReadResult`].
     pub async fn read(
@@ -217,7 +217,7 @@ impl MessageTimestamps {
     }
 
     /// Writes the reader's families (see METRICS.md, "Message timestamp reads").
-    pub fn encode(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
+    pub(crate) fn encode(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
         crate::text::families::counter_family(
             enc,
             "nats_delivery_message_timestamp_reads",

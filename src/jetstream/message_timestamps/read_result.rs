@@ -33,7 +33,7 @@ pub enum ReadResult {
 
 impl ReadResult {
     /// Every result, in exposition order.
-    pub const ALL: [ReadResult; 11] = [
+    pub(crate) const ALL: [ReadResult; 11] = [
         ReadResult::Read,
         ReadResult::NoMessage,
         ReadResult::Cached,
@@ -48,7 +48,7 @@ impl ReadResult {
     ];
 
     /// The label value.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             ReadResult::Read => "read",
             ReadResult::NoMessage => "no_message",

@@ -22,9 +22,9 @@ use super::metrics::{AccountLabels, ApiAuditMetrics, StreamLabels};
 use super::parse::MAX_NAME_LEN;
 
 /// Subject of the JetStream API audit advisories.
-pub const API_AUDIT_SUBJECT: &str = "$JS.EVENT.ADVISORY.API";
+pub(crate) const API_AUDIT_SUBJECT: &str = "$JS.EVENT.ADVISORY.API";
 /// `type` of an API audit advisory.
-pub const API_AUDIT_TYPE: &str = "io.nats.jetstream.advisory.v1.api_audit";
+pub(crate) const API_AUDIT_TYPE: &str = "io.nats.jetstream.advisory.v1.api_audit";
 /// API subject of a stream purge (`<stream>` follows).
 const PURGE_PREFIX: &str = "$JS.API.STREAM.PURGE.";
 /// API subject of a message delete (`<stream>` follows).
@@ -36,7 +36,7 @@ const MSG_DELETE_RESPONSE_TYPE: &str = "io.nats.jetstream.api.v1.stream_msg_dele
 
 /// What one successful purge or delete removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Removal {
+pub(crate) enum Removal {
     /// A purge removed `messages` messages.
     Purged {
         /// Stream name.
@@ -74,7 +74,7 @@ struct Response {
 /// Reads one audit advisory: `Ok(Some)` for a successful purge or delete,
 /// `Ok(None)` for any other API request and for a failed purge or delete,
 /// `Err` (why) for what the server would not have sent.
-pub fn parse_audit(payload: &[u8]) -> Result<Option<Removal>, String> {
+pub(crate) fn parse_audit(payload: &[u8]) -> Result<Option<Removal>, String> {
     let audit: Audit = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
     if audit.kind != API_AUDIT_TYPE {
         return Err(format!("type {:?} on the API audit subject", audit.kind));
@@ -115,7 +115,7 @@ pub fn parse_audit(payload: &[u8]) -> Result<Option<Removal>, String> {
 
 /// Counts one account's API audit advisories.
 #[derive(Debug)]
-pub struct ApiAuditCounter {
+pub(crate) struct ApiAuditCounter {
     account: String,
     metrics: ApiAuditMetrics,
     cap: SeriesCap,
@@ -123,7 +123,7 @@ pub struct ApiAuditCounter {
 
 impl ApiAuditCounter {
     /// A counter for `account` keeping at most `max_series` distinct streams.
-    pub fn new(account: &str, metrics: ApiAuditMetrics, max_series: usize) -> Self {
+    pub(crate) fn new(account: &str, metrics: ApiAuditMetrics, max_series: usize) -> Self {
         metrics.init_account(account);
         ApiAuditCounter {
             account: account.to_string(),
@@ -133,7 +133,7 @@ impl ApiAuditCounter {
     }
 
     /// Counts one audit payload; returns what it removed, if anything.
-    pub fn record(&mut self, payload: &[u8]) -> Option<Removal> {
+    pub(crate) fn record(&mut self, payload: &[u8]) -> Option<Removal> {
         let removal = match parse_audit(payload) {
             Ok(r) => r?,
             Err(why) => {

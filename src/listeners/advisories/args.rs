@@ -40,7 +40,7 @@ pub struct AdvisoryArgs {
         default_value = "7d",
         value_parser = parse_duration
     )]
-    pub stream_max_age: Duration,
+    pub(crate) stream_max_age: Duration,
 
     /// Name of the durable pull consumer on the advisory stream; replicas sharing it split the work.
     #[arg(
@@ -51,7 +51,7 @@ pub struct AdvisoryArgs {
         default_value = "nats-delivery-exporter",
         value_parser = crate::flags::values::nats_name
     )]
-    pub consumer: String,
+    pub(crate) consumer: String,
 
     /// How long the server waits for the exporter to acknowledge an advisory before redelivering it.
     #[arg(
@@ -62,7 +62,7 @@ pub struct AdvisoryArgs {
         default_value = "30s",
         value_parser = parse_duration
     )]
-    pub ack_wait: Duration,
+    pub(crate) ack_wait: Duration,
 
     /// Durable mode: the key-value bucket that stores the totals; an advisory is acknowledged
     /// only after its count is stored there. Replicas sharing the consumer share the bucket.
@@ -74,7 +74,7 @@ pub struct AdvisoryArgs {
         env = "NATS_DELIVERY_ADVISORIES_TOTALS_BUCKET",
         value_parser = crate::flags::values::bucket_name
     )]
-    pub totals_bucket: Option<String>,
+    pub(crate) totals_bucket: Option<String>,
 
     /// Durable mode: replicas of the advisory stream, consumer and totals bucket the exporter
     /// creates (3 in a cluster, so a server can fail without stopping the count).
@@ -86,7 +86,7 @@ pub struct AdvisoryArgs {
         default_value_t = 1,
         value_parser = clap::value_parser!(u8).range(1..=5)
     )]
-    pub replicas: u8,
+    pub(crate) replicas: u8,
 
     /// Cap on distinct (stream, consumer) series per account; advisories of further series are
     /// counted under stream and consumer "__overflow__".
@@ -98,7 +98,7 @@ pub struct AdvisoryArgs {
         default_value_t = 10_000,
         value_parser = crate::flags::values::at_least_one
     )]
-    pub max_series: usize,
+    pub(crate) max_series: usize,
 
     /// Live mode: how many recent advisories are remembered to ignore re-sent ones (durable
     /// mode remembers the last 16 events of each series in its totals bucket).
@@ -109,7 +109,7 @@ pub struct AdvisoryArgs {
         env = "NATS_DELIVERY_ADVISORIES_DEDUP_WINDOW",
         default_value_t = 100_000
     )]
-    pub dedup_window: usize,
+    pub(crate) dedup_window: usize,
 
     /// Live mode: advisories the subscription may buffer before the exporter's own client
     /// drops (counted in nats_delivery_exporter_dropped_messages_total).
@@ -121,7 +121,7 @@ pub struct AdvisoryArgs {
         default_value_t = live::SUBSCRIPTION_CAPACITY,
         value_parser = crate::flags::values::at_least_one
     )]
-    pub buffer: usize,
+    pub(crate) buffer: usize,
 
     /// Copy each dead message (max deliveries) into this stream. Created if missing.
     #[arg(
@@ -141,7 +141,7 @@ pub struct AdvisoryArgs {
         env = "NATS_DELIVERY_DEAD_LETTER_SUBJECT_PREFIX",
         default_value = "dead_letter"
     )]
-    pub dead_letter_subject_prefix: String,
+    pub(crate) dead_letter_subject_prefix: String,
 
     /// Also copy terminated messages into the dead-letter stream.
     #[arg(
@@ -150,7 +150,7 @@ pub struct AdvisoryArgs {
         env = "NATS_DELIVERY_DEAD_LETTER_TERMINATED",
         default_value_t = false
     )]
-    pub dead_letter_terminated: bool,
+    pub(crate) dead_letter_terminated: bool,
 
     /// System-account credentials (creds:FILE, nkey:FILE, user:USER:PASSWORD or token:TOKEN):
     /// count slow-consumer disconnects by client name from $SYS.ACCOUNT.*.DISCONNECT.
@@ -162,7 +162,7 @@ pub struct AdvisoryArgs {
         value_parser = crate::nats::NoEchoParser::<Auth>::new(),
         hide_env_values = true
     )]
-    pub system_account: Option<Auth>,
+    pub(crate) system_account: Option<Auth>,
 
     /// Cap on distinct client names in slow-consumer disconnect counts; further names count as "__overflow__".
     #[arg(
@@ -172,12 +172,12 @@ pub struct AdvisoryArgs {
         env = "NATS_DELIVERY_SYSTEM_EVENTS_MAX_CLIENT_NAMES",
         default_value_t = 1000
     )]
-    pub max_client_names: usize,
+    pub(crate) max_client_names: usize,
 }
 
 impl AdvisoryArgs {
     /// The totals bucket of durable mode.
-    pub fn totals_bucket(&self) -> String {
+    pub(crate) fn totals_bucket(&self) -> String {
         self.totals_bucket
             .clone()
             .unwrap_or_else(|| format!("{}-totals", self.consumer))

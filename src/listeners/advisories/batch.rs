@@ -21,12 +21,12 @@ use super::totals::{series_key, EventId, Totals, ACCOUNT_KEY};
 
 /// What applying a batch produced.
 #[derive(Debug, Default)]
-pub struct Work {
+pub(super) struct Work {
     /// The new totals of every key the batch changed.
-    pub changed: HashMap<String, Totals>,
+    pub(crate) changed: HashMap<String, Totals>,
     /// Indices of the messages to acknowledge once `changed` is stored;
     /// the others wait for redelivery (a dead-letter copy to retry).
-    pub ack: Vec<usize>,
+    pub(crate) ack: Vec<usize>,
 }
 
 impl Work {
@@ -47,27 +47,27 @@ impl Work {
 
 /// Applies batches of one account's advisories.
 #[derive(Debug)]
-pub struct Applier {
+pub(super) struct Applier {
     /// Account label.
-    pub account: String,
+    pub(crate) account: String,
     /// Creation time of the advisory stream (the sequences' incarnation).
-    pub source: i64,
+    pub(crate) source: i64,
     /// Cap of distinct series.
-    pub max_series: usize,
+    pub(crate) max_series: usize,
     /// JetStream of the account (stream creation times).
-    pub js: jetstream::Context,
+    pub(crate) js: jetstream::Context,
     /// Creation times looked up.
-    pub incarnations: Incarnations,
+    pub(crate) incarnations: Incarnations,
     /// Dead-letter capture, if on.
-    pub dead_letter: Option<DeadLetter>,
+    pub(crate) dead_letter: Option<DeadLetter>,
     /// Copy outcomes by advisory sequence, kept while a batch is applied
     /// again after a conflict, so a copy is made and counted once.
-    pub captures: HashMap<u64, Result<Capture, Arc<DeadLetterError>>>,
+    pub(crate) captures: HashMap<u64, Result<Capture, Arc<DeadLetterError>>>,
 }
 
 impl Applier {
     /// Works out what `messages` change, against `store`.
-    pub async fn apply(&mut self, store: &TotalsStore, messages: &[Message]) -> Work {
+    pub(super) async fn apply(&mut self, store: &TotalsStore, messages: &[Message]) -> Work {
         let mut work = Work::default();
         let mut series = store.entries.len() - usize::from(store.entries.contains_key(ACCOUNT_KEY));
         for (i, msg) in messages.iter().enumerate() {

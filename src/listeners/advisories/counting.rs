@@ -22,7 +22,7 @@ struct EventKey {
 /// Remembers the last `window` events seen; exact (no hashing shortcuts):
 /// consumers are interned to small ids, so each entry costs a few dozen bytes.
 #[derive(Debug)]
-pub struct Deduplicator {
+pub(super) struct Deduplicator {
     window: usize,
     consumers: HashMap<(String, String), u32>,
     seen: HashSet<EventKey>,
@@ -31,7 +31,7 @@ pub struct Deduplicator {
 
 impl Deduplicator {
     /// Remembers at most `window` events (at least 1).
-    pub fn new(window: usize) -> Self {
+    pub(super) fn new(window: usize) -> Self {
         Deduplicator {
             window: window.max(1),
             consumers: HashMap::new(),
@@ -41,7 +41,7 @@ impl Deduplicator {
     }
 
     /// True the first time an event is offered within the window.
-    pub fn first_time(&mut self, a: &Advisory) -> bool {
+    pub(super) fn first_time(&mut self, a: &Advisory) -> bool {
         let next_id = self.consumers.len() as u32;
         let consumer = match self.consumers.get(&(a.stream.clone(), a.consumer.clone())) {
             Some(id) => *id,
@@ -82,7 +82,7 @@ impl Deduplicator {
 
 /// What one advisory message amounted to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Counted now.
     Counted(Advisory),
     /// Already counted within the window; not counted again.
@@ -95,20 +95,20 @@ pub enum Outcome {
 
 /// Stream and consumer label value of the series that collects advisories
 /// beyond an account's cap of distinct series.
-pub const OVERFLOW: &str = "__overflow__";
+pub(super) const OVERFLOW: &str = "__overflow__";
 
 /// Caps the distinct (stream, consumer) series of one account: advisories
 /// can be published by anyone allowed to, and every new name would
 /// otherwise be a series kept forever.
 #[derive(Debug)]
-pub struct SeriesCap {
+pub(super) struct SeriesCap {
     max: usize,
     known: HashSet<(String, String)>,
 }
 
 impl SeriesCap {
     /// At most `max` distinct series (at least 1).
-    pub fn new(max: usize) -> Self {
+    pub(super) fn new(max: usize) -> Self {
         SeriesCap {
             max: max.max(1),
             known: HashSet::new(),
@@ -117,7 +117,7 @@ impl SeriesCap {
 
     /// True if the series is (or may now become) one of the kept ones;
     /// false if it must be folded into [`OVERFLOW`].
-    pub fn admit(&mut self, stream: &str, consumer: &str) -> bool {
+    pub(super) fn admit(&mut self, stream: &str, consumer: &str) -> bool {
         let key = (stream.to_string(), consumer.to_string());
         if self.known.contains(&key) {
             return true;
@@ -132,7 +132,7 @@ impl SeriesCap {
 
 /// Counts one account's advisories into the shared metrics (live mode).
 #[derive(Debug)]
-pub struct AdvisoryCounter {
+pub(crate) struct AdvisoryCounter {
     account: String,
     account_labels: AccountLabels,
     metrics: AdvisoryMetrics,
@@ -143,7 +143,7 @@ pub struct AdvisoryCounter {
 impl AdvisoryCounter {
     /// A counter for `account`, remembering `dedup_window` events and
     /// keeping at most `max_series` distinct (stream, consumer) series.
-    pub fn new(
+    pub(crate) fn new(
         account: &str,
         metrics: AdvisoryMetrics,
         dedup_window: usize,
@@ -162,17 +162,12 @@ impl AdvisoryCounter {
     }
 
     /// The account label value.
-    pub fn account(&self) -> &str {
+    pub(crate) fn account(&self) -> &str {
         &self.account
     }
 
-    /// The metrics this counter writes to.
-    pub fn metrics(&self) -> &AdvisoryMetrics {
-        &self.metrics
-    }
-
     /// Counts one advisory payload.
-    pub fn record(&mut self, subject: &str, payload: &[u8]) -> Outcome {
+    pub(crate) fn record(&mut self, subject: &str, payload: &[u8]) -> Outcome {
         self.metrics
             .received
             .get_or_create(&self.account_labels)

@@ -32,19 +32,19 @@ use crate::nats::retry::{or_stop, retry_after, stopped, ErrorKind, ListenerError
 
 /// Subscription buffer of the pull consumer's connection (>= 1.5 x batch: a
 /// pull consumer whose client drops messages stalls until redelivery).
-pub const SUBSCRIPTION_CAPACITY: usize = 4 * BATCH;
+pub(crate) const SUBSCRIPTION_CAPACITY: usize = 4 * BATCH;
 
 /// How long a batch may wait for more advisories once one has arrived.
 const GATHER: Duration = Duration::from_millis(20);
 
 /// Longest time setup may take before it is abandoned and retried.
-pub const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How often the listener checks that its consumer still exists.
-pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
+pub(crate) const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Runs the durable listener of one account until shutdown.
-pub async fn run(l: AccountListener, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(l: AccountListener, mut shutdown: watch::Receiver<bool>) {
     let mut shown: Option<Shown> = None;
     while let Err(e) = session(&l, &mut shown, &mut shutdown).await {
         if retry_after(&l, "durable advisory listener", e, &mut shutdown).await {

@@ -17,7 +17,7 @@ use super::{subject_covers, AccountListener};
 use crate::nats::retry::{ErrorKind, ListenerError};
 
 /// Advisories asked for per pull request.
-pub const BATCH: usize = 1000;
+pub(super) const BATCH: usize = 1000;
 
 /// Why durable mode cannot run (retried after a delay).
 #[derive(Debug, thiserror::Error)]
@@ -121,15 +121,15 @@ fn unix_nanos(t: time::OffsetDateTime) -> i64 {
 /// What a durable session starts from, once its setup is done.
 pub(super) struct DurableSession {
     /// The totals, as stored.
-    pub store: TotalsStore,
+    pub(crate) store: TotalsStore,
     /// Changes to the totals bucket made by other exporters.
-    pub watch: async_nats::jetstream::kv::Watch,
+    pub(crate) watch: async_nats::jetstream::kv::Watch,
     /// Applies each advisory to the totals.
-    pub applier: Applier,
+    pub(crate) applier: Applier,
     /// The durable consumer of the advisory stream.
-    pub consumer: consumer::PullConsumer,
+    pub(crate) consumer: consumer::PullConsumer,
     /// The consumer's messages, pulled [`BATCH`] at a time.
-    pub messages: consumer::pull::Stream,
+    pub(crate) messages: consumer::pull::Stream,
 }
 
 /// Finds or creates the advisory stream, the totals bucket, the dead-letter

@@ -24,18 +24,18 @@ const TRUST: Duration = Duration::from_secs(30);
 
 /// Looked-up creation times of the streams advisories name.
 #[derive(Debug, Default)]
-pub struct Incarnations {
+pub(super) struct Incarnations {
     known: HashMap<String, (Option<i64>, Instant)>,
 }
 
 /// Unix nanoseconds of an RFC 3339 timestamp.
-pub fn parse_timestamp(text: &str) -> Option<i64> {
+pub(super) fn parse_timestamp(text: &str) -> Option<i64> {
     let t = OffsetDateTime::parse(text, &Rfc3339).ok()?;
     i64::try_from(t.unix_timestamp_nanos()).ok()
 }
 
 /// The tag of an advisory stamped `at` for a stream created `created`.
-pub fn tag(created: Option<i64>, at: Option<i64>) -> i64 {
+pub(super) fn tag(created: Option<i64>, at: Option<i64>) -> i64 {
     match (created, at) {
         (Some(c), Some(t)) if t < c => -c,
         (Some(c), _) => c,
@@ -49,7 +49,7 @@ impl Incarnations {
     /// `fresh` asks the server even if a recent answer is known: used when
     /// the event looks like one already counted, which is exactly when a
     /// re-created stream would be mistaken for the old one.
-    pub async fn tag(
+    pub(super) async fn tag(
         &mut self,
         js: &jetstream::Context,
         stream: &str,
@@ -100,7 +100,7 @@ async fn created(js: &jetstream::Context, stream: &str) -> Result<Option<i64>, L
 /// Why a stream's creation time could not be learned.
 #[derive(Debug, thiserror::Error)]
 #[error("stream {stream}: {source}")]
-pub struct LookupError {
+pub(super) struct LookupError {
     stream: String,
     #[source]
     source: async_nats::Error,

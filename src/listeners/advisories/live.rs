@@ -35,10 +35,10 @@ use crate::nats::retry::{or_stop, retry_after, stopped, ErrorKind, ListenerError
 /// Default of the messages the advisory subscription may buffer before the client drops:
 /// about 2^20, so a burst of a million advisories does not lose one while
 /// the listener catches up (memory grows only while the buffer is full).
-pub const SUBSCRIPTION_CAPACITY: usize = 1 << 20;
+pub(super) const SUBSCRIPTION_CAPACITY: usize = 1 << 20;
 
 /// How often the listener updates `listener_up` and audits its own drops.
-pub const AUDIT_INTERVAL: Duration = Duration::from_secs(1);
+pub(super) const AUDIT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Copy attempts per dead message in live mode, which cannot ask for a
 /// redelivery and must not fall behind while it retries.
@@ -61,7 +61,7 @@ struct Counters {
 }
 
 /// Runs the live listener of one account until shutdown.
-pub async fn run(l: AccountListener, shutdown: watch::Receiver<bool>) {
+pub(super) async fn run(l: AccountListener, shutdown: watch::Receiver<bool>) {
     run_scope(l, shutdown, Scope::Everything).await
 }
 

@@ -22,62 +22,62 @@ pub struct AccountLabels {
 
 /// `{account,stream,consumer}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ConsumerLabels {
+pub(crate) struct ConsumerLabels {
     /// Account name as configured.
-    pub account: String,
+    pub(crate) account: String,
     /// Stream name.
-    pub stream: String,
+    pub(crate) stream: String,
     /// Consumer name.
-    pub consumer: String,
+    pub(crate) consumer: String,
 }
 
 /// `{account,stream,consumer,reason}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
+pub(crate) struct ReasonLabels {
     /// Account name as configured.
-    pub account: String,
+    pub(crate) account: String,
     /// Stream name.
-    pub stream: String,
+    pub(crate) stream: String,
     /// Consumer name.
-    pub consumer: String,
+    pub(crate) consumer: String,
     /// A value from a small fixed set.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// `{account,kind}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ErrorLabels {
+pub(crate) struct ErrorLabels {
     /// Account name as configured.
-    pub account: String,
+    pub(crate) account: String,
     /// What failed: a value from a small fixed set.
-    pub kind: String,
+    pub(crate) kind: String,
 }
 
 /// `{account,stream}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StreamLabels {
+pub(crate) struct StreamLabels {
     /// Account name as configured.
-    pub account: String,
+    pub(crate) account: String,
     /// Stream name.
-    pub stream: String,
+    pub(crate) stream: String,
 }
 
 /// The API audit families ([`super::api_audit`]); cheap to clone (shared handles).
 #[derive(Clone, Debug, Default)]
-pub struct ApiAuditMetrics {
+pub(crate) struct ApiAuditMetrics {
     /// Messages removed by successful purges (the server's `purged`).
-    pub purged: Family<StreamLabels, Counter>,
+    pub(crate) purged: Family<StreamLabels, Counter>,
     /// Messages removed by successful message deletes.
-    pub deleted: Family<StreamLabels, Counter>,
+    pub(crate) deleted: Family<StreamLabels, Counter>,
     /// Audit advisories that were not valid.
-    pub malformed: Family<AccountLabels, Counter>,
+    pub(crate) malformed: Family<AccountLabels, Counter>,
     /// Purges and deletes counted under stream `__overflow__`.
-    pub folded: Family<AccountLabels, Counter>,
+    pub(crate) folded: Family<AccountLabels, Counter>,
 }
 
 impl ApiAuditMetrics {
     /// Registers the families.
-    pub fn register(&self, registry: &mut Registry) {
+    pub(crate) fn register(&self, registry: &mut Registry) {
         registry.register(
             "nats_delivery_jetstream_stream_purged_messages",
             "Messages removed from the stream by successful purges, the server's own purged figure, from JetStream API audit advisories while the exporter runs",
@@ -101,7 +101,7 @@ impl ApiAuditMetrics {
     }
 
     /// The account's series that exist from the start (zeros).
-    pub fn init_account(&self, account: &str) {
+    pub(crate) fn init_account(&self, account: &str) {
         let l = AccountLabels {
             account: account.to_string(),
         };
@@ -114,39 +114,39 @@ impl ApiAuditMetrics {
 #[derive(Clone, Debug, Default)]
 pub struct AdvisoryMetrics {
     /// Messages that exhausted max_deliver (one per message).
-    pub max_deliveries: Family<ConsumerLabels, Counter>,
+    pub(crate) max_deliveries: Family<ConsumerLabels, Counter>,
     /// Messages terminated, by reason.
-    pub terminated: Family<ReasonLabels, Counter>,
+    pub(crate) terminated: Family<ReasonLabels, Counter>,
     /// Negative acknowledgements.
-    pub naks: Family<ConsumerLabels, Counter>,
+    pub(crate) naks: Family<ConsumerLabels, Counter>,
     /// 1 while the listener is connected and subscribed (durable mode: and
     /// its stream and consumer are set up).
     pub listener_up: Family<AccountLabels, Gauge>,
     /// Advisory messages received.
     pub received: Family<AccountLabels, Counter>,
     /// Advisory messages that could not be parsed.
-    pub malformed: Family<AccountLabels, Counter>,
+    pub(crate) malformed: Family<AccountLabels, Counter>,
     /// Well-formed advisories of a type the exporter does not count.
-    pub unknown: Family<AccountLabels, Counter>,
+    pub(crate) unknown: Family<AccountLabels, Counter>,
     /// Advisories already counted (re-sent by the server or redelivered).
-    pub duplicates: Family<AccountLabels, Counter>,
+    pub(crate) duplicates: Family<AccountLabels, Counter>,
     /// Advisory messages the exporter's own NATS client dropped.
     pub dropped: Family<AccountLabels, Counter>,
     /// Dead-letter copies stored (PubAck received).
-    pub dead_letter_stored: Family<ConsumerLabels, Counter>,
+    pub(crate) dead_letter_stored: Family<ConsumerLabels, Counter>,
     /// Dead messages whose original was gone before it could be copied.
-    pub dead_letter_missing: Family<ReasonLabels, Counter>,
+    pub(crate) dead_letter_missing: Family<ReasonLabels, Counter>,
     /// Advisories counted in the `__overflow__` series because the account
     /// reached its cap of distinct (stream, consumer) series.
-    pub folded: Family<AccountLabels, Counter>,
+    pub(crate) folded: Family<AccountLabels, Counter>,
     /// Listener failures (each ends a session, which is set up again), by kind.
-    pub listener_errors: Family<ErrorLabels, Counter>,
+    pub(crate) listener_errors: Family<ErrorLabels, Counter>,
     /// Failed attempts to copy a dead message.
-    pub dead_letter_errors: Family<AccountLabels, Counter>,
+    pub(crate) dead_letter_errors: Family<AccountLabels, Counter>,
     /// Dead messages whose copy was given up after every attempt failed.
-    pub dead_letter_failed: Family<ConsumerLabels, Counter>,
+    pub(crate) dead_letter_failed: Family<ConsumerLabels, Counter>,
     /// Messages removed by purges and message deletes (API audits).
-    pub api_audit: ApiAuditMetrics,
+    pub(crate) api_audit: ApiAuditMetrics,
 }
 
 impl AdvisoryMetrics {
@@ -237,7 +237,7 @@ impl AdvisoryMetrics {
     /// mode the account's counters appear only once the stored totals are
     /// loaded ([`Self::show_account`]): a zero followed by the stored value
     /// would look like an increase to Prometheus.
-    pub fn init_account(&self, account: &str, durable: bool) {
+    pub(crate) fn init_account(&self, account: &str, durable: bool) {
         let l = AccountLabels {
             account: account.to_string(),
         };
@@ -250,7 +250,7 @@ impl AdvisoryMetrics {
 
     /// Shows the stored account totals: each counter rises to the stored
     /// value and never falls (replicas' totals arrive in any order).
-    pub fn show_account(&self, account: &str, t: &Totals) {
+    pub(crate) fn show_account(&self, account: &str, t: &Totals) {
         let l = AccountLabels {
             account: account.to_string(),
         };
@@ -267,7 +267,7 @@ impl AdvisoryMetrics {
     }
 
     /// Shows the stored totals of one (stream, consumer) series.
-    pub fn show_series(&self, account: &str, t: &Totals) {
+    pub(crate) fn show_series(&self, account: &str, t: &Totals) {
         let l = ConsumerLabels {
             account: account.to_string(),
             stream: t.stream.clone(),
@@ -301,7 +301,7 @@ impl AdvisoryMetrics {
     /// store was emptied (a server restarted without its data), so the
     /// counters start again from what the new store holds, a reset
     /// Prometheus understands.
-    pub fn forget_account(&self, account: &str, series: &[(String, String)]) {
+    pub(crate) fn forget_account(&self, account: &str, series: &[(String, String)]) {
         let l = AccountLabels {
             account: account.to_string(),
         };
@@ -343,7 +343,7 @@ impl AdvisoryMetrics {
     }
 
     /// Counts one listener failure of `kind`.
-    pub fn listener_error(&self, account: &str, kind: &str) {
+    pub(crate) fn listener_error(&self, account: &str, kind: &str) {
         self.listener_errors
             .get_or_create(&ErrorLabels {
                 account: account.to_string(),
@@ -353,7 +353,7 @@ impl AdvisoryMetrics {
     }
 
     /// Sets the account's `listener_up` gauge.
-    pub fn set_up(&self, account: &str, up: bool) {
+    pub(crate) fn set_up(&self, account: &str, up: bool) {
         self.listener_up
             .get_or_create(&AccountLabels {
                 account: account.to_string(),

@@ -15,25 +15,24 @@
 //! In both modes the JetStream API audits are read live ([`api_audit`]):
 //! messages removed by purges and message deletes, per stream.
 
-pub mod api_audit;
+pub(crate) mod api_audit;
 mod api_errors;
 mod args;
 mod batch;
 mod counting;
 mod dead_letter;
-pub mod durable;
+pub(crate) mod durable;
 mod durable_setup;
 mod incarnation;
 mod live;
-pub mod metrics;
-pub mod parse;
-pub mod store;
-pub mod totals;
+pub(crate) mod metrics;
+pub(crate) mod parse;
+pub(crate) mod store;
+pub(crate) mod totals;
 
 use tokio::sync::watch;
 
 pub use args::AdvisoryArgs;
-pub use counting::{AdvisoryCounter, Outcome};
 pub use metrics::AdvisoryMetrics;
 
 use prometheus_client::registry::Registry;
@@ -44,7 +43,7 @@ use crate::nats::{Auth, ConnectionError, NatsArgs};
 
 /// True when every subject matched by `subject` is matched by the stream
 /// subject `filter` (token-wise, honouring `*` and `>`).
-pub fn subject_covers(filter: &str, subject: &str) -> bool {
+pub(crate) fn subject_covers(filter: &str, subject: &str) -> bool {
     let f: Vec<&str> = filter.split('.').collect();
     let s: Vec<&str> = subject.split('.').collect();
     for (i, ft) in f.iter().enumerate() {
@@ -160,7 +159,7 @@ impl AccountListener {
 /// what is off. Fails only on contradictory flags, before anything starts.
 /// After `shutdown` turns true, await the handles: durable listeners flush
 /// their acknowledgements before they end.
-pub fn spawn_listeners(
+pub(crate) fn spawn_listeners(
     nats: &NatsArgs,
     args: &AdvisoryArgs,
     registry: &mut Registry,
@@ -219,7 +218,7 @@ pub struct Listeners {
 
 impl Listeners {
     /// Registers the metrics of what is enabled into `registry` and starts
-    /// the listeners (see [`spawn_listeners`]); none when all are off.
+    /// the listeners (see `spawn_listeners`); none when all are off.
     pub fn start(
         nats: &NatsArgs,
         args: &AdvisoryArgs,

@@ -8,29 +8,29 @@
 use serde::Deserialize;
 
 /// Subject of max-deliveries advisories (`.<stream>.<consumer>` follows).
-pub const MAX_DELIVERIES_SUBJECT: &str = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>";
+pub(crate) const MAX_DELIVERIES_SUBJECT: &str = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>";
 /// Subject of terminated advisories.
-pub const TERMINATED_SUBJECT: &str = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>";
+pub(crate) const TERMINATED_SUBJECT: &str = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>";
 /// Subject of NAK advisories.
-pub const NAKED_SUBJECT: &str = "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.>";
+pub(crate) const NAKED_SUBJECT: &str = "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.>";
 /// The three subjects the exporter listens to.
 pub const SUBJECTS: [&str; 3] = [MAX_DELIVERIES_SUBJECT, TERMINATED_SUBJECT, NAKED_SUBJECT];
 
 /// `type` of a max-deliveries advisory.
-pub const MAX_DELIVER_TYPE: &str = "io.nats.jetstream.advisory.v1.max_deliver";
+pub(crate) const MAX_DELIVER_TYPE: &str = "io.nats.jetstream.advisory.v1.max_deliver";
 /// `type` of a terminated advisory.
-pub const TERMINATED_TYPE: &str = "io.nats.jetstream.advisory.v1.terminated";
+pub(crate) const TERMINATED_TYPE: &str = "io.nats.jetstream.advisory.v1.terminated";
 /// `type` of a NAK advisory.
-pub const NAK_TYPE: &str = "io.nats.jetstream.advisory.v1.nak";
+pub(crate) const NAK_TYPE: &str = "io.nats.jetstream.advisory.v1.nak";
 
 /// Reason text the server uses when stream limits remove a message a consumer still had to deliver.
-pub const STREAM_LIMITS_REASON: &str = "Message deleted by stream limits";
+pub(crate) const STREAM_LIMITS_REASON: &str = "Message deleted by stream limits";
 /// Reason text the server uses when stream limits remove a delivered but unacknowledged message.
-pub const UNACKED_DELETED_REASON: &str = "Unacknowledged message was deleted";
+pub(crate) const UNACKED_DELETED_REASON: &str = "Unacknowledged message was deleted";
 
 /// Why a message was terminated: the `reason` label's fixed set of values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TerminationReason {
+pub(crate) enum TerminationReason {
     /// The client sent `+TERM` without a reason text.
     Client,
     /// Stream limits removed the message before it was delivered.
@@ -45,7 +45,7 @@ pub enum TerminationReason {
 
 impl TerminationReason {
     /// Maps the advisory's `reason` text.
-    pub fn from_text(text: Option<&str>) -> Self {
+    pub(crate) fn from_text(text: Option<&str>) -> Self {
         match text.map(str::trim) {
             None | Some("") => TerminationReason::Client,
             Some(STREAM_LIMITS_REASON) => TerminationReason::StreamLimits,
@@ -55,7 +55,7 @@ impl TerminationReason {
     }
 
     /// The label value.
-    pub fn as_label(self) -> &'static str {
+    pub(crate) fn as_label(self) -> &'static str {
         match self {
             TerminationReason::Client => "client",
             TerminationReason::StreamLimits => "stream_limits",
@@ -66,7 +66,7 @@ impl TerminationReason {
 }
 
 /// Every `reason` label value an advisory counter can carry.
-pub const REASON_LABELS: [&str; 5] = [
+pub(crate) const REASON_LABELS: [&str; 5] = [
     "max_deliveries",
     "client",
     "stream_limits",
@@ -76,7 +76,7 @@ pub const REASON_LABELS: [&str; 5] = [
 
 /// What happened to a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AdvisoryKind {
+pub(crate) enum AdvisoryKind {
     /// It exhausted `max_deliver`.
     MaxDeliveries,
     /// It was terminated.
@@ -87,7 +87,7 @@ pub enum AdvisoryKind {
 
 impl AdvisoryKind {
     /// The dead-letter `reason` text: `max_deliveries` or the termination reason label.
-    pub fn reason_label(self) -> &'static str {
+    pub(crate) fn reason_label(self) -> &'static str {
         match self {
             AdvisoryKind::MaxDeliveries => "max_deliveries",
             AdvisoryKind::Terminated(r) => r.as_label(),
@@ -100,17 +100,17 @@ impl AdvisoryKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Advisory {
     /// What happened.
-    pub kind: AdvisoryKind,
+    pub(crate) kind: AdvisoryKind,
     /// Stream name.
-    pub stream: String,
+    pub(crate) stream: String,
     /// Consumer name.
-    pub consumer: String,
+    pub(crate) consumer: String,
     /// The message's stream sequence.
-    pub stream_seq: u64,
+    pub(crate) stream_seq: u64,
     /// Delivery count, when the server sent it.
-    pub deliveries: Option<u64>,
+    pub(crate) deliveries: Option<u64>,
     /// The server's `timestamp` text, when present.
-    pub timestamp: Option<String>,
+    pub(crate) timestamp: Option<String>,
 }
 
 /// Why a payload was not counted as a delivery advisory.
@@ -144,7 +144,7 @@ struct Wire<'a> {
 
 /// Longest stream or consumer name a server accepts; a longer one in an
 /// advisory is forged.
-pub const MAX_NAME_LEN: usize = 255;
+pub(crate) const MAX_NAME_LEN: usize = 255;
 
 /// Parses one advisory received on `subject` and checks that the subject
 /// is the one the server would have used for it: its kind token matches the

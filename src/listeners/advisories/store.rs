@@ -41,7 +41,7 @@ pub struct TotalsStore {
     subject_prefix: String,
     /// Creation time of the bucket's stream (Unix ns): a different value
     /// later means the bucket was emptied and made again.
-    pub created: i64,
+    pub(crate) created: i64,
     /// Every key read or written, by key.
     pub entries: HashMap<String, Stored>,
 }
@@ -125,7 +125,7 @@ impl TotalsStore {
     }
 
     /// Takes one entry read from the bucket into memory; returns its totals.
-    pub fn absorb(&mut self, entry: &kv::Entry) -> Option<&Totals> {
+    pub(crate) fn absorb(&mut self, entry: &kv::Entry) -> Option<&Totals> {
         if entry.operation != kv::Operation::Put {
             return None;
         }
@@ -143,7 +143,7 @@ impl TotalsStore {
     }
 
     /// Reads one key again (after a conflict).
-    pub async fn reload(&mut self, key: &str) -> Result<(), ListenerError> {
+    pub(crate) async fn reload(&mut self, key: &str) -> Result<(), ListenerError> {
         match self.kv.entry(key).await {
             Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
                 let totals = decode(key, &entry.value);
@@ -250,7 +250,7 @@ impl TotalsStore {
     }
 
     /// The (stream, consumer) of every series key known.
-    pub fn series(&self) -> Vec<(String, String)> {
+    pub(crate) fn series(&self) -> Vec<(String, String)> {
         self.entries
             .values()
             .filter(|s| !s.totals.stream.is_empty())

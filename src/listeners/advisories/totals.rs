@@ -19,15 +19,15 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::jetstream::seq_ranges::SeqRanges;
+use crate::jetstream::seq_ranges::SeqRanges;
 
 /// Events remembered per series for re-sent advisories.
-pub const RECENT_EVENTS: usize = 16;
+pub(crate) const RECENT_EVENTS: usize = 16;
 
 /// Ranges of dead messages kept per series. Consecutive sequences share one
 /// range; beyond this many ranges the lowest (oldest messages)
 /// are forgotten, bounding the stored value at about 20 KB.
-pub const DEAD_RANGES: usize = 1024;
+pub(crate) const DEAD_RANGES: usize = 1024;
 
 /// One event's identity: kind, message sequence, delivery count (NAKs) and
 /// the incarnation of the stream it happened in (see `super::incarnation`).
@@ -36,13 +36,13 @@ pub const DEAD_RANGES: usize = 1024;
 #[serde(from = "(u8, u64, u64, i64)", into = "(u8, u64, u64, i64)")]
 pub struct EventId {
     /// 0 max deliveries, 1 terminated, 2 NAK.
-    pub kind: u8,
+    pub(crate) kind: u8,
     /// The message's stream sequence.
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// Delivery count (NAKs only; 0 otherwise).
-    pub deliveries: u64,
+    pub(crate) deliveries: u64,
     /// Which incarnation of the stream (creation time tag).
-    pub incarnation: i64,
+    pub(crate) incarnation: i64,
 }
 
 impl From<(u8, u64, u64, i64)> for EventId {
@@ -151,13 +151,13 @@ fn is_death(event: &EventId) -> bool {
 impl Totals {
     /// True if the advisory at `aseq` of the advisory stream created at
     /// `source` was already added to this key.
-    pub fn applied(&self, source: i64, aseq: u64) -> bool {
+    pub(crate) fn applied(&self, source: i64, aseq: u64) -> bool {
         self.source == source && self.applied.contains(aseq)
     }
 
     /// Marks `aseq` as added. A new advisory stream (another `source`)
     /// makes the old sequences meaningless.
-    pub fn mark_applied(&mut self, source: i64, aseq: u64) {
+    pub(crate) fn mark_applied(&mut self, source: i64, aseq: u64) {
         if self.source != source {
             self.source = source;
             self.applied = SeqRanges::default();
@@ -167,7 +167,7 @@ impl Totals {
 
     /// True if `event` was counted here before: max deliveries of a message
     /// known dead, or one of the recent events.
-    pub fn seen(&self, event: &EventId) -> bool {
+    pub(crate) fn seen(&self, event: &EventId) -> bool {
         let known_dead = is_death(event)
             && self.dead_incarnation == event.incarnation
             && self.dead.contains(event.seq);
@@ -176,8 +176,8 @@ impl Totals {
 
     /// Remembers `event`: max deliveries in `dead` (a stream made again
     /// starts the set anew), every event among the recent ones, forgetting the oldest
-    /// beyond [`RECENT_EVENTS`].
-    pub fn remember(&mut self, event: EventId) {
+    /// beyond `RECENT_EVENTS`.
+    pub(crate) fn remember(&mut self, event: EventId) {
         if is_death(&event) {
             if self.dead_incarnation != event.incarnation {
                 self.dead_incarnation = event.incarnation;
@@ -194,7 +194,7 @@ impl Totals {
 
     /// Keeps the sequences at or below the ack floor as one range: every
     /// one of them was handled (applied, or acknowledged as not ours).
-    pub fn prune(&mut self, source: i64, ack_floor: u64) {
+    pub(crate) fn prune(&mut self, source: i64, ack_floor: u64) {
         if self.source == source {
             self.applied.cover_through(ack_floor);
         }
@@ -204,7 +204,7 @@ impl Totals {
 /// A bucket key for the series (stream, consumer): `s.<stream>.<consumer>`
 /// with every byte outside `[A-Za-z0-9_-]` written as `=XX`, so any name
 /// the server allows maps to a valid key, and distinct names to distinct keys.
-pub fn series_key(stream: &str, consumer: &str) -> String {
+pub(crate) fn series_key(stream: &str, consumer: &str) -> String {
     let mut key = String::with_capacity(stream.len() + consumer.len() + 3);
     key.push_str("s.");
     escape_into(&mut key, stream);
@@ -214,7 +214,7 @@ pub fn series_key(stream: &str, consumer: &str) -> String {
 }
 
 /// The bucket key of the account's own totals.
-pub const ACCOUNT_KEY: &str = "account";
+pub(crate) const ACCOUNT_KEY: &str = "account";
 
 fn escape_into(out: &mut String, name: &str) {
     for b in name.bytes() {

@@ -26,7 +26,7 @@ pub enum ReportError {
 
 impl ReportError {
     /// The `reason` label of `nats_delivery_app_reports_rejected_total`.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             ReportError::Parse(_) => "malformed",
             ReportError::Version(_) => "version",

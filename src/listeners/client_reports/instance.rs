@@ -14,10 +14,10 @@ use super::wire::{
 /// counter started again from 0 (the instance restarted), so the whole new
 /// total is added: `increase()` over the series then equals the true count.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Monotonic {
+pub(super) struct Monotonic {
     last: u64,
     /// The value exported.
-    pub exported: u64,
+    pub(crate) exported: u64,
 }
 
 impl Monotonic {
@@ -36,33 +36,33 @@ impl Monotonic {
 
     /// Adds `n` to the exported value directly: for the `__overflow__`
     /// series, which sum increases rather than follow one reported total.
-    pub fn add(&mut self, n: u64) {
+    pub(super) fn add(&mut self, n: u64) {
         self.exported = self.exported.saturating_add(n);
     }
 }
 
 /// One subscription of an instance.
 #[derive(Debug, Default, Clone)]
-pub struct SubscriptionState {
+pub(super) struct SubscriptionState {
     /// Counters in `wire::SUB_COUNTERS` order; `None` until first reported.
-    pub counters: [Option<Monotonic>; 4],
+    pub(crate) counters: [Option<Monotonic>; 4],
     /// Latest pending messages, pending bytes, high water; all `None` when
     /// the latest report did not list the subscription.
-    pub gauges: SubGauges,
+    pub(crate) gauges: SubGauges,
 }
 
 /// One instance (client, instance) of an application.
 #[derive(Debug)]
-pub struct Instance {
-    pub received_at: Instant,
-    pub received_unix_seconds: f64,
+pub(super) struct Instance {
+    pub(crate) received_at: Instant,
+    pub(crate) received_unix_seconds: f64,
     last_sequence: Option<u64>,
     /// Restarts detected (sequence or a counter went back).
-    pub restarts: u64,
-    pub subscriptions: BTreeMap<String, SubscriptionState>,
-    pub events: BTreeMap<&'static str, Monotonic>,
+    pub(crate) restarts: u64,
+    pub(crate) subscriptions: BTreeMap<String, SubscriptionState>,
+    pub(crate) events: BTreeMap<&'static str, Monotonic>,
     /// (stream, consumer) -> received, redelivered, then one per ack kind.
-    pub consumers: BTreeMap<(String, String), [Option<Monotonic>; 6]>,
+    pub(crate) consumers: BTreeMap<(String, String), [Option<Monotonic>; 6]>,
 }
 
 fn observe_all<const N: usize>(into: &mut [Option<Monotonic>; N], values: &[Option<u64>; N]) {
@@ -106,7 +106,7 @@ fn fold_names<K: Ord + Clone, V>(
 }
 
 impl Instance {
-    pub fn new(now: Instant, unix_seconds: f64) -> Self {
+    pub(super) fn new(now: Instant, unix_seconds: f64) -> Self {
         Instance {
             received_at: now,
             received_unix_seconds: unix_seconds,
@@ -120,7 +120,7 @@ impl Instance {
 
     /// Takes in one bounded report; returns what it folded to stay within
     /// `max_entries` subscriptions and consumers.
-    pub fn absorb(&mut self, report: Bounded, max_entries: usize) -> Folded {
+    pub(super) fn absorb(&mut self, report: Bounded, max_entries: usize) -> Folded {
         let mut folded = Folded::default();
         let known_subs = self.subscriptions.keys().filter(|k| *k != OVERFLOW).count();
         let subscriptions = fold_names(

@@ -32,7 +32,6 @@ use error::REASONS;
 use instance::Instance;
 use overflow::Overflow;
 use wire::Folded;
-pub use wire::OVERFLOW;
 
 /// Bounds on what reports can make the exporter hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,7 +192,7 @@ impl ClientReports {
 
     /// Removes the instances that have not reported for the expiry time;
     /// [`run_client_reports`] calls it on a timer of its own.
-    pub fn expire(&self) {
+    pub(crate) fn expire(&self) {
         self.expire_locked(&mut self.state(), Instant::now());
     }
 
@@ -207,13 +206,13 @@ impl ClientReports {
     }
 
     /// Number of (client, instance) pairs kept under their own labels
-    /// (expired ones until the next [`Self::expire`]).
+    /// (expired ones until the next `expire`).
     pub fn instances(&self) -> usize {
         self.state().instances.len()
     }
 
     /// Number of (client, instance) pairs summed under `__overflow__`
-    /// (expired ones until the next [`Self::expire`]).
+    /// (expired ones until the next `expire`).
     pub fn folded_instances(&self) -> usize {
         self.state().overflow.len()
     }
@@ -224,7 +223,7 @@ impl ClientReports {
 
     /// Counts one failure of the report listener (its connection included)
     /// in `nats_delivery_app_reports_listener_errors_total{kind}`.
-    pub fn count_listener_error(&self, kind: ErrorKind) {
+    pub(crate) fn count_listener_error(&self, kind: ErrorKind) {
         *self
             .state()
             .listener_errors

@@ -78,7 +78,7 @@ struct Tracked {
 
 /// The `__overflow__` series and the folded instances that feed them.
 #[derive(Debug)]
-pub struct Overflow {
+pub(super) struct Overflow {
     key: (String, String),
     /// Counters only ever grow by what a folded instance counted since its
     /// previous report; `None` until the first report is folded.
@@ -103,23 +103,23 @@ fn is_live(received_at: Instant, now: Instant, expiry: Duration) -> bool {
 impl Overflow {
     /// Whether `key` names the overflow series itself: such reports are
     /// always folded, so no kept instance can share its labels.
-    pub fn is_overflow_key(key: &(String, String)) -> bool {
+    pub(super) fn is_overflow_key(key: &(String, String)) -> bool {
         key.0 == OVERFLOW && key.1 == OVERFLOW
     }
 
     /// Whether reports of `key` are being folded.
-    pub fn contains(&self, key: &(String, String)) -> bool {
+    pub(super) fn contains(&self, key: &(String, String)) -> bool {
         self.tracked.contains_key(key)
     }
 
     /// Folded instances held in memory (expired ones until [`Self::expire`]).
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.tracked.len()
     }
 
     /// Forgets folded instances that have not reported for `expiry`. The
     /// sums they added stay: the series never go back.
-    pub fn expire(&mut self, now: Instant, expiry: Duration) {
+    pub(super) fn expire(&mut self, now: Instant, expiry: Duration) {
         self.tracked
             .retain(|_, t| is_live(t.received_at, now, expiry));
     }
@@ -128,7 +128,7 @@ impl Overflow {
     /// counter, the increase since that instance's previous report, or the
     /// whole new total when the instance restarted (its sequence or a
     /// summed total went back), as [`Instance`] does for kept instances.
-    pub fn absorb(
+    pub(super) fn absorb(
         &mut self,
         key: (String, String),
         report: &Bounded,
@@ -179,7 +179,7 @@ impl Overflow {
     /// Sets the series' gauges to the sum of the latest gauges of the
     /// folded instances not yet expired (pending values added, the largest
     /// high-water mark); called before each scrape.
-    pub fn refresh_gauges(&mut self, now: Instant, expiry: Duration) {
+    pub(super) fn refresh_gauges(&mut self, now: Instant, expiry: Duration) {
         let Some(series) = self.series.as_mut() else {
             return;
         };
@@ -196,7 +196,11 @@ impl Overflow {
 
     /// The series to export, while at least one folded instance has
     /// reported within `expiry`.
-    pub fn live(&self, now: Instant, expiry: Duration) -> Option<(&(String, String), &Instance)> {
+    pub(super) fn live(
+        &self,
+        now: Instant,
+        expiry: Duration,
+    ) -> Option<(&(String, String), &Instance)> {
         self.series
             .as_ref()
             .filter(|s| is_live(s.received_at, now, expiry))
@@ -204,7 +208,7 @@ impl Overflow {
     }
 
     /// Folded instances that have reported within `expiry`.
-    pub fn live_instances(&self, now: Instant, expiry: Duration) -> usize {
+    pub(super) fn live_instances(&self, now: Instant, expiry: Duration) -> usize {
         self.tracked
             .values()
             .filter(|t| is_live(t.received_at, now, expiry))

@@ -9,11 +9,11 @@ use serde::Deserialize;
 use super::{ReportError, ReportLimits};
 
 /// Label value that collects subscriptions and consumers past a limit.
-pub const OVERFLOW: &str = "__overflow__";
+pub(crate) const OVERFLOW: &str = "__overflow__";
 
 /// Connection event names re-exported; anything else in a report is ignored
 /// so that a report cannot create unbounded label values.
-pub const EVENTS: [&str; 7] = [
+pub(super) const EVENTS: [&str; 7] = [
     "connected",
     "disconnected",
     "lame_duck",
@@ -23,7 +23,7 @@ pub const EVENTS: [&str; 7] = [
     "client_error",
 ];
 /// Acknowledgement kinds re-exported.
-pub const ACK_KINDS: [&str; 4] = ["ack", "nak", "term", "in_progress"];
+pub(super) const ACK_KINDS: [&str; 4] = ["ack", "nak", "term", "in_progress"];
 
 #[derive(Debug, Deserialize)]
 struct WireReport {
@@ -64,9 +64,9 @@ struct WireConsumer {
 }
 
 /// Counter values of one subscription, in [`SUB_COUNTERS`] order.
-pub type SubCounters = [Option<u64>; 4];
+pub(super) type SubCounters = [Option<u64>; 4];
 /// Names of the per-subscription counters, without `_total`.
-pub const SUB_COUNTERS: [&str; 4] = [
+pub(super) const SUB_COUNTERS: [&str; 4] = [
     "delivered_messages",
     "dropped_messages",
     "dropped_bytes",
@@ -74,41 +74,41 @@ pub const SUB_COUNTERS: [&str; 4] = [
 ];
 
 /// Gauges of one subscription: pending messages, pending bytes, high water.
-pub type SubGauges = [Option<u64>; 3];
+pub(super) type SubGauges = [Option<u64>; 3];
 
 /// Counter values of one consumer: received, redelivered, then one per
 /// [`ACK_KINDS`].
-pub type ConsumerCounters = [Option<u64>; 6];
+pub(super) type ConsumerCounters = [Option<u64>; 6];
 
 /// What a report had to give up to fit the limits.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Folded {
+pub(super) struct Folded {
     /// Subscriptions past the per-instance limit, counted under `__overflow__`.
-    pub subscriptions: u64,
+    pub(crate) subscriptions: u64,
     /// Consumers past the per-instance limit, counted under `__overflow__`.
-    pub consumers: u64,
+    pub(crate) consumers: u64,
     /// Label values longer than the limit, counted under `__overflow__`.
-    pub labels: u64,
+    pub(crate) labels: u64,
     /// Entries naming a subscription or consumer a second time, merged.
-    pub duplicates: u64,
+    pub(crate) duplicates: u64,
 }
 
 /// A report within the limits: names bounded, duplicates merged. Folding
 /// past the per-instance entry limit happens later, against the names the
 /// instance already has.
 #[derive(Debug)]
-pub struct Bounded {
-    pub client: String,
-    pub instance: String,
-    pub sequence: Option<u64>,
-    pub subscriptions: BTreeMap<String, (SubCounters, SubGauges)>,
-    pub events: BTreeMap<&'static str, u64>,
-    pub consumers: BTreeMap<(String, String), ConsumerCounters>,
-    pub folded: Folded,
+pub(super) struct Bounded {
+    pub(crate) client: String,
+    pub(crate) instance: String,
+    pub(crate) sequence: Option<u64>,
+    pub(crate) subscriptions: BTreeMap<String, (SubCounters, SubGauges)>,
+    pub(crate) events: BTreeMap<&'static str, u64>,
+    pub(crate) consumers: BTreeMap<(String, String), ConsumerCounters>,
+    pub(crate) folded: Folded,
 }
 
 /// Parses and bounds one report body.
-pub fn parse(payload: &[u8], limits: &ReportLimits) -> Result<Bounded, ReportError> {
+pub(super) fn parse(payload: &[u8], limits: &ReportLimits) -> Result<Bounded, ReportError> {
     if payload.len() > limits.max_report_bytes {
         return Err(ReportError::TooLarge(payload.len()));
     }
@@ -223,7 +223,7 @@ fn bound_consumers(
 }
 
 /// Adds counters that are present; a value present on either side stays present.
-pub fn add_all<const N: usize>(into: &mut [Option<u64>; N], from: &[Option<u64>; N]) {
+pub(super) fn add_all<const N: usize>(into: &mut [Option<u64>; N], from: &[Option<u64>; N]) {
     for (a, b) in into.iter_mut().zip(from) {
         if let Some(b) = b {
             *a = Some(a.unwrap_or(0).saturating_add(*b));
@@ -233,7 +233,10 @@ pub fn add_all<const N: usize>(into: &mut [Option<u64>; N], from: &[Option<u64>;
 
 /// Merges two entries of one subscription: counters and pending values add
 /// up, the high-water mark is the larger one.
-pub fn merge_subscription(into: &mut (SubCounters, SubGauges), from: (SubCounters, SubGauges)) {
+pub(super) fn merge_subscription(
+    into: &mut (SubCounters, SubGauges),
+    from: (SubCounters, SubGauges),
+) {
     add_all(&mut into.0, &from.0);
     let [pm, pb, hw] = &mut into.1;
     let [fpm, fpb, fhw] = from.1;

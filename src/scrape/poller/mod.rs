@@ -57,7 +57,7 @@ struct TargetState {
 
 /// Every configured server, polled together.
 #[derive(Debug)]
-pub struct Poller {
+pub(crate) struct Poller {
     settings: ScrapeSettings,
     fetch: Fetcher,
     targets: Vec<Target>,
@@ -76,7 +76,7 @@ pub struct Poller {
 
 impl Poller {
     /// A poller for every monitoring URL of `settings`, fetching with `fetch`.
-    pub fn new(mut settings: ScrapeSettings, fetch: Fetcher) -> Poller {
+    pub(crate) fn new(mut settings: ScrapeSettings, fetch: Fetcher) -> Poller {
         let check = &mut settings.sources.jsz_removal_check;
         check.get_or_insert(removal_check);
         let targets = settings
@@ -107,13 +107,13 @@ impl Poller {
 
     /// Reads the lost data of the streams of the timestamp reader's account
     /// through `reader` on every poll (with a timestamp reader only).
-    pub fn read_stream_lost(&mut self, reader: StreamLostReader) {
+    pub(crate) fn read_stream_lost(&mut self, reader: StreamLostReader) {
         self.stream_lost = Some(reader);
     }
 
     /// Polls the servers `polling` finds through the system account instead
     /// of the monitoring URLs.
-    pub fn poll_through_system_account(&mut self, polling: SystemPolling) {
+    pub(crate) fn poll_through_system_account(&mut self, polling: SystemPolling) {
         self.targets.clear();
         self.system = Some(SystemSide {
             polling,
@@ -124,12 +124,12 @@ impl Poller {
 
     /// Reads message timestamps through `timestamps` on every poll, at most
     /// `consumer_timestamp_reads` new ones each time.
-    pub fn read_timestamps(&mut self, timestamps: MessageTimestamps) {
+    pub(crate) fn read_timestamps(&mut self, timestamps: MessageTimestamps) {
         self.timestamps = Some(timestamps);
     }
 
     /// Polls every source of every server once; each is bounded by the timeout.
-    pub async fn poll(&self) -> Snapshot {
+    pub(crate) async fn poll(&self) -> Snapshot {
         let started = Instant::now();
         let (targets, survey) = self.poll_servers().await;
         let mut snapshot = Snapshot::finished(targets);

@@ -26,18 +26,18 @@ const ACCOUNTS_READ_ALONE: usize = 4;
 /// How one server's `/jsz` configuration is read: the settings and what
 /// is kept between reads.
 #[derive(Debug, Default)]
-pub struct ConfigOnDemand {
+pub(crate) struct ConfigOnDemand {
     /// Longest time between two reads; zero reads on every poll.
-    pub interval: Duration,
+    pub(crate) interval: Duration,
     /// The removal count's check; `None` never reads for it.
-    pub check: Option<RemovalCheck>,
+    pub(crate) check: Option<RemovalCheck>,
     memory: Mutex<Memory>,
 }
 
 impl ConfigOnDemand {
     /// Reads configuration every `interval`, and before a removal `check`
     /// says could be counted.
-    pub fn new(interval: Duration, check: Option<RemovalCheck>) -> ConfigOnDemand {
+    pub(crate) fn new(interval: Duration, check: Option<RemovalCheck>) -> ConfigOnDemand {
         ConfigOnDemand {
             interval,
             check,
@@ -47,7 +47,7 @@ impl ConfigOnDemand {
 
     /// One poll of every page, asking for the configuration only where it
     /// is due; every stream and consumer has its configuration all the same.
-    pub async fn poll(
+    pub(crate) async fn poll(
         &self,
         link: &ServerLink<'_>,
         page_size: u32,

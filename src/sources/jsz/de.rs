@@ -21,7 +21,7 @@ use crate::sources::parse_error;
 /// at 100,000 consumers, 830 in all with the parsed fields: counted so that
 /// a reply just under the budget still fits in memory once health and text
 /// are added).
-pub const HELD_PER_CONSUMER: usize = 512;
+pub(crate) const HELD_PER_CONSUMER: usize = 512;
 
 /// What a string of `len` bytes takes from the allocator: its bytes and
 /// the allocator's header, rounded up to its 16-byte steps, at least 32.
@@ -34,8 +34,8 @@ pub(super) fn string_bytes(len: usize) -> usize {
 
 /// Bytes a parsed value keeps.
 pub trait Kept: Sized {
-    /// What it owns besides its own size and its charged lists ([`list`]):
-    /// its strings (and, for a consumer, [`HELD_PER_CONSUMER`]).
+    /// What it owns besides its own size and its charged lists (`list`):
+    /// its strings (and, for a consumer, `HELD_PER_CONSUMER`).
     fn own_heap(&self) -> usize;
 
     /// Its size, what it owns and its lists', all told.
@@ -124,7 +124,7 @@ impl<S: Kept> Kept for AccountDetail<S> {
 /// for themselves); a refused charge stops the parse. Kept without the
 /// room (up to as much again) the list grew while it was parsed, which
 /// adds up over many consumers.
-pub fn list<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+pub(crate) fn list<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de> + Kept,
@@ -137,7 +137,7 @@ where
 
 /// [`list`], boxed: lists only read are kept as boxed slices, 8 bytes
 /// smaller for every consumer of a poll.
-pub fn boxed_list<'de, D, T>(d: D) -> Result<Box<[T]>, D::Error>
+pub(crate) fn boxed_list<'de, D, T>(d: D) -> Result<Box<[T]>, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de> + Kept,
@@ -184,23 +184,23 @@ impl<'de, T: Deserialize<'de> + Kept> Visitor<'de> for Charged<T> {
 
 /// True for a string that is there and not empty; kept as a flag instead
 /// of the string where only that matters.
-pub fn present<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+pub(crate) fn present<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     Ok(Option::<String>::deserialize(d)?.is_some_and(|s| !s.is_empty()))
 }
 
 /// True for the `pinned_client` priority policy.
-pub fn pins_clients<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+pub(crate) fn pins_clients<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     Ok(Option::<String>::deserialize(d)?.as_deref() == Some(PINNED_CLIENT_POLICY))
 }
 
 /// `ack_policy`: true for `none`.
-pub fn acks_none<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+pub(crate) fn acks_none<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     Ok(Option::<String>::deserialize(d)?.as_deref() == Some("none"))
 }
 
 /// A string kept as its hash: only whether it changed matters (0 when
 /// absent).
-pub fn hashed<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub(crate) fn hashed<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     use std::hash::{Hash, Hasher};
     let Some(text) = Option::<String>::deserialize(d)? else {
         return Ok(0);
@@ -211,6 +211,6 @@ pub fn hashed<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
 }
 
 /// `discard`: true for `new`.
-pub fn discards_new<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+pub(crate) fn discards_new<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     Ok(Option::<String>::deserialize(d)?.as_deref() == Some("new"))
 }

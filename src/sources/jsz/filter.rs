@@ -8,24 +8,24 @@ use super::AccountDetail;
 #[derive(Debug, Clone, Default)]
 pub struct JszFilter {
     /// Accounts, by name or by id (an account's public key in operator mode).
-    pub accounts: NameFilter,
+    pub(crate) accounts: NameFilter,
     /// Streams, by name.
-    pub streams: NameFilter,
+    pub(crate) streams: NameFilter,
     /// Consumers, by name.
-    pub consumers: NameFilter,
+    pub(crate) consumers: NameFilter,
 }
 
 impl JszFilter {
     /// The one account to ask the server for (`acc=`), when the flags name
     /// exactly one; `None` asks for all.
-    pub fn server_account(&self) -> Option<&str> {
+    pub(crate) fn server_account(&self) -> Option<&str> {
         self.accounts.only()
     }
 
     /// Drops from `accounts` whatever the filters leave out. An account's
     /// streams are kept (with their series) when the consumer filter leaves
     /// none of their consumers.
-    pub fn apply(&self, accounts: &mut Vec<AccountDetail>) {
+    pub(crate) fn apply(&self, accounts: &mut Vec<AccountDetail>) {
         if self.accounts.keeps_all() && self.streams.keeps_all() && self.consumers.keeps_all() {
             return;
         }

@@ -17,15 +17,15 @@ fn leads(cluster: &Option<ClusterInfo>, server: Option<&str>, named_only: bool) 
 }
 
 /// A consumer chosen for export: account, stream, the consumer, the server clock.
-pub type ConsumerRow<'a> = (&'a str, &'a str, &'a ConsumerInfo, Option<f64>);
+pub(crate) type ConsumerRow<'a> = (&'a str, &'a str, &'a ConsumerInfo, Option<f64>);
 /// A stream chosen for export: account and the stream.
-pub type StreamRow<'a> = (&'a str, &'a StreamDetail);
+pub(crate) type StreamRow<'a> = (&'a str, &'a StreamDetail);
 
 /// Which streams and consumers to export, as positions in the polls: each
 /// from the server that leads it, once. Chosen once per scrape, read by every
 /// part of the exposition.
 #[derive(Debug, Default)]
-pub struct Leaders {
+pub(crate) struct Leaders {
     /// (poll, account, stream) positions.
     streams: Vec<[u32; 3]>,
     /// (poll, account, stream, consumer) positions.
@@ -34,7 +34,7 @@ pub struct Leaders {
 
 /// Picks, over all servers, each stream and consumer from the server that
 /// leads it, once. `polls[i]` is the i-th server's poll and its name, if any.
-pub fn select_leaders(polls: &[Option<(Option<&str>, &JszPoll)>]) -> Leaders {
+pub(crate) fn select_leaders(polls: &[Option<(Option<&str>, &JszPoll)>]) -> Leaders {
     let mut out = Leaders::default();
     // One server never lists a stream or consumer twice; only several
     // servers can disagree about who leads (during a change of leader).
@@ -78,7 +78,7 @@ pub fn select_leaders(polls: &[Option<(Option<&str>, &JszPoll)>]) -> Leaders {
 impl Leaders {
     /// The chosen streams and consumers of `polls` (the same polls, in the
     /// same order, they were chosen from).
-    pub fn rows<'a>(
+    pub(crate) fn rows<'a>(
         &self,
         polls: &[Option<&'a JszPoll>],
     ) -> (Vec<StreamRow<'a>>, Vec<ConsumerRow<'a>>) {
@@ -113,7 +113,7 @@ impl Leaders {
 impl Leaders {
     /// Keeps the consumers whose `keep` entry (one per consumer, in the
     /// order of [`Leaders::rows`]) is true.
-    pub fn retain_consumers(&mut self, keep: &[bool]) {
+    pub(crate) fn retain_consumers(&mut self, keep: &[bool]) {
         let mut keep = keep.iter();
         self.consumers
             .retain(|_| keep.next().copied().unwrap_or(true));
@@ -121,13 +121,14 @@ impl Leaders {
 
     /// Puts the consumers in `order` (positions in the order of
     /// [`Leaders::rows`]) and keeps the first `keep`.
-    pub fn reorder_consumers(&mut self, order: &[usize], keep: usize) {
+    pub(crate) fn reorder_consumers(&mut self, order: &[usize], keep: usize) {
         self.consumers = order[..keep].iter().map(|&i| self.consumers[i]).collect();
     }
 }
 
-/// [`select_leaders`] and [`Leaders::rows`] in one step.
-pub fn select<'a>(
+/// [`select_leaders`] and [`Leaders::rows`] in one step, for the tests.
+#[cfg(test)]
+fn select<'a>(
     polls: &[(Option<&'a str>, &'a JszPoll)],
 ) -> (Vec<StreamRow<'a>>, Vec<ConsumerRow<'a>>) {
     let named: Vec<_> = polls.iter().map(|&(n, p)| Some((n, p))).collect();

@@ -16,30 +16,30 @@ use crate::poll_error::PollError;
 mod config_memory;
 mod config_on_demand;
 mod cut;
-pub mod de;
+pub(crate) mod de;
 mod filter;
 mod leaders;
-pub mod patterns;
-pub mod replicas;
+pub(crate) mod patterns;
+pub(crate) mod replicas;
 mod reply;
-pub mod split;
+pub(crate) mod split;
 mod stream_end;
 pub use config_memory::RemovalCheck;
-pub use config_on_demand::ConfigOnDemand;
+pub(crate) use config_on_demand::ConfigOnDemand;
 pub use filter::JszFilter;
-pub use leaders::{select, select_leaders, ConsumerRow, Leaders, StreamRow};
+pub(crate) use leaders::{select_leaders, ConsumerRow, Leaders, StreamRow};
 pub use reply::*;
 
 /// One server's JetStream state from one poll (all pages).
 #[derive(Debug, Default)]
-pub struct JszPoll {
+pub(crate) struct JszPoll {
     /// The server's clock at the first page, as Unix seconds.
-    pub now: Option<f64>,
+    pub(crate) now: Option<f64>,
     /// Every account on every page.
-    pub accounts: Vec<AccountDetail>,
+    pub(crate) accounts: Vec<AccountDetail>,
     /// The configuration was asked for (of every account or of some); the
     /// rest is kept from the last read ([`ConfigOnDemand`]).
-    pub config_read: bool,
+    pub(crate) config_read: bool,
 }
 
 /// Reads every page of accounts with streams, consumers and, if `config`,
@@ -55,7 +55,7 @@ pub struct JszPoll {
 /// up to the whole. nats-server 2.9 pages over its accounts in no fixed
 /// order: pages overlap and miss accounts. When the pages read are not in
 /// one ascending order, everything is read again in one request.
-pub async fn poll(
+pub(crate) async fn poll(
     link: &ServerLink<'_>,
     page_size: u32,
     filter: &JszFilter,
@@ -192,7 +192,7 @@ async fn read_pages(
 
 /// The `/jsz` source of one server.
 #[derive(Debug, Default)]
-pub struct JszSource {
+pub(crate) struct JszSource {
     page_size: u32,
     filter: JszFilter,
     config: ConfigOnDemand,
@@ -201,7 +201,7 @@ pub struct JszSource {
 impl JszSource {
     /// Reads `page_size` accounts per request, keeps what `filter` keeps,
     /// and reads the configuration as `config` says.
-    pub fn new(page_size: u32, filter: JszFilter, config: ConfigOnDemand) -> JszSource {
+    pub(crate) fn new(page_size: u32, filter: JszFilter, config: ConfigOnDemand) -> JszSource {
         JszSource {
             page_size,
             filter,

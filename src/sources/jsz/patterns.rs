@@ -10,25 +10,20 @@ use regex::Regex;
 
 /// One pattern from the command line, anchored to the whole name.
 #[derive(Debug, Clone)]
-pub struct Pattern {
+pub(crate) struct Pattern {
     text: String,
     regex: Regex,
 }
 
 impl Pattern {
-    /// The pattern as given.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
     /// Whether `name` matches the whole pattern.
-    pub fn matches(&self, name: &str) -> bool {
+    pub(crate) fn matches(&self, name: &str) -> bool {
         self.regex.is_match(name)
     }
 
     /// The one name this pattern matches, when it has no special
     /// characters (so that the server can be asked for that name alone).
-    pub fn exact(&self) -> Option<&str> {
+    pub(crate) fn exact(&self) -> Option<&str> {
         let special = |c: char| "\\.+*?()|[]{}^$".contains(c);
         (!self.text.contains(special)).then_some(self.text.as_str())
     }
@@ -36,7 +31,7 @@ impl Pattern {
 
 /// Parses a pattern for a flag: a regular expression matched against the
 /// whole name; the error is one line.
-pub fn parse_pattern(text: &str) -> Result<Pattern, String> {
+pub(crate) fn parse_pattern(text: &str) -> Result<Pattern, String> {
     match Regex::new(&format!("^(?:{text})$")) {
         Ok(regex) => Ok(Pattern {
             text: text.to_string(),
@@ -59,23 +54,23 @@ pub fn parse_pattern(text: &str) -> Result<Pattern, String> {
 
 /// The include and exclude patterns of one kind of name.
 #[derive(Debug, Clone, Default)]
-pub struct NameFilter {
+pub(crate) struct NameFilter {
     /// Names to keep; empty keeps every name.
-    pub include: Vec<Pattern>,
+    pub(crate) include: Vec<Pattern>,
     /// Names to leave out, even when included.
-    pub exclude: Vec<Pattern>,
+    pub(crate) exclude: Vec<Pattern>,
 }
 
 impl NameFilter {
     /// Whether `name` is kept: included (or no include given) and not excluded.
-    pub fn keeps(&self, name: &str) -> bool {
+    pub(crate) fn keeps(&self, name: &str) -> bool {
         self.keeps_any(&[name])
     }
 
     /// Whether a thing known by several `names` (an account's name tag and
     /// its public key) is kept: some name included, or no include given,
     /// and no name excluded.
-    pub fn keeps_any(&self, names: &[&str]) -> bool {
+    pub(crate) fn keeps_any(&self, names: &[&str]) -> bool {
         let any = |patterns: &[Pattern]| {
             patterns
                 .iter()
@@ -85,12 +80,12 @@ impl NameFilter {
     }
 
     /// Whether every name is kept.
-    pub fn keeps_all(&self) -> bool {
+    pub(crate) fn keeps_all(&self) -> bool {
         self.include.is_empty() && self.exclude.is_empty()
     }
 
     /// The one name kept, when a single include pattern names it exactly.
-    pub fn only(&self) -> Option<&str> {
+    pub(crate) fn only(&self) -> Option<&str> {
         match self.include.as_slice() {
             [one] => one.exact().filter(|name| self.keeps(name)),
             _ => None,

@@ -7,15 +7,15 @@ use serde::{Deserialize, Deserializer};
 /// The replicas the answering server lists for a group: the others when it
 /// leads the group, all of them, itself included, when nobody does.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct ReplicaCounts {
+pub(crate) struct ReplicaCounts {
     /// Replicas listed.
-    pub listed: u8,
+    pub(crate) listed: u8,
     /// Of them, current (`current` and not `offline`).
-    pub current: u8,
+    pub(crate) current: u8,
     /// Of them, `offline`.
-    pub offline: u8,
+    pub(crate) offline: u8,
     /// The most any of them lags (`lag`, Raft log entries).
-    pub lag: u64,
+    pub(crate) lag: u64,
 }
 
 #[derive(Deserialize, Default)]
@@ -27,7 +27,7 @@ struct Peer {
 }
 
 /// Reads `cluster.replicas` into [`ReplicaCounts`].
-pub fn counts<'de, D: Deserializer<'de>>(d: D) -> Result<ReplicaCounts, D::Error> {
+pub(crate) fn counts<'de, D: Deserializer<'de>>(d: D) -> Result<ReplicaCounts, D::Error> {
     let peers = Option::<Vec<Peer>>::deserialize(d)?.unwrap_or_default();
     let mut out = ReplicaCounts::default();
     for p in peers {

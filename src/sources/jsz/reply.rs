@@ -14,11 +14,11 @@ use super::de;
 )]
 pub struct Jsz<S = StreamDetail> {
     /// The server's clock when it answered.
-    pub now: String,
+    pub(crate) now: String,
     /// JetStream is off on this server.
-    pub disabled: bool,
+    pub(crate) disabled: bool,
     /// Accounts with JetStream on this server (all pages).
-    pub total: Option<usize>,
+    pub(crate) total: Option<usize>,
     /// This page of accounts.
     #[serde(deserialize_with = "de::list")]
     pub account_details: Vec<AccountDetail<S>>,
@@ -32,10 +32,10 @@ pub struct Jsz<S = StreamDetail> {
 )]
 pub struct AccountDetail<S = StreamDetail> {
     /// Account name (its name tag where one is set).
-    pub name: String,
+    pub(crate) name: String,
     /// The account's own name (its public key in operator mode), by which
     /// servers from 2.10 on order the pages.
-    pub id: String,
+    pub(crate) id: String,
     /// The account's streams.
     #[serde(deserialize_with = "de::list")]
     pub stream_detail: Vec<S>,
@@ -46,11 +46,11 @@ pub struct AccountDetail<S = StreamDetail> {
 #[serde(default)]
 pub struct ClusterInfo {
     /// The leader's server name; empty while there is none.
-    pub leader: Box<str>,
+    pub(crate) leader: Box<str>,
     /// The replicas this server lists (only the leader's view means
     /// anything: a follower lists the other followers as not current).
     #[serde(deserialize_with = "super::replicas::counts")]
-    pub replicas: super::replicas::ReplicaCounts,
+    pub(crate) replicas: super::replicas::ReplicaCounts,
 }
 
 /// One stream.
@@ -68,18 +68,10 @@ pub struct StreamDetail {
     /// Limits.
     pub config: Option<StreamConfig>,
     /// Current contents.
-    pub state: StreamState,
+    pub state: StreamContents,
     /// Consumers.
     #[serde(deserialize_with = "de::list")]
     pub consumer_detail: Vec<ConsumerInfo>,
-}
-
-impl StreamDetail {
-    /// The stream's limits: read with its configuration, or kept from the
-    /// last read (`--jsz-config-interval`).
-    pub fn limits(&self) -> Option<&StreamConfig> {
-        self.config.as_ref()
-    }
 }
 
 /// Stream limits; negative means unlimited.
@@ -87,25 +79,25 @@ impl StreamDetail {
 #[serde(default)]
 pub struct StreamConfig {
     /// Most messages kept.
-    pub max_msgs: Option<i64>,
+    pub(crate) max_msgs: Option<i64>,
     /// Most bytes kept.
-    pub max_bytes: Option<i64>,
+    pub(crate) max_bytes: Option<i64>,
     /// Oldest message kept, in nanoseconds; 0 means unlimited.
-    pub max_age: Option<i64>,
+    pub(crate) max_age: Option<i64>,
     /// Whether a full stream refuses new messages (`discard: new`) instead
     /// of removing its oldest.
     #[serde(rename = "discard", deserialize_with = "de::discards_new")]
-    pub discard_new: bool,
+    pub(crate) discard_new: bool,
 }
 
 /// Stream contents.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub struct StreamState {
+pub struct StreamContents {
     /// Messages stored.
-    pub messages: u64,
+    pub(crate) messages: u64,
     /// Bytes stored.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// First sequence stored.
     pub first_seq: u64,
     /// When the first message stored was stored, as Unix seconds.
@@ -117,10 +109,10 @@ pub struct StreamState {
     #[serde(deserialize_with = "crate::sources::timestamp")]
     pub last_ts: Option<f64>,
     /// Consumers.
-    pub consumer_count: u64,
+    pub(crate) consumer_count: u64,
     /// Sequences between the first and the last that were removed (interior
     /// deletes: a message deleted by hand, a per-subject limit).
-    pub num_deleted: u64,
+    pub(crate) num_deleted: u64,
 }
 
 /// One consumer.
@@ -155,7 +147,7 @@ pub struct ConsumerInfo {
     /// Messages matching the consumer not yet delivered.
     pub num_pending: u64,
     /// Whether the consumer is paused (2.11+, sent only when true). `None`
-    /// means the server did not say; [`super::JszSource`]'s finish step makes it
+    /// means the server did not say; `JszSource`'s finish step makes it
     /// `Some(false)` on servers that report pausing, see [`super::reports_pausing`].
     pub paused: Option<bool>,
     /// Nanoseconds until a paused consumer resumes (2.11+, sent only while paused).
@@ -171,14 +163,14 @@ pub struct ConsumerInfo {
 #[serde(default)]
 pub struct PriorityGroup {
     /// The group's name.
-    pub group: String,
+    pub(crate) group: String,
     /// The client the server pinned to the group (`pinned_client` policy);
     /// absent or empty while none is. Changes at every pin: never a label.
-    pub pinned_client_id: String,
+    pub(crate) pinned_client_id: String,
 }
 
 /// The `priority_policy` value of consumers that pin one client per group.
-pub const PINNED_CLIENT_POLICY: &str = "pinned_client";
+pub(crate) const PINNED_CLIENT_POLICY: &str = "pinned_client";
 
 impl ConsumerInfo {
     /// (group, whether a client is pinned) for each priority group of a
@@ -199,30 +191,30 @@ pub struct ConsumerConfig {
     /// Whether the consumer has a durable name (the name itself is `name`;
     /// an ephemeral consumer has none).
     #[serde(rename = "durable_name", deserialize_with = "de::present")]
-    pub durable: bool,
+    pub(crate) durable: bool,
     /// Deliveries before a message is given up; -1 means unlimited.
-    pub max_deliver: Option<i64>,
+    pub(crate) max_deliver: Option<i64>,
     /// Nanoseconds before an unacknowledged message is redelivered.
-    pub ack_wait: Option<i64>,
+    pub(crate) ack_wait: Option<i64>,
     /// Whether the ack policy is `none`: every delivery is a first one.
     #[serde(rename = "ack_policy", deserialize_with = "de::acks_none")]
-    pub acks_none: bool,
+    pub(crate) acks_none: bool,
     /// Unacknowledged messages at which delivery stops; -1 means unlimited.
-    pub max_ack_pending: Option<i64>,
+    pub(crate) max_ack_pending: Option<i64>,
     /// The one subject filter (older form; empty for none).
-    pub filter_subject: Box<str>,
+    pub(crate) filter_subject: Box<str>,
     /// Several subject filters (2.10+).
     #[serde(deserialize_with = "de::boxed_list")]
-    pub filter_subjects: Box<[String]>,
+    pub(crate) filter_subjects: Box<[String]>,
     /// Whether the priority policy (2.11+) is `pinned_client` (others are
     /// `overflow` and `prioritized`).
     #[serde(rename = "priority_policy", deserialize_with = "de::pins_clients")]
-    pub pins_clients: bool,
+    pub(crate) pins_clients: bool,
 }
 
 impl ConsumerConfig {
     /// The consumer's subject filters; empty when it takes every subject.
-    pub fn filters(&self) -> Vec<String> {
+    pub(crate) fn filters(&self) -> Vec<String> {
         if !self.filter_subjects.is_empty() {
             self.filter_subjects.to_vec()
         } else if self.filter_subject.is_empty() {
@@ -238,10 +230,10 @@ impl ConsumerConfig {
 #[serde(default)]
 pub struct SequenceInfo {
     /// Consumer sequence: every delivery, first or again, takes the next one.
-    pub consumer_seq: u64,
+    pub(crate) consumer_seq: u64,
     /// Stream sequence.
     pub stream_seq: u64,
     /// When it was last reached, as Unix seconds; absent when never.
     #[serde(deserialize_with = "crate::sources::timestamp")]
-    pub last_active: Option<f64>,
+    pub(crate) last_active: Option<f64>,
 }

@@ -47,7 +47,7 @@ const ROOM_KEPT: usize = 1 << 20;
 /// reading and parsing one after the other kept the exporter's poll behind
 /// the server, and parsing is most of the work. The bytes held (the
 /// skeleton, the streams not yet parsed) and the consumers parsed are
-/// charged to this thread's budget ([`kept::current`]).
+/// charged to this thread's budget (`kept::current`).
 pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, ParseError> {
     let budget = kept::current();
     // Set by a parser that failed: the reading stops at its next piece of

@@ -21,17 +21,17 @@ use crate::sources::kept::{is_space, step_in_string};
 
 /// Bytes of a stream held before its whitespace runs are cut: more than a
 /// stream of 100 consumers takes (about 110 KB indented).
-pub const COMPACT_FROM: usize = 1 << 20;
+pub(super) const COMPACT_FROM: usize = 1 << 20;
 
 /// Where the scan is inside a stream.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct InStream {
+pub(super) struct InStream {
     /// Open braces of the stream; 0 outside one.
-    pub depth: usize,
+    pub(crate) depth: usize,
     /// Inside a string.
-    pub in_string: bool,
+    pub(crate) in_string: bool,
     /// The byte before was a backslash in a string.
-    pub escaped: bool,
+    pub(crate) escaped: bool,
 }
 
 /// Where a block of 64 bytes has the bytes that matter: bit `i` for `block[i]`.
@@ -104,7 +104,7 @@ impl InStream {
     /// Scans `buf` from `from`; returns the index of the `}` that ends the
     /// stream, or `None` when the buffer ends first (the state then goes on
     /// in the next buffer).
-    pub fn find_end(&mut self, buf: &[u8], from: usize) -> Option<usize> {
+    pub(super) fn find_end(&mut self, buf: &[u8], from: usize) -> Option<usize> {
         let mut i = from;
         while i < buf.len() {
             // The buffer's last bytes, or a block that starts escaped: one
@@ -181,9 +181,9 @@ impl InStream {
 
 /// A stream's bytes as they are cut out, compacted once they grow large.
 #[derive(Debug, Default)]
-pub struct StreamBytes {
+pub(super) struct StreamBytes {
     /// The bytes held.
-    pub bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
     /// `bytes[..compacted]` has had its whitespace runs cut.
     compacted: usize,
     /// The state at `compacted`: in a string, after a backslash in one,
@@ -197,7 +197,7 @@ pub struct StreamBytes {
 
 impl StreamBytes {
     /// Appends `more`, cutting whitespace runs once the stream is large.
-    pub fn extend(&mut self, more: &[u8]) {
+    pub(super) fn extend(&mut self, more: &[u8]) {
         self.bytes.extend_from_slice(more);
         if self.bytes.len() > self.limit.max(COMPACT_FROM) {
             self.compact();
@@ -206,7 +206,7 @@ impl StreamBytes {
     }
 
     /// Takes the stream's bytes, leaving `room` (emptied) for the next one.
-    pub fn take(&mut self, mut room: Vec<u8>) -> Vec<u8> {
+    pub(super) fn take(&mut self, mut room: Vec<u8>) -> Vec<u8> {
         room.clear();
         let next = StreamBytes {
             bytes: room,

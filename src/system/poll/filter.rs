@@ -6,21 +6,21 @@ use serde_json::{Map, Value};
 
 /// The survey's server filters, as flags.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct SurveyFilter {
+pub(crate) struct SurveyFilter {
     /// Only servers whose name contains this.
     #[arg(
         long = "system-server-name",
         env = "NATS_DELIVERY_SYSTEM_SERVER_NAME",
         value_name = "TEXT"
     )]
-    pub server_name: Option<String>,
+    pub(crate) server_name: Option<String>,
     /// Only servers whose cluster's name contains this.
     #[arg(
         long = "system-cluster",
         env = "NATS_DELIVERY_SYSTEM_CLUSTER",
         value_name = "TEXT"
     )]
-    pub cluster: Option<String>,
+    pub(crate) cluster: Option<String>,
     /// Only servers with every one of these tags (comma-separated).
     #[arg(
         long = "system-tags",
@@ -28,20 +28,20 @@ pub struct SurveyFilter {
         value_name = "TAG,...",
         value_delimiter = ','
     )]
-    pub tags: Vec<String>,
+    pub(crate) tags: Vec<String>,
     /// Only servers of this JetStream domain.
     #[arg(
         long = "system-domain",
         env = "NATS_DELIVERY_SYSTEM_DOMAIN",
         value_name = "DOMAIN"
     )]
-    pub domain: Option<String>,
+    pub(crate) domain: Option<String>,
 }
 
 impl SurveyFilter {
     /// The filters as the JSON options of a survey request (nats-server's
     /// `EventFilterOptions`); `{}` asks every server.
-    pub fn options(&self) -> Value {
+    pub(crate) fn options(&self) -> Value {
         let mut options = Map::new();
         let mut text = |key: &str, value: &Option<String>| {
             if let Some(v) = value.as_deref().filter(|v| !v.is_empty()) {

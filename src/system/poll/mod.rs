@@ -8,8 +8,8 @@
 //! server alone (`$SYS.REQ.SERVER.<id>.<KIND>`), so every source keeps the
 //! memory and the parsing it has over HTTP.
 
-pub mod filter;
-pub mod report;
+pub(crate) mod filter;
+pub(crate) mod report;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -20,12 +20,12 @@ use crate::nats::{self, Auth, ConnectionError, NatsArgs};
 use crate::poll_error::PollError;
 use crate::system::survey::{parse_reply, Survey, SurveyError, SurveyOutcome, Waiting};
 
-pub use report::SurveyReport;
+pub(crate) use report::SurveyReport;
 
 /// Requests to one server at a time over the system-account connection,
 /// bounded in time and in size like the HTTP requests.
 #[derive(Debug, Clone)]
-pub struct SystemRequests {
+pub(crate) struct SystemRequests {
     client: async_nats::Client,
     timeout: Duration,
     max_reply_size: usize,
@@ -34,7 +34,11 @@ pub struct SystemRequests {
 impl SystemRequests {
     /// Requests on `client` (a system-account connection), each answered
     /// within `timeout` with at most `max_reply_size` bytes.
-    pub fn new(client: async_nats::Client, timeout: Duration, max_reply_size: usize) -> Self {
+    pub(crate) fn new(
+        client: async_nats::Client,
+        timeout: Duration,
+        max_reply_size: usize,
+    ) -> Self {
         SystemRequests {
             client,
             timeout,
@@ -44,7 +48,7 @@ impl SystemRequests {
 
     /// Asks the server `id` (named `name`) for `endpoint` with `options`,
     /// and returns the reply's data: what the endpoint returns over HTTP.
-    pub async fn ask(
+    pub(crate) async fn ask(
         &self,
         name: &str,
         id: &str,
@@ -106,7 +110,7 @@ impl SystemRequests {
 
 /// Why polling through the system account could not start.
 #[derive(Debug, thiserror::Error)]
-pub enum SetupError {
+pub enum SystemPollingSetupError {
     /// `--system-account` was not given.
     #[error("--system-account-polling needs the system account's credentials in --system-account")]
     NoCredentials,
@@ -122,27 +126,29 @@ pub enum SetupError {
 #[derive(Debug, Clone)]
 pub struct PollSettings<'a> {
     /// The NATS servers and connection flags.
-    pub nats: &'a NatsArgs,
+    pub(crate) nats: &'a NatsArgs,
     /// The system account's credentials; `None` is a setup error.
-    pub auth: Option<&'a Auth>,
+    pub(crate) auth: Option<&'a Auth>,
     /// How many servers a survey waits for (0: until the gap).
-    pub expected_servers: usize,
+    pub(crate) expected_servers: usize,
     /// Per-request timeout.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Largest reply accepted, in bytes.
-    pub max_reply_size: usize,
+    pub(crate) max_reply_size: usize,
     /// How long a survey waits after the last reply.
-    pub survey_gap: Duration,
+    pub(crate) survey_gap: Duration,
     /// The servers' own filters, sent with each survey.
-    pub filter: Value,
+    pub(crate) filter: Value,
 }
 
 /// Connects to the system account as `settings` say, for polling every
 /// server through it. Returns once the settings are accepted; the
 /// connection keeps trying in the background, and each survey meanwhile
 /// reports `nats_delivery_survey_up` 0.
-pub async fn connect(settings: PollSettings<'_>) -> Result<SystemPolling, SetupError> {
-    let auth = settings.auth.ok_or(SetupError::NoCredentials)?;
+pub async fn connect(settings: PollSettings<'_>) -> Result<SystemPolling, SystemPollingSetupError> {
+    let auth = settings
+        .auth
+        .ok_or(SystemPollingSetupError::NoCredentials)?;
     let client = nats::connect(settings.nats, auth, "system polling", 1024).await?;
     let survey = Survey::new(client.clone(), settings.expected_servers).await?;
     Ok(SystemPolling {
@@ -154,7 +160,7 @@ pub async fn connect(settings: PollSettings<'_>) -> Result<SystemPolling, SetupE
 }
 
 /// A server's error reply, as the `server_error` kind of failed poll.
-pub fn server_error(e: &crate::system::survey::ServerError) -> PollError {
+pub(crate) fn server_error(e: &crate::system::survey::ServerError) -> PollError {
     PollError::ServerError(format!("code {}: {}", e.code, e.description))
 }
 
@@ -163,13 +169,13 @@ pub fn server_error(e: &crate::system::survey::ServerError) -> PollError {
 #[derive(Debug)]
 pub struct SystemPolling {
     /// Finds the servers, and accounts for their replies.
-    pub survey: Survey,
+    pub(crate) survey: Survey,
     /// Asks one server at a time.
-    pub requests: SystemRequests,
+    pub(crate) requests: SystemRequests,
     /// How long the survey waits after the last reply.
-    pub gap: Duration,
+    pub(crate) gap: Duration,
     /// The servers' own filters, sent with the survey.
-    pub filter: Value,
+    pub(crate) filter: Value,
 }
 
 impl SystemPolling {
@@ -182,7 +188,7 @@ impl SystemPolling {
     /// connection is down the survey fails at once: a request queued for a
     /// later connection would only wait out the deadline and then name
     /// every server missing, when the exporter is the one cut off.
-    pub async fn survey(&self, deadline: Duration) -> Result<SurveyOutcome, SurveyError> {
+    pub(crate) async fn survey(&self, deadline: Duration) -> Result<SurveyOutcome, SurveyError> {
         let state = self.requests.client.connection_state();
         if state != async_nats::connection::State::Connected {
             return Err(SurveyError::NotConnected(state));

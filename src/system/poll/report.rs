@@ -9,26 +9,26 @@ use crate::text::families::{counter_family, gauge_family};
 
 /// The survey's accounting, as exported.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SurveyReport {
+pub(crate) struct SurveyReport {
     /// Whether the survey request could be sent and read.
-    pub up: bool,
+    pub(crate) up: bool,
     /// Servers expected: `--system-expected-servers`, or the servers seen so
     /// far, if more.
-    pub expected: u64,
+    pub(crate) expected: u64,
     /// Servers that answered this survey.
-    pub answered: u64,
+    pub(crate) answered: u64,
     /// Replies that came after their survey ended, so far.
-    pub late_total: u64,
+    pub(crate) late_total: u64,
     /// Replies that were not a server reply, so far.
-    pub broken_total: u64,
+    pub(crate) broken_total: u64,
     /// Second replies from a server that had answered, so far.
-    pub duplicates_total: u64,
+    pub(crate) duplicates_total: u64,
     /// Each server known (by name), and whether it answered this survey.
-    pub servers: Vec<(String, bool)>,
+    pub(crate) servers: Vec<(String, bool)>,
 }
 
 /// Writes the survey families.
-pub fn encode(enc: &mut DescriptorEncoder, report: &SurveyReport) -> fmt::Result {
+pub(crate) fn encode(enc: &mut DescriptorEncoder, report: &SurveyReport) -> fmt::Result {
     let no_labels: [(&str, &str); 0] = [];
     let one = |v: u64| [(no_labels, v)];
     gauge_family(

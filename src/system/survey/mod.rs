@@ -27,7 +27,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
-pub use roster::{Roster, SurveyOutcome};
+pub(crate) use roster::Roster;
+pub use roster::SurveyOutcome;
 
 /// A server's identity as it signs every system reply.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -41,10 +42,10 @@ pub struct ServerInfo {
     pub cluster: Option<String>,
     /// The JetStream domain, if any.
     #[serde(default)]
-    pub domain: Option<String>,
+    pub(crate) domain: Option<String>,
     /// The server's version.
     #[serde(default, rename = "ver")]
-    pub version: String,
+    pub(crate) version: String,
 }
 
 /// The error a server sent instead of data (a filter it did not match is
@@ -53,10 +54,10 @@ pub struct ServerInfo {
 pub struct ServerError {
     /// The server's error code.
     #[serde(default)]
-    pub code: i64,
+    pub(crate) code: i64,
     /// What went wrong.
     #[serde(default)]
-    pub description: String,
+    pub(crate) description: String,
 }
 
 /// One server's reply to a survey.

@@ -6,7 +6,7 @@ use super::{Answer, ServerInfo};
 
 /// The servers seen so far, by name, and how many are expected at least.
 #[derive(Debug, Default)]
-pub struct Roster {
+pub(crate) struct Roster {
     at_least: usize,
     seen: BTreeMap<String, ServerInfo>,
 }
@@ -30,7 +30,7 @@ pub struct SurveyOutcome {
 
 impl Roster {
     /// A roster expecting at least `at_least` servers.
-    pub fn new(at_least: usize) -> Roster {
+    pub(crate) fn new(at_least: usize) -> Roster {
         Roster {
             at_least,
             seen: BTreeMap::new(),
@@ -38,12 +38,12 @@ impl Roster {
     }
 
     /// Servers expected in the next survey.
-    pub fn expected(&self) -> usize {
+    pub(crate) fn expected(&self) -> usize {
         self.at_least.max(self.seen.len())
     }
 
     /// Remembers `servers` (the newest identity of each name wins).
-    pub fn learn(&mut self, servers: impl IntoIterator<Item = ServerInfo>) {
+    pub(crate) fn learn(&mut self, servers: impl IntoIterator<Item = ServerInfo>) {
         for server in servers {
             self.seen.insert(server.name.clone(), server);
         }
@@ -51,7 +51,12 @@ impl Roster {
 
     /// Takes one survey's `answers` in: the first answer of each server
     /// counts; every server seen that did not answer is missing.
-    pub fn account(&mut self, answers: Vec<Answer>, broken: u64, late_total: u64) -> SurveyOutcome {
+    pub(crate) fn account(
+        &mut self,
+        answers: Vec<Answer>,
+        broken: u64,
+        late_total: u64,
+    ) -> SurveyOutcome {
         let mut kept: Vec<Answer> = Vec::with_capacity(answers.len());
         let mut duplicates = 0;
         for answer in answers {

@@ -8,9 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use nats_delivery_exporter::listeners::client_reports::{
-    run_client_reports, ClientReports, ReportLimits,
-};
+use nats_delivery_exporter::{run_client_reports, ClientReports, ReportLimits};
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 use serde_json::json;

@@ -5,8 +5,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
-use nats_delivery_exporter::jetstream::message_timestamps::fetch::is_2_10_or_later;
-use nats_delivery_exporter::jetstream::message_timestamps::{MessageTimestamps, TimestampRequest};
+use nats_delivery_exporter::{is_2_10_or_later, MessageTimestamps, TimestampRequest};
 use nats_test_server::NatsServer;
 
 /// Time allowed for reads a server answers.

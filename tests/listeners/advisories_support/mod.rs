@@ -7,10 +7,7 @@ pub mod dead_letter;
 
 use std::time::{Duration, Instant};
 
-use nats_delivery_exporter::listeners::advisories::{
-    AccountListener, AdvisoryArgs, AdvisoryMetrics,
-};
-use nats_delivery_exporter::nats::NatsArgs;
+use nats_delivery_exporter::{AccountListener, AdvisoryArgs, AdvisoryMetrics, NatsArgs};
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;

@@ -109,7 +109,7 @@ pub fn label(labels: &str, key: &str) -> String {
 /// 2.10+ opens a pool of routes), when given, has `want` connections, and
 /// `agrees` with the scrape; returns (the server's reply, the scrape).
 pub async fn settled<T: PartialEq + std::fmt::Debug>(
-    exporter: &nats_delivery_exporter::scrape::exporter::Exporter,
+    exporter: &nats_delivery_exporter::Exporter,
     want: Option<usize>,
     read: impl Fn() -> BTreeSet<T>,
     agrees: impl Fn(&BTreeSet<T>, &str) -> bool,
@@ -168,7 +168,7 @@ pub async fn burst(publisher: &async_nats::Client) {
 /// [`settled`] once the links `read` gives hold bytes (`pending` of each),
 /// within 30 s.
 pub async fn holding<T: PartialEq + std::fmt::Debug>(
-    exporter: &nats_delivery_exporter::scrape::exporter::Exporter,
+    exporter: &nats_delivery_exporter::Exporter,
     read: impl Fn() -> BTreeSet<T>,
     pending: fn(&T) -> i64,
 ) -> Result<(BTreeSet<T>, String), tokio::time::error::Elapsed> {

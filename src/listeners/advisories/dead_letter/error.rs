@@ -2,7 +2,7 @@
 
 /// Why a capture failed (retry later).
 #[derive(Debug, thiserror::Error)]
-pub enum DeadLetterError {
+pub(crate) enum DeadLetterError {
     /// The dead-letter stream exists but does not capture the copies' subjects.
     #[error("dead-letter stream {stream:?} exists but its subjects {subjects:?} do not capture {needed:?}")]
     StreamMismatch {

@@ -22,19 +22,19 @@ use super::subject_covers;
 mod error;
 mod headers;
 
-pub use error::DeadLetterError;
-pub use headers::*;
+pub(super) use error::DeadLetterError;
+pub(super) use headers::*;
 
 /// Attempts at one copy before it is given up (so that a dead-letter stream
 /// that refuses everything cannot stall the counting of advisories).
-pub const CAPTURE_ATTEMPTS: u32 = 5;
+pub(super) const CAPTURE_ATTEMPTS: u32 = 5;
 
 /// How long the dead-letter stream remembers message ids when the exporter creates it.
-pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(3600);
+pub(super) const DUPLICATE_WINDOW: Duration = Duration::from_secs(3600);
 
 /// What one capture attempt did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Capture {
+pub(super) enum Capture {
     /// The copy was stored now.
     Stored,
     /// The stream already held this copy (repeated advisory).
@@ -47,7 +47,7 @@ pub enum Capture {
 
 /// Copies dead messages of one account.
 #[derive(Debug, Clone)]
-pub struct DeadLetter {
+pub(super) struct DeadLetter {
     js: jetstream::Context,
     prefix: String,
     capture_terminated: bool,
@@ -58,7 +58,7 @@ pub struct DeadLetter {
 impl DeadLetter {
     /// Makes sure the dead-letter stream exists (creating it if missing) and
     /// returns a writer.
-    pub async fn setup(
+    pub(super) async fn setup(
         js: jetstream::Context,
         stream: &str,
         prefix: &str,
@@ -105,7 +105,7 @@ impl DeadLetter {
     }
 
     /// Whether this advisory's message is to be copied.
-    pub fn wants(&self, kind: AdvisoryKind) -> bool {
+    pub(super) fn wants(&self, kind: AdvisoryKind) -> bool {
         match kind {
             AdvisoryKind::MaxDeliveries => true,
             AdvisoryKind::Terminated(_) => self.capture_terminated,
@@ -116,7 +116,7 @@ impl DeadLetter {
     /// Copies the advisory's message. `first_time` is false for a repeated
     /// advisory: the copy is retried (the stream refuses a second one) but a
     /// missing original is not counted again.
-    pub async fn capture(
+    pub(super) async fn capture(
         &self,
         a: &Advisory,
         first_time: bool,
@@ -160,7 +160,7 @@ impl DeadLetter {
     /// `incarnation` (see [`super::incarnation`]) without counting anything;
     /// the caller stores the outcome with the advisory's totals. A message of
     /// an earlier incarnation, or of a stream that is gone, is [`Capture::Missing`].
-    pub async fn capture_in(
+    pub(super) async fn capture_in(
         &self,
         a: &Advisory,
         incarnation: i64,
@@ -176,7 +176,7 @@ impl DeadLetter {
 
     /// Logs that the copy of `a` is given up after repeated failures (durable
     /// mode counts it with the totals).
-    pub fn log_give_up(&self, a: &Advisory) {
+    pub(super) fn log_give_up(&self, a: &Advisory) {
         tracing::error!(
             account = %self.account,
             stream = %a.stream,
@@ -201,7 +201,7 @@ impl DeadLetter {
     }
 
     /// Records that the copy of `a` is given up after repeated failures.
-    pub fn give_up(&self, a: &Advisory) {
+    pub(super) fn give_up(&self, a: &Advisory) {
         tracing::error!(
             account = %self.account,
             stream = %a.stream,
