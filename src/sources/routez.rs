@@ -20,7 +20,7 @@ use crate::poll_error::PollError;
 pub struct Routez {
     /// One entry per route connection; with route pooling (2.10+) several
     /// per remote server.
-    pub(crate) routes: Vec<RouteInfo>,
+    pub routes: Vec<RouteInfo>,
 }
 
 /// One route connection.

@@ -73,7 +73,7 @@ impl PerKind {
 
 impl Varz {
     /// The `server` label: server_name, falling back to server_id.
-    pub(crate) fn server_label(&self) -> Option<&str> {
+    pub fn server_label(&self) -> Option<&str> {
         [self.server_name.as_str(), self.server_id.as_str()]
             .into_iter()
             .find(|s| !s.is_empty())

@@ -164,8 +164,9 @@ async fn the_documented_permissions_keep_other_clients_off_the_subject() {
 /// `connect` however often the client tries again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_login_is_counted_once_as_connect() {
-    use nats_delivery_exporter::NatsArgs;
-    use nats_delivery_exporter::{connect_client_reports, run_client_reports, ClientReports};
+    use nats_delivery_exporter::{
+        connect_client_reports, run_client_reports, ClientReports, NatsArgs,
+    };
     let server = NatsServer::builder()
         .config(r#"authorization { users: [ { user: exporter, password: secret } ] }"#)
         .start();

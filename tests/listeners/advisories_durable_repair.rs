@@ -145,8 +145,7 @@ async fn a_consumer_deleted_while_no_listener_runs_is_noticed_at_setup() {
 /// sent again until the stream answers, and fails clearly if it never does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn totals_written_while_no_stream_answers_are_sent_again() {
-    use nats_delivery_exporter::Totals;
-    use nats_delivery_exporter::TotalsStore;
+    use nats_delivery_exporter::{Totals, TotalsStore};
     use std::collections::HashMap;
     let s = server();
     let js = jetstream::new(client(&s, "app").await);
