@@ -22,36 +22,42 @@ use std::time::{Duration, Instant};
 /// The poll interval unless [`Wait::every`] sets another.
 pub const DEFAULT_EVERY: Duration = Duration::from_millis(50);
 
-/// What a check returns: done (with a value) or not yet (with what it saw).
+/// What a check returns: done (with a value) or not yet (with what it saw,
+/// formatted only if the wait times out).
 pub trait Outcome {
     /// The value a finished wait returns.
     type Done;
-    /// `Ok` when done; `Err` with a description of what was seen otherwise.
-    fn outcome(self) -> Result<Self::Done, String>;
+    /// What a check that is not done saw.
+    type Seen: Debug;
+    /// `Ok` when done; `Err` with what was seen otherwise.
+    fn outcome(self) -> Result<Self::Done, Self::Seen>;
 }
 
 impl Outcome for bool {
     type Done = ();
-    fn outcome(self) -> Result<(), String> {
+    type Seen = bool;
+    fn outcome(self) -> Result<(), bool> {
         if self {
             Ok(())
         } else {
-            Err("false".to_string())
+            Err(false)
         }
     }
 }
 
 impl<T> Outcome for Option<T> {
     type Done = T;
-    fn outcome(self) -> Result<T, String> {
-        self.ok_or_else(|| "None".to_string())
+    type Seen = Text;
+    fn outcome(self) -> Result<T, Text> {
+        self.ok_or_else(|| Text("None".to_string()))
     }
 }
 
 impl<T, E: Debug> Outcome for Result<T, E> {
     type Done = T;
-    fn outcome(self) -> Result<T, String> {
-        self.map_err(|seen| format!("{seen:?}"))
+    type Seen = E;
+    fn outcome(self) -> Result<T, E> {
+        self
     }
 }
 
@@ -62,6 +68,16 @@ pub struct Text(pub String);
 impl Debug for Text {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+/// What a check saw, described only if the wait times out: for a
+/// description that costs a request (`Err(Later(|| format!(...)))`).
+pub struct Later<F>(pub F);
+
+impl<F: Fn() -> String> Debug for Later<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&(self.0)())
     }
 }
 
@@ -84,6 +100,17 @@ impl Wait {
         }
     }
 
+    /// Waits for `what` at most `secs` seconds, checking every [`DEFAULT_EVERY`].
+    pub fn secs(what: impl Into<String>, secs: u64) -> Wait {
+        Wait::new(what, Duration::from_secs(secs))
+    }
+
+    /// Waits for `what` until `deadline` at most: for waits one after another
+    /// that share one bound.
+    pub fn before(what: impl Into<String>, deadline: Instant) -> Wait {
+        Wait::new(what, deadline.saturating_duration_since(Instant::now()))
+    }
+
     /// Checks every `every` instead: longer for a costly check (a scrape).
     pub fn every(mut self, every: Duration) -> Wait {
         self.every = every;
@@ -103,11 +130,40 @@ impl Wait {
         }
     }
 
-    /// [`Wait::until`] for a check that is itself async (a scrape, a request).
-    pub async fn until_async<O, F, Fut>(&self, mut check: F) -> O::Done
+    /// [`Wait::until`] for a check that is itself async (a scrape, a request,
+    /// a round of work such as one pull): an async closure may change what
+    /// it captures.
+    pub async fn until_async<O: Outcome>(&self, check: impl AsyncFnMut() -> O) -> O::Done {
+        match self.try_until_async(check).await {
+            Ok(done) => done,
+            Err(seen) => self.give_up(&seen),
+        }
+    }
+
+    /// [`Wait::until_async`] that returns what was last seen at the deadline
+    /// instead of panicking: for a caller that has something else to do then.
+    pub async fn try_until_async<O: Outcome>(
+        &self,
+        mut check: impl AsyncFnMut() -> O,
+    ) -> Result<O::Done, O::Seen> {
+        let deadline = Instant::now() + self.within;
+        loop {
+            match check().await.outcome() {
+                Ok(done) => return Ok(done),
+                Err(seen) if Instant::now() >= deadline => return Err(seen),
+                Err(_) => {}
+            }
+            tokio::time::sleep(self.every).await;
+        }
+    }
+
+    /// [`Wait::until_async`] inside a spawned task, whose future must be
+    /// `Send` (the compiler cannot yet prove that through an async
+    /// closure): a closure that returns a future, changing nothing it
+    /// captures (count in an atomic instead).
+    pub async fn until_spawned<O, Fut>(&self, mut check: impl FnMut() -> Fut) -> O::Done
     where
         O: Outcome,
-        F: FnMut() -> Fut,
         Fut: Future<Output = O>,
     {
         let deadline = Instant::now() + self.within;
@@ -121,24 +177,41 @@ impl Wait {
     }
 
     /// [`Wait::until`] outside an async runtime: sleeps the thread.
-    pub fn until_blocking<O: Outcome>(&self, mut check: impl FnMut() -> O) -> O::Done {
+    pub fn until_blocking<O: Outcome>(&self, check: impl FnMut() -> O) -> O::Done {
+        match self.try_until_blocking(check) {
+            Ok(done) => done,
+            Err(seen) => self.give_up(&seen),
+        }
+    }
+
+    /// [`Wait::until_blocking`] that returns what was last seen at the
+    /// deadline instead of panicking.
+    pub fn try_until_blocking<O: Outcome>(
+        &self,
+        mut check: impl FnMut() -> O,
+    ) -> Result<O::Done, O::Seen> {
         let deadline = Instant::now() + self.within;
         loop {
             match check().outcome() {
-                Ok(done) => return done,
-                Err(seen) => self.give_up_after(deadline, &seen),
+                Ok(done) => return Ok(done),
+                Err(seen) if Instant::now() >= deadline => return Err(seen),
+                Err(_) => {}
             }
             std::thread::sleep(self.every);
         }
     }
 
-    fn give_up_after(&self, deadline: Instant, seen: &str) {
+    fn give_up_after(&self, deadline: Instant, seen: &dyn Debug) {
         if Instant::now() >= deadline {
-            panic!(
-                "timed out after {:?} waiting for {}; last seen: {seen}",
-                self.within, self.what
-            );
+            self.give_up(seen);
         }
+    }
+
+    fn give_up(&self, seen: &dyn Debug) -> ! {
+        panic!(
+            "timed out after {:?} waiting for {}; last seen: {seen:?}",
+            self.within, self.what
+        );
     }
 }
 
@@ -187,14 +260,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_spawned_wait_is_send() {
+        let task = tokio::spawn(async {
+            let calls = std::sync::atomic::AtomicU64::new(0);
+            Wait::new("the third call", Duration::from_secs(5))
+                .every(Duration::ZERO)
+                .until_spawned(|| {
+                    let seen = calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    async move { (seen == 3).then_some(seen) }
+                })
+                .await
+        });
+        assert_eq!(task.await.unwrap(), 3);
+    }
+
+    #[tokio::test]
     async fn async_checks_and_options_work_alike() {
         let mut calls = 0;
         let got = Wait::new("the second call", Duration::from_secs(5))
             .every(Duration::ZERO)
-            .until_async(|| {
+            .until_async(async || {
                 calls += 1;
-                let seen = calls;
-                async move { (seen == 2).then_some(seen) }
+                (calls == 2).then_some(calls)
             })
             .await;
         assert_eq!(got, 2);

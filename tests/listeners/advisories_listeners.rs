@@ -72,7 +72,7 @@ async fn listeners_start_from_flags_and_stop() {
     .await;
     let text = encode(&registry);
     assert_eq!(
-        sample(
+        exact(
             &text,
             "nats_delivery_advisories_received_total",
             &[("account", "APP")]
@@ -85,7 +85,7 @@ async fn listeners_start_from_flags_and_stop() {
         .unwrap();
     let text = encode(&registry);
     assert_eq!(
-        sample(
+        exact(
             &text,
             "nats_delivery_advisory_listener_up",
             &[("account", "APP")]
@@ -93,7 +93,7 @@ async fn listeners_start_from_flags_and_stop() {
         Some(0.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_system_events_listener_up", &[]),
+        exact(&text, "nats_delivery_system_events_listener_up", &[]),
         Some(0.0)
     );
 }

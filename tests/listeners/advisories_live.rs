@@ -30,7 +30,7 @@ async fn forty_dead_messages_count_forty_not_one_hundred_sixty() {
     let name = "nats_delivery_jetstream_max_deliveries_total";
     let labels = consumer_labels("WORK", "worker");
     let deliveries = pull_without_ack(&consumer, 60, || {
-        sample(&running.text(), name, &labels) == Some(40.0)
+        exact(&running.text(), name, &labels) == Some(40.0)
     })
     .await;
     // Keep pulling a little: nothing is left to deliver or count.
@@ -48,7 +48,7 @@ async fn forty_dead_messages_count_forty_not_one_hundred_sixty() {
     wait_value(&running.registry, name, &labels, 40.0, 10).await;
     let text = running.text();
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_received_total", APP),
+        exact(&text, "nats_delivery_advisories_received_total", APP),
         Some(40.0)
     );
     for m in [
@@ -57,10 +57,10 @@ async fn forty_dead_messages_count_forty_not_one_hundred_sixty() {
         "nats_delivery_advisories_duplicate_total",
         "nats_delivery_exporter_dropped_messages_total",
     ] {
-        assert_eq!(sample(&text, m, APP), Some(0.0), "{m}");
+        assert_eq!(exact(&text, m, APP), Some(0.0), "{m}");
     }
     assert_eq!(
-        sample(&text, "nats_delivery_advisory_listener_up", APP),
+        exact(&text, "nats_delivery_advisory_listener_up", APP),
         Some(1.0)
     );
     nats_test_server::reference::assert_documented(&text);
@@ -134,11 +134,11 @@ async fn naks_and_client_terms_are_exact() {
     .await;
     let text = running.text();
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_received_total", APP),
+        exact(&text, "nats_delivery_advisories_received_total", APP),
         Some(17.0)
     );
     assert_eq!(
-        sample(
+        exact(
             &text,
             "nats_delivery_jetstream_max_deliveries_total",
             &labels
@@ -183,15 +183,16 @@ async fn stream_limits_removing_unacked_messages_are_terminations() {
             .map(|r| {
                 let mut l = labels.clone();
                 l.push(("reason", r));
-                sample(text, "nats_delivery_jetstream_terminated_total", &l).unwrap_or(0.0)
+                exact(text, "nats_delivery_jetstream_terminated_total", &l).unwrap_or(0.0)
             })
             .sum::<f64>()
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while total(&running.text()) < 5.0 {
-        assert!(std::time::Instant::now() < deadline, "{}", running.text());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    Wait::secs("5 terminated advisories", 15)
+        .until(|| {
+            let text = running.text();
+            (total(&text) >= 5.0).then_some(()).ok_or(Text(text))
+        })
+        .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let text = running.text();
     assert_eq!(total(&text), 5.0, "{text}");
@@ -206,7 +207,7 @@ async fn stream_limits_removing_unacked_messages_are_terminations() {
     let mut unacked = labels.clone();
     unacked.push(("reason", reason));
     assert_eq!(
-        sample(&text, "nats_delivery_jetstream_terminated_total", &unacked),
+        exact(&text, "nats_delivery_jetstream_terminated_total", &unacked),
         Some(5.0),
         "{text}"
     );
@@ -243,20 +244,20 @@ async fn garbage_is_counted_and_the_listener_keeps_counting() {
     .await;
     let text = running.text();
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_malformed_total", APP),
+        exact(&text, "nats_delivery_advisories_malformed_total", APP),
         Some(4.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_unknown_total", APP),
+        exact(&text, "nats_delivery_advisories_unknown_total", APP),
         Some(1.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        exact(&text, "nats_delivery_advisories_duplicate_total", APP),
         Some(1.0)
     );
     let sc = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
     assert_eq!(
-        sample(&text, "nats_delivery_jetstream_max_deliveries_total", &sc),
+        exact(&text, "nats_delivery_jetstream_max_deliveries_total", &sc),
         Some(1.0)
     );
 
@@ -267,7 +268,7 @@ async fn garbage_is_counted_and_the_listener_keeps_counting() {
     publish(&js, "after", 1).await;
     let labels = [("account", "APP"), ("stream", "AFTER"), ("consumer", "c")];
     pull_without_ack(&consumer, 30, || {
-        sample(
+        exact(
             &running.text(),
             "nats_delivery_jetstream_max_deliveries_total",
             &labels,
@@ -336,7 +337,7 @@ async fn each_account_sees_only_its_own_advisories() {
     )
     .await;
     assert_eq!(
-        sample(
+        exact(
             &app_listener.text(),
             "nats_delivery_advisories_received_total",
             APP

@@ -86,7 +86,7 @@ async fn forged_advisories_are_not_losses_and_series_are_capped() {
     .await;
     let text = running.text();
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_malformed_total", APP),
+        exact(&text, "nats_delivery_advisories_malformed_total", APP),
         Some(3.0)
     );
     assert!(!text.contains("PAYMENTS"), "{text}");
@@ -97,9 +97,9 @@ async fn forged_advisories_are_not_losses_and_series_are_capped() {
         ("stream", "__overflow__"),
         ("consumer", "__overflow__"),
     ];
-    assert_eq!(sample(&text, naks, &overflow), Some(150.0));
+    assert_eq!(exact(&text, naks, &overflow), Some(150.0));
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_folded_total", APP),
+        exact(&text, "nats_delivery_advisories_folded_total", APP),
         Some(150.0)
     );
     nats_test_server::reference::assert_documented(&text);
@@ -161,14 +161,14 @@ async fn with_event_subjects_denied_to_applications_a_forgery_never_reaches_the_
     ];
     let name = "nats_delivery_jetstream_max_deliveries_total";
     pull_without_ack(&consumer, 60, || {
-        sample(&running.text(), name, &worker) == Some(4.0)
+        exact(&running.text(), name, &worker) == Some(4.0)
     })
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let text = running.text();
-    assert_eq!(sample(&text, name, &worker), Some(4.0));
+    assert_eq!(exact(&text, name, &worker), Some(4.0));
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_received_total", APP),
+        exact(&text, "nats_delivery_advisories_received_total", APP),
         Some(4.0)
     );
     running.stop().await;
@@ -215,7 +215,7 @@ async fn a_stream_created_again_is_a_new_stream_for_counts_and_copies() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let text = running.text();
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        exact(&text, "nats_delivery_advisories_duplicate_total", APP),
         Some(0.0)
     );
     let mut dlq = js.get_stream("DLQ").await.unwrap();
