@@ -48,6 +48,7 @@ async fn scenario(
     }
     publisher.flush().await.unwrap();
     Wait::secs("15 drops", 20)
+        .every(std::time::Duration::from_millis(10))
         .until(|| sub.dropped_messages() == 15)
         .await;
     for _ in 0..4 {

@@ -34,6 +34,7 @@ async fn an_unsubscribe_given_up_while_it_waits_leaves_the_subscription_working(
         server.kill_and_restart_after(|_| {
             handle.block_on(async {
                 Wait::secs("the client to see the server gone", 20)
+                    .every(Duration::from_millis(10))
                     .until(|| client.connection_state() != State::Connected)
                     .await;
                 // While async-nats reconnects it reads no commands: publish
@@ -59,6 +60,7 @@ async fn an_unsubscribe_given_up_while_it_waits_leaves_the_subscription_working(
     });
 
     Wait::secs("the client to reconnect", 20)
+        .every(Duration::from_millis(10))
         .until(|| client.connection_state() == State::Connected)
         .await;
     sync_with_server(&client).await;

@@ -226,6 +226,7 @@ async fn slow_subscriber_counts_match_ground_truth_and_events_do_not() {
     // The plain subscriber: wait until the connection has read all N, then
     // until its buffer is empty; its ground truth is N - received.
     Wait::secs("plain client read all N", 20)
+        .every(Duration::from_millis(10))
         .until(|| plain_stats.in_messages.load(Ordering::SeqCst) == plain_baseline + N)
         .await;
     let mut last = u64::MAX;
@@ -294,6 +295,7 @@ async fn events_of_unknown_subscribers_are_unattributed() {
     publish_n(&publisher, "work.items", 1_000).await;
     let stats = client.statistics();
     Wait::secs("all 1,000 read", 20)
+        .every(Duration::from_millis(10))
         .until(|| stats.in_messages.load(Ordering::SeqCst) == baseline + 1_000)
         .await;
     // async-nats kept exactly its capacity, 10, and dropped the rest.
@@ -312,6 +314,7 @@ async fn events_of_unknown_subscribers_are_unattributed() {
         .unwrap_or(0.0)
     };
     Wait::secs("the first slow-consumer event", 20)
+        .every(Duration::from_millis(10))
         .until(|| events() >= 1.0)
         .await;
     assert!(events() <= 990.0);

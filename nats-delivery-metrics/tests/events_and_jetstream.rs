@@ -45,14 +45,17 @@ async fn connection_events_are_counted_and_the_app_callback_still_runs() {
         )
     };
     Wait::secs("connected event", 20)
+        .every(Duration::from_millis(10))
         .until(|| event(&registry, "connected") == Some(1.0))
         .await;
     Wait::secs("the application's own callback", 20)
+        .every(Duration::from_millis(10))
         .until(|| app_seen.load(Ordering::SeqCst) == 1)
         .await;
     assert_eq!(event(&registry, "disconnected"), Some(0.0));
     drop(server);
     Wait::secs("disconnected event", 20)
+        .every(Duration::from_millis(10))
         .until(|| event(&registry, "disconnected") == Some(1.0))
         .await;
     assert_eq!(event(&registry, "connected"), Some(1.0));
@@ -99,6 +102,7 @@ async fn lame_duck_mode_is_counted() {
         )
     };
     Wait::secs("connected event", 20)
+        .every(Duration::from_millis(10))
         .until(|| event(&registry, "connected") == Some(1.0))
         .await;
     assert_eq!(event(&registry, "lame_duck"), Some(0.0));
@@ -110,6 +114,7 @@ async fn lame_duck_mode_is_counted() {
         .unwrap();
     assert!(status.success());
     Wait::secs("lame duck event", 20)
+        .every(Duration::from_millis(10))
         .until(|| event(&registry, "lame_duck") == Some(1.0))
         .await;
 }
@@ -142,6 +147,7 @@ async fn overflowed(name: &str, limit: u64, published: u64) -> Overflowed {
     sync_with_server(&client).await;
     publish_n(&publisher, "jobs", published).await;
     Wait::secs("every message accounted", 20)
+        .every(Duration::from_millis(10))
         .until(|| sub.dropped_messages() + sub.pending_messages() == published)
         .await;
     Overflowed {
@@ -375,6 +381,7 @@ async fn queue_group_members_sharing_a_name_add_up() {
     sync_with_server(&client).await;
     publish_n(&publisher, "jobs.new", 100).await;
     Wait::secs("100 pending in total", 20)
+        .every(Duration::from_millis(10))
         .until(|| a.pending_messages() + b.pending_messages() == 100)
         .await;
     let from_b = b.pending_messages();

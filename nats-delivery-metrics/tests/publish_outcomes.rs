@@ -153,6 +153,7 @@ async fn a_publish_whose_answer_is_not_awaited_is_counted_as_abandoned() {
     let unforwarded = || app.metrics.unforwarded_messages().unwrap();
     let what = "the abandoned answer in the audit";
     Wait::secs(what, 20)
+        .every(std::time::Duration::from_millis(10))
         .until(|| unforwarded() == before + 1)
         .await;
     // The server stored both; only the awaited one counts as stored.

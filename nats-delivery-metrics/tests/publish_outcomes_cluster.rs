@@ -81,6 +81,7 @@ async fn an_r3_stream_refuses_by_limit_and_without_quorum_answers_nothing() {
         routez["num_routes"].as_u64().unwrap()
     };
     Wait::secs("n0 without routes", 20)
+        .every(Duration::from_millis(10))
         .until(|| routes() == 0)
         .await;
     for _ in 0..3 {

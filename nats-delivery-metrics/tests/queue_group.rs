@@ -48,6 +48,7 @@ async fn a_queue_group_over_two_connections_adds_up() {
     // Nobody reads: each member keeps 100 and drops the rest of its share.
     let accounted = |i: usize| subs[i].dropped_messages() + subs[i].pending_messages();
     Wait::secs("every message accounted", 20)
+        .every(std::time::Duration::from_millis(10))
         .until(|| accounted(0) + accounted(1) == N)
         .await;
     let text = exposition(&registry);

@@ -43,6 +43,7 @@ async fn a_huge_report_is_rejected_or_folded() {
     let (registry, reports) = exporter(&server, SUBJECT, LONG).await;
     send(&server, [body.clone()]).await;
     Wait::secs("the report", 20)
+        .every(Duration::from_millis(10))
         .until(|| received(&exposition(&registry)) == Some(1.0))
         .await;
     let text = exposition(&registry);
@@ -59,6 +60,7 @@ async fn a_huge_report_is_rejected_or_folded() {
     publisher.publish("bounds.big", body).await.unwrap();
     publisher.flush().await.unwrap();
     Wait::secs("the report", 20)
+        .every(Duration::from_millis(10))
         .until(|| received(&exposition(&registry)) == Some(1.0))
         .await;
     let text = exposition(&registry);
@@ -87,6 +89,7 @@ async fn reports_with_megabyte_names_are_rejected() {
     let bodies = (0..30).map(|i| report(&format!("{i:02}").repeat(500_000), "pod", 1, json!([])));
     send(&server, bodies).await;
     Wait::secs("30 reports", 20)
+        .every(Duration::from_millis(10))
         .until(|| received(&exposition(&registry)) == Some(30.0))
         .await;
     let text = exposition(&registry);
@@ -97,6 +100,7 @@ async fn reports_with_megabyte_names_are_rejected() {
     // Under the size limit, an over-long client name is rejected too.
     send(&server, [report(&"c".repeat(129), "pod", 1, json!([]))]).await;
     Wait::secs("31 reports", 20)
+        .every(Duration::from_millis(10))
         .until(|| received(&exposition(&registry)) == Some(31.0))
         .await;
     assert_eq!(
@@ -120,6 +124,7 @@ async fn instances_are_capped() {
     )
     .await;
     Wait::secs("10,000 reports", 20)
+        .every(Duration::from_millis(10))
         .until(|| received(&exposition(&registry)) == Some(10_000.0))
         .await;
     let text = exposition(&registry);
@@ -163,6 +168,7 @@ async fn instances_are_capped() {
     let sub = json!([{"subscription": "orders", "dropped_messages": 7}]);
     send(&server, [report("app", "pod-0", 2, sub)]).await;
     Wait::secs("the update", 20)
+        .every(Duration::from_millis(10))
         .until(|| dropped(&exposition(&registry), "app", "pod-0", "orders") == Some(7.0))
         .await;
 }
@@ -179,6 +185,7 @@ async fn counters_stay_monotonic_across_a_restart() {
         send(&server, [report("app", "pod-1", sequence, sub)]).await;
         let want = (n + 1) as f64;
         Wait::secs("the report", 20)
+            .every(Duration::from_millis(10))
             .until(|| received(&exposition(&registry)) == Some(want))
             .await;
         seen.push(dropped(&exposition(&registry), "app", "pod-1", "orders").unwrap());
@@ -196,6 +203,7 @@ async fn counters_stay_monotonic_across_a_restart() {
     let sub = json!([{"subscription": "orders", "dropped_messages": 300}]);
     send(&server, [report("app", "pod-1", 1, sub)]).await;
     Wait::secs("the report", 20)
+        .every(Duration::from_millis(10))
         .until(|| received(&exposition(&registry)) == Some(4.0))
         .await;
     assert_eq!(
@@ -215,6 +223,7 @@ async fn duplicate_names_are_merged() {
     ]);
     send(&server, [report("app", "pod-1", 1, subs)]).await;
     Wait::secs("the report", 20)
+        .every(Duration::from_millis(10))
         .until(|| received(&exposition(&registry)) == Some(1.0))
         .await;
     let text = exposition(&registry);
@@ -256,10 +265,12 @@ async fn expiry_frees_memory_without_another_report() {
     )
     .await;
     Wait::secs("the report", 20)
+        .every(Duration::from_millis(10))
         .until(|| reports.instances() == 1)
         .await;
     // Nobody scrapes or reports: only the timer can remove it.
     Wait::secs("the expiry", 20)
+        .every(Duration::from_millis(10))
         .until(|| reports.instances() == 0)
         .await;
     assert_eq!(received(&exposition(&registry)), Some(1.0));

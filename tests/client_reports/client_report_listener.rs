@@ -65,6 +65,7 @@ async fn garbage_is_counted_in_full_and_logged_at_a_bounded_rate() {
     }
     publisher.flush().await.unwrap();
     Wait::secs("1,000 reports", 20)
+        .every(Duration::from_millis(10))
         .until(|| received(&exposition(&registry)) == Some(1_000.0))
         .await;
     let text = exposition(&registry);
@@ -95,10 +96,12 @@ async fn listener_up_follows_the_connection() {
         )
     };
     Wait::secs("listener up", 20)
+        .every(Duration::from_millis(10))
         .until(|| up() == Some(1.0))
         .await;
     drop(server);
     Wait::secs("listener down", 20)
+        .every(Duration::from_millis(10))
         .until(|| up() == Some(0.0))
         .await;
 }
@@ -131,6 +134,7 @@ async fn the_documented_permissions_keep_other_clients_off_the_subject() {
         ),
     );
     Wait::secs("listener up", 20)
+        .every(Duration::from_millis(10))
         .until(|| {
             exact(
                 &exposition(&registry),
@@ -154,6 +158,7 @@ async fn the_documented_permissions_keep_other_clients_off_the_subject() {
         .unwrap();
     app.flush().await.unwrap();
     Wait::secs("the application's report", 20)
+        .every(Duration::from_millis(10))
         .until(|| reports.instances() == 1)
         .await;
     // The server has handled the forged report (a round trip of its

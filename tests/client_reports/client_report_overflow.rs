@@ -164,6 +164,7 @@ async fn reports_past_the_instance_limit_are_summed_exactly() {
     let (registry, reports) = exporter_with(&server, SUBJECT, LONG, limits).await;
     send(&server, first_reports()).await;
     Wait::secs("6 reports", 20)
+        .every(Duration::from_millis(10))
         .until(|| received(&exposition(&registry)) == Some(6.0))
         .await;
     let text = exposition(&registry);
@@ -180,6 +181,7 @@ async fn reports_past_the_instance_limit_are_summed_exactly() {
 
     send(&server, second_reports()).await;
     Wait::secs("11 reports", 20)
+        .every(Duration::from_millis(10))
         .until(|| received(&exposition(&registry)) == Some(11.0))
         .await;
     let text = exposition(&registry);
@@ -219,6 +221,7 @@ async fn past_the_folded_instance_limit_reports_are_rejected() {
     )
     .await;
     Wait::secs("22 reports", 20)
+        .every(Duration::from_millis(10))
         .until(|| received(&exposition(&registry)) == Some(22.0))
         .await;
     let text = exposition(&registry);
@@ -249,6 +252,7 @@ async fn past_the_folded_instance_limit_reports_are_rejected() {
     )
     .await;
     Wait::secs("24 reports", 20)
+        .every(Duration::from_millis(10))
         .until(|| received(&exposition(&registry)) == Some(24.0))
         .await;
     let text = exposition(&registry);
@@ -278,10 +282,12 @@ async fn folded_instances_expire() {
     )
     .await;
     Wait::secs("the reports", 20)
+        .every(Duration::from_millis(10))
         .until(|| (reports.instances(), reports.folded_instances()) == (1, 1))
         .await;
     // Nobody scrapes or reports: only the timer can remove them.
     Wait::secs("the expiry", 20)
+        .every(Duration::from_millis(10))
         .until(|| (reports.instances(), reports.folded_instances()) == (0, 0))
         .await;
     let text = exposition(&registry);
@@ -291,6 +297,7 @@ async fn folded_instances_expire() {
     );
     send(&server, [report("app", "pod-1", 2, sub)]).await;
     Wait::secs("pod-1 kept", 20)
+        .every(Duration::from_millis(10))
         .until(|| reports.instances() == 1)
         .await;
     let text = exposition(&registry);

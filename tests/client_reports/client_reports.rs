@@ -56,6 +56,7 @@ async fn reports_are_re_exported_exactly_and_expire() {
         ("subscription", "orders"),
     ];
     Wait::secs("the report to arrive", 20)
+        .every(Duration::from_millis(10))
         .until(|| {
             let text = exposition(&exporter_registry);
             exact(&text, "nats_delivery_app_delivered_messages_total", &labels) == Some(4.0)
@@ -94,6 +95,7 @@ async fn reports_are_re_exported_exactly_and_expire() {
     drop(reporting);
     let stopped = Instant::now();
     Wait::secs("the instance to expire", 20)
+        .every(Duration::from_millis(10))
         .until(|| reports.instances() == 0)
         .await;
     assert!(stopped.elapsed() >= Duration::from_millis(1800));
@@ -127,6 +129,7 @@ async fn read_4_of_50(
     let publisher = async_nats::connect(server.client_url()).await.unwrap();
     publish_n(&publisher, "orders.new", 50).await;
     Wait::secs("50 messages accounted", 20)
+        .every(Duration::from_millis(10))
         .until(|| orders.dropped_messages() + orders.pending_messages() == 50)
         .await;
     for _ in 0..4 {
@@ -222,6 +225,7 @@ async fn garbage_reports_are_counted_not_fatal() {
     }
     publisher.flush().await.unwrap();
     Wait::secs("all six reports", 20)
+        .every(Duration::from_millis(10))
         .until(|| {
             let text = exposition(&registry);
             exact(&text, "nats_delivery_app_reports_received_total", &[]) == Some(6.0)
