@@ -179,13 +179,10 @@ async fn the_leaf_reaches_every_server(leaf_url: &str, via_http: &str) {
     let expected = jetstream_samples(via_http);
     let text = Wait::secs("every server from the leaf", 30)
         .every(Duration::from_millis(200))
-        .until_async(|| {
-            let (from_leaf, expected) = (&from_leaf, &expected);
-            async move {
-                let t = common::scrape(from_leaf).await;
-                let all = value(&t, "nats_delivery_survey_servers_answered", &[]) == Some(6.0);
-                (all && jetstream_samples(&t) == *expected).then_some(t)
-            }
+        .until_async(async || {
+            let t = common::scrape(&from_leaf).await;
+            let all = value(&t, "nats_delivery_survey_servers_answered", &[]) == Some(6.0);
+            (all && jetstream_samples(&t) == expected).then_some(t)
         })
         .await;
     every_source_up(&text);
@@ -243,18 +240,15 @@ async fn one_system_connection_reports_the_supercluster_as_http_polling_does() {
     let held = [("stream", "WORK"), ("consumer", "slow")];
     let (via_http, via_system) = Wait::secs("the same series", 60)
         .every(Duration::from_millis(200))
-        .until_async(|| {
-            let (http, system, held) = (&http, &system, &held);
-            async move {
-                let h = common::scrape(http).await;
-                let s = common::scrape(system).await;
-                let same = jetstream_samples(&h) == jetstream_samples(&s)
-                    && gateway_series(&h) == gateway_series(&s)
-                    && gateways(&s, &[]) == 10
-                    && value(&s, "nats_delivery_survey_servers_answered", &[]) == Some(6.0)
-                    && value(&s, "nats_delivery_consumer_ack_pending_messages", held) == Some(3.0);
-                same.then_some((h, s))
-            }
+        .until_async(async || {
+            let h = common::scrape(&http).await;
+            let s = common::scrape(&system).await;
+            let same = jetstream_samples(&h) == jetstream_samples(&s)
+                && gateway_series(&h) == gateway_series(&s)
+                && gateways(&s, &[]) == 10
+                && value(&s, "nats_delivery_survey_servers_answered", &[]) == Some(6.0)
+                && value(&s, "nats_delivery_consumer_ack_pending_messages", &held) == Some(3.0);
+            same.then_some((h, s))
         })
         .await;
     every_source_up(&via_system);
@@ -275,15 +269,12 @@ async fn one_system_connection_reports_the_supercluster_as_http_polling_does() {
     step_downs_during_polling(&js, &system, values).await;
     let text = Wait::secs("the same series after step-downs", 30)
         .every(Duration::from_millis(200))
-        .until_async(|| {
-            let (http, system) = (&http, &system);
-            async move {
-                let h = common::scrape(http).await;
-                let s = common::scrape(system).await;
-                let same = jetstream_samples(&h) == jetstream_samples(&s)
-                    && at_most_once_and_exact(&s) == EXACT.len();
-                same.then_some(s)
-            }
+        .until_async(async || {
+            let h = common::scrape(&http).await;
+            let s = common::scrape(&system).await;
+            let same = jetstream_samples(&h) == jetstream_samples(&s)
+                && at_most_once_and_exact(&s) == EXACT.len();
+            same.then_some(s)
         })
         .await;
     assert_eq!(
