@@ -14,7 +14,8 @@
 //!   in any order.
 //!
 //! A test asking for one number ([`value`], [`exact`]) panics when several
-//! samples match, rather than get an arbitrary one of them.
+//! samples match, rather than get an arbitrary one of them. [`label`] reads
+//! one label out of the label text [`samples`] returns.
 
 /// The value of the sample `name` whose labels include every pair in
 /// `labels` (other labels may be present). `None` if there is no such sample;
@@ -34,6 +35,16 @@ pub fn exact(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 /// text between the braces as written, value).
 pub fn samples(text: &str, name: &str, labels: &[(&str, &str)]) -> Vec<(String, f64)> {
     matching(text, name, labels, Rule::Subset)
+}
+
+/// The value of label `key` in `label_text` as [`samples`] gives it (the
+/// text between the braces), unescaped; `None` without that label. Panics
+/// on label text that cannot be read.
+pub fn label(label_text: &str, key: &str) -> Option<String> {
+    let closed = format!("{label_text}}}");
+    let (labels, _) =
+        read_labels(&closed).unwrap_or_else(|e| panic!("unreadable labels ({e}): {label_text}"));
+    labels.into_iter().find(|(k, _)| *k == key).map(|(_, v)| v)
 }
 
 #[derive(Clone, Copy)]
@@ -180,6 +191,10 @@ mod tests {
             Some(5.0)
         );
         assert_eq!(samples(t, "m", &[]).len(), 1);
+        let (text, _) = &samples(t, "m", &[])[0];
+        assert_eq!(label(text, "reason").as_deref(), Some("a \"b\", c"));
+        assert_eq!(label(text, "path").as_deref(), Some("x\\y"));
+        assert_eq!(label(text, "other"), None);
     }
 
     #[test]

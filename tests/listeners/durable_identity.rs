@@ -17,9 +17,7 @@ fn nak(stream: &str, consumer: &str, seq: u64) -> String {
 }
 
 fn series_count(text: &str, name: &str) -> usize {
-    text.lines()
-        .filter(|l| l.starts_with(name) && l.contains("account=\"APP\""))
-        .count()
+    nats_test_server::sample::samples(text, name, &[("account", "APP")]).len()
 }
 
 /// Publishes 3 malformed forgeries (names that disagree, a payload of

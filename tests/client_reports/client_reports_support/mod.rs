@@ -115,7 +115,5 @@ pub fn dropped(text: &str, client: &str, instance: &str, subscription: &str) -> 
 }
 
 pub fn count_samples(text: &str, name: &str) -> usize {
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")))
-        .count()
+    nats_test_server::sample::samples(text, name, &[]).len()
 }

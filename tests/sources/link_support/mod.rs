@@ -97,12 +97,7 @@ pub fn exported_gateways(text: &str, server: &str) -> BTreeSet<(String, String, 
 }
 
 pub fn label(labels: &str, key: &str) -> String {
-    labels
-        .split("\",")
-        .find_map(|pair| pair.strip_prefix(&format!("{key}=\"")))
-        .unwrap_or_else(|| panic!("no {key} in {labels}"))
-        .trim_end_matches('"')
-        .to_string()
+    nats_test_server::sample::label(labels, key).unwrap_or_else(|| panic!("no {key} in {labels}"))
 }
 
 /// Scrapes until the server's own reply, read before and after the scrape,
