@@ -15,7 +15,8 @@
 //!
 //! A test asking for one number ([`value`], [`exact`]) panics when several
 //! samples match, rather than get an arbitrary one of them. [`label`] reads
-//! one label out of the label text [`samples`] returns.
+//! one label out of the label text [`samples`] returns; [`all`] gives every
+//! sample, for a test that compares whole expositions.
 
 /// The value of the sample `name` whose labels include every pair in
 /// `labels` (other labels may be present). `None` if there is no such sample;
@@ -35,6 +36,41 @@ pub fn exact(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 /// text between the braces as written, value).
 pub fn samples(text: &str, name: &str, labels: &[(&str, &str)]) -> Vec<(String, f64)> {
     matching(text, name, labels, Rule::Subset)
+}
+
+/// One sample line: its metric name, its labels (in the order written,
+/// values unescaped) and its value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// The metric name (with `_total`, `_bucket`, ... as written).
+    pub name: String,
+    /// (label, value) pairs as written.
+    pub labels: Vec<(String, String)>,
+    /// The value.
+    pub value: f64,
+}
+
+/// Every sample of the exposition, in order: for a test that compares whole
+/// families rather than asks for one number.
+pub fn all(text: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let end = line.find(['{', ' ', '\t']).unwrap_or(line.len());
+        let name = &line[..end];
+        let sample =
+            read_line(line, name).unwrap_or_else(|| panic!("unreadable sample line: {line}"));
+        out.push(Sample {
+            name: name.to_string(),
+            labels: (sample.labels.into_iter())
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            value: sample.value,
+        });
+    }
+    out
 }
 
 /// The value of label `key` in `label_text` as [`samples`] gives it (the
@@ -195,6 +231,19 @@ mod tests {
         assert_eq!(label(text, "reason").as_deref(), Some("a \"b\", c"));
         assert_eq!(label(text, "path").as_deref(), Some("x\\y"));
         assert_eq!(label(text, "other"), None);
+    }
+
+    #[test]
+    fn all_reads_every_sample_in_order() {
+        let t = "# TYPE m gauge\nm{b=\"2\",a=\"1\"} 3\n\nn 4.5\n# EOF\n";
+        let got = all(t);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].name, "m");
+        assert_eq!(
+            got[0].labels,
+            [("b".to_string(), "2".to_string()), ("a".into(), "1".into())]
+        );
+        assert_eq!((got[1].name.as_str(), got[1].value), ("n", 4.5));
     }
 
     #[test]

@@ -54,16 +54,15 @@ pub async fn system_exporter(client_url: &str, sources: &str) -> Exporter {
 
 /// Every sample of the stream and consumer families, by series.
 pub fn jetstream_samples(text: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|l| {
-            l.starts_with("nats_delivery_stream_") || l.starts_with("nats_delivery_consumer_")
+    nats_test_server::sample::all(text)
+        .into_iter()
+        .filter(|s| {
+            s.name.starts_with("nats_delivery_stream_")
+                || s.name.starts_with("nats_delivery_consumer_")
         })
         // Ages move between two scrapes.
-        .filter(|l| !l.contains("_age_seconds"))
-        .filter_map(|l| {
-            let (series, v) = l.rsplit_once(' ')?;
-            Some((series.to_string(), v.parse().ok()?))
-        })
+        .filter(|s| !s.name.contains("_age_seconds"))
+        .map(|s| (format!("{}{:?}", s.name, s.labels), s.value))
         .collect()
 }
 
