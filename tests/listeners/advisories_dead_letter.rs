@@ -138,13 +138,21 @@ async fn originals_already_gone_are_counted_by_reason_never_as_stored() {
     let consumer = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
     publish_with_headers(&js, 0, 3).await;
     // All 3 die while the exporter is down, then the stream is purged.
-    while stream_messages(&js, "ADV").await < 3 {
-        pull_without_ack(&consumer, 5, {
-            let mut once = false;
-            move || std::mem::replace(&mut once, true)
+    Wait::secs("3 advisories in ADV (messages to die)", 60)
+        .every(Duration::ZERO)
+        .until_async(async || {
+            let stored = stream_messages(&js, "ADV").await;
+            if stored >= 3 {
+                return Ok(());
+            }
+            pull_without_ack(&consumer, 5, {
+                let mut once = false;
+                move || std::mem::replace(&mut once, true)
+            })
+            .await;
+            Err(stored)
         })
         .await;
-    }
     js.get_stream("WORK").await.unwrap().purge().await.unwrap();
 
     // Terminated by the client: 2 copies with reason "client".

@@ -98,19 +98,23 @@ async fn naks_and_client_terms_are_exact() {
     assert_eq!(i, 20);
     // Second round: the 10 NAKed come back and are acknowledged.
     let mut redelivered = 0;
-    while redelivered < 10 {
-        let mut batch = consumer
-            .fetch()
-            .max_messages(20)
-            .expires(Duration::from_secs(1))
-            .messages()
-            .await
-            .unwrap();
-        while let Some(m) = batch.next().await {
-            m.unwrap().double_ack().await.unwrap();
-            redelivered += 1;
-        }
-    }
+    Wait::secs("the 10 NAKed messages again", 30)
+        .every(Duration::ZERO)
+        .until_async(async || {
+            let mut batch = consumer
+                .fetch()
+                .max_messages(20)
+                .expires(Duration::from_secs(1))
+                .messages()
+                .await
+                .unwrap();
+            while let Some(m) = batch.next().await {
+                m.unwrap().double_ack().await.unwrap();
+                redelivered += 1;
+            }
+            (redelivered >= 10).then_some(()).ok_or(redelivered)
+        })
+        .await;
     assert_eq!(redelivered, 10);
 
     let labels = consumer_labels("JOBS", "jobber");
@@ -159,19 +163,23 @@ async fn stream_limits_removing_unacked_messages_are_terminations() {
     let consumer = pull_consumer(&st, "slowpoke", -1, Duration::from_secs(30)).await;
     publish(&js, "small", 10).await; // seqs 1-5 are gone before anyone saw them
     let mut got = 0;
-    while got < 5 {
-        let mut batch = consumer
-            .fetch()
-            .max_messages(5)
-            .expires(Duration::from_secs(1))
-            .messages()
-            .await
-            .unwrap();
-        while let Some(m) = batch.next().await {
-            m.unwrap();
-            got += 1;
-        }
-    }
+    Wait::secs("5 messages", 30)
+        .every(Duration::ZERO)
+        .until_async(async || {
+            let mut batch = consumer
+                .fetch()
+                .max_messages(5)
+                .expires(Duration::from_secs(1))
+                .messages()
+                .await
+                .unwrap();
+            while let Some(m) = batch.next().await {
+                m.unwrap();
+                got += 1;
+            }
+            (got >= 5).then_some(()).ok_or(got)
+        })
+        .await;
     assert_eq!(got, 5);
     // 10 more: seqs 6-10 (delivered, unacked) are removed by the limit.
     publish(&js, "small", 10).await;
@@ -298,19 +306,23 @@ async fn each_account_sees_only_its_own_advisories() {
         let c = pull_consumer(&st, "c", 1, Duration::from_millis(300)).await;
         publish(&js, "q", n).await;
         let mut seen = 0;
-        while seen < n {
-            let mut b = c
-                .fetch()
-                .max_messages(10)
-                .expires(Duration::from_millis(500))
-                .messages()
-                .await
-                .unwrap();
-            while let Some(m) = b.next().await {
-                m.unwrap();
-                seen += 1;
-            }
-        }
+        Wait::secs(format!("{user}'s {n} messages"), 30)
+            .every(Duration::ZERO)
+            .until_async(async || {
+                let mut b = c
+                    .fetch()
+                    .max_messages(10)
+                    .expires(Duration::from_millis(500))
+                    .messages()
+                    .await
+                    .unwrap();
+                while let Some(m) = b.next().await {
+                    m.unwrap();
+                    seen += 1;
+                }
+                (seen >= n).then_some(()).ok_or(seen)
+            })
+            .await;
         // One more pull after ack_wait lets the server notice max_deliver.
         tokio::time::sleep(Duration::from_millis(400)).await;
         pull_without_ack(&c, 2, {
