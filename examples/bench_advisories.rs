@@ -50,10 +50,8 @@ fn vm_hwm_kib() -> u64 {
 }
 
 fn sum_samples(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-        .sum()
+    let samples = nats_test_server::sample::samples(text, name, &[]);
+    samples.iter().map(|(_, v)| v).sum()
 }
 
 /// Child: run one listener until it has seen N advisories, then report.

@@ -17,7 +17,8 @@ use backends_support::{Attached, Backend, Exposed};
 use bytes::Bytes;
 use futures::StreamExt;
 use nats_delivery_metrics::{ClientMetrics, PendingLimits, SubscribeOptions};
-use nats_test_server::app::{sync_with_server, wait_for};
+use nats_test_server::app::sync_with_server;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 const SUB: [(&str, &str); 2] = [("client", "app"), ("subscription", "orders")];
@@ -46,7 +47,10 @@ async fn scenario(
         publisher.publish("orders.new", payload).await.unwrap();
     }
     publisher.flush().await.unwrap();
-    wait_for("15 drops", || sub.dropped_messages() == 15).await;
+    Wait::secs("15 drops", 20)
+        .every(std::time::Duration::from_millis(10))
+        .until(|| sub.dropped_messages() == 15)
+        .await;
     for _ in 0..4 {
         sub.next().await.unwrap();
     }

@@ -3,6 +3,7 @@
 //! call can be made again.
 
 use nats_test_server::app as common;
+use nats_test_server::wait::Wait;
 
 use std::time::Duration;
 
@@ -32,10 +33,10 @@ async fn an_unsubscribe_given_up_while_it_waits_leaves_the_subscription_working(
     tokio::task::block_in_place(|| {
         server.kill_and_restart_after(|_| {
             handle.block_on(async {
-                wait_for("the client to see the server gone", || {
-                    client.connection_state() != State::Connected
-                })
-                .await;
+                Wait::secs("the client to see the server gone", 20)
+                    .every(Duration::from_millis(10))
+                    .until(|| client.connection_state() != State::Connected)
+                    .await;
                 // While async-nats reconnects it reads no commands: publish
                 // until one waits.
                 let mut queued = 0;
@@ -58,10 +59,10 @@ async fn an_unsubscribe_given_up_while_it_waits_leaves_the_subscription_working(
         })
     });
 
-    wait_for("the client to reconnect", || {
-        client.connection_state() == State::Connected
-    })
-    .await;
+    Wait::secs("the client to reconnect", 20)
+        .every(Duration::from_millis(10))
+        .until(|| client.connection_state() == State::Connected)
+        .await;
     sync_with_server(&client).await;
     let publisher = async_nats::connect(server.client_url()).await.unwrap();
     publish_n(&publisher, "jobs", 5).await;

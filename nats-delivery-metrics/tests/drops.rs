@@ -3,6 +3,8 @@
 //! crate's counter equal to D.
 
 use nats_test_server::app as common;
+use nats_test_server::sample;
+use nats_test_server::wait::{Later, Wait};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -31,25 +33,26 @@ async fn all_accounted(
     client: &async_nats::Client,
     server: &NatsServer,
 ) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let counts = (
-            sub.delivered_messages(),
-            sub.dropped_messages(),
-            sub.pending_messages(),
-        );
-        if counts.0 + counts.1 + counts.2 == n {
-            return;
-        }
-        if std::time::Instant::now() > deadline {
-            panic!(
-                "not all {n} accounted: delivered, dropped, pending {counts:?}; client read {}, server wrote {}",
-                client.statistics().in_messages.load(Ordering::SeqCst),
-                server_out_msgs(server, "subscriber")
+    Wait::secs(format!("all {n} accounted"), 20)
+        .every(Duration::from_millis(10))
+        .until(|| {
+            let counts = (
+                sub.delivered_messages(),
+                sub.dropped_messages(),
+                sub.pending_messages(),
             );
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+            if counts.0 + counts.1 + counts.2 == n {
+                return Ok(());
+            }
+            Err(Later(move || {
+                format!(
+                    "delivered, dropped, pending {counts:?}; client read {}, server wrote {}",
+                    client.statistics().in_messages.load(Ordering::SeqCst),
+                    server_out_msgs(server, "subscriber")
+                )
+            }))
+        })
+        .await;
 }
 
 /// The application does not read while N messages arrive: exactly the first
@@ -88,7 +91,7 @@ async fn paused_application(limits: PendingLimits, expected_admitted: u64) {
 
     let text = exposition(&registry);
     let labels = [("client", "paused"), ("subscription", "work")];
-    let value = |name| sample(&text, name, &labels);
+    let value = |name| sample::exact(&text, name, &labels);
     assert_eq!(
         value("nats_delivery_client_dropped_messages_total"),
         Some(d as f64)
@@ -222,26 +225,31 @@ async fn slow_subscriber_counts_match_ground_truth_and_events_do_not() {
 
     // The plain subscriber: wait until the connection has read all N, then
     // until its buffer is empty; its ground truth is N - received.
-    wait_for("plain client read all N", || {
-        plain_stats.in_messages.load(Ordering::SeqCst) == plain_baseline + N
-    })
-    .await;
+    Wait::secs("plain client read all N", 20)
+        .every(Duration::from_millis(10))
+        .until(|| plain_stats.in_messages.load(Ordering::SeqCst) == plain_baseline + N)
+        .await;
     let mut last = u64::MAX;
-    while plain_received.load(Ordering::SeqCst) != last {
-        last = plain_received.load(Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    Wait::secs("the plain subscriber's buffer to empty", 20)
+        .every(Duration::from_millis(300))
+        .until(|| {
+            let received = plain_received.load(Ordering::SeqCst);
+            let unchanged = received == last;
+            last = received;
+            unchanged.then_some(()).ok_or(received)
+        })
+        .await;
     plain_task.abort();
     let plain_dropped = N - plain_received.load(Ordering::SeqCst);
 
     let text = exposition(&registry);
-    let exact = sample(
+    let exact = sample::exact(
         &text,
         "nats_delivery_client_dropped_messages_total",
         &[("client", "slow"), ("subscription", "work")],
     );
     assert_eq!(exact, Some(d as f64));
-    let events = sample(
+    let events = sample::exact(
         &text,
         "nats_delivery_client_slow_consumer_events_total",
         &[("client", "plain"), ("subscription", "work")],
@@ -256,7 +264,7 @@ async fn slow_subscriber_counts_match_ground_truth_and_events_do_not() {
     );
     // The plain subscriber is not instrumented: no exact counters for it.
     assert_eq!(
-        sample(
+        sample::exact(
             &text,
             "nats_delivery_client_dropped_messages_total",
             &[("client", "plain"), ("subscription", "work")]
@@ -286,10 +294,10 @@ async fn events_of_unknown_subscribers_are_unattributed() {
     let baseline = client.statistics().in_messages.load(Ordering::SeqCst);
     publish_n(&publisher, "work.items", 1_000).await;
     let stats = client.statistics();
-    wait_for("all 1,000 read", || {
-        stats.in_messages.load(Ordering::SeqCst) == baseline + 1_000
-    })
-    .await;
+    Wait::secs("all 1,000 read", 20)
+        .every(Duration::from_millis(10))
+        .until(|| stats.in_messages.load(Ordering::SeqCst) == baseline + 1_000)
+        .await;
     // async-nats kept exactly its capacity, 10, and dropped the rest.
     let mut kept = 0;
     while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(300), plain.next()).await {
@@ -298,13 +306,16 @@ async fn events_of_unknown_subscribers_are_unattributed() {
     assert_eq!(kept, 10);
     let labels = [("client", "other"), ("subscription", "unattributed")];
     let events = || {
-        sample(
+        sample::exact(
             &exposition(&registry),
             "nats_delivery_client_slow_consumer_events_total",
             &labels,
         )
         .unwrap_or(0.0)
     };
-    wait_for("the first slow-consumer event", || events() >= 1.0).await;
+    Wait::secs("the first slow-consumer event", 20)
+        .every(Duration::from_millis(10))
+        .until(|| events() >= 1.0)
+        .await;
     assert!(events() <= 990.0);
 }

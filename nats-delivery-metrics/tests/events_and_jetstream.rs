@@ -2,6 +2,8 @@
 //! helpers, against real servers with exact numbers.
 
 use nats_test_server::app as common;
+use nats_test_server::sample::exact;
+use nats_test_server::wait::Wait;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -36,26 +38,26 @@ async fn connection_events_are_counted_and_the_app_callback_still_runs() {
     let _client = options.connect(server.client_url()).await.unwrap();
     let event = |registry: &Registry, e| {
         let l = [("client", "events"), ("event", e)];
-        sample(
+        exact(
             &exposition(registry),
             "nats_delivery_client_connection_events_total",
             &l,
         )
     };
-    wait_for("connected event", || {
-        event(&registry, "connected") == Some(1.0)
-    })
-    .await;
-    wait_for("the application's own callback", || {
-        app_seen.load(Ordering::SeqCst) == 1
-    })
-    .await;
+    Wait::secs("connected event", 20)
+        .every(Duration::from_millis(10))
+        .until(|| event(&registry, "connected") == Some(1.0))
+        .await;
+    Wait::secs("the application's own callback", 20)
+        .every(Duration::from_millis(10))
+        .until(|| app_seen.load(Ordering::SeqCst) == 1)
+        .await;
     assert_eq!(event(&registry, "disconnected"), Some(0.0));
     drop(server);
-    wait_for("disconnected event", || {
-        event(&registry, "disconnected") == Some(1.0)
-    })
-    .await;
+    Wait::secs("disconnected event", 20)
+        .every(Duration::from_millis(10))
+        .until(|| event(&registry, "disconnected") == Some(1.0))
+        .await;
     assert_eq!(event(&registry, "connected"), Some(1.0));
     assert_eq!(event(&registry, "lame_duck"), Some(0.0));
     nats_test_server::reference::assert_documented(&exposition(&registry));
@@ -93,16 +95,16 @@ async fn lame_duck_mode_is_counted() {
         .unwrap();
     let event = |registry: &Registry, e| {
         let l = [("client", "ldm"), ("event", e)];
-        sample(
+        exact(
             &exposition(registry),
             "nats_delivery_client_connection_events_total",
             &l,
         )
     };
-    wait_for("connected event", || {
-        event(&registry, "connected") == Some(1.0)
-    })
-    .await;
+    Wait::secs("connected event", 20)
+        .every(Duration::from_millis(10))
+        .until(|| event(&registry, "connected") == Some(1.0))
+        .await;
     assert_eq!(event(&registry, "lame_duck"), Some(0.0));
     // SIGUSR2 puts nats-server into lame duck mode; it tells its clients.
     // `kill` as the shell builtin: no procps needed.
@@ -111,10 +113,10 @@ async fn lame_duck_mode_is_counted() {
         .status()
         .unwrap();
     assert!(status.success());
-    wait_for("lame duck event", || {
-        event(&registry, "lame_duck") == Some(1.0)
-    })
-    .await;
+    Wait::secs("lame duck event", 20)
+        .every(Duration::from_millis(10))
+        .until(|| event(&registry, "lame_duck") == Some(1.0))
+        .await;
 }
 
 /// A subscription to `jobs` that holds `limit` messages, after `published`
@@ -144,10 +146,10 @@ async fn overflowed(name: &str, limit: u64, published: u64) -> Overflowed {
         .unwrap();
     sync_with_server(&client).await;
     publish_n(&publisher, "jobs", published).await;
-    wait_for("every message accounted", || {
-        sub.dropped_messages() + sub.pending_messages() == published
-    })
-    .await;
+    Wait::secs("every message accounted", 20)
+        .every(Duration::from_millis(10))
+        .until(|| sub.dropped_messages() + sub.pending_messages() == published)
+        .await;
     Overflowed {
         _server: server,
         registry,
@@ -183,15 +185,15 @@ async fn unsubscribe_keeps_what_was_received_and_counts_the_rest() {
     let text = exposition(&registry);
     let l = [("client", "unsub"), ("subscription", "jobs")];
     assert_eq!(
-        sample(&text, "nats_delivery_client_dropped_messages_total", &l),
+        exact(&text, "nats_delivery_client_dropped_messages_total", &l),
         Some(90.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_client_delivered_messages_total", &l),
+        exact(&text, "nats_delivery_client_delivered_messages_total", &l),
         Some(10.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_client_pending_messages", &l),
+        exact(&text, "nats_delivery_client_pending_messages", &l),
         None
     );
 }
@@ -293,7 +295,7 @@ async fn jetstream_redeliveries_and_acknowledgements_are_counted() {
         ("stream", "ORDERS"),
         ("consumer", "billing"),
     ];
-    let v = |name| sample(&text, name, &l);
+    let v = |name| exact(&text, name, &l);
     assert_eq!(
         v("nats_delivery_client_jetstream_received_messages_total"),
         Some(7.0)
@@ -318,7 +320,7 @@ async fn jetstream_redeliveries_and_acknowledgements_are_counted() {
     ] {
         let l = [l[0], l[1], l[2], ("kind", kind)];
         assert_eq!(
-            sample(
+            exact(
                 &text,
                 "nats_delivery_client_jetstream_acknowledgements_total",
                 &l
@@ -378,17 +380,17 @@ async fn queue_group_members_sharing_a_name_add_up() {
         .unwrap();
     sync_with_server(&client).await;
     publish_n(&publisher, "jobs.new", 100).await;
-    wait_for("100 pending in total", || {
-        a.pending_messages() + b.pending_messages() == 100
-    })
-    .await;
+    Wait::secs("100 pending in total", 20)
+        .every(Duration::from_millis(10))
+        .until(|| a.pending_messages() + b.pending_messages() == 100)
+        .await;
     let from_b = b.pending_messages();
     for _ in 0..from_b {
         b.next().await.unwrap();
     }
     let text = exposition(&registry);
     let l = [("client", "workers"), ("subscription", "jobs")];
-    let v = |name| sample(&text, name, &l);
+    let v = |name| exact(&text, name, &l);
     assert_eq!(
         v("nats_delivery_client_pending_messages"),
         Some((100 - from_b) as f64)
@@ -405,7 +407,7 @@ async fn queue_group_members_sharing_a_name_add_up() {
     // When one member ends, its counters stay in the name's totals.
     drop(b);
     let text = exposition(&registry);
-    let v = |name| sample(&text, name, &l);
+    let v = |name| exact(&text, name, &l);
     assert_eq!(
         v("nats_delivery_client_delivered_messages_total"),
         Some(from_b as f64)

@@ -2,6 +2,7 @@
 #![cfg(feature = "http-server")]
 
 use nats_test_server::app as common;
+use nats_test_server::wait::Wait;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,21 +19,17 @@ async fn serves_the_registry_on_metrics() {
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], nats_test_server::free_port()));
     tokio::spawn(nats_delivery_metrics::serve(Arc::new(registry), addr));
     let url = format!("http://{addr}/metrics");
-    let mut body = None;
-    for _ in 0..100 {
-        let url = url.clone();
-        let got = tokio::task::spawn_blocking(move || {
-            std::panic::catch_unwind(|| nats_test_server::http_get(&url)).ok()
+    let body = Wait::secs("the /metrics endpoint to answer", 10)
+        .every(Duration::from_millis(20))
+        .until_async(async || {
+            let url = url.clone();
+            tokio::task::spawn_blocking(move || {
+                std::panic::catch_unwind(|| nats_test_server::http_get(&url)).ok()
+            })
+            .await
+            .unwrap()
         })
-        .await
-        .unwrap();
-        if got.is_some() {
-            body = got;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let body = body.expect("the /metrics endpoint never answered");
+        .await;
     assert_eq!(body, expected);
 
     // A client that connects and sends nothing is cut after READ_TIMEOUT

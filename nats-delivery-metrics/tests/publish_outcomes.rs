@@ -5,6 +5,7 @@
 mod publish_support;
 
 use async_nats::jetstream::stream::Config;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 use publish_support::*;
 
@@ -151,7 +152,10 @@ async fn a_publish_whose_answer_is_not_awaited_is_counted_as_abandoned() {
     // audit shows it (the awaited one is taken).
     let unforwarded = || app.metrics.unforwarded_messages().unwrap();
     let what = "the abandoned answer in the audit";
-    nats_test_server::app::wait_for(what, || unforwarded() == before + 1).await;
+    Wait::secs(what, 20)
+        .every(std::time::Duration::from_millis(10))
+        .until(|| unforwarded() == before + 1)
+        .await;
     // The server stored both; only the awaited one counts as stored.
     let state = stream_state(js, "DROPPED").await;
     assert_eq!(state.messages, 2, "{v}");

@@ -2,11 +2,13 @@
 //! stream leader refuses as a single server does, and a stream that lost
 //! its quorum answers nothing.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_nats::jetstream::stream::{Config, DiscardPolicy};
 use nats_delivery_metrics::ClientMetrics;
-use nats_test_server::app::{exposition, sample};
+use nats_test_server::app::exposition;
+use nats_test_server::sample::exact;
+use nats_test_server::wait::Wait;
 use prometheus_client::registry::Registry;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,11 +48,11 @@ async fn an_r3_stream_refuses_by_limit_and_without_quorum_answers_nothing() {
     let failures = |reason: &str| {
         let labels = [("client", "app"), ("reason", reason)];
         let name = "nats_delivery_client_jetstream_publish_failures_total";
-        sample(&text(), name, &labels).unwrap() as u64
+        exact(&text(), name, &labels).unwrap() as u64
     };
     let stored = || {
         let name = "nats_delivery_client_jetstream_published_messages_total";
-        sample(&text(), name, &[("client", "app")]).unwrap() as u64
+        exact(&text(), name, &[("client", "app")]).unwrap() as u64
     };
     let mut acked = 0;
     for _ in 0..12 {
@@ -78,7 +80,10 @@ async fn an_r3_stream_refuses_by_limit_and_without_quorum_answers_nothing() {
         let routez: serde_json::Value = serde_json::from_str(&body).unwrap();
         routez["num_routes"].as_u64().unwrap()
     };
-    nats_test_server::app::wait_for("n0 without routes", || routes() == 0).await;
+    Wait::secs("n0 without routes", 20)
+        .every(Duration::from_millis(10))
+        .until(|| routes() == 0)
+        .await;
     for _ in 0..3 {
         let pending = jetstream.publish("r3open", "x".into()).await.unwrap();
         let answer = pending.await;
@@ -107,12 +112,8 @@ async fn created(
     config: Config,
     v: &str,
 ) -> async_nats::jetstream::stream::Stream {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match js.get_or_create_stream(config.clone()).await {
-            Ok(stream) => return stream,
-            Err(e) => assert!(Instant::now() < deadline, "{v}: {e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    Wait::secs(format!("{v}: the R3 stream"), 30)
+        .every(Duration::from_millis(200))
+        .until_async(async || js.get_or_create_stream(config.clone()).await)
+        .await
 }

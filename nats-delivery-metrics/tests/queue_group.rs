@@ -4,8 +4,10 @@
 //! totals, and each member's numbers equal the server's count for its sid.
 
 use nats_test_server::app as common;
+use nats_test_server::sample::exact;
+use nats_test_server::wait::Wait;
 
-use common::{exposition, sample, wait_for};
+use common::exposition;
 use nats_delivery_metrics::{ClientMetrics, InstrumentedClient, PendingLimits, SubscribeOptions};
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
@@ -45,10 +47,10 @@ async fn a_queue_group_over_two_connections_adds_up() {
     common::publish_n(&publisher, "jobs.new", N).await;
     // Nobody reads: each member keeps 100 and drops the rest of its share.
     let accounted = |i: usize| subs[i].dropped_messages() + subs[i].pending_messages();
-    wait_for("every message accounted", || {
-        accounted(0) + accounted(1) == N
-    })
-    .await;
+    Wait::secs("every message accounted", 20)
+        .every(std::time::Duration::from_millis(10))
+        .until(|| accounted(0) + accounted(1) == N)
+        .await;
     let text = exposition(&registry);
     let mut total = 0.0;
     for (i, (name, _)) in members.iter().enumerate() {
@@ -59,7 +61,7 @@ async fn a_queue_group_over_two_connections_adds_up() {
         );
         assert_eq!(subs[i].pending_messages(), 100);
         let l = [("client", name.as_str()), ("subscription", "jobs")];
-        let dropped = sample(&text, "nats_delivery_client_dropped_messages_total", &l).unwrap();
+        let dropped = exact(&text, "nats_delivery_client_dropped_messages_total", &l).unwrap();
         assert_eq!(dropped, subs[i].dropped_messages() as f64);
         total += dropped;
     }

@@ -15,6 +15,7 @@
 //! 65,536-message channel before the crate sized it.
 
 use nats_test_server::app as common;
+use nats_test_server::wait::Wait;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -100,22 +101,24 @@ fn slow_reader(mut sub: Subscription, every: u64) -> Arc<AtomicU64> {
 /// what the publisher flushed (2 workers, 16 bytes, publisher in another
 /// process, in CI), so a count that has not moved for 5 s is final too.
 async fn sent_by_server(server: &NatsServer, sid: u64, n: u64) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(120);
     let (mut last, mut unchanged_since) = (u64::MAX, Instant::now());
-    loop {
+    Wait::secs(
+        format!("the server's count of the storm of {n} to stop"),
+        120,
+    )
+    .every(Duration::from_millis(20))
+    .until(|| {
         let sent = server_subscription_msgs(server, CONNECTION, sid);
         if sent != last {
             (last, unchanged_since) = (sent, Instant::now());
         }
         if sent == n || unchanged_since.elapsed() > Duration::from_secs(5) {
-            return sent;
+            Ok(sent)
+        } else {
+            Err(format!("{sent} of {n}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "the server's count of the storm still moves after 2 minutes: {sent} of {n}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 fn storm(workers: usize, len: usize, n: u64, publisher: Publisher) {
@@ -183,31 +186,32 @@ fn storm_read(
         }
 
         let sent = sent_by_server(&server, sid, n).await;
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let c = counted();
-            let accounted = c.delivered + c.dropped + c.pending;
-            let app_read = read.load(Ordering::Relaxed);
-            if accounted == sent && c.pending == 0 && app_read == c.delivered {
-                eprintln!(
-                    "  exact: delivered {} (read by the application) + dropped {} = {sent} sent by the server, of {n} published",
-                    c.delivered, c.dropped
-                );
-                assert_eq!(c.dropped_bytes, c.dropped * len as u64);
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "server sent {sent} of {n}; delivered {} + dropped {} + pending {} = {accounted}; \
-                 the application read {app_read}; unforwarded {:?}; slow-consumer events {}",
-                c.delivered,
-                c.dropped,
-                c.pending,
-                metrics.unforwarded_messages(),
-                totals().slow_consumer_events,
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let what = format!("the storm's {sent} messages sent by the server accounted for");
+        let c = Wait::secs(what, 120)
+            .every(Duration::from_millis(20))
+            .until(|| {
+                let c = counted();
+                let accounted = c.delivered + c.dropped + c.pending;
+                let app_read = read.load(Ordering::Relaxed);
+                if accounted == sent && c.pending == 0 && app_read == c.delivered {
+                    return Ok(c);
+                }
+                Err(format!(
+                    "server sent {sent} of {n}; delivered {} + dropped {} + pending {} = {accounted}; \
+                     the application read {app_read}; unforwarded {:?}; slow-consumer events {}",
+                    c.delivered,
+                    c.dropped,
+                    c.pending,
+                    metrics.unforwarded_messages(),
+                    totals().slow_consumer_events,
+                ))
+            })
+            .await;
+        eprintln!(
+            "  exact: delivered {} (read by the application) + dropped {} = {sent} sent by the server, of {n} published",
+            c.delivered, c.dropped
+        );
+        assert_eq!(c.dropped_bytes, c.dropped * len as u64);
         // The audit agrees: every message the connection read was taken.
         assert_eq!(metrics.unforwarded_messages(), Some(0));
         assert_eq!(totals().slow_consumer_events, 0);
@@ -305,28 +309,26 @@ fn drops_in_a_smaller_async_nats_channel_are_counted_by_the_audit() {
         let sent = sent_by_server(&server, sid, n).await;
         // At rest: the reader has emptied the subscription and the accounted
         // total has not moved for half a second.
-        let deadline = Instant::now() + Duration::from_secs(120);
         let mut last = (u64::MAX, 0);
-        loop {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let now = (
-                accounted(),
-                metrics
-                    .subscription_totals(SUBJECT)
-                    .unwrap()
-                    .pending_messages,
-            );
-            if now == last && now.1 == 0 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "not at rest after 2 minutes: accounted {} with {} pending, of {sent} sent",
-                now.0,
-                now.1
-            );
-            last = now;
-        }
+        Wait::secs(format!("the subscription at rest, of {sent} sent"), 120)
+            .every(Duration::from_millis(500))
+            .until(|| {
+                let now = (
+                    accounted(),
+                    metrics
+                        .subscription_totals(SUBJECT)
+                        .unwrap()
+                        .pending_messages,
+                );
+                let at_rest = now == last && now.1 == 0;
+                last = now;
+                if at_rest {
+                    Ok(())
+                } else {
+                    Err(format!("accounted {} with {} pending", now.0, now.1))
+                }
+            })
+            .await;
         let dropped_by_async_nats = sent
             .checked_sub(accounted())
             .expect("the subscription accounted for more than the server sent");

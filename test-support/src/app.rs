@@ -1,8 +1,6 @@
 //! Helpers for tests of applications using async-nats: numbered payloads,
-//! the server's own per-connection and per-subscription counts, reading a
-//! registry's exposition.
-
-use std::time::{Duration, Instant};
+//! the server's own per-connection and per-subscription counts, a
+//! registry's exposition (read it with [`crate::sample`]).
 
 use bytes::Bytes;
 use prometheus_client::registry::Registry;
@@ -31,29 +29,6 @@ pub fn exposition(registry: &Registry) -> String {
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
     text
-}
-
-/// The value of the sample `name{labels}` (labels in exposition order), or
-/// `None` when the exposition has no such sample.
-pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-    let prefix = if labels.is_empty() {
-        format!("{name} ")
-    } else {
-        format!("{name}{{{}}} ", labels.join(","))
-    };
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map(|v| v.trim().parse().unwrap())
-}
-
-/// Polls `done` until it holds, panicking with `what` after 20 seconds.
-pub async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// `out_msgs` the server reports for the connection named `name`: how many

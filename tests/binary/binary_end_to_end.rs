@@ -10,6 +10,7 @@ use async_nats::jetstream::{self, consumer::pull, stream, AckKind};
 use futures::StreamExt;
 use nats_delivery_metrics::{ClientMetrics, PendingLimits, ReportOptions, SubscribeOptions};
 use nats_test_server::sample::value;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 struct Exporter {
@@ -59,16 +60,18 @@ async fn the_binary_counts_every_kind_of_loss_it_listens_for() {
     let server = NatsServer::builder().jetstream().start();
     let exporter = start_exporter(&server);
     // Ready when the advisory listener is connected and subscribed.
-    common::wait_for_async(20, "the advisory listener", || async {
-        let text = scrape(&exporter.url).await?;
-        (value(
-            &text,
-            "nats_delivery_advisory_listener_up",
-            &[("account", "$G")],
-        ) == Some(1.0))
-        .then_some(())
-    })
-    .await;
+    Wait::secs("the advisory listener", 20)
+        .every(Duration::from_millis(200))
+        .until_async(|| async {
+            let text = scrape(&exporter.url).await?;
+            (value(
+                &text,
+                "nats_delivery_advisory_listener_up",
+                &[("account", "$G")],
+            ) == Some(1.0))
+            .then_some(())
+        })
+        .await;
 
     let client = nak_four_and_terminate_one(&server).await;
 
@@ -80,10 +83,9 @@ async fn the_binary_counts_every_kind_of_loss_it_listens_for() {
         ("subscription", "work"),
     ];
     let c = [("account", "$G"), ("stream", "E2E"), ("consumer", "worker")];
-    let text = common::wait_for_async(
-        20,
-        "the advisories and the application's report",
-        || async {
+    let text = Wait::secs("the advisories and the application's report", 20)
+        .every(Duration::from_millis(200))
+        .until_async(|| async {
             let text = scrape(&exporter.url).await?;
             let naks = value(&text, "nats_delivery_jetstream_naks_total", &c);
             let dropped = value(
@@ -92,9 +94,8 @@ async fn the_binary_counts_every_kind_of_loss_it_listens_for() {
                 &app_labels,
             );
             (naks == Some(4.0) && dropped == Some(8.0)).then_some(text)
-        },
-    )
-    .await;
+        })
+        .await;
     check_the_other_series(&text);
 
     stop_with_sigterm(exporter).await;

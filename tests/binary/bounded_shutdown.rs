@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::fake_endpoint::{self, FakeEndpoint, Reply};
+use nats_test_server::wait::Wait;
 
 /// A /jsz reply with `n` consumers: about 0.6 kB of exposition each.
 fn big_jsz(n: usize) -> String {
@@ -56,11 +57,8 @@ fn start(monitor: &str, flags: &[&str]) -> Exporter {
         .spawn()
         .unwrap();
     let e = Exporter { child, port };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the exporter did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    Wait::secs("the exporter to listen", 20)
+        .until_blocking(|| TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.kind()));
     e
 }
 
@@ -143,14 +141,10 @@ async fn a_reader_that_stops_reading_is_cut_off() {
     }
     // The answer starts once a poll is done, which a loaded machine can
     // take seconds to do: wait until the exporter has closed each connection.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !readers.iter().all(closed_by_exporter) {
-        assert!(
-            Instant::now() < deadline,
-            "the exporter still holds a stuck reader's connection after 60 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    Wait::secs("the exporter to close every stuck reader's connection", 60)
+        .every(Duration::from_millis(100))
+        .until(|| readers.iter().all(closed_by_exporter))
+        .await;
     for r in readers {
         let (read, complete) = tokio::task::block_in_place(|| drain(r));
         assert!(
@@ -197,16 +191,9 @@ async fn sigterm_exits_within_the_shutdown_timeout_despite_stuck_readers() {
         .status()
         .unwrap();
     assert!(status.success());
-    let exit = loop {
-        if let Some(exit) = e.child.try_wait().unwrap() {
-            break exit;
-        }
-        assert!(
-            signalled.elapsed() < Duration::from_secs(20),
-            "still running 20 s after SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let exit = Wait::secs("an exit after SIGTERM", 20)
+        .until(|| e.child.try_wait().unwrap())
+        .await;
     let took = signalled.elapsed();
     // Bounded by the 2 s shutdown timeout (plus start-up slack), not by the
     // readers nor the 30 s poll timeout.

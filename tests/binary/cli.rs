@@ -1,5 +1,6 @@
 //! The binary's command line: a wrong flag or value exits with status 2 and
 //! one line saying what is wrong; --help and --version succeed.
+use nats_test_server::wait::Wait;
 use std::process::Command;
 
 /// Runs the binary; one that is still running after 15 s (it accepted the
@@ -12,10 +13,10 @@ fn run(args: &[&str]) -> (i32, String, String) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run the exporter");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    // Not ended by itself within 15 s: killed, and what it wrote is read.
+    let _ = Wait::secs("the exporter to exit", 15)
+        .every(std::time::Duration::from_millis(20))
+        .try_until_blocking(|| child.try_wait().unwrap());
     let _ = child.kill();
     let out = child.wait_with_output().expect("the exporter's output");
     (

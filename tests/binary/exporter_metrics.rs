@@ -1,11 +1,11 @@
 //! The exporter's own build and process metrics, read from the binary and
 //! compared with what the kernel and the build say about it.
-use crate::common;
 
 use std::process::{Child, Command};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use nats_test_server::sample::value;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_nats-delivery-exporter");
@@ -42,10 +42,10 @@ fn start(server: &NatsServer, max_fds: u32, extra: &[&str]) -> Exporter {
 }
 
 async fn scrape(e: &Exporter) -> String {
-    common::wait_for_async(20, "the exporter's /metrics", || async {
-        reqwest::get(&e.url).await.ok()?.text().await.ok()
-    })
-    .await
+    Wait::secs("the exporter's /metrics", 20)
+        .every(std::time::Duration::from_millis(200))
+        .until_async(|| async { reqwest::get(&e.url).await.ok()?.text().await.ok() })
+        .await
 }
 
 fn now() -> f64 {

@@ -1,8 +1,8 @@
 //! `--web.listen-address` as exporter-toolkit reads it: `:PORT` (the
 //! default's form) serves IPv6 and IPv4 alike, an address only itself.
 
+use nats_test_server::wait::Wait;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 struct Running(Child);
 
@@ -30,16 +30,10 @@ fn start(listen: &str) -> Running {
 /// exporter to listen there when `wait`; whether it answered 200.
 async fn healthz(host: &str, port: u16, wait: bool) -> bool {
     let url = format!("http://{host}:{port}/healthz");
-    let deadline = Instant::now() + Duration::from_secs(if wait { 20 } else { 0 });
-    loop {
-        if let Ok(r) = reqwest::get(&url).await {
-            return r.status() == 200;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    Wait::secs(format!("{url} to answer"), if wait { 20 } else { 0 })
+        .try_until_async(async || reqwest::get(&url).await.map(|r| r.status() == 200))
+        .await
+        .unwrap_or(false)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use std::process::{Child, Command};
 
 use nats_test_server::NatsServer;
 
-use crate::common::wait_for_async;
+use nats_test_server::wait::Wait;
 
 /// The README lines of its quick start section, which must begin on the
 /// first screen.
@@ -91,10 +91,10 @@ async fn the_quick_start_prints_what_readme_shows() {
             .unwrap(),
     );
     let url = url.replace(":7778/", &format!(":{port}/"));
-    let body = wait_for_async(20, "the exporter's /metrics", || async {
-        reqwest::get(url.as_str()).await.ok()?.text().await.ok()
-    })
-    .await;
+    let body = Wait::secs("the exporter's /metrics", 20)
+        .every(std::time::Duration::from_millis(200))
+        .until_async(|| async { reqwest::get(url.as_str()).await.ok()?.text().await.ok() })
+        .await;
     let printed: String = body
         .lines()
         .filter(|l| l.starts_with(prefix))

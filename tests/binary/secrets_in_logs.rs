@@ -6,6 +6,7 @@ use crate::common;
 use std::process::{Command, Stdio};
 
 use nats_test_server::sample::value;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 #[tokio::test]
@@ -48,23 +49,25 @@ async fn passwords_in_urls_stay_out_of_the_log_and_pages() {
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");
     // The password reached the server: the listener logged in with it.
-    let text = common::wait_for_async(20, "the advisory listener", || async {
-        let text = http
-            .get(format!("{base}/metrics"))
-            .send()
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        (value(
-            &text,
-            "nats_delivery_advisory_listener_up",
-            &[("account", "$G")],
-        ) == Some(1.0))
-        .then_some(text)
-    })
-    .await;
+    let text = Wait::secs("the advisory listener", 20)
+        .every(std::time::Duration::from_millis(200))
+        .until_async(|| async {
+            let text = http
+                .get(format!("{base}/metrics"))
+                .send()
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            (value(
+                &text,
+                "nats_delivery_advisory_listener_up",
+                &[("account", "$G")],
+            ) == Some(1.0))
+            .then_some(text)
+        })
+        .await;
     let landing = http.get(&base).send().await.unwrap().text().await.unwrap();
     guard.stop();
     let log = log_reader.join().unwrap();

@@ -1,12 +1,12 @@
 //! The flags named as exporter-toolkit names them: several listening
 //! addresses, another telemetry path, the log level and the log formats,
 //! read from the running binary.
-use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_nats-delivery-exporter");
@@ -52,21 +52,25 @@ impl Exporter {
 
     /// Waits until a line containing `text` was logged; all lines so far.
     async fn wait_for_line(&self, text: &str) -> Vec<String> {
-        common::wait_for_async(20, text, || async {
-            let lines = self.lines();
-            lines.iter().any(|l| l.contains(text)).then_some(lines)
-        })
-        .await
+        Wait::secs(text, 20)
+            .every(std::time::Duration::from_millis(200))
+            .until_async(|| async {
+                let lines = self.lines();
+                lines.iter().any(|l| l.contains(text)).then_some(lines)
+            })
+            .await
     }
 }
 
 async fn get(url: &str) -> (u16, String) {
-    common::wait_for_async(20, url, || async {
-        let answer = reqwest::get(url).await.ok()?;
-        let status = answer.status().as_u16();
-        Some((status, answer.text().await.ok()?))
-    })
-    .await
+    Wait::secs(url, 20)
+        .every(std::time::Duration::from_millis(200))
+        .until_async(|| async {
+            let answer = reqwest::get(url).await.ok()?;
+            let status = answer.status().as_u16();
+            Some((status, answer.text().await.ok()?))
+        })
+        .await
 }
 
 #[tokio::test]

@@ -1,12 +1,12 @@
 //! `--web.config.file` (node_exporter's format): /metrics over TLS, mutual
 //! TLS, basic authentication with bcrypt hashes, and a real Prometheus
 //! scraping over TLS with basic auth.
-use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 struct Running(Child);
@@ -32,14 +32,8 @@ fn exporter(server: &NatsServer, dir: &Path, web_config: &str) -> (Running, u16)
         .spawn()
         .unwrap();
     let running = Running(child);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the exporter did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    Wait::secs("the exporter to listen", 20)
+        .until_blocking(|| std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.kind()));
     (running, port)
 }
 
@@ -149,10 +143,12 @@ async fn prometheus_scrapes_over_tls_with_basic_auth() {
     let query = format!(
         "http://127.0.0.1:{prom_port}/api/v1/query?query=nats_delivery_up%7Bsource%3D%22varz%22%7D"
     );
-    common::wait_for_async(60, "Prometheus to scrape the exporter over TLS", || async {
-        let body: serde_json::Value = reqwest::get(&query).await.ok()?.json().await.ok()?;
-        let result = body["data"]["result"].as_array()?;
-        (result.len() == 1 && result[0]["value"][1] == "1").then_some(())
-    })
-    .await;
+    Wait::secs("Prometheus to scrape the exporter over TLS", 60)
+        .every(Duration::from_millis(200))
+        .until_async(|| async {
+            let body: serde_json::Value = reqwest::get(&query).await.ok()?.json().await.ok()?;
+            let result = body["data"]["result"].as_array()?;
+            (result.len() == 1 && result[0]["value"][1] == "1").then_some(())
+        })
+        .await;
 }

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::web_support::{client, get, start, TLS};
 
+use nats_test_server::wait::{Text, Wait};
 use tokio_rustls::rustls::version::TLS13;
 
 /// Replaces `name` in `dir` by `new`'s content (a new inode, as a rotation
@@ -98,19 +99,15 @@ async fn sighup_reloads_without_ending_the_process() {
     let seen = get(&c, e.port, "/healthz").await.unwrap();
     assert_eq!(csp(&seen.answer).as_deref(), Some("default-src 'aaaa'"));
     e.signal("HUP");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let seen = get(&c, e.port, "/healthz").await.unwrap();
-        if csp(&seen.answer).as_deref() == Some("default-src 'bbbb'") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "SIGHUP did not reload: {}",
-            e.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    Wait::secs("SIGHUP to reload", 20)
+        .until_async(async || {
+            let seen = get(&c, e.port, "/healthz").await.unwrap();
+            match csp(&seen.answer).as_deref() == Some("default-src 'bbbb'") {
+                true => Ok(()),
+                false => Err(Text(e.log())),
+            }
+        })
+        .await;
     assert!(
         e.child.try_wait().unwrap().is_none(),
         "SIGHUP ended the exporter"
@@ -124,14 +121,8 @@ async fn sighup_reloads_without_ending_the_process() {
     );
     // SIGTERM still ends it cleanly.
     e.signal("TERM");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = e.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "no exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status =
+        Wait::secs("an exit after SIGTERM", 20).until_blocking(|| e.child.try_wait().unwrap());
     assert_eq!(status.code(), Some(0), "{}", e.log());
 }
 

@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use nats_test_server::wait::{Later, Wait};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
@@ -59,15 +60,9 @@ pub fn start(dir: &Path, web_config: &str) -> Exporter {
         .spawn()
         .unwrap();
     let exporter = Exporter { child, port, log };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the exporter did not start: {}",
-            exporter.log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    Wait::secs("the exporter to listen", 20).until_blocking(|| {
+        std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|_| Later(|| exporter.log()))
+    });
     exporter
 }
 

@@ -7,6 +7,8 @@
 use std::time::Duration;
 
 use nats_delivery_exporter::ReportLimits;
+use nats_test_server::sample::exact;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 use serde_json::json;
 
@@ -14,7 +16,7 @@ use crate::client_reports_support;
 use crate::common;
 
 use client_reports_support::*;
-use common::{assert_promtool_clean, exposition, sample, wait_for};
+use common::{assert_promtool_clean, exposition};
 
 const LONG: Duration = Duration::from_secs(600);
 
@@ -40,10 +42,10 @@ async fn a_huge_report_is_rejected_or_folded() {
 
     let (registry, reports) = exporter(&server, SUBJECT, LONG).await;
     send(&server, [body.clone()]).await;
-    wait_for("the report", || {
-        received(&exposition(&registry)) == Some(1.0)
-    })
-    .await;
+    Wait::secs("the report", 20)
+        .every(Duration::from_millis(10))
+        .until(|| received(&exposition(&registry)) == Some(1.0))
+        .await;
     let text = exposition(&registry);
     assert_eq!(rejected(&text, "too_large"), Some(1.0));
     assert_eq!(reports.instances(), 0);
@@ -57,10 +59,10 @@ async fn a_huge_report_is_rejected_or_folded() {
     let publisher = async_nats::connect(server.client_url()).await.unwrap();
     publisher.publish("bounds.big", body).await.unwrap();
     publisher.flush().await.unwrap();
-    wait_for("the report", || {
-        received(&exposition(&registry)) == Some(1.0)
-    })
-    .await;
+    Wait::secs("the report", 20)
+        .every(Duration::from_millis(10))
+        .until(|| received(&exposition(&registry)) == Some(1.0))
+        .await;
     let text = exposition(&registry);
     assert_eq!(folded(&text, "label"), Some(2.0));
     // s0000..s0031 kept, s0032..s1499 folded: 1,468 entries.
@@ -86,10 +88,10 @@ async fn reports_with_megabyte_names_are_rejected() {
     let (registry, reports) = exporter(&server, SUBJECT, LONG).await;
     let bodies = (0..30).map(|i| report(&format!("{i:02}").repeat(500_000), "pod", 1, json!([])));
     send(&server, bodies).await;
-    wait_for("30 reports", || {
-        received(&exposition(&registry)) == Some(30.0)
-    })
-    .await;
+    Wait::secs("30 reports", 20)
+        .every(Duration::from_millis(10))
+        .until(|| received(&exposition(&registry)) == Some(30.0))
+        .await;
     let text = exposition(&registry);
     assert_eq!(rejected(&text, "too_large"), Some(30.0));
     assert_eq!(reports.instances(), 0);
@@ -97,10 +99,10 @@ async fn reports_with_megabyte_names_are_rejected() {
 
     // Under the size limit, an over-long client name is rejected too.
     send(&server, [report(&"c".repeat(129), "pod", 1, json!([]))]).await;
-    wait_for("31 reports", || {
-        received(&exposition(&registry)) == Some(31.0)
-    })
-    .await;
+    Wait::secs("31 reports", 20)
+        .every(Duration::from_millis(10))
+        .until(|| received(&exposition(&registry)) == Some(31.0))
+        .await;
     assert_eq!(
         rejected(&exposition(&registry), "label_too_long"),
         Some(1.0)
@@ -121,16 +123,16 @@ async fn instances_are_capped() {
         (0..10_000).map(|i| report("app", &format!("pod-{i}"), 1, sub.clone())),
     )
     .await;
-    wait_for("10,000 reports", || {
-        received(&exposition(&registry)) == Some(10_000.0)
-    })
-    .await;
+    Wait::secs("10,000 reports", 20)
+        .every(Duration::from_millis(10))
+        .until(|| received(&exposition(&registry)) == Some(10_000.0))
+        .await;
     let text = exposition(&registry);
     assert_eq!(reports.instances(), 256);
     assert_eq!(reports.folded_instances(), 4_096);
     assert_eq!(rejected(&text, "too_many_instances"), Some(5_648.0));
     assert_eq!(
-        sample(&text, "nats_delivery_app_reports_folded_total", &[]),
+        exact(&text, "nats_delivery_app_reports_folded_total", &[]),
         Some(4_096.0)
     );
     assert_eq!(
@@ -144,15 +146,15 @@ async fn instances_are_capped() {
         257
     );
     assert_eq!(
-        sample(&text, "nats_delivery_app_report_instances", &[]),
+        exact(&text, "nats_delivery_app_report_instances", &[]),
         Some(256.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_app_report_folded_instances", &[]),
+        exact(&text, "nats_delivery_app_report_folded_instances", &[]),
         Some(4_096.0)
     );
     assert_eq!(
-        sample(
+        exact(
             &text,
             "nats_delivery_app_report_folded_instances_limit",
             &[]
@@ -165,10 +167,10 @@ async fn instances_are_capped() {
     // A kept instance still reports.
     let sub = json!([{"subscription": "orders", "dropped_messages": 7}]);
     send(&server, [report("app", "pod-0", 2, sub)]).await;
-    wait_for("the update", || {
-        dropped(&exposition(&registry), "app", "pod-0", "orders") == Some(7.0)
-    })
-    .await;
+    Wait::secs("the update", 20)
+        .every(Duration::from_millis(10))
+        .until(|| dropped(&exposition(&registry), "app", "pod-0", "orders") == Some(7.0))
+        .await;
 }
 
 /// Totals 100, then 50 (a restart), then 100: the series reads 100, 150, 200,
@@ -182,17 +184,17 @@ async fn counters_stay_monotonic_across_a_restart() {
         let sub = json!([{"subscription": "orders", "dropped_messages": total}]);
         send(&server, [report("app", "pod-1", sequence, sub)]).await;
         let want = (n + 1) as f64;
-        wait_for("the report", || {
-            received(&exposition(&registry)) == Some(want)
-        })
-        .await;
+        Wait::secs("the report", 20)
+            .every(Duration::from_millis(10))
+            .until(|| received(&exposition(&registry)) == Some(want))
+            .await;
         seen.push(dropped(&exposition(&registry), "app", "pod-1", "orders").unwrap());
     }
     assert_eq!(seen, [100.0, 150.0, 200.0]);
     let l = [("client", "app"), ("instance", "pod-1")];
     let text = exposition(&registry);
     assert_eq!(
-        sample(&text, "nats_delivery_app_instance_restarts_total", &l),
+        exact(&text, "nats_delivery_app_instance_restarts_total", &l),
         Some(1.0)
     );
 
@@ -200,10 +202,10 @@ async fn counters_stay_monotonic_across_a_restart() {
     // more than the old one had): its whole total is added.
     let sub = json!([{"subscription": "orders", "dropped_messages": 300}]);
     send(&server, [report("app", "pod-1", 1, sub)]).await;
-    wait_for("the report", || {
-        received(&exposition(&registry)) == Some(4.0)
-    })
-    .await;
+    Wait::secs("the report", 20)
+        .every(Duration::from_millis(10))
+        .until(|| received(&exposition(&registry)) == Some(4.0))
+        .await;
     assert_eq!(
         dropped(&exposition(&registry), "app", "pod-1", "orders"),
         Some(500.0)
@@ -220,10 +222,10 @@ async fn duplicate_names_are_merged() {
         {"subscription": "orders", "dropped_messages": 4, "pending_messages": 2, "pending_messages_high_water": 5},
     ]);
     send(&server, [report("app", "pod-1", 1, subs)]).await;
-    wait_for("the report", || {
-        received(&exposition(&registry)) == Some(1.0)
-    })
-    .await;
+    Wait::secs("the report", 20)
+        .every(Duration::from_millis(10))
+        .until(|| received(&exposition(&registry)) == Some(1.0))
+        .await;
     let text = exposition(&registry);
     assert_eq!(
         count_samples(&text, "nats_delivery_app_dropped_messages_total"),
@@ -236,11 +238,11 @@ async fn duplicate_names_are_merged() {
         ("subscription", "orders"),
     ];
     assert_eq!(
-        sample(&text, "nats_delivery_app_pending_messages", &l),
+        exact(&text, "nats_delivery_app_pending_messages", &l),
         Some(3.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_app_pending_messages_high_water", &l),
+        exact(&text, "nats_delivery_app_pending_messages_high_water", &l),
         Some(9.0)
     );
     assert_eq!(folded(&text, "duplicate"), Some(1.0));
@@ -262,8 +264,14 @@ async fn expiry_frees_memory_without_another_report() {
         )],
     )
     .await;
-    wait_for("the report", || reports.instances() == 1).await;
+    Wait::secs("the report", 20)
+        .every(Duration::from_millis(10))
+        .until(|| reports.instances() == 1)
+        .await;
     // Nobody scrapes or reports: only the timer can remove it.
-    wait_for("the expiry", || reports.instances() == 0).await;
+    Wait::secs("the expiry", 20)
+        .every(Duration::from_millis(10))
+        .until(|| reports.instances() == 0)
+        .await;
     assert_eq!(received(&exposition(&registry)), Some(1.0));
 }

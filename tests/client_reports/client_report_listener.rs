@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use nats_delivery_exporter::ReportLimits;
+use nats_test_server::sample::exact;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 use serde_json::json;
 
@@ -16,7 +18,7 @@ use crate::client_reports_support;
 use crate::common;
 
 use client_reports_support::*;
-use common::{exposition, sample, wait_for};
+use common::exposition;
 
 const LONG: Duration = Duration::from_secs(600);
 
@@ -62,14 +64,14 @@ async fn garbage_is_counted_in_full_and_logged_at_a_bounded_rate() {
             .unwrap();
     }
     publisher.flush().await.unwrap();
-    wait_for("1,000 reports", || {
-        received(&exposition(&registry)) == Some(1_000.0)
-    })
-    .await;
+    Wait::secs("1,000 reports", 20)
+        .every(Duration::from_millis(10))
+        .until(|| received(&exposition(&registry)) == Some(1_000.0))
+        .await;
     let text = exposition(&registry);
     assert_eq!(rejected(&text, "malformed"), Some(1_000.0));
     assert_eq!(
-        sample(&text, "nats_delivery_app_reports_malformed_total", &[]),
+        exact(&text, "nats_delivery_app_reports_malformed_total", &[]),
         Some(1_000.0)
     );
     let log = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
@@ -87,15 +89,21 @@ async fn listener_up_follows_the_connection() {
     let server = NatsServer::builder().start();
     let (registry, _) = exporter(&server, SUBJECT, LONG).await;
     let up = || {
-        sample(
+        exact(
             &exposition(&registry),
             "nats_delivery_app_reports_listener_up",
             &[],
         )
     };
-    wait_for("listener up", || up() == Some(1.0)).await;
+    Wait::secs("listener up", 20)
+        .every(Duration::from_millis(10))
+        .until(|| up() == Some(1.0))
+        .await;
     drop(server);
-    wait_for("listener down", || up() == Some(0.0)).await;
+    Wait::secs("listener down", 20)
+        .every(Duration::from_millis(10))
+        .until(|| up() == Some(0.0))
+        .await;
 }
 
 /// The permissions docs/operators.md shows: a client that is neither an
@@ -122,14 +130,16 @@ async fn the_documented_permissions_keep_other_clients_off_the_subject() {
         SUBJECT.to_string(),
         reports.clone(),
     ));
-    wait_for("listener up", || {
-        sample(
-            &exposition(&registry),
-            "nats_delivery_app_reports_listener_up",
-            &[],
-        ) == Some(1.0)
-    })
-    .await;
+    Wait::secs("listener up", 20)
+        .every(Duration::from_millis(10))
+        .until(|| {
+            exact(
+                &exposition(&registry),
+                "nats_delivery_app_reports_listener_up",
+                &[],
+            ) == Some(1.0)
+        })
+        .await;
     common::sync_with_server(&exporter_client).await;
 
     let other = connect("other").await.unwrap();
@@ -144,7 +154,10 @@ async fn the_documented_permissions_keep_other_clients_off_the_subject() {
         .await
         .unwrap();
     app.flush().await.unwrap();
-    wait_for("the application's report", || reports.instances() == 1).await;
+    Wait::secs("the application's report", 20)
+        .every(Duration::from_millis(10))
+        .until(|| reports.instances() == 1)
+        .await;
     // The server has handled the forged report (a round trip of its
     // publisher) and anything it forwarded to the exporter came before the
     // reply to the exporter's own round trip; only one report was received.
@@ -185,7 +198,7 @@ async fn a_refused_login_is_counted_once_as_connect() {
     tokio::time::sleep(Duration::from_secs(4)).await;
     let text = exposition(&registry);
     let errors = |kind: &str| {
-        sample(
+        exact(
             &text,
             "nats_delivery_app_reports_listener_errors_total",
             &[("kind", kind)],
@@ -194,7 +207,7 @@ async fn a_refused_login_is_counted_once_as_connect() {
     assert_eq!(errors("connect"), Some(1.0), "{text}");
     assert_eq!(errors("other"), None, "{text}");
     assert_eq!(
-        sample(&text, "nats_delivery_app_reports_listener_up", &[]),
+        exact(&text, "nats_delivery_app_reports_listener_up", &[]),
         Some(0.0)
     );
     nats_test_server::reference::assert_documented(&text);

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use nats_delivery_exporter::ReportLimits;
+use nats_test_server::sample::exact;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 use serde_json::json;
 
@@ -15,7 +17,7 @@ use crate::client_reports_support;
 use crate::common;
 
 use client_reports_support::*;
-use common::{assert_promtool_clean, exposition, sample, wait_for};
+use common::{assert_promtool_clean, exposition};
 
 const LONG: Duration = Duration::from_secs(600);
 
@@ -53,11 +55,11 @@ fn body(instance: &str, b: Body) -> Bytes {
 fn overflow(text: &str, name: &str, extra: &[(&str, &str)]) -> Option<f64> {
     let mut labels = OVERFLOW.to_vec();
     labels.extend_from_slice(extra);
-    sample(text, name, &labels)
+    exact(text, name, &labels)
 }
 
 fn folded_reports(text: &str) -> Option<f64> {
-    sample(text, "nats_delivery_app_reports_folded_total", &[])
+    exact(text, "nats_delivery_app_reports_folded_total", &[])
 }
 
 /// Reports of pod-0 to pod-5: dropped 10, 20, ... 60, pending 1 to 6,
@@ -161,10 +163,10 @@ async fn reports_past_the_instance_limit_are_summed_exactly() {
     };
     let (registry, reports) = exporter_with(&server, SUBJECT, LONG, limits).await;
     send(&server, first_reports()).await;
-    wait_for("6 reports", || {
-        received(&exposition(&registry)) == Some(6.0)
-    })
-    .await;
+    Wait::secs("6 reports", 20)
+        .every(Duration::from_millis(10))
+        .until(|| received(&exposition(&registry)) == Some(6.0))
+        .await;
     let text = exposition(&registry);
     assert_eq!((reports.instances(), reports.folded_instances()), (2, 4));
     assert_eq!(dropped(&text, "app", "pod-1", "orders-pod-1"), Some(20.0));
@@ -178,10 +180,10 @@ async fn reports_past_the_instance_limit_are_summed_exactly() {
     assert_eq!(rejected(&text, "too_many_instances"), Some(0.0));
 
     send(&server, second_reports()).await;
-    wait_for("11 reports", || {
-        received(&exposition(&registry)) == Some(11.0)
-    })
-    .await;
+    Wait::secs("11 reports", 20)
+        .every(Duration::from_millis(10))
+        .until(|| received(&exposition(&registry)) == Some(11.0))
+        .await;
     let text = exposition(&registry);
     assert_overflow_after_second_round(&text);
     assert_eq!(folded_reports(&text), Some(8.0));
@@ -194,7 +196,7 @@ async fn reports_past_the_instance_limit_are_summed_exactly() {
         3
     );
     assert_eq!(
-        sample(&text, "nats_delivery_app_report_folded_instances", &[]),
+        exact(&text, "nats_delivery_app_report_folded_instances", &[]),
         Some(4.0)
     );
     assert_eq!(rejected(&text, "too_many_instances"), Some(0.0));
@@ -218,10 +220,10 @@ async fn past_the_folded_instance_limit_reports_are_rejected() {
         (0..22).map(|i| report("app", &format!("pod-{i:02}"), 1, sub.clone())),
     )
     .await;
-    wait_for("22 reports", || {
-        received(&exposition(&registry)) == Some(22.0)
-    })
-    .await;
+    Wait::secs("22 reports", 20)
+        .every(Duration::from_millis(10))
+        .until(|| received(&exposition(&registry)) == Some(22.0))
+        .await;
     let text = exposition(&registry);
     assert_eq!((reports.instances(), reports.folded_instances()), (1, 16));
     assert_eq!(rejected(&text, "too_many_instances"), Some(5.0));
@@ -231,7 +233,7 @@ async fn past_the_folded_instance_limit_reports_are_rejected() {
         Some(32.0)
     );
     assert_eq!(
-        sample(
+        exact(
             &text,
             "nats_delivery_app_report_folded_instances_limit",
             &[]
@@ -249,10 +251,10 @@ async fn past_the_folded_instance_limit_reports_are_rejected() {
         ],
     )
     .await;
-    wait_for("24 reports", || {
-        received(&exposition(&registry)) == Some(24.0)
-    })
-    .await;
+    Wait::secs("24 reports", 20)
+        .every(Duration::from_millis(10))
+        .until(|| received(&exposition(&registry)) == Some(24.0))
+        .await;
     let text = exposition(&registry);
     assert_eq!(rejected(&text, "too_many_instances"), Some(6.0));
     assert_eq!(folded_reports(&text), Some(17.0));
@@ -279,22 +281,25 @@ async fn folded_instances_expire() {
         ["pod-0", "pod-1"].map(|i| report("app", i, 1, sub.clone())),
     )
     .await;
-    wait_for("the reports", || {
-        (reports.instances(), reports.folded_instances()) == (1, 1)
-    })
-    .await;
+    Wait::secs("the reports", 20)
+        .every(Duration::from_millis(10))
+        .until(|| (reports.instances(), reports.folded_instances()) == (1, 1))
+        .await;
     // Nobody scrapes or reports: only the timer can remove them.
-    wait_for("the expiry", || {
-        (reports.instances(), reports.folded_instances()) == (0, 0)
-    })
-    .await;
+    Wait::secs("the expiry", 20)
+        .every(Duration::from_millis(10))
+        .until(|| (reports.instances(), reports.folded_instances()) == (0, 0))
+        .await;
     let text = exposition(&registry);
     assert_eq!(
         dropped(&text, "__overflow__", "__overflow__", "__overflow__"),
         None
     );
     send(&server, [report("app", "pod-1", 2, sub)]).await;
-    wait_for("pod-1 kept", || reports.instances() == 1).await;
+    Wait::secs("pod-1 kept", 20)
+        .every(Duration::from_millis(10))
+        .until(|| reports.instances() == 1)
+        .await;
     let text = exposition(&registry);
     assert_eq!(dropped(&text, "app", "pod-1", "orders"), Some(4.0));
     assert_eq!(folded_reports(&text), Some(1.0));

@@ -10,15 +10,15 @@ use futures::StreamExt;
 use nats_delivery_metrics::{
     Acknowledgement, ClientMetrics, PendingLimits, ReportOptions, SubscribeOptions,
 };
+use nats_test_server::sample::exact;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 
 // The link-in crate's test helpers: payloads, samples, promtool, waiting.
 use crate::common;
 
-use common::{
-    assert_promtool_clean, exposition, publish_n, sample, sync_with_server, wait_for, PAYLOAD_LEN,
-};
+use common::{assert_promtool_clean, exposition, publish_n, sync_with_server, PAYLOAD_LEN};
 
 use crate::client_reports_support;
 use client_reports_support::exporter;
@@ -55,29 +55,31 @@ async fn reports_are_re_exported_exactly_and_expire() {
         ("instance", "pod-1"),
         ("subscription", "orders"),
     ];
-    wait_for("the report to arrive", || {
-        let text = exposition(&exporter_registry);
-        sample(&text, "nats_delivery_app_delivered_messages_total", &labels) == Some(4.0)
-    })
-    .await;
+    Wait::secs("the report to arrive", 20)
+        .every(Duration::from_millis(10))
+        .until(|| {
+            let text = exposition(&exporter_registry);
+            exact(&text, "nats_delivery_app_delivered_messages_total", &labels) == Some(4.0)
+        })
+        .await;
     let text = exposition(&exporter_registry);
     assert_re_exported_exactly(&text);
     let id = [("client", "billing"), ("instance", "pod-1")];
-    assert!(sample(
+    assert!(exact(
         &text,
         "nats_delivery_app_last_report_timestamp_seconds",
         &id
     )
     .is_some());
     assert_eq!(
-        sample(&text, "nats_delivery_app_reports_malformed_total", &[]),
+        exact(&text, "nats_delivery_app_reports_malformed_total", &[]),
         Some(0.0)
     );
     // The same numbers as the application's own registry shows.
     let own = exposition(&app_registry);
     let own_labels = [("client", "billing"), ("subscription", "orders")];
     assert_eq!(
-        sample(
+        exact(
             &own,
             "nats_delivery_client_dropped_messages_total",
             &own_labels
@@ -92,7 +94,10 @@ async fn reports_are_re_exported_exactly_and_expire() {
     // The application stops reporting: after the expiry its series go.
     drop(reporting);
     let stopped = Instant::now();
-    wait_for("the instance to expire", || reports.instances() == 0).await;
+    Wait::secs("the instance to expire", 20)
+        .every(Duration::from_millis(10))
+        .until(|| reports.instances() == 0)
+        .await;
     assert!(stopped.elapsed() >= Duration::from_millis(1800));
     let text = exposition(&exporter_registry);
     assert_eq!(
@@ -103,7 +108,7 @@ async fn reports_are_re_exported_exactly_and_expire() {
         value_in(&text, "nats_delivery_app_last_report_timestamp_seconds"),
         None
     );
-    assert!(sample(&text, "nats_delivery_app_reports_received_total", &[]).unwrap() >= 1.0);
+    assert!(exact(&text, "nats_delivery_app_reports_received_total", &[]).unwrap() >= 1.0);
 }
 
 /// Subscribes "orders" with room for 10 pending messages, lets 50 arrive
@@ -123,10 +128,10 @@ async fn read_4_of_50(
     sync_with_server(app).await;
     let publisher = async_nats::connect(server.client_url()).await.unwrap();
     publish_n(&publisher, "orders.new", 50).await;
-    wait_for("50 messages accounted", || {
-        orders.dropped_messages() + orders.pending_messages() == 50
-    })
-    .await;
+    Wait::secs("50 messages accounted", 20)
+        .every(Duration::from_millis(10))
+        .until(|| orders.dropped_messages() + orders.pending_messages() == 50)
+        .await;
     for _ in 0..4 {
         orders.next().await.unwrap();
     }
@@ -141,7 +146,7 @@ fn assert_re_exported_exactly(text: &str) {
         ("instance", "pod-1"),
         ("subscription", "orders"),
     ];
-    let value = |name| sample(text, name, &labels);
+    let value = |name| exact(text, name, &labels);
     assert_eq!(
         value("nats_delivery_app_dropped_messages_total"),
         Some(40.0)
@@ -166,7 +171,7 @@ fn assert_re_exported_exactly(text: &str) {
     let id = [("client", "billing"), ("instance", "pod-1")];
     let event = |e| {
         let l = [id[0], id[1], ("event", e)];
-        sample(text, "nats_delivery_app_connection_events_total", &l)
+        exact(text, "nats_delivery_app_connection_events_total", &l)
     };
     assert_eq!(event("connected"), Some(1.0));
     assert_eq!(event("disconnected"), Some(0.0));
@@ -178,7 +183,7 @@ fn assert_re_exported_exactly(text: &str) {
             ("consumer", "billing"),
             ("kind", kind),
         ];
-        sample(
+        exact(
             text,
             "nats_delivery_app_jetstream_acknowledgements_total",
             &l,
@@ -219,14 +224,16 @@ async fn garbage_reports_are_counted_not_fatal() {
             .unwrap();
     }
     publisher.flush().await.unwrap();
-    wait_for("all six reports", || {
-        let text = exposition(&registry);
-        sample(&text, "nats_delivery_app_reports_received_total", &[]) == Some(6.0)
-    })
-    .await;
+    Wait::secs("all six reports", 20)
+        .every(Duration::from_millis(10))
+        .until(|| {
+            let text = exposition(&registry);
+            exact(&text, "nats_delivery_app_reports_received_total", &[]) == Some(6.0)
+        })
+        .await;
     let text = exposition(&registry);
     assert_eq!(
-        sample(&text, "nats_delivery_app_reports_malformed_total", &[]),
+        exact(&text, "nats_delivery_app_reports_malformed_total", &[]),
         Some(5.0)
     );
     assert_eq!(reports.instances(), 1);
@@ -236,7 +243,7 @@ async fn garbage_reports_are_counted_not_fatal() {
         ("event", "connected"),
     ];
     assert_eq!(
-        sample(&text, "nats_delivery_app_connection_events_total", &l),
+        exact(&text, "nats_delivery_app_connection_events_total", &l),
         Some(0.0)
     );
     nats_test_server::reference::assert_documented(&text);

@@ -11,6 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use nats_test_server::sample::value;
+use nats_test_server::wait::{Text, Wait};
 use nats_test_server::{workspace_root, NatsServer};
 
 const SUBJECT: &str = "nats_delivery.reports";
@@ -67,23 +68,23 @@ async fn scrape(url: &str) -> Option<String> {
 /// Scrapes `url` every 100 ms until `done` holds for the text, for at most
 /// 20 seconds; returns that text.
 async fn scrape_until(url: &str, what: &str, done: impl Fn(&str) -> bool) -> String {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let text = scrape(url).await.unwrap_or_default();
-        if done(&text) {
-            return text;
-        }
-        let app_lines: Vec<&str> = text
-            .lines()
-            .filter(|l| l.starts_with("nats_delivery_app_"))
-            .collect();
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}; the last scrape's application series:\n{}",
-            app_lines.join("\n")
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    Wait::secs(what, 20)
+        .every(Duration::from_millis(100))
+        .until_async(async || {
+            let text = scrape(url).await.unwrap_or_default();
+            if done(&text) {
+                return Ok(text);
+            }
+            let app_lines: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with("nats_delivery_app_"))
+                .collect();
+            Err(Text(format!(
+                "the last scrape's application series:\n{}",
+                app_lines.join("\n")
+            )))
+        })
+        .await
 }
 
 /// Runs `storm` (given the server URL and the report options), then checks
@@ -274,17 +275,9 @@ fn build_go_storm() -> (tempfile::TempDir, PathBuf) {
     );
     // Seconds with Go's build cache warm; a cold cache on a loaded machine
     // took about 30 s.
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(status) = build.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "go build of the storm took over 120 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = Wait::secs("go build of the storm", 120)
+        .every(Duration::from_millis(100))
+        .until_blocking(|| build.0.try_wait().unwrap());
     assert!(
         status.success(),
         "go build of the storm failed:\n{}",

@@ -3,6 +3,7 @@
 
 use clap::Parser;
 use nats_delivery_exporter::{Config, Exporter, ExporterBuilder, Format};
+use nats_test_server::wait::Wait;
 
 /// An exporter polling `urls`, with extra command-line flags.
 pub fn exporter(urls: &[String], extra: &[&str]) -> Exporter {
@@ -26,21 +27,6 @@ pub async fn scrape(e: &Exporter) -> String {
     e.scrape(Format::Classic).await
 }
 
-/// Polls `check` every 50 ms until it returns `Some`, for at most `secs` seconds.
-pub async fn wait_for<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
 /// Publishes `payload` to each of `subjects` through JetStream and waits
 /// for every PubAck; a publish that no stream answered is sent again, for
 /// up to 10 s.
@@ -51,27 +37,27 @@ pub async fn publish_acked(
 ) {
     use async_nats::jetstream::context::PublishErrorKind;
     for subject in subjects {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let ack = js
-                .publish(subject.clone(), payload.into())
-                .await
-                .expect("publish")
-                .await;
-            match ack {
-                Ok(_) => break,
-                // No stream answered: in a cluster just formed, a new
-                // stream's subjects can reach this server after the stream
-                // is created. Nothing was stored, so it is sent again.
-                Err(e)
-                    if e.kind() == PublishErrorKind::StreamNotFound
-                        && std::time::Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        // No stream answered: in a cluster just formed, a new stream's
+        // subjects can reach this server after the stream is created.
+        // Nothing was stored, so it is sent again. (Called in spawned
+        // tasks too: `until_spawned`.)
+        Wait::secs(format!("a stream to answer for {subject}"), 10)
+            .until_spawned(|| {
+                let subject = subject.clone();
+                async move {
+                    let ack = js
+                        .publish(subject.clone(), payload.into())
+                        .await
+                        .expect("publish")
+                        .await;
+                    match ack {
+                        Ok(_) => Ok(()),
+                        Err(e) if e.kind() == PublishErrorKind::StreamNotFound => Err(e),
+                        Err(e) => panic!("puback for {subject}: {e:?}"),
+                    }
                 }
-                Err(e) => panic!("puback for {subject}: {e:?}"),
-            }
-        }
+            })
+            .await;
     }
 }
 
@@ -81,24 +67,6 @@ pub fn monitor_json(base: &str, path: &str) -> serde_json::Value {
     serde_json::from_str(&body).expect("monitoring JSON")
 }
 
-/// Retries the async `check` every 200 ms until it returns `Some`, for at most `secs` seconds.
-pub async fn wait_for_async<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-}
 pub mod fake_endpoint;
 pub mod scenarios;
 pub mod system_polling;

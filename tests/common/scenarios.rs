@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, stream};
 use futures::StreamExt;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpSocket, TcpStream};
@@ -80,13 +81,14 @@ pub async fn publish_until_cut(
 /// Waits until the server lists the closed connection `name` and returns the
 /// reason it recorded: the truth the exporter must repeat.
 pub async fn closed_reason(server: &NatsServer, name: &str) -> String {
-    super::wait_for(20, "the cut connection in the closed list", || {
-        let closed = super::monitor_json(&server.monitor_url(), "connz?state=closed");
-        let conns = closed["connections"].as_array()?.clone();
-        let c = conns.iter().find(|c| c["name"] == name)?;
-        Some(c["reason"].as_str().unwrap().to_string())
-    })
-    .await
+    Wait::secs("the cut connection in the closed list", 20)
+        .until(|| {
+            let closed = super::monitor_json(&server.monitor_url(), "connz?state=closed");
+            let conns = closed["connections"].as_array()?.clone();
+            let c = conns.iter().find(|c| c["name"] == name)?;
+            Some(c["reason"].as_str().unwrap().to_string())
+        })
+        .await
 }
 
 /// Stream ORDERS (limits: 1000 messages, 1 MiB, 1 h) with consumer `billing`

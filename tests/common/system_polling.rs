@@ -9,6 +9,7 @@ use async_nats::jetstream::{self, consumer::pull, stream};
 use clap::Parser;
 use futures::StreamExt;
 use nats_delivery_exporter::{Config, Exporter, ExporterBuilder};
+use nats_test_server::wait::Wait;
 
 /// A system account `SYS` and a JetStream account `APP`, one user each.
 pub const ACCOUNTS: &str = r#"
@@ -42,10 +43,9 @@ pub async fn system_exporter(client_url: &str, sources: &str) -> Exporter {
         .expect("system polling");
     // The connection comes up in the background; until it does, a scrape
     // reports the survey down, which is not what these tests look at.
-    super::wait_for(20, "the system-account connection", || {
-        polling.is_connected().then_some(())
-    })
-    .await;
+    Wait::secs("the system-account connection", 20)
+        .until(|| polling.is_connected().then_some(()))
+        .await;
     let mut exporter = ExporterBuilder::new(config.scrape_settings()).expect("exporter");
     exporter.poll_through_system_account(polling);
     exporter.build()
@@ -53,16 +53,15 @@ pub async fn system_exporter(client_url: &str, sources: &str) -> Exporter {
 
 /// Every sample of the stream and consumer families, by series.
 pub fn jetstream_samples(text: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|l| {
-            l.starts_with("nats_delivery_stream_") || l.starts_with("nats_delivery_consumer_")
+    nats_test_server::sample::all(text)
+        .into_iter()
+        .filter(|s| {
+            s.name.starts_with("nats_delivery_stream_")
+                || s.name.starts_with("nats_delivery_consumer_")
         })
         // Ages move between two scrapes.
-        .filter(|l| !l.contains("_age_seconds"))
-        .filter_map(|l| {
-            let (series, v) = l.rsplit_once(' ')?;
-            Some((series.to_string(), v.parse().ok()?))
-        })
+        .filter(|s| !s.name.contains("_age_seconds"))
+        .map(|s| (format!("{}{:?}", s.name, s.labels), s.value))
         .collect()
 }
 
@@ -75,20 +74,22 @@ pub async fn work_stream(client_url: &str) -> jetstream::Context {
         .await
         .unwrap();
     let js = jetstream::new(app);
-    let st = super::wait_for_async(30, "a JetStream cluster ready for R3 streams", || {
-        let js = js.clone();
-        async move {
-            js.get_or_create_stream(stream::Config {
-                name: "WORK".into(),
-                subjects: vec!["work.>".into()],
-                num_replicas: 3,
-                ..Default::default()
-            })
-            .await
-            .ok()
-        }
-    })
-    .await;
+    let st = Wait::secs("a JetStream cluster ready for R3 streams", 30)
+        .every(Duration::from_millis(200))
+        .until_async(|| {
+            let js = js.clone();
+            async move {
+                js.get_or_create_stream(stream::Config {
+                    name: "WORK".into(),
+                    subjects: vec!["work.>".into()],
+                    num_replicas: 3,
+                    ..Default::default()
+                })
+                .await
+                .ok()
+            }
+        })
+        .await;
     for name in ["fast", "slow"] {
         st.create_consumer(pull::Config {
             durable_name: Some(name.into()),
@@ -101,23 +102,28 @@ pub async fn work_stream(client_url: &str) -> jetstream::Context {
     super::publish_acked(&js, (0..20).map(|i| format!("work.{i}")), "m").await;
     let slow: jetstream::consumer::PullConsumer = st.get_consumer("slow").await.unwrap();
     let mut taken = 0;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while taken < 8 {
-        assert!(std::time::Instant::now() < deadline, "{taken} of 8 came");
-        let mut batch = slow
-            .fetch()
-            .max_messages(8 - taken)
-            .expires(Duration::from_secs(1))
-            .messages()
-            .await
-            .unwrap();
-        while let Some(m) = batch.next().await {
-            let m = m.unwrap();
-            if taken < 5 {
-                m.ack().await.unwrap();
+    Wait::secs("8 messages to come", 30)
+        .every(Duration::ZERO)
+        .until_async(async || {
+            if taken >= 8 {
+                return Ok(());
             }
-            taken += 1;
-        }
-    }
+            let mut batch = slow
+                .fetch()
+                .max_messages(8 - taken)
+                .expires(Duration::from_secs(1))
+                .messages()
+                .await
+                .unwrap();
+            while let Some(m) = batch.next().await {
+                let m = m.unwrap();
+                if taken < 5 {
+                    m.ack().await.unwrap();
+                }
+                taken += 1;
+            }
+            Err(taken)
+        })
+        .await;
     js
 }

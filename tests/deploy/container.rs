@@ -6,10 +6,11 @@
 use std::process::{Command, Output};
 
 use nats_test_server::sample::value;
+use nats_test_server::wait::Wait;
 use nats_test_server::{free_port, NatsServer};
 
 use crate::losses::{self, CONSUMER, STREAM, STUCK_CLIENT};
-use crate::{artifact, scrape, wait_for};
+use crate::{artifact, scrape};
 
 /// The image is at most this big (24 MB). The tests build it from the
 /// `deploy-test` profile (opt-level 1, no LTO: a quicker build), about a
@@ -144,10 +145,9 @@ async fn the_image_counts_a_cut_slow_consumer_and_dead_messages_exactly() {
     losses::let_messages_die(&server, dead).await;
     let job = [("stream", STREAM), ("consumer", CONSUMER)];
     let cut = [("client_name", STUCK_CLIENT), ("reason", reason)];
-    let text = wait_for(
-        30,
-        "the exact counts in the container's /metrics",
-        || async {
+    let text = Wait::secs("the exact counts in the container's /metrics", 30)
+        .every(std::time::Duration::from_millis(200))
+        .until_async(|| async {
             let text = scrape(&container.metrics).await?;
             let died = value(&text, "nats_delivery_jetstream_max_deliveries_total", &job);
             let closed = value(
@@ -156,9 +156,8 @@ async fn the_image_counts_a_cut_slow_consumer_and_dead_messages_exactly() {
                 &cut,
             );
             (died == Some(dead as f64) && closed == Some(1.0)).then_some(text)
-        },
-    )
-    .await;
+        })
+        .await;
     // Still exact a second later: nothing counted twice.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     let later = scrape(&container.metrics).await.unwrap();
@@ -263,13 +262,15 @@ fn tls_server(certs: &std::path::Path) -> NatsServer {
 /// Waits until the container's https poll and NATS listener are both up:
 /// the server's certificate verified on both connections.
 async fn wait_until_tls_verifies(container: &Container, what: &str) {
-    wait_for(30, what, || async {
-        let text = scrape(&container.metrics).await?;
-        let https = value(&text, "nats_delivery_up", &[("source", "varz")]) == Some(1.0);
-        let nats = value(&text, "nats_delivery_advisory_listener_up", &[]) == Some(1.0);
-        (https && nats).then_some(())
-    })
-    .await;
+    Wait::secs(what, 30)
+        .every(std::time::Duration::from_millis(200))
+        .until_async(|| async {
+            let text = scrape(&container.metrics).await?;
+            let https = value(&text, "nats_delivery_up", &[("source", "varz")]) == Some(1.0);
+            let nats = value(&text, "nats_delivery_advisory_listener_up", &[]) == Some(1.0);
+            (https && nats).then_some(())
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,7 +297,10 @@ async fn the_image_checks_tls_against_the_ca_bundle_at_the_debian_path() {
     // The image's own bundle does not hold the test CA: both refuse.
     let refusing = Container::start(&[], &env);
     let refusing_since = std::time::Instant::now();
-    let text = wait_for(30, "the image's own exporter", || scrape(&refusing.metrics)).await;
+    let text = Wait::secs("the image's own exporter", 30)
+        .every(std::time::Duration::from_millis(200))
+        .until_async(|| scrape(&refusing.metrics))
+        .await;
     assert_eq!(
         value(&text, "nats_delivery_up", &[("source", "varz")]),
         Some(0.0)
@@ -345,17 +349,15 @@ async fn start_resolving_by_dns(
             ("NATS_DELIVERY_ADVISORIES", "true".into()),
         ],
     );
-    wait_for(
-        30,
-        "the containerised exporter's advisory listener",
-        || async {
+    Wait::secs("the containerised exporter's advisory listener", 30)
+        .every(std::time::Duration::from_millis(200))
+        .until_async(|| async {
             let text = scrape(&container.metrics).await?;
             let listening = value(&text, "nats_delivery_advisory_listener_up", &[]) == Some(1.0);
             let polling = value(&text, "nats_delivery_up", &[("source", "varz")]) == Some(1.0);
             (listening && polling).then_some(())
-        },
-    )
-    .await;
+        })
+        .await;
     assert!(
         dns.answered() > 0,
         "the container never asked DNS for {name}"

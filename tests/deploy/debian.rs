@@ -8,9 +8,10 @@ use std::process::{Command, Output};
 
 use nats_test_server::free_port;
 use nats_test_server::sample::value;
+use nats_test_server::wait::Wait;
 
 use crate::losses::{self, STUCK_CLIENT};
-use crate::{artifact, read, repo_files, scrape, wait_for};
+use crate::{artifact, read, repo_files, scrape};
 
 const PACKAGE: &str = "nats-delivery-exporter";
 const UNIT_NAME: &str = "nats-delivery-exporter.service";
@@ -281,16 +282,18 @@ async fn run_installed_binary() {
     let url = format!("http://127.0.0.1:{port}/metrics");
     let reason = losses::cut_a_slow_consumer(&server).await;
     let cut = [("client_name", STUCK_CLIENT), ("reason", reason)];
-    let text = wait_for(20, "the installed binary's count of the cut", || async {
-        let text = scrape(&url).await?;
-        let closed = value(
-            &text,
-            "nats_delivery_slow_consumer_closed_connections_total",
-            &cut,
-        );
-        (closed == Some(1.0)).then_some(text)
-    })
-    .await;
+    let text = Wait::secs("the installed binary's count of the cut", 20)
+        .every(std::time::Duration::from_millis(200))
+        .until_async(|| async {
+            let text = scrape(&url).await?;
+            let closed = value(
+                &text,
+                "nats_delivery_slow_consumer_closed_connections_total",
+                &cut,
+            );
+            (closed == Some(1.0)).then_some(text)
+        })
+        .await;
     let detections = losses::varz_slow_consumers(&server) as f64;
     assert_eq!(
         value(&text, "nats_delivery_server_slow_consumers_total", &[]),

@@ -2,10 +2,11 @@
 //! a subscriber cut as a slow consumer, and JetStream messages that run out
 //! of `max_deliver`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, stream};
 use futures::StreamExt;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 use crate::common::scenarios::{closed_reason, publish_until_cut, stuck_reader};
@@ -73,32 +74,31 @@ pub async fn let_messages_die(server: &NatsServer, n: usize) {
             .await
             .unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
     let mut delivered = 0;
-    loop {
-        let mut batch = consumer
-            .fetch()
-            .max_messages(100)
-            .expires(Duration::from_millis(400))
-            .messages()
-            .await
-            .unwrap();
-        while let Some(m) = batch.next().await {
-            m.unwrap();
-            delivered += 1;
-        }
-        let info = consumer.get_info().await.unwrap();
-        if delivered >= 2 * n && info.num_pending == 0 && info.num_ack_pending == 0 {
-            assert_eq!(
-                delivered,
-                2 * n,
-                "each message is delivered max_deliver times"
-            );
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the messages did not die: {info:?}"
-        );
-    }
+    Wait::secs("the messages to die", 30)
+        .every(Duration::ZERO)
+        .until_async(async || {
+            let mut batch = consumer
+                .fetch()
+                .max_messages(100)
+                .expires(Duration::from_millis(400))
+                .messages()
+                .await
+                .unwrap();
+            while let Some(m) = batch.next().await {
+                m.unwrap();
+                delivered += 1;
+            }
+            let info = consumer.get_info().await.unwrap();
+            match delivered >= 2 * n && info.num_pending == 0 && info.num_ack_pending == 0 {
+                true => Ok(()),
+                false => Err(format!("{delivered} delivered; {info:?}")),
+            }
+        })
+        .await;
+    assert_eq!(
+        delivered,
+        2 * n,
+        "each message is delivered max_deliver times"
+    );
 }

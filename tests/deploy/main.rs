@@ -19,8 +19,6 @@ mod losses;
 mod no_ipv6;
 mod release;
 
-use common::wait_for_async as wait_for;
-
 use std::path::{Path, PathBuf};
 
 /// The repository's root.

@@ -3,9 +3,10 @@
 //! and `:PORT`, the default's form, listens on IPv4 alone, saying so once.
 
 use nats_test_server::free_port;
+use nats_test_server::wait::Wait;
 
+use crate::artifact;
 use crate::container::{podman, podman_command, RUN_OPTIONS};
-use crate::{artifact, wait_for};
 
 /// Allows every system call but `socket(AF_INET6, ...)`, which fails with
 /// EAFNOSUPPORT (97 on Linux; AF_INET6 is 10).
@@ -43,11 +44,13 @@ async fn without_ipv6_every_address_is_every_ipv4_address_and_the_log_says_so() 
     podman(&args);
     let _removed = Removed(name.clone());
     let url = format!("http://127.0.0.1:{port}/healthz");
-    wait_for(30, "the container's /healthz over IPv4", || async {
-        let r = reqwest::get(&url).await.ok()?;
-        (r.status() == 200).then_some(())
-    })
-    .await;
+    Wait::secs("the container's /healthz over IPv4", 30)
+        .every(std::time::Duration::from_millis(200))
+        .until_async(|| async {
+            let r = reqwest::get(&url).await.ok()?;
+            (r.status() == 200).then_some(())
+        })
+        .await;
     let logs = podman(&["logs", &name]);
     let log = String::from_utf8_lossy(&logs.stderr).into_owned();
     let said: Vec<&str> = log

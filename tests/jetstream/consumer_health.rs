@@ -9,6 +9,7 @@ use async_nats::jetstream::{self, consumer, stream};
 use futures::StreamExt;
 use nats_delivery_exporter::{reports_pausing, Exporter};
 use nats_test_server::sample::value;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 const STATUSES: [&str; 7] = [
@@ -74,14 +75,14 @@ type Pull = consumer::Consumer<consumer::pull::Config>;
 /// message just stored reaches the consumer a moment later on a busy
 /// machine), for at most 10 s; returns how many came.
 pub(crate) async fn take_all(c: &Pull, want: usize, ack: bool) -> usize {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let mut got = 0;
-    while got < want && std::time::Instant::now() < deadline {
-        got += take(c, want - got, ack).await;
-        if got < want {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+    // Fewer than `want` after 10 s: the caller's assertion says how many came.
+    let _ = Wait::secs(format!("{want} messages to come"), 10)
+        .try_until_async(async || {
+            got += take(c, want - got, ack).await;
+            (got >= want).then_some(()).ok_or(got)
+        })
+        .await;
     got
 }
 

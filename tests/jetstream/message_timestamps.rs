@@ -9,6 +9,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, stream};
 use message_timestamps_support::*;
 use nats_delivery_exporter::{MessageTimestamps, ReadResult, TimestampReply, TimestampRequest};
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 #[tokio::test]
@@ -281,22 +282,19 @@ async fn replicated_streams_are_read_from_any_server() {
     let mut created = Vec::new();
     for (name, allow_direct) in [("DIRECT", true), ("PLAIN", false)] {
         // The meta group needs a leader before streams can be created.
-        for attempt in 0.. {
-            let config = stream::Config {
-                name: name.into(),
-                subjects: vec![format!("{name}.>")],
-                num_replicas: 3,
-                allow_direct,
-                ..Default::default()
-            };
-            match js.get_or_create_stream(config).await {
-                Ok(_) => break,
-                Err(_) if attempt < 60 => {
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                Err(e) => panic!("no R3 stream: {e}"),
-            }
-        }
+        Wait::secs(format!("the R3 stream {name}"), 30)
+            .every(Duration::from_millis(500))
+            .until_async(async || {
+                let config = stream::Config {
+                    name: name.into(),
+                    subjects: vec![format!("{name}.>")],
+                    num_replicas: 3,
+                    allow_direct,
+                    ..Default::default()
+                };
+                js.get_or_create_stream(config).await
+            })
+            .await;
         // A stream just created in a new cluster: its subjects may reach this
         // server after the stream exists (publish_acked sends again then).
         let subjects = ["a", "b", "a"].map(|s| format!("{name}.{s}"));

@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_nats::jetstream;
 use message_timestamps_support::*;
 use nats_delivery_exporter::{connect_message_timestamps, MessageTimestamps, NatsArgs, ReadResult};
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 /// A reader connected from flags as user `a`, its account labelled "label".
@@ -44,12 +45,10 @@ async fn streams_of_other_accounts_are_never_requested() {
     let connected = connect_as_a(&server.client_url()).await;
     if uses_direct_gets(&b) {
         // Learnt in the background, once the connection is up.
-        for _ in 0..100 {
-            if connected.account() == "A" {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let _ = Wait::secs("the connection's account", 10)
+            .every(Duration::from_millis(100))
+            .try_until_async(async || connected.account() == "A")
+            .await;
         assert_eq!(connected.account(), "A");
     } else {
         assert_eq!(connected.account(), "label");
@@ -90,14 +89,14 @@ async fn first_scrape(server: &NatsServer, flags: &[&str]) -> String {
         .spawn()
         .unwrap();
     let url = format!("http://127.0.0.1:{port}/metrics");
-    let mut text = None;
-    for _ in 0..100 {
-        if let Ok(r) = reqwest::get(&url).await {
-            text = r.text().await.ok();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let text = Wait::secs("the exporter's /metrics", 10)
+        .every(Duration::from_millis(100))
+        .try_until_async(async || reqwest::get(&url).await)
+        .await;
+    let text = match text {
+        Ok(r) => r.text().await.ok(),
+        Err(_) => None,
+    };
     let _ = child.kill();
     let _ = child.wait();
     text.expect("the exporter answered /metrics within 10 s")
@@ -154,11 +153,9 @@ async fn the_account_name_is_learnt_when_the_server_comes_up_later() {
     } else {
         "label"
     };
-    for _ in 0..200 {
-        if reader.account() == want {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let _ = Wait::secs("the reader's account", 20)
+        .every(Duration::from_millis(100))
+        .try_until_async(async || reader.account() == want)
+        .await;
     assert_eq!(reader.account(), want);
 }

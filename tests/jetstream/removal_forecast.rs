@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, consumer, stream};
 use futures::StreamExt;
 use nats_test_server::sample::value;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 const FORECAST: &str = "nats_delivery_consumer_removal_forecast_seconds";
@@ -78,13 +79,18 @@ async fn read_five_and_stop(js: &jetstream::Context, stream: &str) {
 
 /// When the stream's first sequence passed 6, the consumer's next message.
 async fn removal_moment(js: jetstream::Context, stream: String) -> Instant {
-    let mut s = js.get_stream(&stream).await.unwrap();
-    loop {
-        if s.info().await.unwrap().state.first_sequence > 6 {
-            return Instant::now();
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let s = js.get_stream(&stream).await.unwrap();
+    // A spawned task: `until_spawned`, each check with its own handle.
+    Wait::secs(format!("{stream}'s first sequence past 6"), 40)
+        .every(Duration::from_millis(20))
+        .until_spawned(|| {
+            let mut s = s.clone();
+            async move {
+                let first = s.info().await.unwrap().state.first_sequence;
+                (first > 6).then(Instant::now).ok_or(first)
+            }
+        })
+        .await
 }
 
 #[tokio::test]
@@ -112,9 +118,12 @@ async fn the_forecast_names_the_moment_each_limit_removes_the_next_message() {
     // (stream, time of the scrape, forecast) until each reads 0 after its removal.
     let mut readings: Vec<Vec<(Instant, Option<f64>)>> = vec![Vec::new(); 3];
     let mut counted = [false; 3];
-    let deadline = start + Duration::from_secs(40);
-    while counted.iter().any(|c| !c) {
-        assert!(Instant::now() < deadline, "readings: {readings:?}");
+    Wait::before(
+        "each forecast at 0 after its removal",
+        start + Duration::from_secs(40),
+    )
+    .every(Duration::from_millis(250))
+    .until_async(async || {
         let before = Instant::now();
         let text = common::scrape(&exporter).await;
         let at = before + before.elapsed() / 2;
@@ -125,8 +134,12 @@ async fn the_forecast_names_the_moment_each_limit_removes_the_next_message() {
             let removed = value(&text, REMOVED, &labels).unwrap_or(0.0);
             counted[i] |= removals[i].is_finished() && removed > 0.0 && forecast == Some(0.0);
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+        match counted.iter().all(|c| *c) {
+            true => Ok(()),
+            false => Err(format!("readings: {readings:?}")),
+        }
+    })
+    .await;
     publishers.iter().for_each(|p| p.abort());
     for (i, s) in names.iter().enumerate() {
         let removed_at = (&mut removals[i]).await.unwrap();

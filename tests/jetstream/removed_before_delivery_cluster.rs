@@ -17,6 +17,7 @@ use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer};
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 /// Caught up, fallen behind, every leader stepped down, read past the gap,
@@ -120,18 +121,19 @@ async fn rejoined(victim: &mut NatsServer, others: &[&NatsServer], truth: &mut T
 /// Whether `server`'s own replica of LIMITED reports `last` as its last
 /// sequence within `within`.
 async fn replica_at(server: &NatsServer, last: u64, within: Duration) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        let at = tokio::task::block_in_place(|| {
+    Wait::new(
+        format!("{}'s replica of LIMITED at {last}", server.name),
+        within,
+    )
+    .every(Duration::from_millis(200))
+    .try_until_async(async || {
+        tokio::task::block_in_place(|| {
             stream_entries(server, "jsz?accounts=true&streams=true")
                 .any(|s| s["name"] == "LIMITED" && s["state"]["last_seq"] == last)
-        });
-        if at {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    false
+        })
+    })
+    .await
+    .is_ok()
 }
 
 /// While the server `down` is killed: 5 more published (31, 33 and 34

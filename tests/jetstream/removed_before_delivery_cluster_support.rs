@@ -17,6 +17,7 @@ use clap::Parser;
 use futures::StreamExt;
 use nats_delivery_exporter::{Config, Exporter, ExporterBuilder};
 use nats_test_server::sample::value;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 const COUNTER: &str = "nats_delivery_consumer_removed_before_delivery_messages_total";
@@ -67,10 +68,9 @@ pub(crate) async fn system_exporter(client_urls: &str) -> Exporter {
     let polling = nats_delivery_exporter::connect_system_polling(config.system_poll_settings())
         .await
         .expect("system polling");
-    common::wait_for(20, "the system-account connection", || {
-        polling.is_connected().then_some(())
-    })
-    .await;
+    Wait::secs("the system-account connection", 20)
+        .until(|| polling.is_connected().then_some(()))
+        .await;
     let mut exporter = ExporterBuilder::new(config.scrape_settings()).expect("exporter");
     exporter.poll_through_system_account(polling);
     exporter.build()
@@ -220,32 +220,36 @@ pub(crate) async fn settle(
         [truth.delivered(1), 0],
     ];
     let mut last_seen = None;
-    loop {
-        let view = tokio::task::block_in_place(|| leader_view(live));
-        let equal = check(step, live, watchers, truth).await;
-        if let Some(led) = &view {
-            let moved = led.iter().zip(not).all(|((name, _), old)| name != old);
-            let at = led.iter().map(|(_, at)| *at).eq(want);
-            if at && moved && equal {
-                // One more round, now that the leaders were seen settled.
-                let still = check(step, live, watchers, truth).await;
-                assert!(still, "{step}: a counter left the truth");
-                return led.clone().map(|(name, _)| name);
+    let settled = Wait::before(format!("{step}: settled"), deadline)
+        .every(Duration::from_millis(100))
+        .try_until_async(async || {
+            let view = tokio::task::block_in_place(|| leader_view(live));
+            let equal = check(step, live, watchers, truth).await;
+            if let Some(led) = &view {
+                let moved = led.iter().zip(not).all(|((name, _), old)| name != old);
+                let at = led.iter().map(|(_, at)| *at).eq(want);
+                if at && moved && equal {
+                    // One more round, now that the leaders were seen settled.
+                    let still = check(step, live, watchers, truth).await;
+                    assert!(still, "{step}: a counter left the truth");
+                    return Ok(led.clone().map(|(name, _)| name));
+                }
             }
-        }
-        last_seen = view.or(last_seen);
-        if Instant::now() >= deadline {
-            let mut off: String = watchers.iter().map(|w| w.off.borrow().clone()).collect();
-            for name in CONSUMERS {
-                off += &tokio::task::block_in_place(|| replicas(live, name));
-            }
-            panic!(
-                "{step}: not settled in 30 s (or the test's 120 s); the leaders last reported \
-                 {last_seen:?}, the truth is {want:?}; last off the truth: {off}"
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+            last_seen = view.or(last_seen.take());
+            Err(())
+        })
+        .await;
+    if let Ok(leaders) = settled {
+        return leaders;
     }
+    let mut off: String = watchers.iter().map(|w| w.off.borrow().clone()).collect();
+    for name in CONSUMERS {
+        off += &tokio::task::block_in_place(|| replicas(live, name));
+    }
+    panic!(
+        "{step}: not settled in 30 s (or the test's 120 s); the leaders last reported \
+         {last_seen:?}, the truth is {want:?}; last off the truth: {off}"
+    );
 }
 
 /// Publishes `n` messages, each acknowledged by the stream, which keeps
@@ -262,11 +266,13 @@ pub(crate) async fn publish(js: &jetstream::Context, truth: &mut Truth, n: u64) 
 
 /// Deletes the stored message `seq`.
 pub(crate) async fn delete(js: &jetstream::Context, truth: &mut Truth, seq: u64) {
-    common::wait_for_async(30, "a message deleted", || async {
-        let st = js.get_stream("LIMITED").await.ok()?;
-        st.delete_message(seq).await.ok()?.then_some(())
-    })
-    .await;
+    Wait::secs("a message deleted", 30)
+        .every(Duration::from_millis(200))
+        .until_async(|| async {
+            let st = js.get_stream("LIMITED").await.ok()?;
+            st.delete_message(seq).await.ok()?.then_some(())
+        })
+        .await;
     assert!(truth.stored.remove(&seq), "{seq} was stored");
     truth.deleted = true;
 }
@@ -282,69 +288,63 @@ pub(crate) async fn take(consumers: &[consumer::PullConsumer; 2], truth: &mut Tr
 
 /// [`take`] from one consumer.
 pub(crate) async fn take_from(c: &consumer::PullConsumer, received: &mut BTreeSet<u64>, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
     let mut taken = 0;
-    while taken < n {
-        assert!(Instant::now() < deadline, "{taken} of {n} came in 30 s");
-        let fetch = c.fetch().max_messages(n - taken);
-        let Ok(mut batch) = fetch.expires(Duration::from_secs(1)).messages().await else {
-            continue;
-        };
-        while let Some(Ok(m)) = batch.next().await {
-            let seq = m.info().expect("a JetStream message").stream_sequence;
-            assert!(received.insert(seq), "seq {seq} delivered twice");
-            taken += 1;
-            if c.cached_info().config.ack_policy == consumer::AckPolicy::Explicit {
-                m.double_ack().await.expect("an acknowledgement confirmed");
+    Wait::secs(format!("{n} messages to come"), 30)
+        .every(Duration::ZERO)
+        .until_async(async || {
+            if taken >= n {
+                return Ok(());
             }
-        }
-    }
+            let fetch = c.fetch().max_messages(n - taken);
+            let Ok(mut batch) = fetch.expires(Duration::from_secs(1)).messages().await else {
+                return Err(taken);
+            };
+            while let Some(Ok(m)) = batch.next().await {
+                let seq = m.info().expect("a JetStream message").stream_sequence;
+                assert!(received.insert(seq), "seq {seq} delivered twice");
+                taken += 1;
+                if c.cached_info().config.ack_policy == consumer::AckPolicy::Explicit {
+                    m.double_ack().await.expect("an acknowledgement confirmed");
+                }
+            }
+            Err(taken)
+        })
+        .await;
 }
 
 /// Asks a leader to step down (`what` after `$JS.API.`), again while the
 /// cluster refuses (a loaded machine is slow to elect), for up to 30 s.
 pub(crate) async fn step_down(app: &async_nats::Client, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let reply = tokio::time::timeout(
-            Duration::from_secs(5),
-            app.request(format!("$JS.API.{what}"), "".into()),
-        )
-        .await;
-        if let Ok(Ok(reply)) = reply {
+    Wait::secs(format!("{what}: a step-down"), 30)
+        .every(Duration::from_millis(200))
+        .until_async(async || {
+            let reply = tokio::time::timeout(
+                Duration::from_secs(5),
+                app.request(format!("$JS.API.{what}"), "".into()),
+            )
+            .await;
+            let Ok(Ok(reply)) = reply else {
+                return Err("no answer".to_string());
+            };
             let v: serde_json::Value = serde_json::from_slice(&reply.payload).unwrap_or_default();
-            if v["success"] == true {
-                return;
+            match v["success"] == true {
+                true => Ok(()),
+                false => Err(v.to_string()),
             }
-        }
-        assert!(Instant::now() < deadline, "{what}: no step-down in 30 s");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        })
+        .await;
 }
 
 /// The R3 stream LIMITED and its R3 consumers "reader" (ack policy none)
 /// and "acker" (explicit acks), created once the cluster takes R3 assets.
 pub(crate) async fn limited_stream(js: &jetstream::Context) -> [consumer::PullConsumer; 2] {
-    let st = common::wait_for_async(30, "a cluster ready for R3 streams", || async {
-        js.get_or_create_stream(stream::Config {
-            name: "LIMITED".into(),
-            subjects: vec!["limited.>".into()],
-            max_messages: MAX_MSGS as i64,
-            num_replicas: 3,
-            ..Default::default()
-        })
-        .await
-        .ok()
-    })
-    .await;
-    let policies = [consumer::AckPolicy::None, consumer::AckPolicy::Explicit];
-    let mut made = Vec::new();
-    for (name, ack_policy) in CONSUMERS.into_iter().zip(policies) {
-        let c = common::wait_for_async(30, "an R3 consumer", || async {
-            st.create_consumer(consumer::pull::Config {
-                durable_name: Some(name.into()),
-                ack_policy,
-                ack_wait: Duration::from_secs(300),
+    let st = Wait::secs("a cluster ready for R3 streams", 30)
+        .every(Duration::from_millis(200))
+        .until_async(|| async {
+            js.get_or_create_stream(stream::Config {
+                name: "LIMITED".into(),
+                subjects: vec!["limited.>".into()],
+                max_messages: MAX_MSGS as i64,
                 num_replicas: 3,
                 ..Default::default()
             })
@@ -352,6 +352,23 @@ pub(crate) async fn limited_stream(js: &jetstream::Context) -> [consumer::PullCo
             .ok()
         })
         .await;
+    let policies = [consumer::AckPolicy::None, consumer::AckPolicy::Explicit];
+    let mut made = Vec::new();
+    for (name, ack_policy) in CONSUMERS.into_iter().zip(policies) {
+        let c = Wait::secs("an R3 consumer", 30)
+            .every(Duration::from_millis(200))
+            .until_async(|| async {
+                st.create_consumer(consumer::pull::Config {
+                    durable_name: Some(name.into()),
+                    ack_policy,
+                    ack_wait: Duration::from_secs(300),
+                    num_replicas: 3,
+                    ..Default::default()
+                })
+                .await
+                .ok()
+            })
+            .await;
         made.push(c);
     }
     let [reader, acker]: [_; 2] = made.try_into().unwrap_or_else(|_| panic!("two consumers"));

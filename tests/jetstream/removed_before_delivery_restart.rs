@@ -5,8 +5,9 @@ use crate::common::KilledOnDrop;
 use crate::removed_before_delivery::limited;
 use crate::removed_before_delivery_support::{assert_exact, Acks, Expect, Lab, Reader, EXACT};
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 const ACK_WAIT: Duration = Duration::from_secs(60);
@@ -31,14 +32,12 @@ impl Running {
             .spawn()
             .unwrap();
         let child = KilledOnDrop(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "the exporter did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        Wait::secs("the exporter to listen", 20)
+            .until_async(async || {
+                let connected = tokio::net::TcpStream::connect(("127.0.0.1", port)).await;
+                connected.map_err(|e| e.kind())
+            })
+            .await;
         Running {
             _child: child,
             url: format!("http://127.0.0.1:{port}/metrics"),

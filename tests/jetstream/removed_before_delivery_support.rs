@@ -3,12 +3,13 @@
 //! and the truth worked out from the two, to compare with the counter.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream, AckKind};
 use futures::StreamExt;
 use nats_delivery_exporter::Exporter;
 use nats_test_server::sample::value;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 use crate::common;
@@ -73,11 +74,12 @@ impl Lab {
     /// Waits (at most 20 s) until the stream no longer holds sequence `seq`
     /// (removed by `max_age`, which the server applies on a timer).
     pub async fn wait_removed(&self, seq: u64) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.stored().await.holds(seq) {
-            assert!(Instant::now() < deadline, "sequence {seq} never removed");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        Wait::secs(format!("sequence {seq} removed"), 20)
+            .until_async(async || {
+                let stored = self.stored().await;
+                (!stored.holds(seq)).then_some(()).ok_or(stored)
+            })
+            .await;
     }
 
     /// One scrape of `exporter` during which the stream did not change:
@@ -97,18 +99,20 @@ impl Lab {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = String>,
     {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let before = self.stored().await;
-            scrape().await;
-            let between = self.stored().await;
-            let text = scrape().await;
-            let after = self.stored().await;
-            if before == between && between == after {
-                return (text, after);
-            }
-            assert!(Instant::now() < deadline, "the stream never held still");
-        }
+        Wait::secs("the stream to hold still during two scrapes", 20)
+            .every(Duration::ZERO)
+            .until_async(async || {
+                let before = self.stored().await;
+                scrape().await;
+                let between = self.stored().await;
+                let text = scrape().await;
+                let after = self.stored().await;
+                match before == between && between == after {
+                    true => Ok((text, after)),
+                    false => Err((before, between, after)),
+                }
+            })
+            .await
     }
 }
 
@@ -190,19 +194,23 @@ impl Reader {
     /// moment later on a busy machine: fetched until `n` came, for at most
     /// 10 s) and returns their stream sequences.
     pub async fn read(&mut self, n: usize) -> Vec<u64> {
-        let deadline = Instant::now() + Duration::from_secs(10);
         let mut got = Vec::new();
-        while got.len() < n {
-            assert!(Instant::now() < deadline, "{}: {got:?} of {n}", self.name);
-            let fetch = self.consumer.fetch().max_messages(n - got.len());
-            let mut batch = fetch.messages().await.unwrap();
-            while let Some(m) = batch.next().await {
-                got.push(self.take(m.unwrap()).await);
-            }
-            if got.len() < n {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
+        Wait::secs(format!("{}: {n} messages", self.name), 10)
+            .until_async(async || {
+                if got.len() >= n {
+                    return Ok(());
+                }
+                let fetch = self.consumer.fetch().max_messages(n - got.len());
+                let mut batch = fetch.messages().await.unwrap();
+                while let Some(m) = batch.next().await {
+                    got.push(self.take(m.unwrap()).await);
+                }
+                match got.len() >= n {
+                    true => Ok(()),
+                    false => Err(got.clone()),
+                }
+            })
+            .await;
         got
     }
 

@@ -15,13 +15,13 @@ use serde_json::{json, Value};
 
 /// The per-consumer series of `stream`/`consumer` in an exposition, by family.
 fn series_of(text: &str, stream: &str, consumer: &str) -> Vec<String> {
-    let (s, c) = (
-        format!("stream=\"{stream}\""),
-        format!("consumer=\"{consumer}\""),
-    );
-    text.lines()
-        .filter(|l| !l.starts_with('#') && l.contains(&s) && l.contains(&c))
-        .map(|l| l.split(['{', ' ']).next().unwrap_or_default().to_string())
+    let has = |s: &nats_test_server::sample::Sample, k: &str, v: &str| {
+        s.labels.iter().any(|(lk, lv)| lk == k && lv == v)
+    };
+    nats_test_server::sample::all(text)
+        .into_iter()
+        .filter(|s| has(s, "stream", stream) && has(s, "consumer", consumer))
+        .map(|s| s.name)
         .collect()
 }
 

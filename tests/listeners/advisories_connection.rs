@@ -114,7 +114,7 @@ async fn token_login_and_a_wrong_token_stays_down() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let text = encode(&bad.registry);
     assert_eq!(
-        sample(
+        exact(
             &text,
             "nats_delivery_advisory_listener_up",
             &[("account", "$G")]
@@ -206,7 +206,7 @@ async fn mutual_tls_with_a_custom_ca() {
     let refused = start(no_cert, "APP", auth);
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
-        sample(
+        exact(
             &encode(&refused.registry),
             "nats_delivery_advisory_listener_up",
             &[("account", "APP")]
@@ -320,11 +320,11 @@ async fn a_refused_login_is_counted_once_as_connect() {
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     let text = encode(registry);
     assert_eq!(
-        sample(&text, "nats_delivery_advisory_listener_errors_total", &kind),
+        exact(&text, "nats_delivery_advisory_listener_errors_total", &kind),
         Some(1.0)
     );
     assert_eq!(
-        sample(
+        exact(
             &text,
             "nats_delivery_advisory_listener_up",
             &[("account", "APP")]

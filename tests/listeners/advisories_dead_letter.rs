@@ -26,7 +26,7 @@ async fn dead_messages_are_copied_intact_and_never_twice() {
     let consumer = pull_consumer(&st, "worker", 3, Duration::from_millis(300)).await;
     publish_with_headers(&js, 0, 12).await;
     pull_without_ack(&consumer, 60, || {
-        sample(
+        exact(
             &running.text(),
             "nats_delivery_dead_letter_stored_total",
             WORKER,
@@ -65,7 +65,7 @@ async fn dead_messages_are_copied_intact_and_never_twice() {
     .await;
     let text = running.text();
     assert_eq!(
-        sample(
+        exact(
             &text,
             "nats_delivery_jetstream_max_deliveries_total",
             WORKER
@@ -73,7 +73,7 @@ async fn dead_messages_are_copied_intact_and_never_twice() {
         Some(12.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_dead_letter_stored_total", WORKER),
+        exact(&text, "nats_delivery_dead_letter_stored_total", WORKER),
         Some(12.0)
     );
     assert_eq!(stream_messages(&js, "DLQ").await, 12);
@@ -111,7 +111,7 @@ async fn a_new_process_stores_nothing_twice(
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
-        sample(
+        exact(
             &fresh.text(),
             "nats_delivery_dead_letter_stored_total",
             WORKER
@@ -138,13 +138,21 @@ async fn originals_already_gone_are_counted_by_reason_never_as_stored() {
     let consumer = pull_consumer(&st, "worker", 2, Duration::from_millis(300)).await;
     publish_with_headers(&js, 0, 3).await;
     // All 3 die while the exporter is down, then the stream is purged.
-    while stream_messages(&js, "ADV").await < 3 {
-        pull_without_ack(&consumer, 5, {
-            let mut once = false;
-            move || std::mem::replace(&mut once, true)
+    Wait::secs("3 advisories in ADV (messages to die)", 60)
+        .every(Duration::ZERO)
+        .until_async(async || {
+            let stored = stream_messages(&js, "ADV").await;
+            if stored >= 3 {
+                return Ok(());
+            }
+            pull_without_ack(&consumer, 5, {
+                let mut once = false;
+                move || std::mem::replace(&mut once, true)
+            })
+            .await;
+            Err(stored)
         })
         .await;
-    }
     js.get_stream("WORK").await.unwrap().purge().await.unwrap();
 
     // Terminated by the client: 2 copies with reason "client".
@@ -176,7 +184,7 @@ async fn originals_already_gone_are_counted_by_reason_never_as_stored() {
     .await;
     let text = running.text();
     assert_eq!(
-        sample(
+        exact(
             &text,
             "nats_delivery_jetstream_max_deliveries_total",
             WORKER
@@ -184,11 +192,11 @@ async fn originals_already_gone_are_counted_by_reason_never_as_stored() {
         Some(3.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_dead_letter_stored_total", WORKER),
+        exact(&text, "nats_delivery_dead_letter_stored_total", WORKER),
         None
     );
     assert_eq!(
-        sample(&text, "nats_delivery_dead_letter_errors_total", APP),
+        exact(&text, "nats_delivery_dead_letter_errors_total", APP),
         Some(0.0)
     );
     let copies = all_messages(&js, "DLQ").await;
@@ -216,7 +224,7 @@ async fn live_mode_copies_dead_messages_too() {
     let consumer = pull_consumer(&st, "worker", 1, Duration::from_millis(300)).await;
     publish_with_headers(&js, 0, 4).await;
     pull_without_ack(&consumer, 60, || {
-        sample(
+        exact(
             &running.text(),
             "nats_delivery_dead_letter_stored_total",
             WORKER,
@@ -234,7 +242,7 @@ async fn live_mode_copies_dead_messages_too() {
     assert_eq!(stream_messages(&js, "DLQ").await, 4);
     // The advisory connection carried only advisories: no false drops.
     assert_eq!(
-        sample(
+        exact(
             &running.text(),
             "nats_delivery_exporter_dropped_messages_total",
             APP
@@ -271,7 +279,7 @@ async fn a_dead_letter_stream_that_refuses_copies_does_not_stall_counting() {
     let consumer = pull_consumer(&st, "worker", 1, Duration::from_millis(300)).await;
     publish_with_headers(&js, 0, 3).await;
     pull_without_ack(&consumer, 60, || {
-        sample(
+        exact(
             &running.text(),
             "nats_delivery_jetstream_max_deliveries_total",
             WORKER,
@@ -289,7 +297,7 @@ async fn a_dead_letter_stream_that_refuses_copies_does_not_stall_counting() {
     .await;
     let text = running.text();
     assert_eq!(
-        sample(
+        exact(
             &text,
             "nats_delivery_jetstream_max_deliveries_total",
             WORKER
@@ -297,17 +305,17 @@ async fn a_dead_letter_stream_that_refuses_copies_does_not_stall_counting() {
         Some(3.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_dead_letter_stored_total", WORKER),
+        exact(&text, "nats_delivery_dead_letter_stored_total", WORKER),
         Some(1.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_dead_letter_errors_total", APP),
+        exact(&text, "nats_delivery_dead_letter_errors_total", APP),
         Some(10.0)
     );
     // A message whose copy failed is counted when its copy is stored or
     // given up, not before: its redeliveries are not duplicates.
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        exact(&text, "nats_delivery_advisories_duplicate_total", APP),
         Some(0.0)
     );
     assert_eq!(stream_messages(&js, "DLQ").await, 1);
@@ -332,7 +340,7 @@ async fn a_copy_stored_before_its_count_was_saved_is_counted_once() {
     publish_with_headers(&js, 0, 3).await;
     let stored = "nats_delivery_dead_letter_stored_total";
     pull_without_ack(&consumer, 60, || {
-        sample(&first.text(), stored, WORKER) == Some(3.0)
+        exact(&first.text(), stored, WORKER) == Some(3.0)
     })
     .await;
     first.stop().await;
@@ -347,7 +355,7 @@ async fn a_copy_stored_before_its_count_was_saved_is_counted_once() {
     let second = start_listener(&s, "APP", "app", advisory_args(&own)).await;
     let deaths = "nats_delivery_jetstream_max_deliveries_total";
     wait_value(&second.registry, deaths, WORKER, 3.0, 20).await;
-    assert_eq!(sample(&second.text(), stored, WORKER), Some(3.0));
+    assert_eq!(exact(&second.text(), stored, WORKER), Some(3.0));
     assert_eq!(stream_messages(&js, "DLQ").await, 3);
     second.stop().await;
 }

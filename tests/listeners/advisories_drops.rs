@@ -35,35 +35,33 @@ async fn own_client_drops_are_counted_exactly() {
     app.flush().await.unwrap();
     let labels = [("account", "APP"), ("stream", "B"), ("consumer", "C")];
     let counted_and_dropped = |text: &str| {
-        let counted = sample(
+        let counted = exact(
             text,
             "nats_delivery_jetstream_max_deliveries_total",
             &labels,
         )
         .unwrap_or(0.0);
-        let dropped = sample(text, "nats_delivery_exporter_dropped_messages_total", APP).unwrap();
+        let dropped = exact(text, "nats_delivery_exporter_dropped_messages_total", APP).unwrap();
         (counted, dropped)
     };
     // Every advisory is either counted or counted as dropped, exactly.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let text = running.text();
-        let (counted, dropped) = counted_and_dropped(&text);
-        let received = sample(&text, "nats_delivery_advisories_received_total", APP).unwrap();
-        if counted + dropped == N as f64 {
+    Wait::secs(format!("{N} advisories counted or counted as dropped"), 20)
+        .every(Duration::from_millis(100))
+        .until(|| {
+            let text = running.text();
+            let (counted, dropped) = counted_and_dropped(&text);
+            let received = exact(&text, "nats_delivery_advisories_received_total", APP).unwrap();
+            if counted + dropped != N as f64 {
+                return Err(format!("counted {counted} + dropped {dropped}"));
+            }
             assert_eq!(received, counted, "{text}");
             assert!(
                 dropped > 0.0,
                 "the burst did not overflow an 8-message buffer: {text}"
             );
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "counted {counted} + dropped {dropped} != {N}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            Ok(())
+        })
+        .await;
     // And it stays exact: no late over-count.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let text = running.text();

@@ -59,11 +59,11 @@ async fn advisories_made_while_the_exporter_is_stopped_are_counted_after_restart
     wait_value(&second.registry, name, &labels, 35.0, 20).await;
     let text = second.text();
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_received_total", APP),
+        exact(&text, "nats_delivery_advisories_received_total", APP),
         Some(35.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        exact(&text, "nats_delivery_advisories_duplicate_total", APP),
         Some(0.0)
     );
     nats_test_server::reference::assert_documented(&text);
@@ -110,7 +110,7 @@ async fn two_replicas_sharing_the_consumer_both_show_the_exact_count() {
     // Each replica commits its share to the totals bucket and shows the
     // stored totals: both read the whole count (alerts take the max).
     let both = |a: &Running, b: &Running| {
-        let v = |r: &Running| sample(&r.text(), name, &labels).unwrap_or(0.0);
+        let v = |r: &Running| exact(&r.text(), name, &labels).unwrap_or(0.0);
         (v(a), v(b))
     };
     publish(&js, "work", N as usize).await;
@@ -118,16 +118,16 @@ async fn two_replicas_sharing_the_consumer_both_show_the_exact_count() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(both(&a, &b), (N, N), "a:\n{}\nb:\n{}", a.text(), b.text());
     let received =
-        |r: &Running| sample(&r.text(), "nats_delivery_advisories_received_total", APP).unwrap();
+        |r: &Running| exact(&r.text(), "nats_delivery_advisories_received_total", APP).unwrap();
     assert_eq!((received(&a), received(&b)), (N, N));
     for r in [&a, &b] {
         let t = r.text();
         assert_eq!(
-            sample(&t, "nats_delivery_advisories_unknown_total", APP),
+            exact(&t, "nats_delivery_advisories_unknown_total", APP),
             Some(0.0)
         );
         assert_eq!(
-            sample(&t, "nats_delivery_advisories_duplicate_total", APP),
+            exact(&t, "nats_delivery_advisories_duplicate_total", APP),
             Some(0.0)
         );
         nats_test_server::reference::assert_documented(&t);
@@ -178,7 +178,7 @@ async fn an_existing_stream_that_does_not_fit_is_a_clear_error() {
     let task = tokio::spawn(listener.run(rx));
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
-        sample(
+        exact(
             &encode(&registry),
             "nats_delivery_advisory_listener_up",
             APP
@@ -232,24 +232,23 @@ async fn acknowledged_advisories_handed_out_again_are_not_counted_again() {
 
     let second = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
     // Every advisory is handed out again; wait until all are acknowledged.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let mut c: jetstream::consumer::PullConsumer =
-            adv.get_consumer("nats-delivery-exporter").await.unwrap();
-        if c.info().await.unwrap().ack_floor.stream_sequence == 40 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "not all acknowledged");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    Wait::secs("all 40 acknowledged", 30)
+        .every(Duration::from_millis(200))
+        .until_async(async || {
+            let mut c: jetstream::consumer::PullConsumer =
+                adv.get_consumer("nats-delivery-exporter").await.unwrap();
+            let floor = c.info().await.unwrap().ack_floor.stream_sequence;
+            (floor == 40).then_some(()).ok_or(floor)
+        })
+        .await;
     let text = second.text();
-    assert_eq!(sample(&text, name, &labels), Some(40.0), "{text}");
+    assert_eq!(exact(&text, name, &labels), Some(40.0), "{text}");
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_received_total", APP),
+        exact(&text, "nats_delivery_advisories_received_total", APP),
         Some(40.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        exact(&text, "nats_delivery_advisories_duplicate_total", APP),
         Some(0.0)
     );
     second.stop().await;
@@ -296,9 +295,9 @@ async fn deaths_announced_again_by_a_new_leader_are_counted_once() {
     let received = "nats_delivery_advisories_received_total";
     wait_value(&first.registry, received, APP, 70.0, 30).await;
     let text = first.text();
-    assert_eq!(sample(&text, name, &labels), Some(40.0), "{text}");
+    assert_eq!(exact(&text, name, &labels), Some(40.0), "{text}");
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        exact(&text, "nats_delivery_advisories_duplicate_total", APP),
         Some(30.0)
     );
     first.stop().await;
@@ -308,9 +307,9 @@ async fn deaths_announced_again_by_a_new_leader_are_counted_once() {
     let second = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
     wait_value(&second.registry, received, APP, 110.0, 30).await;
     let text = second.text();
-    assert_eq!(sample(&text, name, &labels), Some(40.0), "{text}");
+    assert_eq!(exact(&text, name, &labels), Some(40.0), "{text}");
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        exact(&text, "nats_delivery_advisories_duplicate_total", APP),
         Some(70.0)
     );
     // A message that really dies now is still counted.

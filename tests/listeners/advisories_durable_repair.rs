@@ -20,20 +20,17 @@ async fn an_advisory_stream_deleted_under_the_exporter_is_created_again() {
     let js = jetstream::new(client(&s, "app").await);
     js.delete_stream("ADV").await.unwrap();
     // The listener notices, creates the stream and its consumer again.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(st) = js.get_stream("ADV").await {
-            if st
+    Wait::secs("ADV and its consumer made again", 30)
+        .every(Duration::from_millis(100))
+        .until_async(async || match js.get_stream("ADV").await {
+            Ok(st) => st
                 .get_consumer::<jetstream::consumer::pull::Config>("nats-delivery-exporter")
                 .await
-                .is_ok()
-            {
-                break;
-            }
-        }
-        assert!(std::time::Instant::now() < deadline, "ADV not re-created");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        })
+        .await;
     let app = client(&s, "app").await;
     announce_deaths(&app, 1..=5).await;
     let labels = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
@@ -87,9 +84,9 @@ async fn a_deleted_consumer_is_noticed_and_made_again_after_what_was_counted() {
     wait_value(&running.registry, name, &labels, 10.0, 30).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let text = running.text();
-    assert_eq!(sample(&text, name, &labels), Some(10.0));
+    assert_eq!(exact(&text, name, &labels), Some(10.0));
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_received_total", APP),
+        exact(&text, "nats_delivery_advisories_received_total", APP),
         Some(10.0)
     );
     running.stop().await;
@@ -113,7 +110,7 @@ async fn a_consumer_deleted_while_no_listener_runs_is_noticed_at_setup() {
     announce_deaths(&app, 1..=5).await;
     wait_value(&first.registry, name, &labels, 5.0, 20).await;
     assert_eq!(
-        sample(&first.text(), errors, &missing),
+        exact(&first.text(), errors, &missing),
         None,
         "a first start"
     );
@@ -124,16 +121,16 @@ async fn a_consumer_deleted_while_no_listener_runs_is_noticed_at_setup() {
     adv.delete_consumer("nats-delivery-exporter").await.unwrap();
     announce_deaths(&app, 6..=10).await;
     let second = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
-    assert_eq!(sample(&second.text(), errors, &missing), Some(1.0));
+    assert_eq!(exact(&second.text(), errors, &missing), Some(1.0));
     // The stored five and the five new ones; none of the first five again.
     wait_value(&second.registry, name, &labels, 10.0, 30).await;
     let text = second.text();
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_received_total", APP),
+        exact(&text, "nats_delivery_advisories_received_total", APP),
         Some(10.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        exact(&text, "nats_delivery_advisories_duplicate_total", APP),
         Some(0.0),
         "the first five were handed out again"
     );

@@ -48,7 +48,7 @@ async fn an_event_whose_stream_cannot_be_looked_up_waits_and_is_counted_once() {
     let_die(&js, &consumer, 0, 1, 1).await;
     tokio::time::sleep(Duration::from_secs(8)).await;
     assert_eq!(
-        sample(&exporter.text(), name, &labels),
+        exact(&exporter.text(), name, &labels),
         None,
         "counted before its stream was known"
     );
@@ -74,9 +74,9 @@ async fn an_event_whose_stream_cannot_be_looked_up_waits_and_is_counted_once() {
     )
     .await;
     let text = exporter.text();
-    assert_eq!(sample(&text, name, &labels), Some(1.0), "{text}");
+    assert_eq!(exact(&text, name, &labels), Some(1.0), "{text}");
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        exact(&text, "nats_delivery_advisories_duplicate_total", APP),
         Some(1.0),
         "{text}"
     );

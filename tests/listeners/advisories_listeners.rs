@@ -71,7 +71,7 @@ async fn listeners_start_from_flags_and_stop() {
     .await;
     let text = encode(&registry);
     assert_eq!(
-        sample(
+        exact(
             &text,
             "nats_delivery_advisories_received_total",
             &[("account", "APP")]
@@ -84,7 +84,7 @@ async fn listeners_start_from_flags_and_stop() {
         .unwrap();
     let text = encode(&registry);
     assert_eq!(
-        sample(
+        exact(
             &text,
             "nats_delivery_advisory_listener_up",
             &[("account", "APP")]
@@ -92,7 +92,7 @@ async fn listeners_start_from_flags_and_stop() {
         Some(0.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_system_events_listener_up", &[]),
+        exact(&text, "nats_delivery_system_events_listener_up", &[]),
         Some(0.0)
     );
 }

@@ -30,7 +30,7 @@ async fn forty_dead_messages_count_forty_not_one_hundred_sixty() {
     let name = "nats_delivery_jetstream_max_deliveries_total";
     let labels = consumer_labels("WORK", "worker");
     let deliveries = pull_without_ack(&consumer, 60, || {
-        sample(&running.text(), name, &labels) == Some(40.0)
+        exact(&running.text(), name, &labels) == Some(40.0)
     })
     .await;
     // Keep pulling a little: nothing is left to deliver or count.
@@ -48,7 +48,7 @@ async fn forty_dead_messages_count_forty_not_one_hundred_sixty() {
     wait_value(&running.registry, name, &labels, 40.0, 10).await;
     let text = running.text();
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_received_total", APP),
+        exact(&text, "nats_delivery_advisories_received_total", APP),
         Some(40.0)
     );
     for m in [
@@ -57,10 +57,10 @@ async fn forty_dead_messages_count_forty_not_one_hundred_sixty() {
         "nats_delivery_advisories_duplicate_total",
         "nats_delivery_exporter_dropped_messages_total",
     ] {
-        assert_eq!(sample(&text, m, APP), Some(0.0), "{m}");
+        assert_eq!(exact(&text, m, APP), Some(0.0), "{m}");
     }
     assert_eq!(
-        sample(&text, "nats_delivery_advisory_listener_up", APP),
+        exact(&text, "nats_delivery_advisory_listener_up", APP),
         Some(1.0)
     );
     nats_test_server::reference::assert_documented(&text);
@@ -98,19 +98,23 @@ async fn naks_and_client_terms_are_exact() {
     assert_eq!(i, 20);
     // Second round: the 10 NAKed come back and are acknowledged.
     let mut redelivered = 0;
-    while redelivered < 10 {
-        let mut batch = consumer
-            .fetch()
-            .max_messages(20)
-            .expires(Duration::from_secs(1))
-            .messages()
-            .await
-            .unwrap();
-        while let Some(m) = batch.next().await {
-            m.unwrap().double_ack().await.unwrap();
-            redelivered += 1;
-        }
-    }
+    Wait::secs("the 10 NAKed messages again", 30)
+        .every(Duration::ZERO)
+        .until_async(async || {
+            let mut batch = consumer
+                .fetch()
+                .max_messages(20)
+                .expires(Duration::from_secs(1))
+                .messages()
+                .await
+                .unwrap();
+            while let Some(m) = batch.next().await {
+                m.unwrap().double_ack().await.unwrap();
+                redelivered += 1;
+            }
+            (redelivered >= 10).then_some(()).ok_or(redelivered)
+        })
+        .await;
     assert_eq!(redelivered, 10);
 
     let labels = consumer_labels("JOBS", "jobber");
@@ -134,11 +138,11 @@ async fn naks_and_client_terms_are_exact() {
     .await;
     let text = running.text();
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_received_total", APP),
+        exact(&text, "nats_delivery_advisories_received_total", APP),
         Some(17.0)
     );
     assert_eq!(
-        sample(
+        exact(
             &text,
             "nats_delivery_jetstream_max_deliveries_total",
             &labels
@@ -159,19 +163,23 @@ async fn stream_limits_removing_unacked_messages_are_terminations() {
     let consumer = pull_consumer(&st, "slowpoke", -1, Duration::from_secs(30)).await;
     publish(&js, "small", 10).await; // seqs 1-5 are gone before anyone saw them
     let mut got = 0;
-    while got < 5 {
-        let mut batch = consumer
-            .fetch()
-            .max_messages(5)
-            .expires(Duration::from_secs(1))
-            .messages()
-            .await
-            .unwrap();
-        while let Some(m) = batch.next().await {
-            m.unwrap();
-            got += 1;
-        }
-    }
+    Wait::secs("5 messages", 30)
+        .every(Duration::ZERO)
+        .until_async(async || {
+            let mut batch = consumer
+                .fetch()
+                .max_messages(5)
+                .expires(Duration::from_secs(1))
+                .messages()
+                .await
+                .unwrap();
+            while let Some(m) = batch.next().await {
+                m.unwrap();
+                got += 1;
+            }
+            (got >= 5).then_some(()).ok_or(got)
+        })
+        .await;
     assert_eq!(got, 5);
     // 10 more: seqs 6-10 (delivered, unacked) are removed by the limit.
     publish(&js, "small", 10).await;
@@ -183,15 +191,16 @@ async fn stream_limits_removing_unacked_messages_are_terminations() {
             .map(|r| {
                 let mut l = labels.clone();
                 l.push(("reason", r));
-                sample(text, "nats_delivery_jetstream_terminated_total", &l).unwrap_or(0.0)
+                exact(text, "nats_delivery_jetstream_terminated_total", &l).unwrap_or(0.0)
             })
             .sum::<f64>()
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while total(&running.text()) < 5.0 {
-        assert!(std::time::Instant::now() < deadline, "{}", running.text());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    Wait::secs("5 terminated advisories", 15)
+        .until(|| {
+            let text = running.text();
+            (total(&text) >= 5.0).then_some(()).ok_or(Text(text))
+        })
+        .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let text = running.text();
     assert_eq!(total(&text), 5.0, "{text}");
@@ -206,7 +215,7 @@ async fn stream_limits_removing_unacked_messages_are_terminations() {
     let mut unacked = labels.clone();
     unacked.push(("reason", reason));
     assert_eq!(
-        sample(&text, "nats_delivery_jetstream_terminated_total", &unacked),
+        exact(&text, "nats_delivery_jetstream_terminated_total", &unacked),
         Some(5.0),
         "{text}"
     );
@@ -243,20 +252,20 @@ async fn garbage_is_counted_and_the_listener_keeps_counting() {
     .await;
     let text = running.text();
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_malformed_total", APP),
+        exact(&text, "nats_delivery_advisories_malformed_total", APP),
         Some(4.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_unknown_total", APP),
+        exact(&text, "nats_delivery_advisories_unknown_total", APP),
         Some(1.0)
     );
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        exact(&text, "nats_delivery_advisories_duplicate_total", APP),
         Some(1.0)
     );
     let sc = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
     assert_eq!(
-        sample(&text, "nats_delivery_jetstream_max_deliveries_total", &sc),
+        exact(&text, "nats_delivery_jetstream_max_deliveries_total", &sc),
         Some(1.0)
     );
 
@@ -267,7 +276,7 @@ async fn garbage_is_counted_and_the_listener_keeps_counting() {
     publish(&js, "after", 1).await;
     let labels = [("account", "APP"), ("stream", "AFTER"), ("consumer", "c")];
     pull_without_ack(&consumer, 30, || {
-        sample(
+        exact(
             &running.text(),
             "nats_delivery_jetstream_max_deliveries_total",
             &labels,
@@ -297,19 +306,23 @@ async fn each_account_sees_only_its_own_advisories() {
         let c = pull_consumer(&st, "c", 1, Duration::from_millis(300)).await;
         publish(&js, "q", n).await;
         let mut seen = 0;
-        while seen < n {
-            let mut b = c
-                .fetch()
-                .max_messages(10)
-                .expires(Duration::from_millis(500))
-                .messages()
-                .await
-                .unwrap();
-            while let Some(m) = b.next().await {
-                m.unwrap();
-                seen += 1;
-            }
-        }
+        Wait::secs(format!("{user}'s {n} messages"), 30)
+            .every(Duration::ZERO)
+            .until_async(async || {
+                let mut b = c
+                    .fetch()
+                    .max_messages(10)
+                    .expires(Duration::from_millis(500))
+                    .messages()
+                    .await
+                    .unwrap();
+                while let Some(m) = b.next().await {
+                    m.unwrap();
+                    seen += 1;
+                }
+                (seen >= n).then_some(()).ok_or(seen)
+            })
+            .await;
         // One more pull after ack_wait lets the server notice max_deliver.
         tokio::time::sleep(Duration::from_millis(400)).await;
         pull_without_ack(&c, 2, {
@@ -336,7 +349,7 @@ async fn each_account_sees_only_its_own_advisories() {
     )
     .await;
     assert_eq!(
-        sample(
+        exact(
             &app_listener.text(),
             "nats_delivery_advisories_received_total",
             APP

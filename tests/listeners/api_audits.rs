@@ -7,7 +7,7 @@
 //! never as a purge.
 use crate::advisories_support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use advisories_support::*;
 use async_nats::jetstream;
@@ -132,14 +132,13 @@ async fn new_leader(app: &async_nats::Client, stream: &str) {
     let subject = format!("$JS.API.STREAM.LEADER.STEPDOWN.{stream}");
     let answer = api(app, &subject, Value::Null).await;
     assert_eq!(answer["success"], json!(true), "step down: {answer}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match leader(app, stream).await {
-            Some(l) if l != old => break,
-            _ => assert!(Instant::now() < deadline, "{stream}: no new leader in 30 s"),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    Wait::secs(format!("{stream}: a new leader"), 30)
+        .every(Duration::from_millis(200))
+        .until_async(async || match leader(app, stream).await {
+            Some(l) if l != old => Ok(()),
+            other => Err(other),
+        })
+        .await;
 }
 
 /// Waits until the listener shows `purged` and one delete for `stream`,
@@ -150,9 +149,9 @@ async fn check_counts(running: &Running, app: &async_nats::Client, stream: &str,
     wait_value(&running.registry, PURGED, &labels, purged as f64, 20).await;
     wait_value(&running.registry, DELETED, &labels, 1.0, 5).await;
     let text = running.text();
-    assert_eq!(sample(&text, MALFORMED, APP), Some(0.0));
+    assert_eq!(exact(&text, MALFORMED, APP), Some(0.0));
     assert_eq!(
-        sample(
+        exact(
             &text,
             PURGED,
             &[("account", "APP"), ("stream", "NO_SUCH_STREAM")]
@@ -172,10 +171,10 @@ async fn check_counts(running: &Running, app: &async_nats::Client, stream: &str,
     app.flush().await.expect("flush");
     wait_value(&running.registry, MALFORMED, APP, 2.0, 10).await;
     let text = running.text();
-    assert_eq!(sample(&text, PURGED, &labels), Some(purged as f64));
-    assert_eq!(sample(&text, DELETED, &labels), Some(1.0));
+    assert_eq!(exact(&text, PURGED, &labels), Some(purged as f64));
+    assert_eq!(exact(&text, DELETED, &labels), Some(1.0));
     assert_eq!(
-        sample(&text, "nats_delivery_exporter_dropped_messages_total", APP),
+        exact(&text, "nats_delivery_exporter_dropped_messages_total", APP),
         Some(0.0)
     );
     nats_test_server::reference::assert_documented(&text);
@@ -196,7 +195,7 @@ async fn live_purges_and_deletes_equal_the_servers_figures() {
         "nats_delivery_advisories_received_total",
         "nats_delivery_advisories_malformed_total",
     ] {
-        assert_eq!(sample(&text, m, APP), Some(0.0), "{m}");
+        assert_eq!(exact(&text, m, APP), Some(0.0), "{m}");
     }
     running.stop().await;
 }
@@ -229,22 +228,18 @@ async fn a_cluster_audits_each_purge_once() {
     let running = start_listener(&servers[0], "APP", "app", advisory_args(&[])).await;
     let app = client(&servers[2], "app").await;
     let js = jetstream::new(app.clone());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let created = js
-            .get_or_create_stream(jetstream::stream::Config {
+    Wait::secs("a JetStream cluster for ORDERS", 30)
+        .every(Duration::from_millis(200))
+        .until_async(async || {
+            js.get_or_create_stream(jetstream::stream::Config {
                 name: "ORDERS".into(),
                 subjects: vec!["orders.>".into()],
                 num_replicas: 3,
                 ..Default::default()
             })
-            .await;
-        match created {
-            Ok(_) => break,
-            Err(e) => assert!(Instant::now() < deadline, "no JetStream cluster: {e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+            .await
+        })
+        .await;
     let purged = remove_every_way(&app, &js, "ORDERS", "orders", true).await;
     check_counts(&running, &app, "ORDERS", purged).await;
     running.stop().await;
@@ -308,10 +303,10 @@ async fn a_refused_audit_subject_is_counted_and_the_rest_goes_on() {
     assert_eq!(purge(&app, "JOBS", Value::Null).await, 1);
     let text = running.text();
     let labels = [("account", "APP"), ("stream", "JOBS")];
-    assert_eq!(sample(&text, PURGED, &labels), None);
-    assert_eq!(sample(&text, errors, &permission), Some(1.0));
+    assert_eq!(exact(&text, PURGED, &labels), None);
+    assert_eq!(exact(&text, errors, &permission), Some(1.0));
     assert_eq!(
-        sample(&text, "nats_delivery_advisory_listener_up", APP),
+        exact(&text, "nats_delivery_advisory_listener_up", APP),
         Some(1.0)
     );
     running.stop().await;

@@ -17,22 +17,25 @@ use prometheus_client::registry::Registry;
 /// for up to 30 s; true once a leader answered.
 async fn step_down(app: &async_nats::Client, what: &str) -> bool {
     let subject = format!("$JS.API.{what}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        let r = tokio::time::timeout(
-            Duration::from_secs(5),
-            app.request(subject.clone(), "".into()),
-        )
-        .await;
-        if let Ok(Ok(reply)) = r {
+    Wait::secs(format!("{what} answered by a leader"), 30)
+        .every(Duration::from_millis(500))
+        .try_until_async(async || {
+            let r = tokio::time::timeout(
+                Duration::from_secs(5),
+                app.request(subject.clone(), "".into()),
+            )
+            .await;
+            let Ok(Ok(reply)) = r else {
+                return Err("no answer".to_string());
+            };
             let v: serde_json::Value = serde_json::from_slice(&reply.payload).unwrap_or_default();
-            if v["success"] == serde_json::Value::Bool(true) {
-                return true;
+            match v["success"] == serde_json::Value::Bool(true) {
+                true => Ok(()),
+                false => Err(v.to_string()),
             }
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    false
+        })
+        .await
+        .is_ok()
 }
 
 /// Pulls without acknowledging until every message of the consumer has
@@ -44,31 +47,34 @@ where
     Fut: std::future::Future<Output = ()>,
 {
     use futures::StreamExt;
-    let deadline = Instant::now() + Duration::from_secs(secs);
     let mut round = 0;
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "messages did not all die in {secs} s"
-        );
-        // A pull can fail while a leader changes (503): pull again.
-        if let Ok(mut batch) = c
-            .fetch()
-            .max_messages(500)
-            .expires(Duration::from_millis(300))
-            .messages()
-            .await
-        {
-            while let Some(Ok(_)) = batch.next().await {}
-        }
-        faults(round).await;
-        round += 1;
-        if let Ok(info) = c.get_info().await {
-            if info.num_pending == 0 && info.num_ack_pending == 0 && round > 5 {
-                return;
+    Wait::secs("messages to all die", secs)
+        .every(Duration::ZERO)
+        .until_async(async || {
+            // A pull can fail while a leader changes (503): pull again.
+            if let Ok(mut batch) = c
+                .fetch()
+                .max_messages(500)
+                .expires(Duration::from_millis(300))
+                .messages()
+                .await
+            {
+                while let Some(Ok(_)) = batch.next().await {}
             }
-        }
-    }
+            faults(round).await;
+            round += 1;
+            match c.get_info().await {
+                Ok(info) if info.num_pending == 0 && info.num_ack_pending == 0 && round > 5 => {
+                    Ok(())
+                }
+                Ok(info) => Err(format!(
+                    "round {round}: {} pending, {} awaiting acknowledgement",
+                    info.num_pending, info.num_ack_pending
+                )),
+                Err(e) => Err(format!("round {round}: {e}")),
+            }
+        })
+        .await;
 }
 
 /// The server's own record: the distinct messages its max-deliveries
@@ -80,40 +86,33 @@ async fn dead_in_adv(js: &jetstream::Context, want: usize) -> std::collections::
     // Each request is retried too: after leader changes (and on a loaded
     // machine) a request can time out.
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut adv = loop {
-        match js.get_stream("ADV").await {
-            Ok(s) => break s,
-            Err(e) => assert!(Instant::now() < deadline, "ADV: {e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    loop {
-        let state = loop {
-            match adv.info().await {
-                Ok(i) => break i.state.clone(),
-                Err(e) => assert!(Instant::now() < deadline, "ADV info: {e}"),
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        };
-        let mut seqs = std::collections::BTreeSet::new();
-        for n in state.first_sequence.max(1)..=state.last_sequence {
-            let m = loop {
-                match adv.get_raw_message(n).await {
-                    Ok(m) => break m,
-                    Err(e) => assert!(Instant::now() < deadline, "ADV seq {n}: {e}"),
+    let retry = |what: String| Wait::before(what, deadline).every(Duration::from_millis(200));
+    let mut adv = retry("ADV".into())
+        .until_async(async || js.get_stream("ADV").await)
+        .await;
+    Wait::before(format!("ADV to name {want} dead messages"), deadline)
+        .every(Duration::from_millis(500))
+        .try_until_async(async || {
+            let state = retry("ADV info".into())
+                .until_async(async || adv.info().await.map(|i| i.state.clone()))
+                .await;
+            let mut seqs = std::collections::BTreeSet::new();
+            for n in state.first_sequence.max(1)..=state.last_sequence {
+                let m = retry(format!("ADV seq {n}"))
+                    .until_async(async || adv.get_raw_message(n).await)
+                    .await;
+                if m.subject.as_str() == "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.WORK.worker" {
+                    let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+                    seqs.insert(v["stream_seq"].as_u64().unwrap());
                 }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            };
-            if m.subject.as_str() == "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.WORK.worker" {
-                let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
-                seqs.insert(v["stream_seq"].as_u64().unwrap());
             }
-        }
-        if seqs.len() >= want || Instant::now() >= deadline {
-            return seqs;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+            match seqs.len() >= want {
+                true => Ok(seqs),
+                false => Err(seqs),
+            }
+        })
+        .await
+        .unwrap_or_else(|seqs| seqs)
 }
 
 /// Waits until every stream and consumer of the test answers from a leader
@@ -130,23 +129,25 @@ async fn wait_for_leaders(app: &async_nats::Client, lost: &str) {
     ];
     let deadline = Instant::now() + Duration::from_secs(60);
     for what in assets {
-        loop {
-            let reply = tokio::time::timeout(
-                Duration::from_secs(2),
-                app.request(format!("$JS.API.{what}"), "".into()),
-            )
-            .await;
-            if let Ok(Ok(reply)) = reply {
+        Wait::before(format!("{what}: a leader other than {lost:?}"), deadline)
+            .every(Duration::from_millis(200))
+            .until_async(async || {
+                let reply = tokio::time::timeout(
+                    Duration::from_secs(2),
+                    app.request(format!("$JS.API.{what}"), "".into()),
+                )
+                .await;
+                let Ok(Ok(reply)) = reply else {
+                    return Err("no answer".to_string());
+                };
                 let v: serde_json::Value =
                     serde_json::from_slice(&reply.payload).unwrap_or_default();
                 match v["cluster"]["leader"].as_str() {
-                    Some(leader) if !leader.is_empty() && leader != lost => break,
-                    _ => {}
+                    Some(leader) if !leader.is_empty() && leader != lost => Ok(()),
+                    other => Err(format!("leader {other:?}")),
                 }
-            }
-            assert!(Instant::now() < deadline, "{what}: no new leader in 60 s");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            })
+            .await;
     }
 }
 
@@ -155,26 +156,22 @@ async fn wait_for_leaders(app: &async_nats::Client, lost: &str) {
 async fn replicated_work_consumer(js: &jetstream::Context) -> jetstream::consumer::PullConsumer {
     // The meta group needs a leader before streams can be created.
     let deadline = Instant::now() + Duration::from_secs(30);
-    let st = loop {
-        match js
-            .get_or_create_stream(jetstream::stream::Config {
+    let st = Wait::before("a JetStream cluster for WORK", deadline)
+        .every(Duration::from_millis(200))
+        .until_async(async || {
+            js.get_or_create_stream(jetstream::stream::Config {
                 name: "WORK".into(),
                 subjects: vec!["work.>".into()],
                 num_replicas: 3,
                 ..Default::default()
             })
             .await
-        {
-            Ok(st) => break st,
-            Err(e) => {
-                assert!(Instant::now() < deadline, "no JetStream cluster: {e}");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    };
-    loop {
-        match st
-            .create_consumer(jetstream::consumer::pull::Config {
+        })
+        .await;
+    Wait::before("the R3 consumer worker", deadline)
+        .every(Duration::from_millis(200))
+        .until_async(async || {
+            st.create_consumer(jetstream::consumer::pull::Config {
                 durable_name: Some("worker".into()),
                 max_deliver: 2,
                 ack_wait: Duration::from_millis(300),
@@ -182,12 +179,8 @@ async fn replicated_work_consumer(js: &jetstream::Context) -> jetstream::consume
                 ..Default::default()
             })
             .await
-        {
-            Ok(c) => break c,
-            Err(e) => assert!(Instant::now() < deadline, "consumer: {e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        })
+        .await
 }
 
 /// Starts the durable listener of APP with R3 advisory stream and bucket,
@@ -231,8 +224,8 @@ async fn start_replicated_listener(
 /// Advisories received that were not re-sent duplicates.
 fn received_less_duplicates(text: &str) -> f64 {
     let app = [("account", "APP")];
-    let received = sample(text, "nats_delivery_advisories_received_total", &app).unwrap();
-    let duplicates = sample(text, "nats_delivery_advisories_duplicate_total", &app).unwrap();
+    let received = exact(text, "nats_delivery_advisories_received_total", &app).unwrap();
+    let duplicates = exact(text, "nats_delivery_advisories_duplicate_total", &app).unwrap();
     received - duplicates
 }
 
@@ -267,18 +260,15 @@ async fn die_while_leaders_step_down(
 /// Publishes, retrying while the cluster elects a new leader.
 async fn publish_retrying(js: &jetstream::Context, from: usize, n: usize) {
     for i in from..from + n {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let acked = match js.publish(format!("work.{i}"), "m".into()).await {
-                Ok(ack) => ack.await.is_ok(),
-                Err(_) => false,
-            };
-            if acked {
-                break;
-            }
-            assert!(Instant::now() < deadline, "work.{i} not stored");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        Wait::secs(format!("work.{i} stored"), 30)
+            .every(Duration::from_millis(200))
+            .until_async(
+                async || match js.publish(format!("work.{i}"), "m".into()).await {
+                    Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                },
+            )
+            .await;
     }
 }
 
@@ -303,7 +293,7 @@ async fn leader_changes_and_a_lost_server_leave_the_count_exact() {
         ("consumer", "worker"),
     ];
     let name = "nats_delivery_jetstream_max_deliveries_total";
-    let count = || sample(&encode(&registry), name, &worker).unwrap_or(0.0);
+    let count = || exact(&encode(&registry), name, &worker).unwrap_or(0.0);
 
     // The advisory stream's leader changes first, and it has a new one
     // before anything dies: the server publishes each advisory once, and one

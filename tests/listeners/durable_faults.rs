@@ -36,7 +36,7 @@ fn scraper(port: u16, every: Duration) -> (Arc<Mutex<Vec<f64>>>, Arc<Mutex<bool>
     let (v, s) = (values.clone(), stop.clone());
     std::thread::spawn(move || {
         while !*s.lock().unwrap() {
-            if let Some(x) = scrape_port(port).and_then(|t| sample(&t, NAME, LABELS)) {
+            if let Some(x) = scrape_port(port).and_then(|t| exact(&t, NAME, LABELS)) {
                 v.lock().unwrap().push(x);
             }
             std::thread::sleep(every);
@@ -48,29 +48,25 @@ fn scraper(port: u16, every: Duration) -> (Arc<Mutex<Vec<f64>>>, Arc<Mutex<bool>
 /// Waits until `name` on `e` has begun to count and is not yet at `total`:
 /// the moment to kill it inside a burst.
 async fn wait_mid_burst(e: &Exporter, name: &str, total: f64) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let x = tokio::task::block_in_place(|| e.value(name, LABELS)).unwrap_or(0.0);
-        if x > 0.0 {
-            assert!(x < total, "the burst was over before the kill");
-            return;
-        }
-        assert!(Instant::now() < deadline, "nothing counted in {name}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let x = Wait::secs(format!("something counted in {name}"), 30)
+        .every(Duration::from_millis(20))
+        .until(|| {
+            let x = tokio::task::block_in_place(|| e.value(name, LABELS)).unwrap_or(0.0);
+            (x > 0.0).then_some(x).ok_or(x)
+        })
+        .await;
+    assert!(x < total, "the burst was over before the kill");
 }
 
 /// Waits up to 60 s for the exporter's count of dead messages to reach `n`.
 async fn wait_for_count(e: &Exporter, n: f64) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while tokio::task::block_in_place(|| e.value(NAME, LABELS)) != Some(n) {
-        assert!(
-            Instant::now() < deadline,
-            "exporter did not reach {n}: {:?}",
-            e.value(NAME, LABELS)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    Wait::secs(format!("the exporter to reach {n}"), 60)
+        .every(Duration::from_millis(200))
+        .until(|| {
+            let got = tokio::task::block_in_place(|| e.value(NAME, LABELS));
+            (got == Some(n)).then_some(()).ok_or(got)
+        })
+        .await;
 }
 
 /// What `increase()` adds up over a series: every rise, and after a fall
@@ -140,7 +136,7 @@ async fn kill_9_and_sigterm_while_messages_die_lose_and_repeat_nothing() {
     assert_eq!(*values.last().unwrap(), 241.0);
     let text = tokio::task::block_in_place(|| e.scrape()).unwrap();
     assert_eq!(
-        sample(
+        exact(
             &text,
             "nats_delivery_advisories_received_total",
             &[("account", "APP")]
@@ -148,7 +144,7 @@ async fn kill_9_and_sigterm_while_messages_die_lose_and_repeat_nothing() {
         Some(241.0)
     );
     assert_eq!(
-        sample(
+        exact(
             &text,
             "nats_delivery_advisories_duplicate_total",
             &[("account", "APP")]
@@ -180,7 +176,7 @@ async fn a_server_restarted_with_an_empty_store_is_noticed_and_counting_resumes(
     assert!(lost.elapsed() < Duration::from_secs(30));
     let text = tokio::task::block_in_place(|| e.scrape()).unwrap();
     let errors = |kind: &str| {
-        sample(
+        exact(
             &text,
             "nats_delivery_advisory_listener_errors_total",
             &[("account", "APP"), ("kind", kind)],
@@ -199,7 +195,7 @@ async fn a_server_restarted_with_an_empty_store_is_noticed_and_counting_resumes(
     wait_scraped(&e, naks, &nak_labels, 20.0, 30).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let text = tokio::task::block_in_place(|| e.scrape()).unwrap();
-    assert_eq!(sample(&text, naks, &nak_labels), Some(20.0));
+    assert_eq!(exact(&text, naks, &nak_labels), Some(20.0));
     nats_test_server::reference::assert_documented(&text);
     tokio::task::block_in_place(|| e.stop());
 }
@@ -220,48 +216,47 @@ async fn nak(s: &nats_test_server::NatsServer, n: usize) {
     let mut naked = std::collections::HashSet::new();
     // (stream sequence, delivery count) of every message received.
     let mut seen = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
     let mut acked = 0;
-    while acked < n {
-        assert!(
-            Instant::now() < deadline,
-            "NAKed {} and acknowledged {acked} of {n} in 60 s; received {seen:?}",
-            naked.len()
-        );
-        let mut batch = c.fetch().max_messages(n - acked).messages().await.unwrap();
-        let received = seen.len();
-        while let Some(m) = batch.next().await {
-            let m = m.unwrap();
-            let info = m.info().unwrap();
-            let (seq, delivered) = (info.stream_sequence, info.delivered);
-            seen.push((seq, delivered));
-            if naked.insert(seq) {
-                m.ack_with(jetstream::AckKind::Nak(None)).await.unwrap();
-            } else {
-                m.double_ack().await.unwrap();
-                acked += 1;
+    Wait::secs(format!("{n} messages NAKed once, then acknowledged"), 60)
+        .every(Duration::ZERO)
+        .until_async(async || {
+            if acked == n {
+                return Ok(());
             }
-        }
-        if seen.len() == received {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+            let mut batch = c.fetch().max_messages(n - acked).messages().await.unwrap();
+            let received = seen.len();
+            while let Some(m) = batch.next().await {
+                let m = m.unwrap();
+                let info = m.info().unwrap();
+                let (seq, delivered) = (info.stream_sequence, info.delivered);
+                seen.push((seq, delivered));
+                if naked.insert(seq) {
+                    m.ack_with(jetstream::AckKind::Nak(None)).await.unwrap();
+                } else {
+                    m.double_ack().await.unwrap();
+                    acked += 1;
+                }
+            }
+            if seen.len() == received {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(format!(
+                "NAKed {} and acknowledged {acked} of {n}; received {seen:?}",
+                naked.len()
+            ))
+        })
+        .await;
     eprintln!("nak({n}): received {seen:?}");
 }
 
 async fn wait_scraped(e: &Exporter, name: &str, labels: &[(&str, &str)], want: f64, secs: u64) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let v = tokio::task::block_in_place(|| e.value(name, labels));
-        if v == Some(want) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name}{labels:?} is {v:?}, not {want}, after {secs} s"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    Wait::secs(format!("{name}{labels:?} = {want}"), secs)
+        .every(Duration::from_millis(200))
+        .until(|| {
+            let v = tokio::task::block_in_place(|| e.value(name, labels));
+            (v == Some(want)).then_some(()).ok_or(v)
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -292,18 +287,16 @@ async fn two_replicas_one_killed_mid_burst_keep_the_max_exact() {
     burst.await.unwrap();
 
     // The documented aggregate: max over replicas.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (x, y) = tokio::task::block_in_place(|| (a.value(NAME, LABELS), b.value(NAME, LABELS)));
-        if (x, y) == (Some(120.0), Some(120.0)) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "replicas at {x:?} and {y:?}, not 120"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    Wait::secs("both replicas at 120", 30)
+        .every(Duration::from_millis(200))
+        .until(|| {
+            let both =
+                tokio::task::block_in_place(|| (a.value(NAME, LABELS), b.value(NAME, LABELS)));
+            (both == (Some(120.0), Some(120.0)))
+                .then_some(())
+                .ok_or(both)
+        })
+        .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     *stop_a.lock().unwrap() = true;
     *stop_b.lock().unwrap() = true;

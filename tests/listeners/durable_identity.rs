@@ -17,9 +17,7 @@ fn nak(stream: &str, consumer: &str, seq: u64) -> String {
 }
 
 fn series_count(text: &str, name: &str) -> usize {
-    text.lines()
-        .filter(|l| l.starts_with(name) && l.contains("account=\"APP\""))
-        .count()
+    nats_test_server::sample::samples(text, name, &[("account", "APP")]).len()
 }
 
 /// Publishes 3 malformed forgeries (names that disagree, a payload of
@@ -86,7 +84,7 @@ async fn forged_advisories_are_not_losses_and_series_are_capped() {
     .await;
     let text = running.text();
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_malformed_total", APP),
+        exact(&text, "nats_delivery_advisories_malformed_total", APP),
         Some(3.0)
     );
     assert!(!text.contains("PAYMENTS"), "{text}");
@@ -97,9 +95,9 @@ async fn forged_advisories_are_not_losses_and_series_are_capped() {
         ("stream", "__overflow__"),
         ("consumer", "__overflow__"),
     ];
-    assert_eq!(sample(&text, naks, &overflow), Some(150.0));
+    assert_eq!(exact(&text, naks, &overflow), Some(150.0));
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_folded_total", APP),
+        exact(&text, "nats_delivery_advisories_folded_total", APP),
         Some(150.0)
     );
     nats_test_server::reference::assert_documented(&text);
@@ -161,14 +159,14 @@ async fn with_event_subjects_denied_to_applications_a_forgery_never_reaches_the_
     ];
     let name = "nats_delivery_jetstream_max_deliveries_total";
     pull_without_ack(&consumer, 60, || {
-        sample(&running.text(), name, &worker) == Some(4.0)
+        exact(&running.text(), name, &worker) == Some(4.0)
     })
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let text = running.text();
-    assert_eq!(sample(&text, name, &worker), Some(4.0));
+    assert_eq!(exact(&text, name, &worker), Some(4.0));
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_received_total", APP),
+        exact(&text, "nats_delivery_advisories_received_total", APP),
         Some(4.0)
     );
     running.stop().await;
@@ -215,7 +213,7 @@ async fn a_stream_created_again_is_a_new_stream_for_counts_and_copies() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let text = running.text();
     assert_eq!(
-        sample(&text, "nats_delivery_advisories_duplicate_total", APP),
+        exact(&text, "nats_delivery_advisories_duplicate_total", APP),
         Some(0.0)
     );
     let mut dlq = js.get_stream("DLQ").await.unwrap();

@@ -59,7 +59,7 @@ async fn revoked_permissions_are_noticed_and_counting_resumes_when_restored() {
     let errors: f64 = ["permission", "timeout"]
         .iter()
         .filter_map(|k| {
-            sample(
+            exact(
                 &text,
                 "nats_delivery_advisory_listener_errors_total",
                 &[("account", "APP"), ("kind", k)],

@@ -3,7 +3,7 @@ use crate::advisories_support;
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use advisories_support::*;
 use nats_delivery_exporter::{run_system_events, SystemEventMetrics};
@@ -26,7 +26,7 @@ fn slow_count(text: &str, server: &str, name: &str) -> f64 {
     ["pending_bytes", "write_deadline", "other"]
         .iter()
         .map(|r| {
-            sample(
+            exact(
                 text,
                 "nats_delivery_server_slow_consumer_disconnects_total",
                 &[
@@ -58,11 +58,12 @@ async fn slow_consumer_cuts_are_counted_by_bounded_client_name() {
         metrics.clone(),
         rx,
     ));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while metrics.listener_up.get() != 1 {
-        assert!(Instant::now() < deadline, "system listener not up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    Wait::secs("the system listener up", 10)
+        .until(|| {
+            let up = metrics.listener_up.get();
+            (up == 1).then_some(()).ok_or(up)
+        })
+        .await;
 
     // A client that closes normally is not a slow consumer.
     client(&s, "app").await.drain().await.unwrap();
@@ -79,14 +80,20 @@ async fn slow_consumer_cuts_are_counted_by_bounded_client_name() {
             + slow_count(t, &s.name, "__overflow__")
             + slow_count(t, &s.name, "")
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while total(&encode(&registry)) < 3.0 {
-        assert!(Instant::now() < deadline, "{}", encode(&registry));
-        for _ in 0..200 {
-            publisher.publish("flood", payload.clone()).await.unwrap();
-        }
-        publisher.flush().await.unwrap();
-    }
+    Wait::secs("3 slow consumers cut", 60)
+        .every(Duration::ZERO)
+        .until_async(async || {
+            let text = encode(&registry);
+            if total(&text) >= 3.0 {
+                return Ok(());
+            }
+            for _ in 0..200 {
+                publisher.publish("flood", payload.clone()).await.unwrap();
+            }
+            publisher.flush().await.unwrap();
+            Err(Text(text))
+        })
+        .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let text = encode(&registry);
     // The first name cut is kept, the second goes to the overflow value, the
@@ -97,7 +104,7 @@ async fn slow_consumer_cuts_are_counted_by_bounded_client_name() {
     assert_eq!(slow_count(&text, &s.name, "__overflow__"), 1.0, "{text}");
     assert_eq!(slow_count(&text, &s.name, ""), 1.0, "{text}");
     assert_eq!(
-        sample(&text, "nats_delivery_system_events_malformed_total", &[]),
+        exact(&text, "nats_delivery_system_events_malformed_total", &[]),
         Some(0.0)
     );
     // The server agrees: three connections closed as slow consumers.
@@ -141,7 +148,7 @@ async fn run_for(s: &NatsServer, credentials: &str, secs: u64) -> (String, i64) 
 }
 
 fn listener_errors(text: &str, kind: &str) -> Option<f64> {
-    sample(
+    exact(
         text,
         "nats_delivery_system_events_listener_errors_total",
         &[("kind", kind)],

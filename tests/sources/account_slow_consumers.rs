@@ -31,12 +31,8 @@ fn exported_counts(text: &str, server: &str) -> Vec<(String, u64)> {
     let mut counts: Vec<(String, u64)> = samples(text, METRIC, &[("server", server)])
         .into_iter()
         .map(|(labels, v)| {
-            let account = labels
-                .split("account=\"")
-                .nth(1)
-                .and_then(|rest| rest.split('"').next())
-                .expect("account label")
-                .to_string();
+            let account =
+                nats_test_server::sample::label(&labels, "account").expect("account label");
             (account, v as u64)
         })
         .collect();

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use common::fake_endpoint::{self, Reply};
 use nats_test_server::sample::{samples, value};
+use nats_test_server::wait::Wait;
 
 /// The most the exporter may hold, with default flags, whatever it is sent.
 const PEAK_LIMIT: u64 = 128_000_000;
@@ -157,10 +158,10 @@ async fn bounded_against(kind: &str, hostile: Hostile, sources: &[&str]) {
     let exporter = Exporter::start(&endpoint.url, &["--sources", &sources_flag]);
     let mut text = String::new();
     for _ in 0..SCRAPES {
-        text = common::wait_for_async(30, "a scrape", || async {
-            reqwest::get(&exporter.url).await.ok()?.text().await.ok()
-        })
-        .await;
+        text = Wait::secs("a scrape", 30)
+            .every(std::time::Duration::from_millis(200))
+            .until_async(|| async { reqwest::get(&exporter.url).await.ok()?.text().await.ok() })
+            .await;
     }
     let server = endpoint.authority.as_str();
     for source in sources {
@@ -232,10 +233,10 @@ async fn scrapes_of(consumers: usize) -> (String, String, u64) {
     let exporter = Exporter::start(&endpoint.url, &[]);
     let mut text = String::new();
     for _ in 0..SCRAPES {
-        text = common::wait_for_async(60, "a scrape", || async {
-            reqwest::get(&exporter.url).await.ok()?.text().await.ok()
-        })
-        .await;
+        text = Wait::secs("a scrape", 60)
+            .every(std::time::Duration::from_millis(200))
+            .until_async(|| async { reqwest::get(&exporter.url).await.ok()?.text().await.ok() })
+            .await;
     }
     (text, endpoint.authority.clone(), exporter.peak())
 }

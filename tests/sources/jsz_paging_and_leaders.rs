@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer::pull, stream};
 use futures::StreamExt;
 use nats_test_server::sample::{samples, value};
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 #[tokio::test]
@@ -142,20 +143,22 @@ async fn deliver_five_ack_two(server: &NatsServer) {
     let client = async_nats::connect(server.client_url()).await.unwrap();
     let js = jetstream::new(client);
     // The meta group needs a leader before streams can be created.
-    let st = common::wait_for_async(30, "a JetStream cluster ready for an R3 stream", || {
-        let js = js.clone();
-        async move {
-            js.get_or_create_stream(stream::Config {
-                name: "R3".into(),
-                subjects: vec!["r3.>".into()],
-                num_replicas: 3,
-                ..Default::default()
-            })
-            .await
-            .ok()
-        }
-    })
-    .await;
+    let st = Wait::secs("a JetStream cluster ready for an R3 stream", 30)
+        .every(Duration::from_millis(200))
+        .until_async(|| {
+            let js = js.clone();
+            async move {
+                js.get_or_create_stream(stream::Config {
+                    name: "R3".into(),
+                    subjects: vec!["r3.>".into()],
+                    num_replicas: 3,
+                    ..Default::default()
+                })
+                .await
+                .ok()
+            }
+        })
+        .await;
     let consumer = st
         .create_consumer(pull::Config {
             durable_name: Some("c".into()),
@@ -167,22 +170,27 @@ async fn deliver_five_ack_two(server: &NatsServer) {
     common::publish_acked(&js, (0..5).map(|i| format!("r3.{i}")), "m").await;
     // A fetch hands out what the consumer has at that moment: on a loaded
     // machine that was 1 of the 5 just stored, so fetch until all 5 came.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let mut n = 0;
-    while n < 5 {
-        assert!(std::time::Instant::now() < deadline, "{n} of 5 delivered");
-        let mut batch = consumer
-            .fetch()
-            .max_messages(5 - n)
-            .messages()
-            .await
-            .unwrap();
-        while let Some(m) = batch.next().await {
-            n += 1;
-            if n <= 2 {
-                m.unwrap().double_ack().await.unwrap();
+    Wait::secs("5 messages delivered", 30)
+        .every(Duration::ZERO)
+        .until_async(async || {
+            if n >= 5 {
+                return Ok(());
             }
-        }
-    }
+            let mut batch = consumer
+                .fetch()
+                .max_messages(5 - n)
+                .messages()
+                .await
+                .unwrap();
+            while let Some(m) = batch.next().await {
+                n += 1;
+                if n <= 2 {
+                    m.unwrap().double_ack().await.unwrap();
+                }
+            }
+            Err(n)
+        })
+        .await;
     assert_eq!(n, 5);
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use common::fake_endpoint::{self, Reply};
 use link_support::*;
 use nats_test_server::sample::{samples, value};
+use nats_test_server::wait::Wait;
 use nats_test_server::{free_port, NatsServer};
 use serde_json::{json, Value};
 
@@ -174,11 +175,9 @@ async fn serve(
 #[tokio::test]
 async fn pending_bytes_of_real_replies_are_exported_exactly_with_their_ratio() {
     let nodes = nats_test_server::cluster(2, "");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while routes_of(&nodes[0]).is_empty() {
-        assert!(Instant::now() < deadline, "no route came up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    Wait::secs("a route to come up", 20)
+        .every(Duration::from_millis(100))
+        .until_blocking(|| !routes_of(&nodes[0]).is_empty());
     let routez = with_pending(json(&nodes[0], "routez"));
     let gatewayz = with_pending(json!({
         "outbound_gateways": {"B": {"configured": true, "connection": {"cid": 7, "pending_bytes": 0}}},
@@ -252,14 +251,12 @@ async fn leaf_node_pending_bytes_are_only_in_connz_from_2_11_5() {
     let exporter = common::exporter(&urls, &["--sources", "varz,connz"]);
     let deadline = Instant::now() + Duration::from_secs(20);
     for server in [&hub, &leaf] {
-        let leafs = loop {
-            let leafs = json(server, "leafz")["leafs"].as_array().cloned();
-            if let Some(leafs) = leafs.filter(|l| !l.is_empty()) {
-                break leafs;
-            }
-            assert!(Instant::now() < deadline, "{}: no leaf node", server.name);
-            std::thread::sleep(Duration::from_millis(100));
-        };
+        let leafs = Wait::before(format!("{}: a leaf node", server.name), deadline)
+            .every(Duration::from_millis(100))
+            .until_blocking(|| {
+                let leafs = json(server, "leafz")["leafs"].as_array().cloned();
+                leafs.filter(|l| !l.is_empty())
+            });
         assert_eq!(leafs.len(), 1);
         let keys: Vec<&String> = leafs[0].as_object().unwrap().keys().collect();
         assert!(keys.iter().all(|k| !k.contains("pending")), "{keys:?}");

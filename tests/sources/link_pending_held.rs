@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use link_support::*;
 use nats_test_server::sample::value;
+use nats_test_server::wait::Wait;
 use nats_test_server::{free_port, NatsServer};
 
 /// Non-zero pending bytes from a real route: the receiving server is
@@ -46,10 +47,12 @@ async fn a_route_to_a_stopped_server_holds_pending_bytes_as_the_server_reports()
     sub.flush().await.unwrap();
     let publisher = async_nats::connect(n0.client_url()).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while json(n0, "subsz")["num_subscriptions"].as_u64() < Some(1) || routes_of(n0).is_empty() {
-        assert!(Instant::now() < deadline, "no interest from n1 on n0");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    Wait::before("interest from n1 on n0", deadline)
+        .every(Duration::from_millis(100))
+        .until(|| {
+            json(n0, "subsz")["num_subscriptions"].as_u64() >= Some(1) && !routes_of(n0).is_empty()
+        })
+        .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     signal(&n1_pid, "-STOP");
@@ -58,13 +61,13 @@ async fn a_route_to_a_stopped_server_holds_pending_bytes_as_the_server_reports()
     if !fills_pending_size(n0) {
         // The route holds most of the burst, and the server says 0: the
         // exporter shows nothing rather than that 0.
-        while json(n0, "varz")["out_msgs"].as_u64() < Some(512) {
-            assert!(
-                Instant::now() < deadline,
-                "the burst never reached the route"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        Wait::before("the burst to reach the route", deadline)
+            .every(Duration::from_millis(100))
+            .until(|| {
+                let out = json(n0, "varz")["out_msgs"].as_u64();
+                (out >= Some(512)).then_some(()).ok_or(out)
+            })
+            .await;
         let said: Vec<i64> = routes_of(n0).iter().map(|r| r.2).collect();
         let text = common::scrape(&exporter).await;
         signal(&n1_pid, "-CONT");
@@ -117,11 +120,13 @@ async fn a_gateway_to_a_stopped_server_holds_pending_bytes_as_the_server_reports
     let _s = sub.subscribe("burst").await.unwrap();
     sub.flush().await.unwrap();
     let publisher = async_nats::connect(a.client_url()).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while gateways_of(&a).len() < 2 || gateways_of(&b).len() < 2 {
-        assert!(Instant::now() < deadline, "gateways never came up");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    Wait::secs("the gateways to come up", 20)
+        .every(Duration::from_millis(100))
+        .until(|| {
+            let counts = (gateways_of(&a).len(), gateways_of(&b).len());
+            (counts.0 >= 2 && counts.1 >= 2).then_some(()).ok_or(counts)
+        })
+        .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     signal(&pids.path().join("b0.pid"), "-STOP");

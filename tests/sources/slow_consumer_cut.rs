@@ -6,6 +6,7 @@ use crate::common;
 use std::time::Duration;
 
 use nats_test_server::sample::value;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 use common::scenarios::{closed_reason, publish_until_cut, stuck_reader, varz_slow_consumers};
@@ -164,13 +165,14 @@ async fn pending_bytes_warn_before_the_cut() {
     };
     // Wait until the server has written all the kernel takes: then the queue stays put.
     let mut last = -1;
-    let stable = common::wait_for(20, "a stable pending queue", || {
-        let now = pending()?;
-        std::thread::sleep(Duration::from_millis(200));
-        let was = std::mem::replace(&mut last, now);
-        (now > 0 && now == was).then_some(now)
-    })
-    .await;
+    let stable = Wait::secs("a stable pending queue", 20)
+        .until(|| {
+            let now = pending()?;
+            std::thread::sleep(Duration::from_millis(200));
+            let was = std::mem::replace(&mut last, now);
+            (now > 0 && now == was).then_some(now)
+        })
+        .await;
     let exporter = common::exporter(
         &[server.monitor_url()],
         &["--sources", "varz,connz", "--connz-top", "1"],
@@ -247,10 +249,9 @@ async fn a_cut_behind_many_closed_connections_is_found_once() {
         let closed = common::monitor_json(&server.monitor_url(), "connz?state=closed&limit=10000");
         closed["connections"].as_array().unwrap().len()
     };
-    common::wait_for(20, "every connection in the closed list", || {
-        (closed_total() >= 125).then_some(())
-    })
-    .await;
+    Wait::secs("every connection in the closed list", 20)
+        .until(|| (closed_total() >= 125).then_some(()))
+        .await;
     let text = common::scrape(&exporter).await;
     assert_eq!(cut_connections(&text), Some(1.0));
     churn(server.client_port, 60).await;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use nats_delivery_exporter::Exporter;
 use nats_test_server::sample::value;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 use serde_json::Value;
 
@@ -50,20 +51,24 @@ async fn try_until(
 ) -> Result<Vec<f64>, String> {
     let start = Instant::now();
     let mut took = vec![None; exporters.len()];
-    while took.iter().any(Option::is_none) {
-        let mut seen = Vec::new();
-        for (i, (name, e)) in exporters.iter().enumerate() {
-            let m = margins(&common::scrape(e).await);
-            if took[i].is_none() && done(m) {
-                took[i] = Some(start.elapsed().as_secs_f64());
+    Wait::secs(what, secs)
+        .every(Duration::from_millis(250))
+        .try_until_async(async || {
+            let mut seen = Vec::new();
+            for (i, (name, e)) in exporters.iter().enumerate() {
+                let m = margins(&common::scrape(e).await);
+                if took[i].is_none() && done(m) {
+                    took[i] = Some(start.elapsed().as_secs_f64());
+                }
+                seen.push((*name, m));
             }
-            seen.push((*name, m));
-        }
-        if start.elapsed() >= Duration::from_secs(secs) {
-            return Err(format!("{what} within {secs} s: {seen:?}"));
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+            match took.iter().all(Option::is_some) {
+                true => Ok(()),
+                false => Err(seen),
+            }
+        })
+        .await
+        .map_err(|seen| format!("{what} within {secs} s: {seen:?}"))?;
     let took: Vec<f64> = took.into_iter().flatten().collect();
     println!("{what}: {took:.1?} s (http, system account)");
     Ok(took)

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use nats_delivery_exporter::{Survey, SurveyOutcome, Waiting};
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 const ACCOUNTS: &str = r#"
@@ -40,17 +41,20 @@ fn names(outcome: &SurveyOutcome) -> Vec<String> {
 
 /// Asks until all `n` servers answer (routes come up in the first seconds).
 async fn until_all_answer(survey: &Survey, n: usize) -> SurveyOutcome {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let outcome = survey
-            .ask("VARZ", &serde_json::json!({}), WAITING)
-            .await
-            .unwrap();
-        if outcome.answers.len() == n || Instant::now() > deadline {
-            return outcome;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let all = Wait::secs(format!("all {n} servers to answer"), 30)
+        .every(Duration::from_millis(200))
+        .try_until_async(async || {
+            let outcome = survey
+                .ask("VARZ", &serde_json::json!({}), WAITING)
+                .await
+                .unwrap();
+            match outcome.answers.len() == n {
+                true => Ok(outcome),
+                false => Err(outcome),
+            }
+        })
+        .await;
+    all.unwrap_or_else(|outcome| outcome)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,23 +137,21 @@ async fn a_late_reply_is_counted_and_its_server_expected() {
     assert_eq!((first.expected, first.late_total), (1, 0));
     // The late reply is counted when it arrives; on a loaded machine that
     // can be seconds after it was sent, so ask until it has been.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let next = survey
-            .ask("VARZ", &serde_json::json!({}), waiting)
-            .await
-            .unwrap();
-        assert_eq!(names(&next), ["solo"]);
-        if next.late_total == 1 {
-            break;
-        }
-        assert_eq!(next.late_total, 0);
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no late reply counted"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    Wait::secs("a late reply counted", 30)
+        .every(Duration::from_millis(500))
+        .until_async(async || {
+            let next = survey
+                .ask("VARZ", &serde_json::json!({}), waiting)
+                .await
+                .unwrap();
+            assert_eq!(names(&next), ["solo"]);
+            if next.late_total == 1 {
+                return Ok(());
+            }
+            assert_eq!(next.late_total, 0);
+            Err(next.late_total)
+        })
+        .await;
     // "far" is expected (and missing, as it does not answer again) from the
     // next survey on.
     let second = survey

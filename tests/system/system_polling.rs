@@ -10,6 +10,7 @@ use clap::Parser;
 use common::system_polling::{jetstream_samples, work_stream};
 use nats_delivery_exporter::{Config, Exporter, ExporterBuilder};
 use nats_test_server::sample::{samples, value};
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 /// The exporter's user holds only the permissions docs/operators.md gives.
@@ -59,10 +60,9 @@ async fn system_exporter(server: &NatsServer, extra: &[&str]) -> Exporter {
         .expect("system polling");
     // The connection comes up in the background; until it does, a scrape
     // reports the survey down, which is not what these tests look at.
-    crate::common::wait_for(20, "the system-account connection", || {
-        polling.is_connected().then_some(())
-    })
-    .await;
+    Wait::secs("the system-account connection", 20)
+        .until(|| polling.is_connected().then_some(()))
+        .await;
     let mut exporter = ExporterBuilder::new(config.scrape_settings()).expect("exporter");
     exporter.poll_through_system_account(polling);
     exporter.build()
@@ -221,17 +221,19 @@ async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
     // Every server found, every source up, the JetStream series equal to
     // what HTTP polling of all three servers gives (acks settle meanwhile,
     // so both are read until they agree).
-    let (via_http, via_system) = common::wait_for_async(30, "the same JetStream series", || {
-        let (http, system) = (&http, &system);
-        async move {
-            let h = common::scrape(http).await;
-            let s = common::scrape(system).await;
-            let same = jetstream_samples(&h) == jetstream_samples(&s)
-                && value(&s, "nats_delivery_survey_servers_answered", &[]) == Some(3.0);
-            same.then_some((h, s))
-        }
-    })
-    .await;
+    let (via_http, via_system) = Wait::secs("the same JetStream series", 30)
+        .every(std::time::Duration::from_millis(200))
+        .until_async(|| {
+            let (http, system) = (&http, &system);
+            async move {
+                let h = common::scrape(http).await;
+                let s = common::scrape(system).await;
+                let same = jetstream_samples(&h) == jetstream_samples(&s)
+                    && value(&s, "nats_delivery_survey_servers_answered", &[]) == Some(3.0);
+                same.then_some((h, s))
+            }
+        })
+        .await;
     nats_test_server::reference::assert_documented(&via_system);
     nats_test_server::promtool::assert_metrics_clean(&via_system);
     assert_cluster_as_http_reports_it(&via_system, &via_http);
@@ -249,23 +251,25 @@ async fn one_system_connection_reports_the_cluster_as_http_polling_does() {
         value(&first, "nats_delivery_survey_servers_answered", &[]),
         Some(2.0)
     );
-    let text = common::wait_for_async(60, "every consumer again, once each", || {
-        let system = &system;
-        async move {
-            let text = common::scrape(system).await;
-            let once = ["fast", "slow"].iter().all(|c| {
-                samples(
-                    &text,
-                    "nats_delivery_consumer_ack_pending_messages",
-                    &[("consumer", c)],
-                )
-                .len()
-                    == 1
-            });
-            once.then_some(text)
-        }
-    })
-    .await;
+    let text = Wait::secs("every consumer again, once each", 60)
+        .every(std::time::Duration::from_millis(200))
+        .until_async(|| {
+            let system = &system;
+            async move {
+                let text = common::scrape(system).await;
+                let once = ["fast", "slow"].iter().all(|c| {
+                    samples(
+                        &text,
+                        "nats_delivery_consumer_ack_pending_messages",
+                        &[("consumer", c)],
+                    )
+                    .len()
+                        == 1
+                });
+                once.then_some(text)
+            }
+        })
+        .await;
     assert_n2_missing_and_leaders_alive(&text);
 }
 
@@ -294,19 +298,21 @@ async fn the_binary_polls_through_the_system_account() {
             .unwrap(),
     );
     let url = format!("http://127.0.0.1:{port}/metrics");
-    let text = common::wait_for_async(30, "solo polled through the system account", || {
-        let url = url.clone();
-        async move {
-            let text = reqwest::get(&url).await.ok()?.text().await.ok()?;
-            let jsz = value(
-                &text,
-                "nats_delivery_up",
-                &[("server", "solo"), ("source", "jsz")],
-            );
-            (jsz == Some(1.0)).then_some(text)
-        }
-    })
-    .await;
+    let text = Wait::secs("solo polled through the system account", 30)
+        .every(std::time::Duration::from_millis(200))
+        .until_async(|| {
+            let url = url.clone();
+            async move {
+                let text = reqwest::get(&url).await.ok()?.text().await.ok()?;
+                let jsz = value(
+                    &text,
+                    "nats_delivery_up",
+                    &[("server", "solo"), ("source", "jsz")],
+                );
+                (jsz == Some(1.0)).then_some(text)
+            }
+        })
+        .await;
     assert_eq!(up(&text, "solo").len(), 4, "{text}");
     assert!(up(&text, "solo").iter().all(|(_, v)| *v == 1.0), "{text}");
     assert_eq!(
@@ -317,15 +323,17 @@ async fn the_binary_polls_through_the_system_account() {
 
     // The exporter cut off: the survey is down, not every server missing.
     drop(server);
-    let text = common::wait_for_async(30, "the survey down", || {
-        let url = url.clone();
-        async move {
-            let text = reqwest::get(&url).await.ok()?.text().await.ok()?;
-            let survey = value(&text, "nats_delivery_survey_up", &[]);
-            (survey == Some(0.0)).then_some(text)
-        }
-    })
-    .await;
+    let text = Wait::secs("the survey down", 30)
+        .every(std::time::Duration::from_millis(200))
+        .until_async(|| {
+            let url = url.clone();
+            async move {
+                let text = reqwest::get(&url).await.ok()?.text().await.ok()?;
+                let survey = value(&text, "nats_delivery_survey_up", &[]);
+                (survey == Some(0.0)).then_some(text)
+            }
+        })
+        .await;
     drop(child);
     assert!(up(&text, "solo").iter().all(|(_, v)| *v == 0.0), "{text}");
     let nats = [("server", "solo"), ("source", "jsz"), ("kind", "nats")];

@@ -17,6 +17,7 @@ use std::time::Duration;
 use common::system_polling::{jetstream_samples, system_exporter, work_stream, ACCOUNTS};
 use nats_delivery_exporter::Exporter;
 use nats_test_server::sample::{samples, value};
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 const SOURCES: &str = "varz,connz,jsz,accstatz,routez,gatewayz";
@@ -176,15 +177,14 @@ async fn step_down(app: &async_nats::Client, what: &str) -> bool {
 async fn the_leaf_reaches_every_server(leaf_url: &str, via_http: &str) {
     let from_leaf = system_exporter(leaf_url, SOURCES).await;
     let expected = jetstream_samples(via_http);
-    let text = common::wait_for_async(30, "every server from the leaf", || {
-        let (from_leaf, expected) = (&from_leaf, &expected);
-        async move {
-            let t = common::scrape(from_leaf).await;
+    let text = Wait::secs("every server from the leaf", 30)
+        .every(Duration::from_millis(200))
+        .until_async(async || {
+            let t = common::scrape(&from_leaf).await;
             let all = value(&t, "nats_delivery_survey_servers_answered", &[]) == Some(6.0);
-            (all && jetstream_samples(&t) == *expected).then_some(t)
-        }
-    })
-    .await;
+            (all && jetstream_samples(&t) == expected).then_some(t)
+        })
+        .await;
     every_source_up(&text);
     drop(from_leaf);
 }
@@ -238,20 +238,19 @@ async fn one_system_connection_reports_the_supercluster_as_http_polling_does() {
     // from each server of the other cluster that chose it) and the five
     // acks processed (until then both can agree on 8 awaiting an ack).
     let held = [("stream", "WORK"), ("consumer", "slow")];
-    let (via_http, via_system) = common::wait_for_async(60, "the same series", || {
-        let (http, system, held) = (&http, &system, &held);
-        async move {
-            let h = common::scrape(http).await;
-            let s = common::scrape(system).await;
+    let (via_http, via_system) = Wait::secs("the same series", 60)
+        .every(Duration::from_millis(200))
+        .until_async(async || {
+            let h = common::scrape(&http).await;
+            let s = common::scrape(&system).await;
             let same = jetstream_samples(&h) == jetstream_samples(&s)
                 && gateway_series(&h) == gateway_series(&s)
                 && gateways(&s, &[]) == 10
                 && value(&s, "nats_delivery_survey_servers_answered", &[]) == Some(6.0)
-                && value(&s, "nats_delivery_consumer_ack_pending_messages", held) == Some(3.0);
+                && value(&s, "nats_delivery_consumer_ack_pending_messages", &held) == Some(3.0);
             same.then_some((h, s))
-        }
-    })
-    .await;
+        })
+        .await;
     every_source_up(&via_system);
     assert_eq!(
         value(&via_system, "nats_delivery_survey_servers_expected", &[]),
@@ -268,17 +267,16 @@ async fn one_system_connection_reports_the_supercluster_as_http_polling_does() {
 
     let values = values_checked_during_step_downs(hub);
     step_downs_during_polling(&js, &system, values).await;
-    let text = common::wait_for_async(30, "the same series after step-downs", || {
-        let (http, system) = (&http, &system);
-        async move {
-            let h = common::scrape(http).await;
-            let s = common::scrape(system).await;
+    let text = Wait::secs("the same series after step-downs", 30)
+        .every(Duration::from_millis(200))
+        .until_async(async || {
+            let h = common::scrape(&http).await;
+            let s = common::scrape(&system).await;
             let same = jetstream_samples(&h) == jetstream_samples(&s)
                 && at_most_once_and_exact(&s) == EXACT.len();
             same.then_some(s)
-        }
-    })
-    .await;
+        })
+        .await;
     assert_eq!(
         value(&text, "nats_delivery_survey_servers_answered", &[]),
         Some(6.0)

@@ -131,21 +131,14 @@ fn from_text(text: String) -> Exposed {
             if let Some(name) = rest.strip_suffix(" counter") {
                 counters.push(name.to_string());
             }
-        } else if !line.starts_with('#') && !line.is_empty() {
-            let (series, value) = line.rsplit_once(' ').unwrap();
-            let (name, labels) = match series.split_once('{') {
-                Some((name, body)) => (name, parse_labels(body.trim_end_matches('}'))),
-                None => (series, Vec::new()),
-            };
-            let value = value.parse().unwrap();
-            assert!(
-                exposed
-                    .values
-                    .insert((name.to_string(), labels), value)
-                    .is_none(),
-                "{line} twice"
-            );
         }
+    }
+    for sample in nats_test_server::sample::all(&text) {
+        let mut labels = sample.labels;
+        labels.sort();
+        let series = format!("{}{labels:?}", sample.name);
+        let fresh = exposed.values.insert((sample.name, labels), sample.value);
+        assert!(fresh.is_none(), "{series} twice");
     }
     // prometheus-client names a counter's family without `_total`.
     for name in counters.iter().filter(|n| !n.ends_with("_total")) {
@@ -155,20 +148,6 @@ fn from_text(text: String) -> Exposed {
     }
     exposed.text = Some(text);
     exposed
-}
-
-/// `a="x",b="y"`: the values here hold no quotes or commas.
-fn parse_labels(body: &str) -> Vec<(String, String)> {
-    let mut labels: Vec<(String, String)> = body
-        .split("\",")
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once("=\"").unwrap();
-            (k.to_string(), v.trim_end_matches('"').to_string())
-        })
-        .collect();
-    labels.sort();
-    labels
 }
 
 /// The last collection of the OpenTelemetry reader, named as OpenTelemetry's

@@ -6,7 +6,8 @@ use async_nats::jetstream::stream::{Config, State};
 use async_nats::jetstream::Context;
 use bytes::Bytes;
 use nats_delivery_metrics::{ClientMetrics, InstrumentedClient, InstrumentedJetStream};
-use nats_test_server::app::{exposition, sample};
+use nats_test_server::app::exposition;
+use nats_test_server::sample::exact;
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 
@@ -42,11 +43,11 @@ impl Publisher {
     pub fn failures(&self, reason: &str) -> u64 {
         let labels = [("client", "app"), ("reason", reason)];
         let name = "nats_delivery_client_jetstream_publish_failures_total";
-        sample(&self.text(), name, &labels).expect(reason) as u64
+        exact(&self.text(), name, &labels).expect(reason) as u64
     }
 
     pub fn counter(&self, name: &str) -> u64 {
-        sample(&self.text(), name, &[("client", "app")]).expect(name) as u64
+        exact(&self.text(), name, &[("client", "app")]).expect(name) as u64
     }
 
     pub fn stored(&self) -> u64 {

@@ -4,16 +4,16 @@
 #![allow(dead_code)]
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 
 use nats_delivery_exporter::{run_client_reports, ClientReports, ReportLimits};
+use nats_test_server::sample::exact;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 use serde_json::json;
-
-use super::common::sample;
 
 use super::common::sync_with_server;
 
@@ -43,16 +43,16 @@ pub async fn exporter_with(
         reports.clone(),
     ));
     // Let the subscription reach the server before anyone publishes.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        sync_with_server(&client).await;
-        let subsz = nats_test_server::http_get(&format!("{}/subsz", server.monitor_url()));
-        let subsz: serde_json::Value = serde_json::from_str(&subsz).unwrap();
-        if subsz["num_subscriptions"].as_u64().unwrap_or(0) >= 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "exporter never subscribed");
-    }
+    Wait::secs("the exporter's subscription", 10)
+        .every(Duration::ZERO)
+        .until_async(async || {
+            sync_with_server(&client).await;
+            let subsz = nats_test_server::http_get(&format!("{}/subsz", server.monitor_url()));
+            let subsz: serde_json::Value = serde_json::from_str(&subsz).unwrap();
+            let subscriptions = subsz["num_subscriptions"].as_u64().unwrap_or(0);
+            (subscriptions >= 1).then_some(()).ok_or(subscriptions)
+        })
+        .await;
     (registry, reports)
 }
 
@@ -84,11 +84,11 @@ pub async fn send(server: &NatsServer, bodies: impl IntoIterator<Item = Bytes>) 
 }
 
 pub fn received(text: &str) -> Option<f64> {
-    sample(text, "nats_delivery_app_reports_received_total", &[])
+    exact(text, "nats_delivery_app_reports_received_total", &[])
 }
 
 pub fn rejected(text: &str, reason: &str) -> Option<f64> {
-    sample(
+    exact(
         text,
         "nats_delivery_app_reports_rejected_total",
         &[("reason", reason)],
@@ -96,7 +96,7 @@ pub fn rejected(text: &str, reason: &str) -> Option<f64> {
 }
 
 pub fn folded(text: &str, what: &str) -> Option<f64> {
-    sample(
+    exact(
         text,
         "nats_delivery_app_report_entries_folded_total",
         &[("what", what)],
@@ -109,11 +109,9 @@ pub fn dropped(text: &str, client: &str, instance: &str, subscription: &str) -> 
         ("instance", instance),
         ("subscription", subscription),
     ];
-    sample(text, "nats_delivery_app_dropped_messages_total", &l)
+    exact(text, "nats_delivery_app_dropped_messages_total", &l)
 }
 
 pub fn count_samples(text: &str, name: &str) -> usize {
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")))
-        .count()
+    nats_test_server::sample::samples(text, name, &[]).len()
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
 use nats_delivery_exporter::{is_2_10_or_later, MessageTimestamps, TimestampRequest};
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 /// Time allowed for reads a server answers.
@@ -104,12 +105,14 @@ impl RequestCounter {
         let (direct, msg_get) = self.reader.requests_sent();
         let reader_delta = direct + msg_get - self.reader_seen;
         self.reader_seen = direct + msg_get;
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        let mut total = self.in_msgs();
-        while total - self.seen < reader_delta && std::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            total = self.in_msgs();
-        }
+        // Short of it after 5 s: what arrived is returned, for the caller to check.
+        let _ = Wait::secs("the server's count of the reader's requests", 5)
+            .every(Duration::from_millis(20))
+            .try_until_async(async || {
+                let arrived = self.in_msgs() - self.seen;
+                (arrived >= reader_delta).then_some(()).ok_or(arrived)
+            })
+            .await;
         // Anything more still on its way would show now.
         tokio::time::sleep(Duration::from_millis(50)).await;
         let total = self.in_msgs();

@@ -2,11 +2,12 @@
 //! operators and crashes do.
 
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nats_test_server::NatsServer;
 
-use super::sample;
+use nats_test_server::sample::exact;
+use nats_test_server::wait::Wait;
 
 /// A running exporter binary in durable mode for account APP.
 pub struct Exporter {
@@ -38,11 +39,12 @@ impl Exporter {
             .spawn()
             .expect("start the exporter binary");
         let e = Exporter { child, port };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while e.value("nats_delivery_advisory_listener_up", &[("account", "APP")]) != Some(1.0) {
-            assert!(Instant::now() < deadline, "exporter listener not up");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        Wait::secs("the exporter's listener up", 30)
+            .every(Duration::from_millis(100))
+            .until_blocking(|| {
+                let up = e.value("nats_delivery_advisory_listener_up", &[("account", "APP")]);
+                (up == Some(1.0)).then_some(()).ok_or(up)
+            });
         e
     }
 
@@ -53,7 +55,7 @@ impl Exporter {
 
     /// One sample of one scrape.
     pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        sample(&self.scrape()?, name, labels)
+        exact(&self.scrape()?, name, labels)
     }
 
     /// SIGTERM, as a service manager stops it; waits for a clean exit.
@@ -63,18 +65,9 @@ impl Exporter {
             .status()
             .unwrap();
         assert!(status.success());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(status.success(), "exporter exited with {status}");
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "exporter did not stop on SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let status = Wait::secs("the exporter to stop on SIGTERM", 20)
+            .until_blocking(|| self.child.try_wait().unwrap());
+        assert!(status.success(), "exporter exited with {status}");
     }
 
     /// SIGKILL: the process ends wherever it is.

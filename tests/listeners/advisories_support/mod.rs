@@ -1,13 +1,16 @@
 //! Shared by the advisory and system-event tests: a server with accounts, a
-//! listener task with its own registry, reading exact samples back.
+//! listener task with its own registry, reading exact samples back (with
+//! `nats_test_server::sample::exact`, re-exported here).
 #![allow(dead_code)]
 
 pub mod binary;
 pub mod dead_letter;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nats_delivery_exporter::{AccountListener, AdvisoryArgs, AdvisoryMetrics, NatsArgs};
+pub use nats_test_server::sample::exact;
+pub use nats_test_server::wait::{Text, Wait};
 use nats_test_server::NatsServer;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
@@ -124,67 +127,9 @@ pub fn encode(registry: &Registry) -> String {
     out
 }
 
-/// The value of the sample `name` whose labels include all of `labels`
-/// and no others beyond them; `None` if absent.
-pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    for line in text.lines() {
-        if line.starts_with('#') {
-            continue;
-        }
-        let (series, value) = line.rsplit_once(' ')?;
-        let (n, rest) = match series.find('{') {
-            Some(i) => (&series[..i], &series[i + 1..series.len() - 1]),
-            None => (series, ""),
-        };
-        if n != name {
-            continue;
-        }
-        let mut got: Vec<(String, String)> = Vec::new();
-        for part in split_labels(rest) {
-            if let Some((k, v)) = part.split_once('=') {
-                got.push((k.to_string(), v.trim_matches('"').to_string()));
-            }
-        }
-        if got.len() == labels.len()
-            && labels
-                .iter()
-                .all(|(k, v)| got.iter().any(|(gk, gv)| gk == k && gv == v))
-        {
-            return value.parse().ok();
-        }
-    }
-    None
-}
-
-fn split_labels(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut in_quotes = false;
-    let mut escaped = false;
-    for c in s.chars() {
-        if escaped {
-            cur.push(c);
-            escaped = false;
-            continue;
-        }
-        match c {
-            '\\' => escaped = true,
-            '"' => {
-                in_quotes = !in_quotes;
-                cur.push(c)
-            }
-            ',' if !in_quotes => out.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
-        }
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
-
-/// Waits until the sample equals `want` (at most `secs`), then checks it
-/// stays there for another second: a count that overshoots fails.
+/// Waits until the sample (exact labels) equals `want` (at most `secs`),
+/// then checks it stays there for another second: a count that overshoots
+/// fails.
 pub async fn wait_value(
     registry: &Registry,
     name: &str,
@@ -192,21 +137,17 @@ pub async fn wait_value(
     want: f64,
     secs: u64,
 ) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let got = sample(&encode(registry), name, labels);
-        if got == Some(want) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name}{labels:?}: want {want}, have {got:?} after {secs} s\n{}",
-            encode(registry)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    Wait::secs(format!("{name}{labels:?} = {want}"), secs)
+        .until(|| {
+            let text = encode(registry);
+            match exact(&text, name, labels) {
+                Some(got) if got == want => Ok(()),
+                got => Err(Text(format!("{got:?} in\n{text}"))),
+            }
+        })
+        .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let got = sample(&encode(registry), name, labels);
+    let got = exact(&encode(registry), name, labels);
     assert_eq!(got, Some(want), "{name}{labels:?} moved past {want}");
 }
 
@@ -275,26 +216,35 @@ pub async fn pull_without_ack(
     mut done: impl FnMut() -> bool,
 ) -> u64 {
     use futures::StreamExt;
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let mut deliveries = 0;
-    while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "scenario not done after {secs} s"
-        );
-        let mut batch = consumer
-            .fetch()
-            .max_messages(500)
-            .expires(Duration::from_millis(300))
-            .messages()
-            .await
-            .expect("fetch");
-        while let Some(m) = batch.next().await {
-            m.expect("message");
-            deliveries += 1;
-        }
-    }
-    deliveries
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // Counted in an atomic and waited for with `until_spawned`: `let_die`
+    // runs in spawned tasks.
+    let deliveries = AtomicU64::new(0);
+    Wait::secs("the scenario to be done", secs)
+        .every(Duration::ZERO)
+        .until_spawned(|| {
+            let finished = done();
+            let deliveries = &deliveries;
+            async move {
+                if finished {
+                    return Ok(());
+                }
+                let mut batch = consumer
+                    .fetch()
+                    .max_messages(500)
+                    .expires(Duration::from_millis(300))
+                    .messages()
+                    .await
+                    .expect("fetch");
+                while let Some(m) = batch.next().await {
+                    m.expect("message");
+                    deliveries.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(deliveries.load(Ordering::Relaxed))
+            }
+        })
+        .await;
+    deliveries.into_inner()
 }
 
 /// Advisories the stream ADV holds.
@@ -314,14 +264,23 @@ pub async fn let_die(
     expected: u64,
 ) {
     publish_range(js, "work", first..first + n).await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while advisories_in_stream(js).await < expected {
-        assert!(Instant::now() < deadline, "messages did not die");
+    Wait::secs(
+        format!("{expected} advisories in ADV (messages to die)"),
+        60,
+    )
+    .every(Duration::ZERO)
+    .until_spawned(|| async move {
+        let stored = advisories_in_stream(js).await;
+        if stored >= expected {
+            return Ok(());
+        }
         pull_without_ack(consumer, 5, {
             let mut once = false;
             move || std::mem::replace(&mut once, true)
         })
         .await;
-    }
+        Err(stored)
+    })
+    .await;
     assert_eq!(advisories_in_stream(js).await, expected);
 }

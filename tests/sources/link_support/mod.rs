@@ -3,9 +3,10 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nats_test_server::sample::samples;
+use nats_test_server::wait::{Text, Wait};
 use nats_test_server::{http_get, NatsServer};
 use serde_json::Value;
 
@@ -96,12 +97,7 @@ pub fn exported_gateways(text: &str, server: &str) -> BTreeSet<(String, String, 
 }
 
 pub fn label(labels: &str, key: &str) -> String {
-    labels
-        .split("\",")
-        .find_map(|pair| pair.strip_prefix(&format!("{key}=\"")))
-        .unwrap_or_else(|| panic!("no {key} in {labels}"))
-        .trim_end_matches('"')
-        .to_string()
+    nats_test_server::sample::label(labels, key).unwrap_or_else(|| panic!("no {key} in {labels}"))
 }
 
 /// Scrapes until the server's own reply, read before and after the scrape,
@@ -114,23 +110,24 @@ pub async fn settled<T: PartialEq + std::fmt::Debug>(
     read: impl Fn() -> BTreeSet<T>,
     agrees: impl Fn(&BTreeSet<T>, &str) -> bool,
 ) -> (BTreeSet<T>, String) {
-    let deadline = Instant::now() + Duration::from_secs(20);
     let mut last = BTreeSet::new();
-    loop {
+    Wait::secs(
+        "links to settle and the exporter to agree with the server",
+        20,
+    )
+    .every(Duration::from_millis(300))
+    .until_async(async || {
         let before = read();
         let text = common::scrape(exporter).await;
         let steady = !before.is_empty() && before == last && read() == before;
         if steady && want.is_none_or(|w| before.len() == w) && agrees(&before, &text) {
-            return (before, text);
+            return Ok((before, text));
         }
-        assert!(
-            Instant::now() < deadline,
-            "links never settled, or the exporter never agreed with the server: \
-             {before:?}\n{text}"
-        );
+        let seen = Text(format!("{before:?}\n{text}"));
         last = before;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+        Err(seen)
+    })
+    .await
 }
 
 /// Whether the server's /routez fills `pending_size`: from 2.10.26 (before,
