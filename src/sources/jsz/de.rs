@@ -102,8 +102,8 @@ impl Kept for PriorityGroup {
 
 impl Kept for ConsumerInfo {
     fn own_heap(&self) -> usize {
-        let groups =
-            (self.groups.as_ref()).map_or(0, |_| string_bytes(size_of::<Box<[PriorityGroup]>>()));
+        let boxed = string_bytes(size_of::<Box<[PriorityGroup]>>());
+        let groups = self.groups.as_ref().map_or(0, |_| boxed);
         HELD_PER_CONSUMER + string_bytes(self.name.len()) + cluster_bytes(&self.cluster) + groups
     }
 
