@@ -52,9 +52,10 @@ fn main() {
         })
         .collect();
     let mut consumers: Vec<ConsumerInfo> = (0..n_streams * per_stream)
-        .map(|i| ConsumerInfo {
-            name: format!("C{}", i % per_stream).into(),
-            ..ConsumerInfo::default()
+        .map(|i| {
+            let mut consumer = ConsumerInfo::default();
+            consumer.name = format!("C{}", i % per_stream).into();
+            consumer
         })
         .collect();
     let mut health = ConsumerHealth::new(Duration::from_secs(300));

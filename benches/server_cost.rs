@@ -5,7 +5,8 @@
 //! any exporter must ask to report what this one reports), and the
 //! exporter's own fetch between configuration reads (the same with
 //! `config=false`). For each: the server process's CPU time from
-//! `/proc/<pid>/stat` (utime + stime, 10 ms ticks) and the wall time.
+//! `/proc/<pid>/stat` (utime + stime, 10 ms ticks) and the wall time; at
+//! the end, the exporter's peak resident memory (`VmHWM`, decimal MB).
 //! Ratios are taken within one run, so other work on the machine weighs on
 //! both sides alike.
 //!
@@ -33,8 +34,8 @@ use std::time::Duration;
 
 use nats_test_server::NatsServer;
 use support::{
-    cpu_seconds, create_consumers, env_args, env_or, median, spawn_exporter, timed_read,
-    wait_until_up,
+    cpu_seconds, create_consumers, env_args, env_or, median, spawn_exporter, status_kib,
+    timed_read, wait_until_up,
 };
 
 /// The kinds of request of a round.
@@ -66,7 +67,7 @@ async fn main() {
     println!();
     println!("consumers  kind                  server CPU (median)  wall (median)  body read");
     for (consumers, kinds) in &table {
-        for (name, k) in KINDS.iter().zip(kinds) {
+        for (name, k) in KINDS.iter().zip(&kinds.0) {
             println!(
                 "{consumers:>9}  {name:<20}  {:>8.3} s           {:>7.3} s      {:>6.1} MB",
                 median(&k.cpu),
@@ -74,7 +75,7 @@ async fn main() {
                 k.bytes as f64 / 1e6
             );
         }
-        let [scrape, full, own] = kinds;
+        let [scrape, full, own] = &kinds.0;
         let ratio = |a: &Kind, b: &Kind, f: fn(&Kind) -> &Vec<f64>| median(f(a)) / median(f(b));
         println!(
             "{consumers:>9}  scrape / full fetch: CPU {:.2}x, wall {:.2}x; scrape / own fetch: CPU {:.2}x, wall {:.2}x",
@@ -82,6 +83,10 @@ async fn main() {
             ratio(scrape, full, |k| &k.wall),
             ratio(scrape, own, |k| &k.cpu),
             ratio(scrape, own, |k| &k.wall),
+        );
+        println!(
+            "{consumers:>9}  exporter peak RSS (VmHWM, after the warm-up and every round): {:.1} MB",
+            kinds.1
         );
     }
 }
@@ -96,8 +101,9 @@ fn totals(name: &str, default: &str) -> Vec<usize> {
         .collect()
 }
 
-/// `streams` x 100 consumers on a fresh server, `rounds` alternating rounds.
-async fn measure(streams: usize, rounds: usize) -> [Kind; 3] {
+/// `streams` x 100 consumers on a fresh server, `rounds` alternating rounds;
+/// with the exporter's peak resident memory (MB, decimal).
+async fn measure(streams: usize, rounds: usize) -> ([Kind; 3], f64) {
     let server = NatsServer::builder().jetstream().start();
     create_consumers(&server, streams, 100).await;
     let mut args = vec!["--monitor-url".to_string(), server.monitor_url()];
@@ -133,8 +139,9 @@ async fn measure(streams: usize, rounds: usize) -> [Kind; 3] {
             k.bytes = read.bytes;
         }
     }
+    let peak_mb = status_kib(exporter.id(), "VmHWM:") as f64 * 1024.0 / 1e6;
     let _ = exporter.kill();
     let _ = exporter.wait();
     println!("{streams} streams x 100 consumers, {rounds} alternating rounds");
-    kinds
+    (kinds, peak_mb)
 }

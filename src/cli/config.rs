@@ -98,7 +98,7 @@ pub struct Config {
 
     /// Most memory the replies of one server may keep in one poll (e.g.
     /// 88MiB), counted as they are parsed: the values kept (a consumer with
-    /// what the exporter holds for it, about 800 bytes), never whitespace or
+    /// what the exporter holds for it, about 700 bytes), never whitespace or
     /// fields the exporter does not use; a reply that would keep more leaves
     /// its source down with kind="too_large".
     #[arg(long, env = "NATS_DELIVERY_MAX_KEPT_SIZE", default_value = "88MiB", value_parser = parse_byte_size)]

@@ -121,7 +121,7 @@ fn counters(series: &ConsumerSeries) -> impl Iterator<Item = &'static ConsumerCo
 }
 
 fn config_value(c: &ConsumerInfo, field: fn(&ConsumerConfig) -> Option<i64>) -> Option<i64> {
-    c.config.as_ref().and_then(field).filter(|v| *v >= 0)
+    c.config.as_deref().and_then(field).filter(|v| *v >= 0)
 }
 
 /// One per-consumer family: its name, help, how to read its value, how
@@ -223,14 +223,14 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 14] = [
     ConsumerFamily {
         name: "nats_delivery_consumer_last_delivery_age_seconds",
         help: "Seconds since the consumer last delivered a message, by the server's clock; absent when never.",
-        value: |c, now| age(now, c.delivered.last_active).map(Num::F),
+        value: |c, now| age(now, c.delivered.last_active()).map(Num::F),
         folded: None,
         opt_in: Some(OptIn::LastDeliveryAge),
     },
     ConsumerFamily {
         name: "nats_delivery_consumer_last_ack_age_seconds",
         help: "Seconds since a message of this consumer was last acknowledged, by the server's clock; absent when never.",
-        value: |c, now| age(now, c.ack_floor.last_active).map(Num::F),
+        value: |c, now| age(now, c.ack_floor.last_active()).map(Num::F),
         folded: None,
         opt_in: Some(OptIn::LastAckAge),
     },
@@ -245,7 +245,7 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 14] = [
         name: "nats_delivery_consumer_pause_remaining_seconds",
         help: "Seconds until a paused consumer resumes; absent when not paused.",
         value: |c, _| {
-            let ns = c.pause_remaining.filter(|_| c.paused == Some(true))?;
+            let ns = c.pause_remaining.get().filter(|_| c.paused == Some(true))?;
             Some(Num::F(ns as f64 / 1e9))
         },
         folded: None,

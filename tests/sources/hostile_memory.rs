@@ -190,12 +190,12 @@ async fn bounded_against(kind: &str, hostile: Hostile, sources: &[&str]) {
     );
 }
 
-/// Consumers of a reply that the default budget takes: each one counts 800
-/// bytes (`sources::jsz::de`), a stream of 100 some 80 KB kept and 87 KB
-/// while it is parsed, plus some 70 bytes of what is kept between
-/// configuration reads (`sources::jsz::config_memory`): 88 MiB hold about
-/// 1,050 such streams.
-const MOST_CONSUMERS: usize = 100_000;
+/// Consumers of a reply that the default budget takes: each one counts 710
+/// bytes (`sources::jsz::de`), a stream of 100 some 72 KB kept and 90 KB
+/// while it is parsed, plus some 65 bytes of what is kept between
+/// configuration reads (`sources::jsz::config_memory`, whose table doubles
+/// past 114,688 consumers): 88 MiB hold some 114,000 consumers.
+const MOST_CONSUMERS: usize = 110_000;
 
 /// A `/jsz` reply of `consumers` consumers, 100 a stream, each with a
 /// message waiting (a status to decide, lag to estimate).

@@ -301,13 +301,17 @@ fn candidates_fill_the_budget_past_consumers_that_share_a_position() {
     assert_eq!(h.candidates((&streams, &rows), 0.0, 0), Vec::new());
     // A filtered consumer's requests carry its filters (one, or several).
     let mut f = consumer("F", 20, 10, 81, 10);
-    f.config = Some(ConsumerConfig {
-        filter_subject: "s.one".into(),
-        ..ConsumerConfig::default()
-    });
+    f.config = Some(
+        ConsumerConfig {
+            filter_subject: "s.one".into(),
+            ..ConsumerConfig::default()
+        }
+        .into(),
+    );
     let one = [("A", "S", &f, Some(1200.0))];
     assert_eq!(h.candidates((&streams, &one), 0.0, 1)[0].filters, ["s.one"]);
-    f.config.as_mut().unwrap().filter_subjects = vec!["s.a".into(), "s.b".into()].into();
+    std::sync::Arc::make_mut(f.config.as_mut().unwrap()).filter_subjects =
+        vec!["s.a".into(), "s.b".into()].into();
     let many = [("A", "S", &f, Some(1200.0))];
     assert_eq!(
         h.candidates((&streams, &many), 0.0, 1)[0].filters,

@@ -160,6 +160,10 @@ fn judge_stream(
     replies: &Replies,
 ) {
     let (account, stream) = (group[0].0, group[0].1);
+    // Room for the whole group at once: a table grown an insert at a time
+    // leaves each one it outgrew behind, a hole between blocks that stay.
+    let missing = group.len().saturating_sub(st.consumers.len());
+    st.consumers.reserve(missing);
     for (&(_, _, c, server_now), out) in group.iter().zip(out) {
         let now = server_now.unwrap_or(now);
         let consumer = slot(&mut st.consumers, &c.name);
@@ -195,7 +199,7 @@ fn sample(c: &ConsumerInfo, time: f64) -> Sample {
     Sample {
         time,
         delivered: c.delivered.stream_seq,
-        delivered_active: c.delivered.last_active.unwrap_or(f64::NAN),
+        delivered_active: c.delivered.active_at,
         ack_floor: c.ack_floor.stream_seq,
         pending: c.num_pending,
         ack_pending: c.num_ack_pending,

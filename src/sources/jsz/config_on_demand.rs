@@ -84,8 +84,8 @@ impl ConfigOnDemand {
         } else {
             polled.config_read = true;
         }
-        let filled = memory.remember(&mut polled, whole);
-        if !link.kept().charge(filled + memory.kept_bytes()) {
+        memory.remember(&mut polled, whole);
+        if !link.kept().charge(memory.kept_bytes()) {
             *memory = Memory::default();
             return Err(PollError::TooMuchKept(link.kept().limit()));
         }

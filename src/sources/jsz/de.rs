@@ -5,12 +5,14 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::size_of;
+use std::sync::Arc;
 
 use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::{
-    AccountDetail, ClusterInfo, ConsumerInfo, PriorityGroup, StreamDetail, PINNED_CLIENT_POLICY,
+    AccountDetail, ClusterInfo, ConsumerConfig, ConsumerInfo, PriorityGroup, StreamDetail,
+    PINNED_CLIENT_POLICY,
 };
 use crate::sources::kept::{self, KeptBudget};
 use crate::sources::parse_error;
@@ -18,7 +20,7 @@ use crate::sources::parse_error;
 /// What the exporter holds for each exported consumer after a poll, besides
 /// its parsed fields: its status window and map entry, its rendered labels,
 /// its rows in the lists the exposition is written from (about 500 bytes
-/// at 100,000 consumers, 830 in all with the parsed fields: counted so that
+/// at 100,000 consumers, 700 in all with the parsed fields: counted so that
 /// a reply just under the budget still fits in memory once health and text
 /// are added).
 pub(crate) const HELD_PER_CONSUMER: usize = 512;
@@ -47,11 +49,40 @@ pub trait Kept: Sized {
     fn lists(&self) -> usize {
         0
     }
+
+    /// Takes over the values it holds that are equal to `previous`'s (the
+    /// item before it in its list), so that a run of equal ones is held once.
+    fn share_with(&mut self, _previous: &Self) {}
+
+    /// What it holds besides [`Kept::kept_bytes`] that `previous` (the item
+    /// before it in its list) does not hold too: what a run of values
+    /// shared by [`Kept::share_with`] keeps is counted at its first.
+    fn unshared(&self, _previous: Option<&Self>) -> usize {
+        0
+    }
 }
 
 fn listed<T: Kept>(items: &[T]) -> usize {
-    items.iter().map(|i| i.kept_bytes()).sum()
+    let mut previous = None;
+    items
+        .iter()
+        .map(|i| {
+            let bytes = i.kept_bytes() + i.unshared(previous);
+            previous = Some(i);
+            bytes
+        })
+        .sum()
 }
+
+/// What a consumer's configuration keeps, shared (`Arc`): its counts and
+/// its own size, and its strings.
+pub(super) fn config_bytes(c: &ConsumerConfig) -> usize {
+    let filters: usize = c.filter_subjects.iter().map(Kept::kept_bytes).sum();
+    ARC_COUNTS + size_of::<ConsumerConfig>() + string_bytes(c.filter_subject.len()) + filters
+}
+
+/// The two counts an `Arc` keeps before its value.
+const ARC_COUNTS: usize = 16;
 
 fn cluster_bytes(c: &Option<ClusterInfo>) -> usize {
     c.as_ref().map_or(0, |c| string_bytes(c.leader.len()))
@@ -71,19 +102,31 @@ impl Kept for PriorityGroup {
 
 impl Kept for ConsumerInfo {
     fn own_heap(&self) -> usize {
-        let filter = self
-            .config
-            .as_ref()
-            .map_or(0, |k| string_bytes(k.filter_subject.len()));
-        HELD_PER_CONSUMER + string_bytes(self.name.len()) + cluster_bytes(&self.cluster) + filter
+        let boxed = string_bytes(size_of::<Box<[PriorityGroup]>>());
+        let groups = self.groups.as_ref().map_or(0, |_| boxed);
+        HELD_PER_CONSUMER + string_bytes(self.name.len()) + cluster_bytes(&self.cluster) + groups
     }
 
     fn lists(&self) -> usize {
-        let filters = self
-            .config
-            .as_ref()
-            .map_or(0, |k| listed(&k.filter_subjects));
-        filters + listed(&self.priority_groups)
+        listed(self.priority_groups())
+    }
+
+    /// Consumers of a stream are mostly made alike: one configuration is
+    /// held for a run of equal ones (the one parsed for each is let go).
+    fn share_with(&mut self, previous: &Self) {
+        if let (Some(mine), Some(theirs)) = (&mut self.config, &previous.config) {
+            if mine == theirs {
+                *mine = theirs.clone();
+            }
+        }
+    }
+
+    fn unshared(&self, previous: Option<&Self>) -> usize {
+        match (&self.config, previous.and_then(|p| p.config.as_ref())) {
+            (Some(mine), Some(theirs)) if Arc::ptr_eq(mine, theirs) => 0,
+            (Some(mine), _) => config_bytes(mine),
+            (None, _) => 0,
+        }
     }
 }
 
@@ -120,10 +163,9 @@ impl<S: Kept> Kept for AccountDetail<S> {
 
 /// A list of a `/jsz` reply (accounts, streams, consumers and theirs),
 /// charged to this thread's budget ([`kept::current`]) as it is parsed: the
-/// list's room as it grows and what each item owns (its own lists charge
-/// for themselves); a refused charge stops the parse. Kept without the
-/// room (up to as much again) the list grew while it was parsed, which
-/// adds up over many consumers.
+/// room it is read into and what each item owns (its own lists charge for
+/// themselves); a refused charge stops the parse. Kept in a list of its
+/// exact length, without the room it was read into.
 pub(crate) fn list<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
 where
     D: Deserializer<'de>,
@@ -133,6 +175,16 @@ where
         budget: kept::current(),
         kind: PhantomData,
     })
+}
+
+/// A value parsed into an `Arc`, for a list to share among equal items
+/// ([`Kept::share_with`]).
+pub(crate) fn shared<'de, D, T>(d: D) -> Result<Option<Arc<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.map(Arc::new))
 }
 
 /// [`list`], boxed: lists only read are kept as boxed slices, 8 bytes
@@ -145,8 +197,11 @@ where
     list(d).map(Vec::into_boxed_slice)
 }
 
+/// Items a list is read in at a time (see [`Charged`]'s `visit_seq`).
+const BLOCK_ITEMS: usize = 16;
+
 struct Charged<T> {
-    budget: std::sync::Arc<KeptBudget>,
+    budget: Arc<KeptBudget>,
     kind: PhantomData<T>,
 }
 
@@ -158,7 +213,6 @@ impl<'de, T: Deserialize<'de> + Kept> Visitor<'de> for Charged<T> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
-        let mut out: Vec<T> = Vec::new();
         let charge = |bytes: usize| {
             if self.budget.charge(bytes) {
                 Ok(())
@@ -166,18 +220,38 @@ impl<'de, T: Deserialize<'de> + Kept> Visitor<'de> for Charged<T> {
                 Err(parse_error::refused_in_deserializer(self.budget.refused()))
             }
         };
-        while let Some(item) = seq.next_element::<T>()? {
-            if out.len() == out.capacity() {
-                let room = out.capacity();
-                out.reserve(1);
-                charge((out.capacity() - room) * size_of::<T>())?;
+        // Read into blocks, then moved into one list of the exact length: a
+        // list grown by doubling leaves each room it outgrew behind, holes
+        // that blocks outliving the poll settle in, and the next poll's
+        // lists, which no longer fit between them, took new memory.
+        let mut blocks: Vec<Vec<T>> = Vec::new();
+        let mut len = 0;
+        while let Some(mut item) = seq.next_element::<T>()? {
+            let previous = blocks.last().and_then(|b| b.last());
+            if let Some(previous) = previous {
+                item.share_with(previous);
             }
-            charge(item.own_heap())?;
-            out.push(item);
+            charge(item.own_heap() + item.unshared(previous))?;
+            if blocks.last().is_none_or(|b| b.len() == BLOCK_ITEMS) {
+                if blocks.len() == blocks.capacity() {
+                    let room = blocks.capacity();
+                    blocks.reserve(1);
+                    charge((blocks.capacity() - room) * size_of::<Vec<T>>())?;
+                }
+                charge(BLOCK_ITEMS * size_of::<T>())?;
+                blocks.push(Vec::with_capacity(BLOCK_ITEMS));
+            }
+            blocks.last_mut().expect("a block with room").push(item);
+            len += 1;
         }
-        let slack = out.capacity() - out.len();
-        out.shrink_to_fit();
-        self.budget.release(slack * size_of::<T>());
+        charge(len * size_of::<T>())?;
+        let held =
+            blocks.len() * BLOCK_ITEMS * size_of::<T>() + blocks.capacity() * size_of::<Vec<T>>();
+        let mut out = Vec::with_capacity(len);
+        for block in blocks {
+            out.extend(block);
+        }
+        self.budget.release(held);
         Ok(out)
     }
 }
@@ -208,6 +282,55 @@ pub(crate) fn hashed<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     text.hash(&mut h);
     Ok(h.finish())
+}
+
+/// A timestamp as Unix seconds ([`crate::sources::timestamp`]), NaN when
+/// absent or never.
+pub(crate) fn seconds_or_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(crate::sources::timestamp(d)?.unwrap_or(f64::NAN))
+}
+
+/// A list kept only when not empty, behind one pointer: 8 bytes.
+pub(crate) type ThinList<T> = Option<Box<Box<[T]>>>;
+
+/// [`list`] kept only when not empty, behind one pointer.
+pub(crate) fn list_if_any<'de, D, T>(d: D) -> Result<ThinList<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Kept,
+{
+    let items = boxed_list(d)?;
+    Ok((!items.is_empty()).then(|| Box::new(items)))
+}
+
+/// Nanoseconds the server may leave out: 8 bytes where an `Option<i64>`
+/// takes 16, for every consumer of a poll (`i64::MIN` stands for none).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Nanos(i64);
+
+impl Nanos {
+    /// The nanoseconds, if the server sent them.
+    pub(crate) fn get(self) -> Option<i64> {
+        Some(self.0).filter(|n| *n != i64::MIN)
+    }
+}
+
+impl Default for Nanos {
+    fn default() -> Nanos {
+        Nanos(i64::MIN)
+    }
+}
+
+impl fmt::Debug for Nanos {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
+impl<'de> Deserialize<'de> for Nanos {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Nanos, D::Error> {
+        Ok(Option::<i64>::deserialize(d)?.map_or_else(Nanos::default, Nanos))
+    }
 }
 
 /// `discard`: true for `new`.

@@ -72,6 +72,8 @@ pub(crate) fn select_leaders(polls: &[Option<(Option<&str>, &JszPoll)>]) -> Lead
             }
         }
     }
+    // Held for the whole scrape: without the room (up to as much again) it grew.
+    out.consumers.shrink_to_fit();
     out
 }
 
@@ -166,7 +168,7 @@ mod tests {
         assert_eq!(consumers.len(), 1);
         assert_eq!(consumers[0].2.num_ack_pending, 3);
         assert_eq!(
-            age(consumers[0].3, consumers[0].2.delivered.last_active),
+            age(consumers[0].3, consumers[0].2.delivered.last_active()),
             Some(6.0)
         );
         // A server whose name is unknown cannot be shown to lead anything.
