@@ -113,8 +113,8 @@ pub async fn measure(streams: usize, rounds: usize) -> [Kind; N] {
         Vec::new(),
     ];
     let kinds = alternate(&servers, &http, &requests, rounds).await;
-    for url in &scrape_urls {
-        print_own_cost(&http, url).await;
+    for ((child, _), url) in started.iter().zip(&scrape_urls) {
+        print_own_cost(&http, url, child.id()).await;
     }
     for (mut e, _) in started {
         let _ = e.kill();
@@ -194,12 +194,14 @@ async fn alternate(
 
 /// What one more scrape of the exporter at `url` asked of each server, by
 /// its own metrics: the reply bytes per source, and whether its /jsz poll
-/// read the configuration (a scrape in the rounds should not have).
-async fn print_own_cost(http: &reqwest::Client, url: &str) {
+/// read the configuration (a scrape in the rounds should not have); and
+/// the exporter's (process `pid`) peak resident memory so far.
+async fn print_own_cost(http: &reqwest::Client, url: &str, pid: u32) {
     let body = http.get(url).send().await.unwrap().text().await.unwrap();
     let config = samples(&body, "nats_delivery_jsz_config_read", &[]);
     let bytes = samples(&body, "nats_delivery_scrape_reply_bytes", &[]);
-    println!("{url}: config read {config:?}; reply bytes {bytes:?}");
+    let peak = support::status_kib(pid, "VmHWM:") as f64 / 1024.0;
+    println!("{url}: peak RSS {peak:.1} MiB; config read {config:?}; reply bytes {bytes:?}");
 }
 
 fn loadavg() -> String {
