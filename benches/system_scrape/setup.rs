@@ -129,9 +129,9 @@ async fn replicas_current(js: &jetstream::Context, name: &str) -> Result<(), Str
 
 /// Creates the R3 streams (one message each) and their consumers through a
 /// connection to each server in turn: `BENCH_SETUP_CONCURRENCY` requests
-/// at once (default 8: at 32 a 3-node cluster on 2 cores lost its meta
-/// leader at 30,000 consumers), each stream's consumers only once its
-/// replicas are current, every request retried with back-off.
+/// at once (default 8), each stream's consumers only once its replicas are
+/// current, a failed request tried again after a back-off and once the
+/// cluster has settled ([`Tries::settle`]).
 pub async fn create(servers: &[NatsServer], streams: usize, consumers: usize) -> Setup {
     let start = Instant::now();
     let mut contexts = Vec::new();
