@@ -4,9 +4,9 @@
 //! fetch (`/jsz?accounts=true&streams=true&consumers=true&config=true`, what
 //! any exporter must ask to report what this one reports), and the
 //! exporter's own fetch between configuration reads (the same with
-//! `config=false`). For each: the server process's CPU time from
-//! `/proc/<pid>/stat` (utime + stime, 10 ms ticks) and the wall time; at
-//! the end, the exporter's peak resident memory (`VmHWM`, decimal MB).
+//! `config=false`). For each: the server process's CPU time (its CPU-time
+//! clock, all threads, in nanoseconds) and the wall time; at the end, the
+//! exporter's peak resident memory (`VmHWM`, decimal MB).
 //! Ratios are taken within one run, so other work on the machine weighs on
 //! both sides alike.
 //!
@@ -17,7 +17,8 @@
 //! a 3-node cluster of R3 streams and consumers first: three sidecar
 //! exporters and one through the system account against a fetch from every
 //! server, the CPU summed over the three servers (`TMPDIR=/dev/shm` keeps
-//! the Raft logs off the disk).
+//! the Raft logs off the disk), and then each request of a poll alone, over
+//! HTTP and through the system account.
 //!
 //! The exporter's scrape reads every default source (`/varz`, `/connz`
 //! twice, `/jsz`, `/accstatz`); its `/jsz` asks for configuration on the
@@ -26,9 +27,13 @@
 
 #[path = "server_cost/cluster.rs"]
 mod cluster;
+#[path = "server_cost/requests.rs"]
+mod requests;
 #[path = "system_scrape/setup.rs"]
 mod setup;
 mod support;
+#[path = "system_scrape/system_raw.rs"]
+mod system_raw;
 
 use std::time::Duration;
 

@@ -16,7 +16,7 @@
 //!
 //! `cargo bench --bench system_scrape`; `BENCH_STREAMS`, `BENCH_CONSUMERS`
 //! (the sizes), `BENCH_ROUNDS` (default 5), `BENCH_SETUP_CONCURRENCY`
-//! (consumers created at once, default 32); `BENCH_EXPORTER_ARGS` adds
+//! (requests of the set-up at once, default 8); `BENCH_EXPORTER_ARGS` adds
 //! flags to every exporter measured; `BENCH_BASELINE_EXPORTER` names
 //! another build of the exporter, polled through the system account in the
 //! same rounds (before and after a change). At 100 x 100 the servers'
