@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::wait::Wait;
 use crate::{free_port, http_get, NatsServer};
 
 /// Attempts at forming a cluster before the test gives up.
@@ -91,29 +92,31 @@ pub(crate) fn formed(what: &str, start: impl Fn() -> Vec<Vec<NatsServer>>) -> Ve
 /// peer ([`meta_group_ready`]). The last reports on failure: `within` has
 /// passed, or the leader sized the group short ([`group_short_of`]).
 fn wait_formed(servers: &[&NatsServer], within: Duration) -> Result<(), Vec<serde_json::Value>> {
-    let deadline = Instant::now() + within;
     let mut short_since: Option<Instant> = None;
-    loop {
-        let reports: Vec<serde_json::Value> = servers
-            .iter()
-            .map(|s| {
-                let jsz = http_get(&format!("{}/jsz", s.monitor_url()));
-                let v: serde_json::Value = serde_json::from_str(&jsz).unwrap_or_default();
-                v["meta_cluster"].clone()
-            })
-            .collect();
-        if meta_group_ready(&reports, servers.len()) {
-            return Ok(());
-        }
-        let short = group_short_of(&reports, servers.len());
-        short_since = short.then(|| short_since.unwrap_or_else(Instant::now));
-        if Instant::now() >= deadline
-            || short_since.is_some_and(|t| t.elapsed() >= SHORT_GROUP_WITHIN)
-        {
-            return Err(reports);
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    // Done when the group is ready (`Ok`) or has stayed short too long
+    // (`Err`, which no more waiting mends); not yet otherwise.
+    let formed = Wait::new("the JetStream meta group to form", within)
+        .every(Duration::from_millis(250))
+        .try_until_blocking(|| {
+            let reports: Vec<serde_json::Value> = servers
+                .iter()
+                .map(|s| {
+                    let jsz = http_get(&format!("{}/jsz", s.monitor_url()));
+                    let v: serde_json::Value = serde_json::from_str(&jsz).unwrap_or_default();
+                    v["meta_cluster"].clone()
+                })
+                .collect();
+            if meta_group_ready(&reports, servers.len()) {
+                return Ok(Ok(()));
+            }
+            let short = group_short_of(&reports, servers.len());
+            short_since = short.then(|| short_since.unwrap_or_else(Instant::now));
+            if short_since.is_some_and(|t| t.elapsed() >= SHORT_GROUP_WITHIN) {
+                return Ok(Err(reports));
+            }
+            Err(reports)
+        });
+    formed.and_then(|ready| ready)
 }
 
 /// Each server's name, its `meta_cluster` report, and the lines of its log
