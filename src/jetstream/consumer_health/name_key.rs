@@ -73,7 +73,13 @@ mod tests {
     fn short_names_are_held_in_the_key_and_found_by_str() {
         assert_eq!(std::mem::size_of::<NameKey>(), 24);
         let long = "a-consumer-name-longer-than-the-key";
-        let names = ["", "C7", "exactly-22-bytes-long!", long];
+        let names = [
+            "",
+            "C7",
+            "exactly-22-bytes-long!",
+            "exactly-23-bytes-long!!",
+            long,
+        ];
         let map: HashMap<NameKey, usize> = names
             .iter()
             .enumerate()
@@ -86,6 +92,10 @@ mod tests {
         assert!(matches!(
             NameKey::from("exactly-22-bytes-long!"),
             NameKey::Inline { .. }
+        ));
+        assert!(matches!(
+            NameKey::from("exactly-23-bytes-long!!"),
+            NameKey::Boxed(_)
         ));
         assert!(matches!(NameKey::from(long), NameKey::Boxed(_)));
         assert_eq!(map.get("C8"), None);
