@@ -76,19 +76,19 @@ fn status_family(t: Target, family: (&'static str, &'static str)) {
 
 fn removed_family(t: Target, family: (&'static str, &'static str)) {
     let series = (t.health.iter().enumerate())
-        .map(|(i, h)| (t.labels.get(i), "", Num::U(h.removed.messages)));
+        .map(|(i, h)| (t.labels.get(i), "", Num::U(h.removed().messages)));
     write_family(t.out, t.format, MetricType::Counter, family, series);
 }
 
 fn removed_exact_family(t: Target, family: (&'static str, &'static str)) {
     let series = (t.health.iter().enumerate())
-        .map(|(i, h)| (t.labels.get(i), "", Num::U(u64::from(h.removed.exact))));
+        .map(|(i, h)| (t.labels.get(i), "", Num::U(u64::from(h.removed().exact))));
     write_family(t.out, t.format, MetricType::Gauge, family, series);
 }
 
 fn removal_forecast_family(t: Target, family: (&'static str, &'static str)) {
     let series = (t.health.iter().enumerate())
-        .filter_map(|(i, h)| Some((t.labels.get(i), "", Num::F(h.removal_forecast?))));
+        .filter_map(|(i, h)| Some((t.labels.get(i), "", Num::F(h.removal_forecast()?))));
     write_family(t.out, t.format, MetricType::Gauge, family, series);
 }
 
@@ -102,25 +102,25 @@ const HEALTH_FAMILIES: [HealthFamily; 8] = [
     HealthFamily {
         name: "nats_delivery_consumer_delivery_lag_seconds",
         help: "Seconds since the first message the consumer has not delivered was stored (by the server's clock); 0 when nothing is pending.",
-        write: |t, family| age_family(t, family, |h| h.delivery_lag, false),
+        write: |t, family| age_family(t, family, |h| h.delivery_lag(), false),
         opt_in: None,
     },
     HealthFamily {
         name: "nats_delivery_consumer_delivery_lag_exact",
         help: "1 when the delivery lag is exact (a read timestamp, or nothing pending), 0 when estimated from stream history.",
-        write: |t, family| age_family(t, family, |h| h.delivery_lag, true),
+        write: |t, family| age_family(t, family, |h| h.delivery_lag(), true),
         opt_in: Some(OptIn::DeliveryLagExact),
     },
     HealthFamily {
         name: "nats_delivery_consumer_oldest_unacked_age_seconds",
         help: "Seconds since the first message above the ack floor (unacknowledged or undelivered) was stored (by the server's clock); 0 when none.",
-        write: |t, family| age_family(t, family, |h| h.oldest_unacked_age, false),
+        write: |t, family| age_family(t, family, |h| h.oldest_unacked_age(), false),
         opt_in: None,
     },
     HealthFamily {
         name: "nats_delivery_consumer_oldest_unacked_age_exact",
         help: "1 when the oldest unacknowledged age is exact (a read timestamp, or none waiting), 0 when estimated from stream history.",
-        write: |t, family| age_family(t, family, |h| h.oldest_unacked_age, true),
+        write: |t, family| age_family(t, family, |h| h.oldest_unacked_age(), true),
         opt_in: Some(OptIn::OldestUnackedAgeExact),
     },
     HealthFamily {
@@ -149,15 +149,15 @@ pub(crate) const HEALTH_FAMILY_COUNT: usize = HEALTH_FAMILIES.len();
 /// How many series the health families in `series` write for one consumer.
 pub(crate) fn health_series(h: &ConsumerHealthRow, series: &ConsumerSeries) -> u64 {
     let ages = [
-        (h.delivery_lag, OptIn::DeliveryLagExact),
-        (h.oldest_unacked_age, OptIn::OldestUnackedAgeExact),
+        (h.delivery_lag(), OptIn::DeliveryLagExact),
+        (h.oldest_unacked_age(), OptIn::OldestUnackedAgeExact),
     ];
     // Each age, and the removed count, has an `_exact` beside it when
     // asked for.
     let per_age = |exact: OptIn| 1 + u64::from(series.writes(Some(exact)));
     let ages = ages.iter().filter(|(age, _)| age.is_some());
     let removed = per_age(OptIn::RemovedBeforeDeliveryExact);
-    let forecast = u64::from(h.removal_forecast.is_some());
+    let forecast = u64::from(h.removal_forecast().is_some());
     series.status_series()
         + ages.map(|(_, exact)| per_age(*exact)).sum::<u64>()
         + removed

@@ -174,6 +174,51 @@ fn consumer(
 }
 
 #[test]
+fn a_health_row_gives_back_what_it_was_made_of() {
+    assert_eq!(std::mem::size_of::<ConsumerHealthRow>(), 40);
+    let ages = [
+        None,
+        Some(Age {
+            seconds: 0.0,
+            exact: true,
+        }),
+        Some(Age {
+            seconds: 12.5,
+            exact: false,
+        }),
+    ];
+    for lag in ages {
+        for unacked in ages {
+            for forecast in [None, Some(0.0), Some(3.25)] {
+                for exact in [true, false] {
+                    let removed = Removed { messages: 7, exact };
+                    let row =
+                        ConsumerHealthRow::new(Status::Stalled, (lag, unacked), removed, forecast);
+                    assert_eq!(row.status, Status::Stalled);
+                    assert_eq!(row.delivery_lag(), lag);
+                    assert_eq!(row.oldest_unacked_age(), unacked);
+                    assert_eq!(row.removed(), removed);
+                    assert_eq!(row.removal_forecast(), forecast);
+                }
+            }
+        }
+    }
+    let unjudged = ConsumerHealthRow::UNJUDGED;
+    assert_eq!(
+        (unjudged.status, unjudged.delivery_lag()),
+        (Status::Unknown, None)
+    );
+    let nothing = Removed {
+        messages: 0,
+        exact: true,
+    };
+    assert_eq!(
+        (unjudged.removed(), unjudged.removal_forecast()),
+        (nothing, None)
+    );
+}
+
+#[test]
 fn ages_are_estimated_or_exact_with_a_read_timestamp() {
     let mut h = ConsumerHealth::new(std::time::Duration::from_secs(10));
     // Messages 1..=101 stored from t=1000 to t=1100, one a second.
@@ -190,8 +235,8 @@ fn ages_are_estimated_or_exact_with_a_read_timestamp() {
         })
     };
     assert_eq!(rows[0].status, Status::Unknown);
-    assert_eq!(rows[0].delivery_lag, est(1200.0 - 1060.0));
-    assert_eq!(rows[0].oldest_unacked_age, est(1200.0 - 1040.0));
+    assert_eq!(rows[0].delivery_lag(), est(1200.0 - 1060.0));
+    assert_eq!(rows[0].oldest_unacked_age(), est(1200.0 - 1040.0));
 
     // The candidates: oldest unacknowledged first, then delivery lag.
     let wanted = h.candidates((&streams, &consumers), 0.0, 50);
@@ -211,14 +256,14 @@ fn ages_are_estimated_or_exact_with_a_read_timestamp() {
     replies.insert(wanted[0].clone(), TimestampReply::NoMessage);
     let rows = h.update((&streams, &consumers), 0.0, &replies);
     assert_eq!(
-        rows[0].delivery_lag,
+        rows[0].delivery_lag(),
         Some(Age {
             seconds: 138.5,
             exact: true
         })
     );
     assert_eq!(
-        rows[0].oldest_unacked_age,
+        rows[0].oldest_unacked_age(),
         Some(Age {
             seconds: 0.0,
             exact: true
@@ -234,7 +279,7 @@ fn ages_are_estimated_or_exact_with_a_read_timestamp() {
         exact: true,
     });
     assert_eq!(
-        (rows[0].delivery_lag, rows[0].oldest_unacked_age),
+        (rows[0].delivery_lag(), rows[0].oldest_unacked_age()),
         (zero, zero)
     );
     assert!(h.candidates((&streams, &consumers), 0.0, 50).is_empty());

@@ -9,7 +9,6 @@ use super::window::{Sample, SLICES};
 use super::{age, positions, request, slot, ConsumerHealth, ConsumerHealthRow, Replies};
 use super::{Status, StreamState};
 use crate::jetstream::limit_forecast::forecast;
-use crate::jetstream::removed_before_delivery::Removed;
 use crate::sources::jsz::{ConsumerInfo, ConsumerRow, StreamRow};
 
 /// Below this many consumers one thread judges them all: a few
@@ -25,16 +24,7 @@ type Work<'r, 'a, 's> = (
 );
 
 /// A row before its consumer is judged; every one is overwritten.
-const UNJUDGED: ConsumerHealthRow = ConsumerHealthRow {
-    status: Status::Unknown,
-    delivery_lag: None,
-    oldest_unacked_age: None,
-    removed: Removed {
-        messages: 0,
-        exact: true,
-    },
-    removal_forecast: None,
-};
+const UNJUDGED: ConsumerHealthRow = ConsumerHealthRow::UNJUDGED;
 
 impl ConsumerHealth {
     /// Takes one poll: records every stream's points and every consumer's
@@ -185,13 +175,7 @@ fn judge_stream(
             let span = window / SLICES;
             forecast(front, &mut consumer.behind, c, lag, (now, span))
         });
-        *out = ConsumerHealthRow {
-            status,
-            delivery_lag: lag,
-            oldest_unacked_age: unacked,
-            removed,
-            removal_forecast,
-        };
+        *out = ConsumerHealthRow::new(status, (lag, unacked), removed, removal_forecast);
     }
 }
 

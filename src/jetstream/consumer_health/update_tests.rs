@@ -93,7 +93,7 @@ fn two_threads_judge_every_consumer_as_one_thread_does() {
         }
     }
     assert!(statuses.len() >= 3, "{statuses:?}");
-    assert!(one[5].iter().any(|r| r.removed != one[5][0].removed));
+    assert!(one[5].iter().any(|r| r.removed() != one[5][0].removed()));
 }
 
 #[test]

@@ -121,7 +121,9 @@ impl Positions {
 /// the window's base time), its `own` facts, and `facts` about every
 /// snapshot merged into the entry and every step to them from the snapshot
 /// before. An `f32` offset is exact to about 1e-7 of the window's span.
+/// Packed: 7 bytes, not 8, in every one of a consumer's entries.
 #[derive(Debug, Clone, Copy, Default)]
+#[repr(C, packed)]
 struct Entry {
     offset: f32,
     facts: u16,
@@ -272,11 +274,11 @@ impl ConsumerWindow {
 
 #[cfg(test)]
 mod tests {
-    /// 8-byte entries, and a whole consumer's window in one value: nothing
+    /// 7-byte entries, and a whole consumer's window in one value: nothing
     /// else is allocated for it.
     #[test]
     fn a_window_is_small() {
-        assert_eq!(std::mem::size_of::<super::Entry>(), 8);
-        assert!(std::mem::size_of::<super::ConsumerWindow>() <= 144);
+        assert_eq!(std::mem::size_of::<super::Entry>(), 7);
+        assert!(std::mem::size_of::<super::ConsumerWindow>() <= 128);
     }
 }
