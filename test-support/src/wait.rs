@@ -12,8 +12,10 @@
 //!
 //! A check returns an [`Outcome`]: `true`, `Some(v)` or `Ok(v)` when done;
 //! `false`, `None` or `Err(seen)` when not yet, where `seen` is what the check
-//! read (it is in the message when the wait times out). The check runs once
-//! more at the deadline, so a condition met just in time is not a failure.
+//! read (it is in the message when the wait times out). The wait gives up
+//! only after a check that began at or past the deadline: a check still
+//! running when the deadline passes (one slow pull, one slow scrape) is
+//! followed by one more, so a condition met just in time is not a failure.
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -122,9 +124,10 @@ impl Wait {
     pub async fn until<O: Outcome>(&self, mut check: impl FnMut() -> O) -> O::Done {
         let deadline = Instant::now() + self.within;
         loop {
+            let started = Instant::now();
             match check().outcome() {
                 Ok(done) => return done,
-                Err(seen) => self.give_up_after(deadline, &seen),
+                Err(seen) => self.give_up_if(started >= deadline, &seen),
             }
             tokio::time::sleep(self.every).await;
         }
@@ -148,9 +151,10 @@ impl Wait {
     ) -> Result<O::Done, O::Seen> {
         let deadline = Instant::now() + self.within;
         loop {
+            let started = Instant::now();
             match check().await.outcome() {
                 Ok(done) => return Ok(done),
-                Err(seen) if Instant::now() >= deadline => return Err(seen),
+                Err(seen) if started >= deadline => return Err(seen),
                 Err(_) => {}
             }
             tokio::time::sleep(self.every).await;
@@ -168,9 +172,10 @@ impl Wait {
     {
         let deadline = Instant::now() + self.within;
         loop {
+            let started = Instant::now();
             match check().await.outcome() {
                 Ok(done) => return done,
-                Err(seen) => self.give_up_after(deadline, &seen),
+                Err(seen) => self.give_up_if(started >= deadline, &seen),
             }
             tokio::time::sleep(self.every).await;
         }
@@ -192,17 +197,18 @@ impl Wait {
     ) -> Result<O::Done, O::Seen> {
         let deadline = Instant::now() + self.within;
         loop {
+            let started = Instant::now();
             match check().outcome() {
                 Ok(done) => return Ok(done),
-                Err(seen) if Instant::now() >= deadline => return Err(seen),
+                Err(seen) if started >= deadline => return Err(seen),
                 Err(_) => {}
             }
             std::thread::sleep(self.every);
         }
     }
 
-    fn give_up_after(&self, deadline: Instant, seen: &dyn Debug) {
-        if Instant::now() >= deadline {
+    fn give_up_if(&self, late: bool, seen: &dyn Debug) {
+        if late {
             self.give_up(seen);
         }
     }
@@ -257,6 +263,22 @@ mod tests {
             .every(Duration::from_millis(50))
             .until(|| start.elapsed() >= within)
             .await;
+    }
+
+    #[test]
+    fn a_check_running_across_the_deadline_is_followed_by_one_more() {
+        let mut calls = 0;
+        let within = Duration::from_millis(20);
+        let done = Wait::new("the second call", within)
+            .every(Duration::ZERO)
+            .until_blocking(|| {
+                calls += 1;
+                if calls == 1 {
+                    std::thread::sleep(within * 3);
+                }
+                (calls == 2).then_some(calls)
+            });
+        assert_eq!(done, 2);
     }
 
     #[tokio::test]
