@@ -109,6 +109,7 @@ pub use nats::retry::ListenerError;
 pub use nats::{ConnectionError, Secret};
 pub use poll_error::PollError;
 pub use scrape::exporter::ExporterBuildError;
+pub use scrape::exposition::ScrapeAborted;
 pub use sources::gatewayz::GatewayPending;
 pub use sources::jsz::de::Kept;
 pub use sources::jsz::{

@@ -133,10 +133,13 @@ async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> i
         Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
     };
     // Sent while it is written, so its length is not known beforehand.
-    // Fused: the gzip encoder polls the body once more after its end.
+    // Fused: the gzip encoder polls the body once more after its end. A
+    // text cut short (`ScrapeAborted`) is an error of the body: the server
+    // breaks the response off, and the scraper records a failed scrape
+    // rather than a short text under status 200.
     (
         [(header::CONTENT_TYPE, content_type.to_string())],
-        Body::from_stream(text.fuse().map(Ok::<_, std::convert::Infallible>)),
+        Body::from_stream(text.fuse()),
     )
 }
 

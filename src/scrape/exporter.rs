@@ -14,7 +14,7 @@ use prometheus_client::registry::Registry;
 
 use crate::jetstream::message_timestamps::MessageTimestamps;
 use crate::lock::LockOrRecover;
-use crate::scrape::exposition::Exposition;
+use crate::scrape::exposition::{Exposition, ScrapeAborted};
 use crate::scrape::poller::Poller;
 use crate::scrape::settings::ScrapeSettings;
 use crate::scrape::snapshot::Snapshot;
@@ -145,14 +145,17 @@ impl Exporter {
         Ok(ExporterBuilder::new(settings)?.build())
     }
 
-    /// Polls every server and source, then encodes everything registered.
-    pub async fn scrape(&self, format: Format) -> String {
+    /// Polls every server and source, then encodes everything registered;
+    /// [`ScrapeAborted`] when the writing stopped before the end (a
+    /// collector panicked), which the HTTP server answers with a broken
+    /// response.
+    pub async fn scrape(&self, format: Format) -> Result<String, ScrapeAborted> {
         let mut text = String::new();
         let mut chunks = std::pin::pin!(self.scrape_stream(format).await);
         while let Some(chunk) = chunks.next().await {
-            text.push_str(std::str::from_utf8(&chunk).expect("the exposition is UTF-8"));
+            text.push_str(std::str::from_utf8(&chunk?).expect("the exposition is UTF-8"));
         }
-        text
+        Ok(text)
     }
 
     /// [`Exporter::scrape`] as consecutive chunks of the text, written while
@@ -161,7 +164,7 @@ impl Exporter {
     pub(crate) async fn scrape_stream(
         &self,
         format: Format,
-    ) -> impl Stream<Item = Bytes> + Send + 'static {
+    ) -> impl Stream<Item = Result<Bytes, ScrapeAborted>> + Send + 'static {
         let flight = self.join_flight();
         let polled = flight.clone().await;
         // The poll is done: unless it is to answer later scrapes, forget

@@ -51,6 +51,13 @@ impl Default for Exposition {
     }
 }
 
+/// A writer stopped before the text's end (it panicked): the text sent so
+/// far is not the whole, and the response carrying it is aborted, so that a
+/// scraper records a failed scrape instead of a short one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the exposition's writer stopped before the end of the text")]
+pub struct ScrapeAborted;
+
 /// What the writing threads send: the pieces in output order, spread over
 /// one channel per thread (piece `i` on channel `i % threads`).
 struct Pieces {
@@ -71,7 +78,7 @@ impl Exposition {
         self: &Arc<Self>,
         snapshot: Arc<Snapshot>,
         format: Format,
-    ) -> impl Stream<Item = Bytes> + Send + 'static {
+    ) -> impl Stream<Item = Result<Bytes, ScrapeAborted>> + Send + 'static {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
         let (head_tx, head) = oneshot::channel();
         let (senders, channels): (Vec<_>, Vec<_>) = (0..threads).map(|_| mpsc::channel(1)).unzip();
@@ -151,8 +158,12 @@ impl Exposition {
 
 /// The pieces in order as the text's chunks: a family's header once, before
 /// its first sample; the OpenMetrics `# EOF` last. A writer that stopped
-/// before its last piece (it panicked) ends the text there.
-fn assemble(pieces: Pieces, format: Format) -> impl Stream<Item = Bytes> + Send + 'static {
+/// before its last piece (it panicked) ends the text there with
+/// [`ScrapeAborted`].
+fn assemble(
+    pieces: Pieces,
+    format: Format,
+) -> impl Stream<Item = Result<Bytes, ScrapeAborted>> + Send + 'static {
     /// Where the assembly is.
     enum Step {
         Head(Pieces),
@@ -169,7 +180,7 @@ fn assemble(pieces: Pieces, format: Format) -> impl Stream<Item = Bytes> + Send 
             Step::Done => return None,
             Step::Head(mut pieces) => {
                 let Ok((main, count)) = (&mut pieces.head).await else {
-                    return None;
+                    return Some((Err(ScrapeAborted), Step::Done));
                 };
                 let headed = vec![false; CONSUMER_PARTS];
                 let step = Step::Piece {
@@ -178,7 +189,7 @@ fn assemble(pieces: Pieces, format: Format) -> impl Stream<Item = Bytes> + Send 
                     count,
                     headed,
                 };
-                return Some((Bytes::from(main), step));
+                return Some((Ok(Bytes::from(main)), step));
             }
             Step::Piece {
                 pieces,
@@ -190,7 +201,10 @@ fn assemble(pieces: Pieces, format: Format) -> impl Stream<Item = Bytes> + Send 
         let threads = pieces.channels.len();
         let blocks = count / CONSUMER_PARTS;
         while next < count {
-            let text = pieces.channels[next % threads].recv().await?;
+            // A channel closes early only when its writer is gone.
+            let Some(text) = pieces.channels[next % threads].recv().await else {
+                return Some((Err(ScrapeAborted), Step::Done));
+            };
             let part = next / blocks;
             next += 1;
             if text.is_empty() {
@@ -204,7 +218,7 @@ fn assemble(pieces: Pieces, format: Format) -> impl Stream<Item = Bytes> + Send 
             };
             let text = Bytes::from(text).slice(repeated..);
             return Some((
-                text,
+                Ok(text),
                 Step::Piece {
                     pieces,
                     next,
@@ -214,7 +228,7 @@ fn assemble(pieces: Pieces, format: Format) -> impl Stream<Item = Bytes> + Send 
             ));
         }
         match format {
-            Format::OpenMetrics => Some((Bytes::from_static(b"# EOF\n"), Step::Done)),
+            Format::OpenMetrics => Some((Ok(Bytes::from_static(b"# EOF\n")), Step::Done)),
             Format::Classic => None,
         }
     })

@@ -22,9 +22,9 @@ pub fn exporter_builder(urls: &[String], extra: &[&str]) -> ExporterBuilder {
     ExporterBuilder::new(config.scrape_settings()).expect("exporter")
 }
 
-/// One scrape in the classic text format.
+/// One scrape in the classic text format, whole.
 pub async fn scrape(e: &Exporter) -> String {
-    e.scrape(Format::Classic).await
+    e.scrape(Format::Classic).await.expect("a whole scrape")
 }
 
 /// Publishes `payload` to each of `subjects` through JetStream and waits

@@ -131,7 +131,7 @@ async fn scrapes(reply: String) -> Vec<(Format, String)> {
     );
     let mut out = Vec::new();
     for format in [Format::Classic, Format::OpenMetrics] {
-        out.push((format, exporter.scrape(format).await));
+        out.push((format, exporter.scrape(format).await.unwrap()));
     }
     out
 }
