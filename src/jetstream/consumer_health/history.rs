@@ -10,7 +10,7 @@ pub(crate) const MAX_POINTS: usize = 64;
 #[derive(Debug, Default, Clone)]
 pub(crate) struct StreamHistory {
     points: Vec<(u64, f64)>,
-    /// When this stream was last seen (the poll's clock), to forget it.
+    /// When this stream was last seen (the exporter's clock), to forget it.
     pub(crate) seen: f64,
 }
 

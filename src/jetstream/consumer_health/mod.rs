@@ -266,15 +266,6 @@ impl ConsumerHealth {
         }
     }
 
-    /// The servers' clock (the newest any consumer's poll gave), else `now`.
-    fn server_clock(consumers: &[ConsumerRow], now: f64) -> f64 {
-        consumers
-            .iter()
-            .filter_map(|c| c.3)
-            .reduce(f64::max)
-            .unwrap_or(now)
-    }
-
     /// Takes each stream's first and last (sequence, time) points, and
     /// with `new_poll` (once per poll) its figures for the removed counts.
     fn record_streams(&mut self, streams: &[StreamRow], now: f64, new_poll: bool) {
@@ -305,7 +296,8 @@ impl ConsumerHealth {
 
     /// Up to `limit` timestamps worth reading: those behind the consumers
     /// that lag most, by estimated oldest-unacknowledged age, then delivery
-    /// lag. `now` stands in for a server that gave no clock.
+    /// lag. `now` is the exporter's clock ([`ConsumerHealth::update`]), and
+    /// stands in for a server that gave no clock.
     pub fn candidates(
         &mut self,
         (streams, consumers): (&[StreamRow], &[ConsumerRow]),
@@ -315,7 +307,7 @@ impl ConsumerHealth {
         if limit == 0 {
             return Vec::new();
         }
-        self.record_streams(streams, Self::server_clock(consumers, now), false);
+        self.record_streams(streams, now, false);
         let empty = StreamState::default();
         let mut ranked = Vec::new();
         for (i, (account, stream, c, server_now)) in consumers.iter().enumerate() {

@@ -297,7 +297,7 @@ fn paused_comes_first_and_the_unseen_are_forgotten() {
         ("A", "S", &paused, Some(2000.0)),
         ("A", "S", &other, Some(2000.0)),
     ];
-    let rows = h.update((&streams, &both), 0.0, &Replies::new());
+    let rows = h.update((&streams, &both), 2000.0, &Replies::new());
     assert_eq!(rows[0].status, Status::Paused);
     assert_eq!(rows[1].status, Status::Unknown);
     assert_eq!(h.held(), (2, 1));
@@ -305,14 +305,14 @@ fn paused_comes_first_and_the_unseen_are_forgotten() {
     for t in [2005.0, 2010.0] {
         h.update(
             (&streams, &[("A", "S", &other, Some(t))]),
-            0.0,
+            t,
             &Replies::new(),
         );
         assert_eq!(h.held(), (2, 1), "{t}");
     }
     h.update(
         (&streams, &[("A", "S", &other, Some(2010.5))]),
-        0.0,
+        2010.5,
         &Replies::new(),
     );
     assert_eq!(h.held(), (1, 1));

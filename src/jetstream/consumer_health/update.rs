@@ -32,6 +32,13 @@ impl ConsumerHealth {
     /// returns each consumer's health, in the order of `consumers`.
     /// `replies` holds timestamps read for [`ConsumerHealth::candidates`];
     /// any consumer without one is estimated.
+    ///
+    /// `now` is the exporter's clock: the windows, forgetting and the
+    /// forecast's rates run on it alone. A consumer's ages are its server's
+    /// clock (its row's, else `now`) less times that servers stamped: were
+    /// the windows on the servers' clocks, a server whose clock lags
+    /// another's by more than the window would have its consumers
+    /// forgotten at every poll.
     pub fn update(
         &mut self,
         rows: (&[StreamRow], &[ConsumerRow]),
@@ -50,8 +57,7 @@ impl ConsumerHealth {
         replies: &Replies,
         two_threads_from: usize,
     ) -> Vec<ConsumerHealthRow> {
-        let latest = Self::server_clock(consumers, now);
-        self.record_streams(streams, latest, true);
+        self.record_streams(streams, now, true);
         let groups: Vec<&[ConsumerRow]> = consumers
             .chunk_by(|a, b| a.0 == b.0 && a.1 == b.1)
             .collect();
@@ -100,7 +106,7 @@ impl ConsumerHealth {
             let st = slot(slot(&mut self.accounts, group[0].0), group[0].1);
             judge_stream(group, st, place, (now, window), replies);
         }
-        self.forget(latest - window);
+        self.forget(now - window);
         judged
     }
 
@@ -155,7 +161,7 @@ fn judge_stream(
     let missing = group.len().saturating_sub(st.consumers.len());
     st.consumers.reserve(missing);
     for (&(_, _, c, server_now), out) in group.iter().zip(out) {
-        let now = server_now.unwrap_or(now);
+        let server_now = server_now.unwrap_or(now);
         let consumer = slot(&mut st.consumers, &c.name);
         let removed = consumer.count_removed(&st.polls, c);
         consumer.window.record(sample(c, now), window);
@@ -168,7 +174,7 @@ fn judge_stream(
             let reply = seq
                 .filter(|_| !replies.is_empty())
                 .and_then(|seq| replies.get(&request(account, stream, c, seq)));
-            age(&st.history, seq, now, reply)
+            age(&st.history, seq, server_now, reply)
         });
         let removal_forecast = st.front.as_ref().and_then(|front| {
             let lag = lag.map(|a| a.seconds);

@@ -66,7 +66,7 @@ fn judged(two_threads_from: usize, split_a_stream: bool) -> Vec<Vec<ConsumerHeal
         let stream_rows: Vec<StreamRow> = streams.iter().map(|s| ("A", s)).collect();
         let mut judged = h.update_on_threads(
             (&stream_rows, &rows),
-            0.0,
+            1300.0 + 10.0 * t as f64,
             &Replies::new(),
             two_threads_from,
         );
@@ -101,4 +101,48 @@ fn a_stream_whose_consumers_come_in_two_runs_is_judged_whole() {
     let whole = judged(usize::MAX, false);
     assert_eq!(judged(0, true), whole);
     assert_eq!(judged(usize::MAX, true), whole);
+}
+
+/// Two servers whose clocks are an hour apart, the window 10 s: each
+/// server's consumers keep their window and their removal count, and are
+/// judged alike. (Forgotten by the newest clock, the lagging server's
+/// consumer was forgotten at every poll: `unknown`, its count started
+/// again at every poll.)
+#[test]
+fn a_server_whose_clock_lags_keeps_its_consumers() {
+    let mut h = ConsumerHealth::new(std::time::Duration::from_secs(10));
+    let mut rows = Vec::new();
+    for poll in 0..12_u64 {
+        let now = 5000.0 + 2.0 * poll as f64;
+        // Limits remove 5 messages a poll; both consumers stopped at 10.
+        let mut s = stream(0, 0);
+        s.state.first_seq = 1 + 5 * poll;
+        s.state.last_seq = 200;
+        s.state.messages = s.state.last_seq + 1 - s.state.first_seq;
+        let stopped = |name: &str| {
+            let mut c = ConsumerInfo {
+                name: name.into(),
+                num_pending: 190_u64.min(s.state.messages),
+                num_ack_pending: 1,
+                ..ConsumerInfo::default()
+            };
+            c.delivered.stream_seq = 10;
+            c.delivered.consumer_seq = 10;
+            c.ack_floor.stream_seq = 9;
+            c
+        };
+        let (on_time, lagging) = (stopped("on-time"), stopped("lagging"));
+        let consumers = [
+            ("A", "S0", &on_time, Some(now)),
+            ("A", "S0", &lagging, Some(now - 3600.0)),
+        ];
+        let streams = [("A", &s)];
+        rows = h.update((&streams, &consumers), now, &Replies::new());
+        assert_eq!(h.held(), (2, 1), "poll {poll}");
+        assert_eq!(rows[0].status, rows[1].status, "poll {poll}");
+        assert_eq!(rows[0].removed(), rows[1].removed(), "poll {poll}");
+    }
+    assert_eq!(rows[1].status, Status::Stopped);
+    // The messages from 11 up to the first now stored, 1 + 5 * 11.
+    assert_eq!(rows[1].removed().messages, 45);
 }

@@ -26,7 +26,7 @@ pub(crate) const MAX_ENTRIES: usize = SLICES as usize + 3;
 /// One consumer as one poll saw it (leader only).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Sample {
-    /// The poll's clock, Unix seconds.
+    /// The exporter's clock at the poll, Unix seconds.
     pub(crate) time: f64,
     /// `delivered.stream_seq`.
     pub(crate) delivered: u64,
@@ -163,8 +163,8 @@ impl ConsumerWindow {
             self.base = s.time;
         } else {
             new.facts |= self.newest.step_to(&positions);
-            // A server's clock read after another's may be a little behind:
-            // within one consumer's window time never goes back.
+            // A clock stepped back: within one consumer's window time
+            // never goes back.
             new.offset = ((s.time - self.base) as f32).max(self.entries[len - 1].offset);
         }
         self.newest = positions;
