@@ -115,7 +115,8 @@ pub(crate) fn forecast(
     if c.num_pending == 0 {
         return None;
     }
-    let next = delivered + 1;
+    // Nothing follows `u64::MAX` (no server reaches it): nothing to lose.
+    let next = delivered.checked_add(1)?;
     if next < front.first_seq {
         return Some(0.0);
     }
@@ -127,7 +128,7 @@ pub(crate) fn forecast(
         return by_age;
     };
     // Messages from the first stored up to and with the next undelivered.
-    let up_to_next = (next - front.first_seq + 1) as f64;
+    let up_to_next = (next - front.first_seq) as f64 + 1.0;
     let by_msgs = front.max_msgs.map(|max| {
         let room = max.saturating_sub(front.messages) as f64;
         (room + up_to_next) / rate

@@ -159,3 +159,24 @@ fn only_limits_that_remove_make_a_front() {
 fn a_consumer_keeps_16_bytes() {
     assert!(std::mem::size_of::<BehindRate>() <= 16);
 }
+
+/// Figures no server sends, at the top of `u64`: a consumer at the last
+/// sequence has no next message to lose (no forecast, where `+ 1`
+/// overflowed), and a stream from sequence 0 to the last one forecasts a
+/// finite time.
+#[test]
+fn extreme_positions_forecast_nothing_or_a_finite_time() {
+    let mut front = stream_at(20.0, (Some(100), None, Some(30.0)));
+    front.last_seq = u64::MAX;
+    let mut rate = BehindRate::default();
+    let at_the_end = consumer(u64::MAX, 5);
+    let f = forecast(&front, &mut rate, &at_the_end, Some(1.0), (20.0, 2.0));
+    assert_eq!(f, None);
+    front.first_seq = 0;
+    let mut rate = BehindRate::default();
+    let behind = consumer(u64::MAX - 1, 5);
+    for t in [20.0, 23.0] {
+        let f = forecast(&front, &mut rate, &behind, Some(1.0), (t, 2.0));
+        assert!(f.is_some_and(|f| f.is_finite() && f >= 0.0), "{f:?}");
+    }
+}

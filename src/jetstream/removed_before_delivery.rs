@@ -11,6 +11,16 @@
 //! sequence `F` and the interior deletes above `D`: they are counted as
 //! soon as they are gone, and not again when the consumer jumps them.
 //! METRICS.md has the whole arithmetic, its bounds and where it is exact.
+//!
+//! The figures are the servers' `u64`s, and a reply may be inconsistent
+//! or hostile (a sequence at `u64::MAX`, interior deletes above the last
+//! sequence). Every sum and difference of them saturates: a figure past
+//! `u64::MAX` (past `i64::MAX` in the running sum) is held there, one
+//! below 0 is 0. No real stream comes near 2^63 sequences, so only such a
+//! reply reaches the limit, and the count shown then holds at the largest
+//! value instead of wrapping to a small or negative one.
+
+pub(crate) use crate::sources::jsz::{ConsumerAt, CountingKind, StreamAt};
 
 /// One consumer and its stream as one poll saw them (leader only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -33,15 +43,6 @@ struct Position {
     redelivered: u64,
 }
 
-/// What a consumer's configuration says for the arithmetic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Kind {
-    /// The consumer has a subject filter: not every stream message is its.
-    pub(crate) filtered: bool,
-    /// Ack policy `none` or `max_deliver` 1: every delivery is a first one.
-    pub(crate) no_redelivery: bool,
-}
-
 /// The counter for one consumer, since the exporter began tracking it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Removed {
@@ -49,32 +50,6 @@ pub(crate) struct Removed {
     pub(crate) messages: u64,
     /// Every increase so far was exact (the bounds met).
     pub(crate) exact: bool,
-}
-
-/// A stream's figures the count needs, as one poll saw them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct StreamAt {
-    /// Stream `first_seq`.
-    pub(crate) first_seq: u64,
-    /// Stream `last_seq`.
-    pub(crate) last_seq: u64,
-    /// Stream `messages`.
-    pub(crate) messages: u64,
-    /// Stream `num_deleted` (interior deletes).
-    pub(crate) deleted: u64,
-}
-
-/// A consumer's figures the count needs, as one poll saw them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct ConsumerAt {
-    /// `delivered.stream_seq`.
-    pub(crate) delivered: u64,
-    /// `delivered.consumer_seq`.
-    pub(crate) deliveries: u64,
-    /// `num_pending`.
-    pub(crate) pending: u64,
-    /// `num_redelivered`.
-    pub(crate) redelivered: u64,
 }
 
 impl Position {
@@ -209,7 +184,7 @@ fn open(p: &Position, s: &Position, short: u64) -> u64 {
     }
     let fell_into_head = head(s).saturating_sub(head(p));
     let was = interior(p, short).saturating_sub(fell_into_head);
-    head(s) + interior(s, short).min(was)
+    head(s).saturating_add(interior(s, short).min(was))
 }
 
 /// The consumer neither delivered nor moved between polls `p` and `s`.
@@ -224,28 +199,41 @@ fn steady(p: &Position, s: &Position) -> bool {
 }
 
 /// Lower bound, estimate and upper bound of one interval, unfiltered.
-fn unfiltered(p: &Position, s: &Position, kind: Kind) -> [u64; 3] {
-    let dd = s.delivered - p.delivered;
-    let dc = s.deliveries - p.deliveries;
+fn unfiltered(p: &Position, s: &Position, kind: CountingKind) -> [u64; 3] {
+    // Neither went back (`moved_back` is checked first).
+    let dd = s.delivered.saturating_sub(p.delivered);
+    let dc = s.deliveries.saturating_sub(p.deliveries);
     // skipped - redeliveries; a message newly in the redelivered set was
     // redelivered at least once.
     let base = dd as i128 - dc as i128;
     let newly_redelivered = s.redelivered.saturating_sub(p.redelivered) as i128;
-    let mut low = (base + newly_redelivered).max(0) as u64;
+    let mut low = clamped(base + newly_redelivered);
     if dd > 0 {
         // The removed messages seen at the last poll below where it is now.
         let passed = (p.first_seq.saturating_sub(1)).min(s.delivered);
         low = low.max(passed.saturating_sub(p.delivered));
     }
     let gone = s.first_seq.saturating_sub(1).min(s.delivered);
-    let mut high = gone.saturating_sub(p.delivered) + s.deleted;
+    let mut high = gone.saturating_sub(p.delivered).saturating_add(s.deleted);
+    // Skipped messages the stream still holds were not removed: a reset
+    // (2.14+, `$JS.API.CONSUMER.RESET`) moved the consumer past them
+    // without going back in its delivery count (it had delivered none, or
+    // more since the reset than before it).
+    low = low.min(high);
     // Equally, what was removed above the delivered sequence at the last
     // poll plus what the stream removed since: interior deletes the
     // consumer had passed before are in neither.
-    let removed_since = (s.last_seq - p.last_seq + p.messages).saturating_sub(s.messages);
-    high = high.min(head(p) + interior(p, 0) + removed_since);
+    let removed_since = clamped(
+        i128::from(s.last_seq) - i128::from(p.last_seq) + i128::from(p.messages)
+            - i128::from(s.messages),
+    );
+    high = high.min(
+        head(p)
+            .saturating_add(interior(p, 0))
+            .saturating_add(removed_since),
+    );
     if kind.no_redelivery {
-        high = high.min(base.max(0) as u64);
+        high = high.min(clamped(base));
     }
     let low = low.min(dd);
     let high = high.max(low).min(dd);
@@ -255,17 +243,18 @@ fn unfiltered(p: &Position, s: &Position, kind: Kind) -> [u64; 3] {
 /// Lower bound, estimate and upper bound of one interval, filtered:
 /// `removed = matching arrivals - first deliveries - Δpending`, where the
 /// matching arrivals are unknown between 0 and every arrival.
-fn filtered(p: &Position, s: &Position, kind: Kind) -> [u64; 3] {
+fn filtered(p: &Position, s: &Position, kind: CountingKind) -> [u64; 3] {
     let arrivals = s.last_seq.saturating_sub(p.last_seq) as i128;
     let removed_by_stream = (arrivals + p.messages as i128 - s.messages as i128).max(0);
     if removed_by_stream == 0 {
         return [0; 3];
     }
-    let dc = (s.deliveries - p.deliveries) as i128;
+    let dc = i128::from(s.deliveries.saturating_sub(p.deliveries));
     let first_high = dc;
     let first_low = if kind.no_redelivery { dc } else { 0 };
     let fell = p.pending as i128 - s.pending as i128;
-    let low = (fell - first_high).max(0);
+    // At most what the stream removed: a reset may have lowered `pending`.
+    let low = (fell - first_high).clamp(0, removed_by_stream);
     let high = (arrivals + fell - first_low)
         .min(removed_by_stream)
         .max(low);
@@ -279,7 +268,17 @@ fn filtered(p: &Position, s: &Position, kind: Kind) -> [u64; 3] {
     };
     let guess = (share * arrivals as f64).round() as i128 + fell - first_high;
     let estimate = guess.clamp(low, high);
-    [low as u64, estimate as u64, high as u64]
+    [low, estimate, high].map(clamped)
+}
+
+/// `v` held within `0..=u64::MAX`.
+fn clamped(v: i128) -> u64 {
+    u64::try_from(v.max(0)).unwrap_or(u64::MAX)
+}
+
+/// `v` held at `i64::MAX`.
+fn signed(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 impl RemovedTracker {
@@ -291,7 +290,7 @@ impl RemovedTracker {
         stream: &StreamPolls,
         last: (u64, u64),
         now: ConsumerAt,
-        kind: Kind,
+        kind: CountingKind,
     ) -> Removed {
         let stream_last = match self.stream_missed.take() {
             Some(at) => Some(*at),
@@ -330,7 +329,7 @@ impl RemovedTracker {
         }
     }
 
-    fn step(&mut self, p: &Position, s: Position, kind: Kind, held: bool) -> Removed {
+    fn step(&mut self, p: &Position, s: Position, kind: CountingKind, held: bool) -> Removed {
         let p = *p;
         let reset = !self.started || !held || moved_back(&p, &s);
         if reset {
@@ -344,9 +343,9 @@ impl RemovedTracker {
             let open = if kind.filtered {
                 0
             } else {
-                head(&s) + interior(&s, 0)
+                head(&s).saturating_add(interior(&s, 0))
             };
-            self.sum = self.shown as i64 - open as i64;
+            self.sum = signed(self.shown).saturating_sub(signed(open));
             return self.removed();
         }
         let [low, estimate, high] = if kind.filtered {
@@ -354,15 +353,16 @@ impl RemovedTracker {
         } else {
             unfiltered(&p, &s, kind)
         };
-        self.sum += estimate as i64;
+        self.sum = self.sum.saturating_add(signed(estimate));
         let open = if kind.filtered {
             0
         } else {
             self.short = shortfall(&s, steady(&p, &s), self.short);
-            open(&p, &s, u64::from(self.short)) as i64
+            signed(open(&p, &s, u64::from(self.short)))
         };
         self.exact &= low == high;
-        self.shown = self.shown.max((self.sum + open).max(0) as u64);
+        let now = u64::try_from(self.sum.saturating_add(open)).unwrap_or(0);
+        self.shown = self.shown.max(now);
         self.removed()
     }
 

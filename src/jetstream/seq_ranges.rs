@@ -45,7 +45,7 @@ impl SeqRanges {
         }
         self.0.retain(|&(_, end)| end > floor);
         match self.0.first_mut() {
-            Some(first) if first.0 <= floor + 1 => first.0 = 1,
+            Some(first) if first.0 <= floor.saturating_add(1) => first.0 = 1,
             _ => self.0.insert(0, (1, floor)),
         }
     }

@@ -149,14 +149,16 @@ impl Found {
             }
         }
         if new > 0 {
-            self.messages += new;
-            self.bytes += if old == 0 {
+            // Totals of the servers' figures, held at `u64::MAX`.
+            self.messages = self.messages.saturating_add(new);
+            let bytes = if old == 0 {
                 r.bytes
             } else if old_all_last && old == self.last_count {
                 r.bytes.saturating_sub(self.last_bytes)
             } else {
                 (u128::from(r.bytes) * u128::from(new) / r.sequences.len() as u128) as u64
             };
+            self.bytes = self.bytes.saturating_add(bytes);
         }
         let mut last = SeqRanges::default();
         for &s in &r.sequences {

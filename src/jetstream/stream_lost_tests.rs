@@ -75,3 +75,15 @@ fn past_the_range_limit_nothing_is_counted_twice() {
     assert_eq!(f.counted().0, lost.len() as u64);
     assert!(f.seen.ranges() <= FOUND_RANGES);
 }
+
+/// Totals past `u64::MAX` (a hostile reply's bytes, sequences at the top
+/// of the range) are held there, never wrapped.
+#[test]
+fn extreme_records_are_held_at_the_maximum() {
+    let max = u64::MAX;
+    let mut f = Found::default();
+    f.absorb(&record(&[max - 1], max, max, "a"));
+    f.absorb(&record(&[max - 1, max], max, max, "a"));
+    f.absorb(&record(&[7], max, 1, "a"));
+    assert_eq!(f.counted(), (3, max));
+}

@@ -8,6 +8,7 @@ mod common;
 mod config_on_demand;
 mod consumer_health;
 mod consumer_health_lag;
+mod consumer_reset;
 mod jetstream_consumer;
 mod message_timestamps;
 mod message_timestamps_access;

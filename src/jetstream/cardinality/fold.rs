@@ -75,7 +75,7 @@ impl StreamFold {
                 Some(&current) if current >= last => {}
                 // Gone, or a new consumer under the same name: its count stays.
                 _ => {
-                    self.departed_deliveries += last;
+                    self.departed_deliveries = self.departed_deliveries.saturating_add(last);
                     self.departed.insert(name, (last, 0));
                 }
             }
@@ -84,7 +84,7 @@ impl StreamFold {
             if let Some((last, _)) = self.departed.remove(name) {
                 if current >= last {
                     // Back after a missed poll: counted once, in `live`.
-                    self.departed_deliveries -= last;
+                    self.departed_deliveries = self.departed_deliveries.saturating_sub(last);
                 }
             }
         }
@@ -115,10 +115,11 @@ impl EphemeralFolds {
         for &&(account, stream, c, _) in ephemerals {
             let (row, live) = rows.entry((account, stream)).or_default();
             row.consumers += 1;
-            row.pending += c.num_pending;
-            row.ack_pending += c.num_ack_pending;
-            row.redelivered += c.num_redelivered;
-            row.waiting += c.num_waiting;
+            // Sums of the servers' figures, held at `u64::MAX`.
+            row.pending = row.pending.saturating_add(c.num_pending);
+            row.ack_pending = row.ack_pending.saturating_add(c.num_ack_pending);
+            row.redelivered = row.redelivered.saturating_add(c.num_redelivered);
+            row.waiting = row.waiting.saturating_add(c.num_waiting);
             live.insert(c.name.to_string(), c.delivered.consumer_seq);
         }
         for fold in self.streams.values_mut() {
@@ -136,7 +137,10 @@ impl EphemeralFolds {
             fold.update(live);
             row.account = account.to_string();
             row.stream = stream.name.clone();
-            row.deliveries = fold.departed_deliveries + fold.live.values().sum::<u64>();
+            row.deliveries = fold
+                .live
+                .values()
+                .fold(fold.departed_deliveries, |sum, d| sum.saturating_add(*d));
             out.push(row);
         }
         self.streams
@@ -216,5 +220,21 @@ mod tests {
             assert!(folds.update(&[], &[]).is_empty());
         }
         assert_eq!(fold(&mut folds, &stream(&[])), None);
+    }
+
+    /// Sums past `u64::MAX` (no server sends such figures) are held there,
+    /// never wrapped to a small number.
+    #[test]
+    fn sums_of_extreme_figures_are_held_at_the_maximum() {
+        let max = u64::MAX;
+        let mut folds = EphemeralFolds::default();
+        let row = fold(&mut folds, &stream(&[("e1", max, max), ("e2", 2, 3)])).unwrap();
+        assert_eq!((row.deliveries, row.pending), (max, max));
+        // e1 leaves with its `max`, then comes back with more than before:
+        // a departed sum at the maximum, then taken out again.
+        let row = fold(&mut folds, &stream(&[("e2", 3, 0)])).unwrap();
+        assert_eq!(row.deliveries, max);
+        let row = fold(&mut folds, &stream(&[("e1", max, 0), ("e2", 3, 0)])).unwrap();
+        assert_eq!(row.deliveries, max);
     }
 }

@@ -24,7 +24,7 @@ use crate::jetstream::consumer_status::Status;
 use crate::jetstream::limit_forecast::{stream_front, BehindRate, StreamFront};
 use crate::jetstream::message_timestamps::{TimestampReply, TimestampRequest};
 use crate::jetstream::removed_before_delivery::{
-    ConsumerAt, Kind, Removed, RemovedTracker, StreamAt, StreamPolls,
+    ConsumerAt, CountingKind, Removed, RemovedTracker, StreamAt, StreamPolls,
 };
 use crate::sources::jsz::{ConsumerInfo, ConsumerRow, StreamRow};
 use history::StreamHistory;
@@ -179,18 +179,8 @@ impl ConsumerState {
     /// Counts what the stream removed before `c` delivered it; before the
     /// window takes `c`'s snapshot, which holds the last one's positions.
     fn count_removed(&mut self, stream: &StreamPolls, c: &ConsumerInfo) -> Removed {
-        let now = ConsumerAt {
-            delivered: c.delivered.stream_seq,
-            deliveries: c.delivered.consumer_seq,
-            pending: c.num_pending,
-            redelivered: c.num_redelivered,
-        };
-        let config = c.config.as_ref();
-        let kind = Kind {
-            filtered: config
-                .is_some_and(|k| !k.filter_subject.is_empty() || !k.filter_subjects.is_empty()),
-            no_redelivery: config.is_some_and(|k| k.acks_none || k.max_deliver == Some(1)),
-        };
+        let now = ConsumerAt::of(c);
+        let kind = CountingKind::of(c.config.as_deref());
         let last = self.window.newest_delivered_and_pending();
         if c.reconfigured {
             self.removed.restart(stream);
@@ -219,10 +209,14 @@ where
 /// not match it: the first matching one was stored at or after the one
 /// named, so an estimate from these sequences errs old (too large an age);
 /// a read timestamp looks for the first matching message.
+///
+/// A position at `u64::MAX` (no server reaches it) names itself: the
+/// next sequence is held there rather than wrapped to 0.
 fn positions(c: &ConsumerInfo, first_seq: u64) -> [Option<u64>; 2] {
-    let lag = (c.num_pending > 0).then(|| (c.delivered.stream_seq + 1).max(first_seq));
-    let unacked = (c.num_pending > 0 || c.num_ack_pending > 0)
-        .then(|| (c.ack_floor.stream_seq + 1).max(first_seq));
+    let next = |seq: u64| seq.saturating_add(1).max(first_seq);
+    let lag = (c.num_pending > 0).then(|| next(c.delivered.stream_seq));
+    let unacked =
+        (c.num_pending > 0 || c.num_ack_pending > 0).then(|| next(c.ack_floor.stream_seq));
     [lag, unacked]
 }
 
@@ -275,12 +269,7 @@ impl ConsumerHealth {
             st.first_seq = state.first_seq;
             if new_poll {
                 st.front = stream_front(s);
-                st.polls.record(StreamAt {
-                    first_seq: state.first_seq,
-                    last_seq: state.last_seq,
-                    messages: state.messages,
-                    deleted: state.num_deleted,
-                });
+                st.polls.record(StreamAt::of(state));
             }
             let (first, last) = (
                 (state.first_seq, state.first_ts),

@@ -365,3 +365,4 @@ fn candidates_fill_the_budget_past_consumers_that_share_a_position() {
 }
 
 mod by_the_letter;
+mod extreme_values;

@@ -61,7 +61,7 @@ impl Sample {
         if self.pending == 0 {
             f |= PENDING_ZERO;
         }
-        if self.pending + self.ack_pending == 0 {
+        if self.pending == 0 && self.ack_pending == 0 {
             f |= NOTHING_WAITS;
         }
         if self.ack_pending == 0 {

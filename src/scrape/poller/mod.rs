@@ -78,7 +78,7 @@ impl Poller {
     /// A poller for every monitoring URL of `settings`, fetching with `fetch`.
     pub(crate) fn new(mut settings: ScrapeSettings, fetch: Fetcher) -> Poller {
         let check = &mut settings.sources.jsz_removal_check;
-        check.get_or_insert(removal_check);
+        check.get_or_insert(crate::jetstream::removed_before_delivery::could_count);
         let targets = settings
             .monitor_urls
             .iter()
@@ -305,15 +305,6 @@ impl Poller {
         }
         snap
     }
-}
-
-/// The removal count's check for `/jsz`'s configuration on demand.
-fn removal_check(before: [u64; 8], now: [u64; 8], filtered: bool, once: bool) -> bool {
-    let kind = crate::jetstream::removed_before_delivery::Kind {
-        filtered,
-        no_redelivery: once,
-    };
-    crate::jetstream::removed_before_delivery::could_count(before, now, kind)
 }
 
 fn unix_now() -> f64 {

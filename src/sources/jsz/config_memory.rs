@@ -12,21 +12,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::de::config_bytes;
-use super::{AccountDetail, ConsumerConfig, ConsumerInfo, JszPoll, StreamConfig, StreamDetail};
+use super::removal_figures::{ConsumerAt, CountingKind, StreamAt};
+use super::{AccountDetail, ConsumerConfig, ConsumerInfo, JszPoll, StreamConfig};
 
-/// Whether a consumer's removal count could grow between two polls (see
-/// `jetstream::removed_before_delivery::could_count`: the stream's
-/// `first_seq`, `last_seq`, `messages`, `num_deleted`, the consumer's
-/// `delivered.stream_seq`, `delivered.consumer_seq`, `num_pending`,
-/// `num_redelivered`), given whether it is filtered and never redelivers.
-pub type RemovalCheck = fn(before: [u64; 8], now: [u64; 8], filtered: bool, once: bool) -> bool;
+/// Whether a consumer's removal count could grow between two polls, each
+/// its stream's figures and its own, given what its configuration says
+/// (`jetstream::removed_before_delivery::could_count`).
+pub type RemovalCheck =
+    fn(before: (StreamAt, ConsumerAt), now: (StreamAt, ConsumerAt), kind: CountingKind) -> bool;
 
 /// A stream's or consumer's configuration as last read (`None`: never
-/// read), with its figures at the last poll.
+/// read), with its figures at the last poll (`A`).
 #[derive(Debug)]
-struct Remembered<C> {
+struct Remembered<C, A> {
     config: Option<C>,
-    at: [u64; 4],
+    at: A,
 }
 
 /// By a hash of (account, stream) and of (account, stream, consumer), each
@@ -35,8 +35,8 @@ struct Remembered<C> {
 #[derive(Debug, Default)]
 pub(super) struct Memory {
     read_at: Option<Instant>,
-    streams: HashMap<u64, Remembered<StreamConfig>>,
-    consumers: HashMap<u64, Remembered<Arc<ConsumerConfig>>>,
+    streams: HashMap<u64, Remembered<StreamConfig, StreamAt>>,
+    consumers: HashMap<u64, Remembered<Arc<ConsumerConfig>, ConsumerAt>>,
     /// Every distinct consumer configuration kept, once.
     configs: HashSet<Arc<ConsumerConfig>>,
 }
@@ -46,37 +46,6 @@ fn key(names: &[&str], created: u64) -> u64 {
     names.hash(&mut h);
     created.hash(&mut h);
     h.finish()
-}
-
-/// A stream's figures the removal count reads.
-fn stream_at(s: &StreamDetail) -> [u64; 4] {
-    let st = &s.state;
-    [st.first_seq, st.last_seq, st.messages, st.num_deleted]
-}
-
-/// A consumer's figures the removal count reads.
-fn consumer_at(c: &ConsumerInfo) -> [u64; 4] {
-    let d = &c.delivered;
-    [
-        d.stream_seq,
-        d.consumer_seq,
-        c.num_pending,
-        c.num_redelivered,
-    ]
-}
-
-/// Whether a consumer is filtered, and whether it never redelivers, as the
-/// removal count reads its configuration.
-fn counting_kind(c: &ConsumerConfig) -> (bool, bool) {
-    let filtered = !c.filter_subject.is_empty() || !c.filter_subjects.is_empty();
-    (filtered, c.acks_none || c.max_deliver == Some(1))
-}
-
-fn joined(stream: [u64; 4], consumer: [u64; 4]) -> [u64; 8] {
-    let mut all = [0; 8];
-    all[..4].copy_from_slice(&stream);
-    all[4..].copy_from_slice(&consumer);
-    all
 }
 
 impl Memory {
@@ -109,9 +78,8 @@ impl Memory {
                     let (Some(check), Some(config)) = (check, &kc.config) else {
                         return false;
                     };
-                    let (filtered, once) = counting_kind(config);
-                    let before = joined(ks.at, kc.at);
-                    check(before, joined(stream_at(s), consumer_at(c)), filtered, once)
+                    let now = (StreamAt::of(&s.state), ConsumerAt::of(c));
+                    check((ks.at, kc.at), now, CountingKind::of(Some(config)))
                 })
             });
             if needs {
@@ -150,13 +118,13 @@ impl Memory {
                     c.config = c.config.take().map(|k| self.shared(&old.configs, k));
                     let kept = Remembered {
                         config: c.config.clone(),
-                        at: consumer_at(c),
+                        at: ConsumerAt::of(c),
                     };
                     self.consumers.insert(consumer_key, kept);
                 }
                 let kept = Remembered {
                     config: s.config.clone(),
-                    at: stream_at(s),
+                    at: StreamAt::of(&s.state),
                 };
                 self.streams.insert(stream_key, kept);
             }
@@ -185,11 +153,11 @@ impl Memory {
         let room = |entries: usize, size: usize| (entries * 8).div_ceil(7) * (size + 1);
         let streams = room(
             self.streams.capacity(),
-            size_of::<(u64, Remembered<StreamConfig>)>(),
+            size_of::<(u64, Remembered<StreamConfig, StreamAt>)>(),
         );
         let consumers = room(
             self.consumers.capacity(),
-            size_of::<(u64, Remembered<Arc<ConsumerConfig>>)>(),
+            size_of::<(u64, Remembered<Arc<ConsumerConfig>, ConsumerAt>)>(),
         );
         let configs: usize = self.configs.iter().map(|k| 9 + config_bytes(k)).sum();
         streams + consumers + configs
@@ -202,8 +170,8 @@ fn fill_consumer(c: &mut ConsumerInfo, kept: Option<Arc<ConsumerConfig>>) {
     match (&c.config, kept) {
         (None, kept) => c.config = kept,
         (Some(now), Some(kept)) => {
-            c.reconfigured =
-                counting_kind(now) != counting_kind(&kept) || now.filters() != kept.filters();
+            let kind = |c: &ConsumerConfig| CountingKind::of(Some(c));
+            c.reconfigured = kind(now) != kind(&kept) || now.filters() != kept.filters();
         }
         (Some(_), None) => {}
     }

@@ -20,6 +20,7 @@ pub(crate) mod de;
 mod filter;
 mod leaders;
 pub(crate) mod patterns;
+mod removal_figures;
 pub(crate) mod replicas;
 mod reply;
 pub(crate) mod split;
@@ -28,6 +29,7 @@ pub use config_memory::RemovalCheck;
 pub(crate) use config_on_demand::ConfigOnDemand;
 pub use filter::JszFilter;
 pub(crate) use leaders::{select_leaders, ConsumerRow, Leaders, StreamRow};
+pub use removal_figures::{ConsumerAt, CountingKind, StreamAt};
 pub use reply::*;
 
 /// One server's JetStream state from one poll (all pages).
