@@ -2,7 +2,8 @@
 //! delivered yet: a forecast, so that the loss counted by
 //! `removed_before_delivery` can be paged before it happens.
 //!
-//! Limits that remove the oldest messages (`discard: old`, the default):
+//! Limits that remove the oldest messages (`discard: old`, the default,
+//! and `max_age` whatever the discard policy):
 //! - `max_msgs`, `max_bytes`: the stream removes its first message at each
 //!   publish once full. The consumer's next undelivered message `n` goes
 //!   when the room left plus the messages from the first one up to `n` are
@@ -12,6 +13,10 @@
 //! - `max_age`: the limit minus the age of `n` (the delivery lag), as if
 //!   the consumer delivered nothing more: its first message to go is that
 //!   one, and a consumer that delivers moves it later.
+//!
+//! A `discard: new` stream refuses new messages at `max_msgs` and
+//! `max_bytes` instead of removing old ones, but `max_age` removes from it
+//! all the same: it is forecast by age alone.
 //!
 //! The soonest of these is the forecast; 0 once the stream's first message
 //! is above `n` (removal is happening).
@@ -39,14 +44,16 @@ pub(crate) struct StreamFront {
 }
 
 /// The stream's limits that remove messages before they are delivered, with
-/// its contents; `None` when it has none (no limit, `discard: new`, which
-/// refuses new messages instead, or no configuration in the reply).
+/// its contents; `None` when it has none (no limit, only message and byte
+/// limits of a `discard: new` stream, which refuse new messages instead, or
+/// no configuration in the reply).
 pub(crate) fn stream_front(s: &StreamDetail) -> Option<StreamFront> {
-    let config = s.config.as_ref().filter(|c| !c.discard_new)?;
+    let config = s.config.as_ref()?;
     let limited = |v: Option<i64>| v.filter(|x| *x > 0).map(|x| x as u64);
+    let removes_oldest = |v: Option<i64>| limited(v).filter(|_| !config.discard_new);
     let front = StreamFront {
-        max_msgs: limited(config.max_msgs),
-        max_bytes: limited(config.max_bytes),
+        max_msgs: removes_oldest(config.max_msgs),
+        max_bytes: removes_oldest(config.max_bytes),
         max_age: limited(config.max_age).map(|ns| ns as f64 / 1e9),
         messages: s.state.messages,
         bytes: s.state.bytes,

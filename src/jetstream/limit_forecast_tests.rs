@@ -126,11 +126,15 @@ fn zero_while_removal_happens() {
 }
 
 fn detail(discard: bool, max_msgs: i64) -> StreamDetail {
+    with_age(discard, max_msgs, 0)
+}
+
+fn with_age(discard: bool, max_msgs: i64, max_age_ns: i64) -> StreamDetail {
     StreamDetail {
         config: Some(StreamConfig {
             max_msgs: Some(max_msgs),
-            max_bytes: Some(-1),
-            max_age: Some(0),
+            max_bytes: Some(5_000),
+            max_age: Some(max_age_ns),
             discard_new: discard,
         }),
         state: StreamContents {
@@ -148,10 +152,18 @@ fn only_limits_that_remove_make_a_front() {
     let front = stream_front(&detail(false, 10)).unwrap();
     assert_eq!(
         (front.max_msgs, front.max_bytes, front.max_age),
-        (Some(10), None, None)
+        (Some(10), Some(5_000), None)
     );
+    // `discard: new` refuses at its message and byte limits, and removes by age.
     assert_eq!(stream_front(&detail(true, 10)), None);
-    assert_eq!(stream_front(&detail(false, -1)), None);
+    let front = stream_front(&with_age(true, 10, 30_000_000_000)).unwrap();
+    assert_eq!(
+        (front.max_msgs, front.max_bytes, front.max_age),
+        (None, None, Some(30.0))
+    );
+    let mut unlimited = detail(false, -1);
+    unlimited.config.as_mut().unwrap().max_bytes = Some(-1);
+    assert_eq!(stream_front(&unlimited), None);
     assert_eq!(stream_front(&StreamDetail::default()), None);
 }
 

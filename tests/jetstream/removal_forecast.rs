@@ -1,5 +1,7 @@
-//! The removal forecast against a real server: three streams, one per
-//! limit (max_msgs, max_bytes, max_age), published to at a steady rate,
+//! The removal forecast against a real server: four streams, one per
+//! limit (max_msgs, max_bytes, max_age, and max_age on a `discard: new`
+//! stream, whose message limit refuses rather than removes), published to
+//! at a steady rate,
 //! each with a consumer that reads 5 messages and stops. The moment the
 //! stream removes the consumer's next message is taken from the stream's
 //! first sequence; every forecast read in the second half of the approach
@@ -19,8 +21,8 @@ const REMOVED: &str = "nats_delivery_consumer_removed_before_delivery_messages_t
 /// Messages a second, per stream.
 const RATE: f64 = 20.0;
 
-/// The three streams: name and limits.
-fn streams() -> [stream::Config; 3] {
+/// The four streams: name and limits.
+fn streams() -> [stream::Config; 4] {
     let base = |name: &str| stream::Config {
         name: name.into(),
         subjects: vec![format!("{name}.>")],
@@ -38,6 +40,13 @@ fn streams() -> [stream::Config; 3] {
         stream::Config {
             max_age: Duration::from_secs(10),
             ..base("BY_AGE")
+        },
+        // Full long after the test: only age removes from it.
+        stream::Config {
+            max_age: Duration::from_secs(10),
+            max_messages: 100_000,
+            discard: stream::DiscardPolicy::New,
+            ..base("BY_AGE_NEW")
         },
     ]
 }
@@ -120,8 +129,8 @@ async fn the_forecast_names_the_moment_each_limit_removes_the_next_message() {
         .map(|s| tokio::spawn(removal_moment(js.clone(), s.clone())))
         .collect();
     // (stream, time of the scrape, forecast) until each reads 0 after its removal.
-    let mut readings: Vec<Vec<(Instant, Option<f64>)>> = vec![Vec::new(); 3];
-    let mut counted = [false; 3];
+    let mut readings: Vec<Vec<(Instant, Option<f64>)>> = vec![Vec::new(); names.len()];
+    let mut counted = vec![false; names.len()];
     Wait::before(
         "each forecast at 0 after its removal",
         start + Duration::from_secs(40),
@@ -147,7 +156,8 @@ async fn the_forecast_names_the_moment_each_limit_removes_the_next_message() {
     publishers.iter().for_each(|p| p.abort());
     for (i, s) in names.iter().enumerate() {
         let removed_at = (&mut removals[i]).await.unwrap();
-        let allowance = RESOLUTION + if s == "BY_AGE" { AGE_TIMER } else { 0.0 };
+        let by_age = s.starts_with("BY_AGE");
+        let allowance = RESOLUTION + if by_age { AGE_TIMER } else { 0.0 };
         check_approach(s, (start, removed_at), &readings[i], allowance);
     }
 }

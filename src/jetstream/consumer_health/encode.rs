@@ -137,7 +137,7 @@ const HEALTH_FAMILIES: [HealthFamily; 8] = [
     },
     HealthFamily {
         name: "nats_delivery_consumer_removal_forecast_seconds",
-        help: "Seconds until the stream's limits (the soonest of max_msgs, max_bytes, max_age with discard old) remove a message the consumer has not delivered, at the current rates; 0 while they remove; absent when the stream has no such limit, nothing is pending or the consumer keeps up (see METRICS.md).",
+        help: "Seconds until the stream's limits (the soonest of max_msgs and max_bytes with discard old, and max_age) remove a message the consumer has not delivered, at the current rates; 0 while they remove; absent when the stream has no such limit, nothing is pending or the consumer keeps up (see METRICS.md).",
         write: removal_forecast_family,
         opt_in: None,
     },
