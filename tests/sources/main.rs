@@ -10,6 +10,7 @@ mod hostile_endpoints;
 mod hostile_memory;
 mod https_monitoring;
 mod jsz_paging_and_leaders;
+mod jsz_slow_server;
 mod link_pending;
 mod link_pending_held;
 mod link_support;
