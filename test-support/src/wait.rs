@@ -125,7 +125,7 @@ impl Wait {
     /// panics with what was awaited and the last value seen at the deadline.
     pub async fn until<O: Outcome>(&self, mut check: impl FnMut() -> O) -> O::Done {
         let polled = self
-            .poll(|| std::future::ready(check()), tokio::time::sleep)
+            .between_tokio_sleeps(|| std::future::ready(check()))
             .await;
         polled.unwrap_or_else(|seen| self.give_up(&seen))
     }
@@ -148,7 +148,7 @@ impl Wait {
         // closure is lent to one check at a time.
         let check = RefCell::new(check);
         let round = || async { (&mut *check.borrow_mut())().await };
-        self.poll(round, tokio::time::sleep).await
+        self.between_tokio_sleeps(round).await
     }
 
     /// [`Wait::until_async`] inside a spawned task, whose future must be
@@ -160,7 +160,7 @@ impl Wait {
         O: Outcome,
         Fut: Future<Output = O>,
     {
-        let polled = self.poll(check, tokio::time::sleep).await;
+        let polled = self.between_tokio_sleeps(check).await;
         polled.unwrap_or_else(|seen| self.give_up(&seen))
     }
 
@@ -181,6 +181,14 @@ impl Wait {
             std::future::ready(())
         };
         ready(self.poll(|| std::future::ready(check()), sleep))
+    }
+
+    /// [`Wait::poll`] sleeping with tokio between checks.
+    async fn between_tokio_sleeps<O: Outcome, C: Future<Output = O>>(
+        &self,
+        check: impl FnMut() -> C,
+    ) -> Result<O::Done, O::Seen> {
+        self.poll(check, tokio::time::sleep).await
     }
 
     /// The one loop of every form: checks, and between checks awaits
