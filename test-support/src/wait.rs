@@ -17,7 +17,6 @@
 //! running when the deadline passes (one slow pull, one slow scrape) is
 //! followed by one more, so a condition met just in time is not a failure.
 
-use std::cell::RefCell;
 use std::fmt::Debug;
 use std::future::Future;
 use std::task::{Context, Poll, Waker};
@@ -144,10 +143,10 @@ impl Wait {
         &self,
         check: impl AsyncFnMut() -> O,
     ) -> Result<O::Done, O::Seen> {
-        // Each check's future borrows the closure: held in a cell, the
+        // Each check's future borrows the closure: behind a lock, the
         // closure is lent to one check at a time.
-        let check = RefCell::new(check);
-        let round = || async { (&mut *check.borrow_mut())().await };
+        let check = tokio::sync::Mutex::new(check);
+        let round = || async { (*check.lock().await)().await };
         self.between_tokio_sleeps(round).await
     }
 
