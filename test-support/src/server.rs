@@ -216,13 +216,26 @@ impl NatsServer {
                 .stderr(std::fs::File::create(dir.join("stderr.log")).expect("stderr log"))
                 .spawn()
                 .expect("restart nats-server");
-            std::thread::sleep(Duration::from_millis(200));
-            match child.try_wait() {
-                Ok(Some(status)) => Err(Text(format!(
-                    "exited with {status}:\n{}",
-                    std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default()
-                ))),
-                _ => Ok(child),
+            // Until it says it is ready, or exits (its ports still held).
+            let started = Wait::new("nats-server to be ready or exit", Duration::from_secs(20))
+                .every(Duration::from_millis(20))
+                .try_until_blocking(|| match child.try_wait() {
+                    Ok(Some(status)) => Some(Err(Text(format!(
+                        "exited with {status}:\n{}",
+                        std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default()
+                    )))),
+                    _ => std::fs::read_to_string(&log_path)
+                        .is_ok_and(|log| log.contains("Server is ready"))
+                        .then_some(Ok(())),
+                });
+            match started {
+                Ok(Ok(())) => Ok(child),
+                Ok(Err(exited)) => Err(exited),
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    Err(Text("neither ready nor exited after 20 s".into()))
+                }
             }
         });
         let (c, h) = (self.client_port, self.monitor_port);

@@ -19,6 +19,7 @@
 
 use std::fmt::Debug;
 use std::future::Future;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// The poll interval unless [`Wait::every`] sets another.
@@ -122,71 +123,50 @@ impl Wait {
     /// Polls `check` until it is done, sleeping with tokio between checks;
     /// panics with what was awaited and the last value seen at the deadline.
     pub async fn until<O: Outcome>(&self, mut check: impl FnMut() -> O) -> O::Done {
-        let deadline = Instant::now() + self.within;
-        loop {
-            let started = Instant::now();
-            match check().outcome() {
-                Ok(done) => return done,
-                Err(seen) => self.give_up_if(started >= deadline, &seen),
-            }
-            tokio::time::sleep(self.every).await;
-        }
+        let polled = self
+            .between_tokio_sleeps(|| std::future::ready(check()))
+            .await;
+        polled.unwrap_or_else(|seen| self.give_up(&seen))
     }
 
     /// [`Wait::until`] for a check that is itself async (a scrape, a request,
     /// a round of work such as one pull): an async closure may change what
     /// it captures.
     pub async fn until_async<O: Outcome>(&self, check: impl AsyncFnMut() -> O) -> O::Done {
-        match self.try_until_async(check).await {
-            Ok(done) => done,
-            Err(seen) => self.give_up(&seen),
-        }
+        let polled = self.try_until_async(check).await;
+        polled.unwrap_or_else(|seen| self.give_up(&seen))
     }
 
     /// [`Wait::until_async`] that returns what was last seen at the deadline
     /// instead of panicking: for a caller that has something else to do then.
     pub async fn try_until_async<O: Outcome>(
         &self,
-        mut check: impl AsyncFnMut() -> O,
+        check: impl AsyncFnMut() -> O,
     ) -> Result<O::Done, O::Seen> {
-        let deadline = Instant::now() + self.within;
-        loop {
-            let started = Instant::now();
-            match check().await.outcome() {
-                Ok(done) => return Ok(done),
-                Err(seen) if started >= deadline => return Err(seen),
-                Err(_) => {}
-            }
-            tokio::time::sleep(self.every).await;
-        }
+        // Each check's future borrows the closure: behind a lock, the
+        // closure is lent to one check at a time.
+        let check = tokio::sync::Mutex::new(check);
+        let round = || async { (*check.lock().await)().await };
+        self.between_tokio_sleeps(round).await
     }
 
     /// [`Wait::until_async`] inside a spawned task, whose future must be
     /// `Send` (the compiler cannot yet prove that through an async
     /// closure): a closure that returns a future, changing nothing it
     /// captures (count in an atomic instead).
-    pub async fn until_spawned<O, Fut>(&self, mut check: impl FnMut() -> Fut) -> O::Done
+    pub async fn until_spawned<O, Fut>(&self, check: impl FnMut() -> Fut) -> O::Done
     where
         O: Outcome,
         Fut: Future<Output = O>,
     {
-        let deadline = Instant::now() + self.within;
-        loop {
-            let started = Instant::now();
-            match check().await.outcome() {
-                Ok(done) => return done,
-                Err(seen) => self.give_up_if(started >= deadline, &seen),
-            }
-            tokio::time::sleep(self.every).await;
-        }
+        let polled = self.between_tokio_sleeps(check).await;
+        polled.unwrap_or_else(|seen| self.give_up(&seen))
     }
 
     /// [`Wait::until`] outside an async runtime: sleeps the thread.
     pub fn until_blocking<O: Outcome>(&self, check: impl FnMut() -> O) -> O::Done {
-        match self.try_until_blocking(check) {
-            Ok(done) => done,
-            Err(seen) => self.give_up(&seen),
-        }
+        self.try_until_blocking(check)
+            .unwrap_or_else(|seen| self.give_up(&seen))
     }
 
     /// [`Wait::until_blocking`] that returns what was last seen at the
@@ -195,21 +175,38 @@ impl Wait {
         &self,
         mut check: impl FnMut() -> O,
     ) -> Result<O::Done, O::Seen> {
+        let sleep = |every| {
+            std::thread::sleep(every);
+            std::future::ready(())
+        };
+        ready(self.poll(|| std::future::ready(check()), sleep))
+    }
+
+    /// [`Wait::poll`] sleeping with tokio between checks.
+    async fn between_tokio_sleeps<O: Outcome, C: Future<Output = O>>(
+        &self,
+        check: impl FnMut() -> C,
+    ) -> Result<O::Done, O::Seen> {
+        self.poll(check, tokio::time::sleep).await
+    }
+
+    /// The one loop of every form: checks, and between checks awaits
+    /// `pause(every)` (a tokio sleep, or a thread's sleep in a future that
+    /// is ready at once); gives up with what the last check saw only after
+    /// a check that began at or past the deadline.
+    async fn poll<O: Outcome, C: Future<Output = O>, P: Future<Output = ()>>(
+        &self,
+        mut check: impl FnMut() -> C,
+        mut pause: impl FnMut(Duration) -> P,
+    ) -> Result<O::Done, O::Seen> {
         let deadline = Instant::now() + self.within;
         loop {
             let started = Instant::now();
-            match check().outcome() {
+            match check().await.outcome() {
                 Ok(done) => return Ok(done),
                 Err(seen) if started >= deadline => return Err(seen),
-                Err(_) => {}
+                Err(_) => pause(self.every).await,
             }
-            std::thread::sleep(self.every);
-        }
-    }
-
-    fn give_up_if(&self, late: bool, seen: &dyn Debug) {
-        if late {
-            self.give_up(seen);
         }
     }
 
@@ -218,6 +215,16 @@ impl Wait {
             "timed out after {:?} waiting for {}; last seen: {seen:?}",
             self.within, self.what
         );
+    }
+}
+
+/// The output of a future that is ready when first polled: a blocking
+/// wait's, whose checks and pauses never yield.
+fn ready<F: Future>(future: F) -> F::Output {
+    let mut context = Context::from_waker(Waker::noop());
+    match std::pin::pin!(future).poll(&mut context) {
+        Poll::Ready(output) => output,
+        Poll::Pending => unreachable!("a blocking wait's check and pause never yield"),
     }
 }
 
@@ -279,6 +286,44 @@ mod tests {
                 (calls == 2).then_some(calls)
             });
         assert_eq!(done, 2);
+    }
+
+    #[tokio::test]
+    async fn the_try_forms_return_what_the_last_check_saw() {
+        let within = Duration::from_millis(30);
+        let wait = Wait::new("never", within).every(Duration::from_millis(10));
+        let mut calls = 0;
+        let seen = wait.try_until_blocking(|| {
+            calls += 1;
+            Err::<(), _>(calls)
+        });
+        assert_eq!(seen, Err(calls));
+        let mut calls = 0;
+        let seen = wait
+            .try_until_async(async || {
+                calls += 1;
+                tokio::task::yield_now().await;
+                Err::<(), _>(calls)
+            })
+            .await;
+        assert_eq!(seen, Err(calls));
+        assert!(calls >= 2, "checked again until the deadline: {calls}");
+    }
+
+    #[tokio::test]
+    async fn a_spawned_wait_times_out_with_its_message() {
+        let task = tokio::spawn(async {
+            Wait::new("the spawned answer", Duration::from_millis(30))
+                .every(Duration::from_millis(10))
+                .until_spawned(|| async { Err::<(), _>("forty-one") })
+                .await
+        });
+        let panic = task.await.expect_err("the wait times out").into_panic();
+        let message = panic.downcast_ref::<String>().expect("a formatted message");
+        assert!(
+            message.contains("waiting for the spawned answer; last seen: \"forty-one\""),
+            "{message}"
+        );
     }
 
     #[tokio::test]

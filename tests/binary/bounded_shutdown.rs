@@ -184,7 +184,13 @@ async fn sigterm_exits_within_the_shutdown_timeout_despite_stuck_readers() {
     // The exporter listens for SIGTERM before it binds its port, so from
     // here a signal always finds it ready to stop cleanly (it was once
     // ended by the signal's default action, under load, when it bound first).
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    Wait::secs("the poll of the hanging source", 20)
+        .every(Duration::from_millis(20))
+        .until(|| {
+            let asked = hanging.requests();
+            (asked >= 1).then_some(()).ok_or(asked)
+        })
+        .await;
     let signalled = Instant::now();
     let status = Command::new("kill")
         .arg(e.child.id().to_string())

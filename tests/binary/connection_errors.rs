@@ -5,11 +5,29 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
-/// Runs the binary with `flags` for `secs` seconds and returns its log lines
+/// Connection attempts `server` refuses before the log is read: each of
+/// the exporter's retrying connections has been refused several times.
+const REFUSALS: usize = 10;
+
+/// Connections `server` closed other than at the client's request (a
+/// refused login, a failed TLS handshake), from its closed list.
+fn refused(server: &NatsServer) -> usize {
+    let connz =
+        crate::common::monitor_json(&server.monitor_url(), "connz?state=closed&limit=10000");
+    let closed = connz["connections"].as_array().expect("closed connections");
+    closed
+        .iter()
+        .filter(|c| c["reason"] != "Client Closed")
+        .count()
+}
+
+/// Runs the binary with `flags` against `server` until the server has
+/// refused [`REFUSALS`] connection attempts, and returns its log lines
 /// about NATS connections.
-fn nats_log_lines(flags: &[String], secs: u64) -> Vec<String> {
+fn nats_log_lines(server: &NatsServer, flags: &[String]) -> Vec<String> {
     let port = nats_test_server::free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_nats-delivery-exporter"))
         .args(["--listen", &format!("127.0.0.1:{port}"), "--advisories"])
@@ -25,10 +43,18 @@ fn nats_log_lines(flags: &[String], secs: u64) -> Vec<String> {
         let _ = std::io::Read::read_to_string(&mut stderr, &mut log);
         log
     });
-    std::thread::sleep(Duration::from_secs(secs));
+    let refusals = Wait::secs(format!("{REFUSALS} connection attempts refused"), 60)
+        .every(Duration::from_millis(100))
+        .try_until_blocking(|| {
+            let n = refused(server);
+            (n >= REFUSALS).then_some(()).ok_or(n)
+        });
     let _ = child.kill();
     let _ = child.wait();
     let log = reader.join().unwrap();
+    if let Err(n) = refusals {
+        panic!("{n} of {REFUSALS} connection attempts refused; log:\n{log}");
+    }
     log.lines()
         .filter(|l| l.contains("NATS") || l.contains("nats"))
         .map(str::to_string)
@@ -50,6 +76,7 @@ fn a_wrong_ca_is_named_once_with_account_server_and_cause() {
         ))
         .start();
     let lines = nats_log_lines(
+        &server,
         &[
             "--nats-servers".into(),
             server.client_url(),
@@ -58,7 +85,6 @@ fn a_wrong_ca_is_named_once_with_account_server_and_cause() {
             "--nats-account-name".into(),
             "APP".into(),
         ],
-        4,
     );
     let failures: Vec<_> = lines
         .iter()
@@ -66,7 +92,7 @@ fn a_wrong_ca_is_named_once_with_account_server_and_cause() {
         .collect();
     // One line per connection (the advisory listener's, the short
     // account-name check's, the timestamp reader's), though each retries
-    // many times in 4 s.
+    // many times meanwhile.
     for purpose in ["advisories", "account-check", "timestamps"] {
         let own: Vec<_> = failures
             .iter()
@@ -97,13 +123,13 @@ fn a_rejected_password_names_its_account() {
         )
         .start();
     let lines = nats_log_lines(
+        &server,
         &[
             "--nats-servers".into(),
             server.client_url(),
             "--nats-account".into(),
             "A=user:a:wrong,B=user:b:wrong".into(),
         ],
-        4,
     );
     let failures: Vec<_> = lines
         .iter()
@@ -116,7 +142,7 @@ fn a_rejected_password_names_its_account() {
             .collect();
         // The listener's connection, at most the account-name check's and,
         // in the first account, the timestamp reader's: one line each,
-        // though each retries many times in 4 s.
+        // though each retries many times meanwhile.
         assert!(
             (1..=3).contains(&own.len()),
             "account {account}: {lines:#?}"
@@ -149,20 +175,20 @@ fn a_missing_client_certificate_is_named_once() {
         ))
         .start();
     let lines = nats_log_lines(
+        &server,
         &[
             "--nats-servers".into(),
             server.client_url(),
             "--nats-tls-ca".into(),
             p("ca.pem"),
         ],
-        4,
     );
     let failures: Vec<_> = lines
         .iter()
         .filter(|l| l.contains("NATS connection failed"))
         .collect();
     // One line per connection (listener, account-name check, timestamp
-    // reader), though each retries many times in 4 s.
+    // reader), though each retries many times meanwhile.
     assert!((1..=3).contains(&failures.len()), "{lines:#?}");
     for line in &failures {
         assert!(line.contains("account=$G"), "{line}");

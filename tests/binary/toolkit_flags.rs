@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use nats_test_server::wait::Wait;
@@ -15,6 +16,8 @@ const BINARY: &str = env!("CARGO_BIN_EXE_nats-delivery-exporter");
 struct Exporter {
     child: Child,
     log: Arc<Mutex<Vec<String>>>,
+    /// Set once its log is read to the end (the process has ended).
+    read_to_end: Arc<AtomicBool>,
 }
 
 impl Drop for Exporter {
@@ -38,12 +41,30 @@ impl Exporter {
         let log = Arc::new(Mutex::new(Vec::new()));
         let lines = BufReader::new(child.stderr.take().unwrap());
         let kept = log.clone();
+        let read_to_end = Arc::new(AtomicBool::new(false));
+        let at_end = read_to_end.clone();
         std::thread::spawn(move || {
             for line in lines.lines().map_while(Result::ok) {
                 kept.lock().unwrap().push(line);
             }
+            at_end.store(true, Ordering::SeqCst);
         });
-        Exporter { child, log }
+        Exporter {
+            child,
+            log,
+            read_to_end,
+        }
+    }
+
+    /// Ends the process and returns every line it logged: its log read to
+    /// the end.
+    async fn end(&mut self) -> Vec<String> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        Wait::secs("the log read to its end", 20)
+            .until(|| self.read_to_end.load(Ordering::SeqCst))
+            .await;
+        self.lines()
     }
 
     fn lines(&self) -> Vec<String> {
@@ -163,7 +184,7 @@ async fn the_log_level_leaves_out_what_is_less_severe() {
         let listen = format!("127.0.0.1:{port}");
         let mut args = vec!["--monitor-url", &dead, "--listen", &listen];
         args.extend(flags.iter().copied());
-        let exporter = Exporter::start(&args, &env);
+        let mut exporter = Exporter::start(&args, &env);
         let (status, _) = get(&format!("http://{listen}/metrics")).await;
         assert_eq!(status, 200);
         if warns {
@@ -178,11 +199,10 @@ async fn the_log_level_leaves_out_what_is_less_severe() {
             );
         } else {
             // A second scrape ends after the first one's warnings would
-            // have been written.
+            // have been written; the log, read to its end, has none.
             let (status, _) = get(&format!("http://{listen}/metrics")).await;
             assert_eq!(status, 200);
-            std::thread::sleep(std::time::Duration::from_millis(300));
-            assert_eq!(exporter.lines(), Vec::<String>::new());
+            assert_eq!(exporter.end().await, Vec::<String>::new());
         }
     }
 }

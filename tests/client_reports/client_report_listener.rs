@@ -161,10 +161,18 @@ async fn the_documented_permissions_keep_other_clients_off_the_subject() {
     // The server has handled the forged report (a round trip of its
     // publisher) and anything it forwarded to the exporter came before the
     // reply to the exporter's own round trip; only one report was received.
+    // A second report of the application, sent after: once it is taken in,
+    // whatever came before it was too; two reports were received.
     common::sync_with_server(&other).await;
-    common::sync_with_server(&exporter_client).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(received(&exposition(&registry)), Some(1.0));
+    app.publish(SUBJECT, report("orders", "pod-2", 1, json!([])))
+        .await
+        .unwrap();
+    app.flush().await.unwrap();
+    Wait::secs("the application's second report", 20)
+        .every(Duration::from_millis(10))
+        .until(|| reports.instances() == 2)
+        .await;
+    assert_eq!(received(&exposition(&registry)), Some(2.0));
     use futures::StreamExt;
     let read = tokio::time::timeout(Duration::from_millis(300), eavesdropper.next()).await;
     assert!(
@@ -195,7 +203,29 @@ async fn a_refused_login_is_counted_once_as_connect() {
     .await
     .unwrap();
     let task = tokio::spawn(run_client_reports(client, SUBJECT.to_string(), reports));
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Three attempts refused: the client kept trying after the first.
+    let refused = || {
+        let url = format!("{}/connz?state=closed", server.monitor_url());
+        let body = tokio::task::block_in_place(|| nats_test_server::http_get(&url));
+        let connz: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let closed = connz["connections"].as_array().unwrap();
+        closed
+            .iter()
+            .filter(|c| c["reason"] != "Client Closed")
+            .count()
+    };
+    let connect_errors = "nats_delivery_app_reports_listener_errors_total";
+    Wait::secs("3 login attempts refused, the outage counted", 30)
+        .every(Duration::from_millis(100))
+        .until(|| {
+            let text = exposition(&registry);
+            let counted = exact(&text, connect_errors, &[("kind", "connect")]);
+            let n = refused();
+            (counted.is_some() && n >= 3)
+                .then_some(())
+                .ok_or((n, counted))
+        })
+        .await;
     let text = exposition(&registry);
     let errors = |kind: &str| {
         exact(

@@ -134,11 +134,11 @@ pub async fn orders_with_redeliveries(js: &jetstream::Context) {
         }
     }
     assert_eq!(got, 10);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The 7 come back once ack_wait has passed; the pull waits for them.
     let mut batch = consumer
         .fetch()
-        .max_messages(10)
-        .expires(Duration::from_secs(2))
+        .max_messages(7)
+        .expires(Duration::from_secs(30))
         .messages()
         .await
         .unwrap();
@@ -148,4 +148,9 @@ pub async fn orders_with_redeliveries(js: &jetstream::Context) {
         redelivered += 1;
     }
     assert_eq!(redelivered, 7);
+    // The server agrees: the 3 acknowledged stay so, the 7 wait for an ack.
+    let mut consumer = consumer;
+    let info = consumer.info().await.unwrap();
+    let state = (info.num_ack_pending, info.num_redelivered, info.num_pending);
+    assert_eq!(state, (7, 7, 0));
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, consumer::pull, stream};
 use nats_delivery_exporter::Exporter;
 use nats_test_server::sample::value;
+use nats_test_server::wait::{Text, Wait};
 use nats_test_server::NatsServer;
 
 const ACK_WAIT: Duration = Duration::from_secs(60);
@@ -118,8 +119,9 @@ async fn new_consumer_read_at_once(
     assert_eq!(max_ack_pending(&text, "late"), Some(7.0));
 }
 
-/// A limit changed in place (the stream's `created` stays) is seen at the
-/// first poll past `--jsz-config-interval`, not before.
+/// A limit changed in place (the stream's `created` stays) is kept while
+/// `--jsz-config-interval` has not passed since the last read, and seen at
+/// the first poll past it.
 #[tokio::test]
 async fn a_changed_limit_is_seen_within_the_interval() {
     let server = NatsServer::builder().jetstream().start();
@@ -131,30 +133,58 @@ async fn a_changed_limit_is_seen_within_the_interval() {
         ..Default::default()
     };
     js.create_stream(config.clone()).await.unwrap();
-    let exporter = common::exporter(
-        &[server.monitor_url()],
-        &["--sources", "varz,jsz", "--jsz-config-interval", "2s"],
-    );
+    let with_interval = |interval: &str| {
+        let flags = ["--sources", "varz,jsz", "--jsz-config-interval", interval];
+        common::exporter(&[server.monitor_url()], &flags)
+    };
+    // An interval no run of this test outlasts, and one it does.
+    let (long, short) = (with_interval("1h"), with_interval("2s"));
+    let name = server.name.as_str();
     let max = |text: &str| {
         let labels = [("account", "$G"), ("stream", "L")];
         value(text, "nats_delivery_stream_max_messages", &labels)
     };
-    // The exporter reads the configuration between the two instants.
+    let text = common::scrape(&long).await;
+    assert_eq!(
+        (max(&text), config_read(&text, name)),
+        (Some(100.0), Some(1.0))
+    );
+    // `short` reads the configuration between these two instants.
     let asked = Instant::now();
-    let text = common::scrape(&exporter).await;
-    let read_at = Instant::now();
-    assert_eq!(max(&text), Some(100.0));
+    let text = common::scrape(&short).await;
+    let read_by = Instant::now();
+    assert_eq!(
+        (max(&text), config_read(&text, name)),
+        (Some(100.0), Some(1.0))
+    );
     config.max_messages = 50;
     js.update_stream(&config).await.unwrap();
-    let text = common::scrape(&exporter).await;
-    if asked.elapsed() < Duration::from_secs(2) {
-        // Read up to the interval late.
-        assert_eq!(max(&text), Some(100.0));
-        assert_eq!(config_read(&text, &server.name), Some(0.0));
-    }
-    tokio::time::sleep(Duration::from_secs(2).saturating_sub(read_at.elapsed())).await;
-    let text = common::scrape(&exporter).await;
-    assert_eq!(config_read(&text, &server.name), Some(1.0));
+    // Within the interval: the configuration read before is kept.
+    let text = common::scrape(&long).await;
+    assert_eq!(
+        (max(&text), config_read(&text, name)),
+        (Some(100.0), Some(0.0))
+    );
+    // Past it: every poll that did not read keeps 100 and began before the
+    // interval could have passed; the one that reads ended after it had.
+    let interval = Duration::from_secs(2);
+    let (ended, text) = Wait::secs("a poll that reads the configuration again", 20)
+        .every(Duration::from_millis(200))
+        .until_async(async || {
+            let began = Instant::now();
+            let text = common::scrape(&short).await;
+            if config_read(&text, name) == Some(1.0) {
+                return Ok((Instant::now(), text));
+            }
+            assert_eq!(max(&text), Some(100.0), "kept until read again");
+            assert!(
+                began < read_by + interval,
+                "a poll past the interval kept:\n{text}"
+            );
+            Err(Text(text))
+        })
+        .await;
+    assert!(ended >= asked + interval, "read again before the interval");
     assert_eq!(max(&text), Some(50.0));
 }
 

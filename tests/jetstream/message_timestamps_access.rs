@@ -137,10 +137,17 @@ async fn a_refused_read_ends_at_the_deadline() {
 #[tokio::test]
 async fn the_account_name_is_learnt_when_the_server_comes_up_later() {
     let port = nats_test_server::free_port();
-    // Nothing listens yet: connecting returns at once, with the label.
+    // No server yet, only a socket that takes the reader's first attempt
+    // and closes it: connecting returns at once, with the label.
+    let socket = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
     let reader = connect_as_a(&format!("nats://127.0.0.1:{port}")).await;
     assert_eq!(reader.account(), "label");
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let attempt = tokio::time::timeout(Duration::from_secs(20), socket.accept()).await;
+    drop(attempt.expect("the reader tries to connect").unwrap());
+    drop(socket);
+    assert_eq!(reader.account(), "label");
     let server = NatsServer::builder()
         .jetstream()
         .config(&format!(

@@ -45,7 +45,7 @@ async fn counts_survive_an_exporter_restart_exactly() {
             (got == Some(29.0)).then_some(()).ok_or(got)
         })
         .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_all_acknowledged(&js, "nats-delivery-exporter").await;
     let text = tokio::task::block_in_place(|| exporter.scrape()).unwrap();
     assert_eq!(exact(&text, name, &labels), Some(29.0));
     assert_eq!(

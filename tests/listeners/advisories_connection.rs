@@ -111,7 +111,8 @@ async fn token_login_and_a_wrong_token_stays_down() {
     good.finish().await;
 
     let bad = start(nats, "$G", "token:wrong-token".parse().unwrap());
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Refused twice: the listener tried, was told, and tried again.
+    wait_refused(&s, 2).await;
     let text = encode(&bad.registry);
     assert_eq!(
         exact(
@@ -204,7 +205,7 @@ async fn mutual_tls_with_a_custom_ca() {
     ])
     .unwrap();
     let refused = start(no_cert, "APP", auth);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_refused(&s, 2).await;
     assert_eq!(
         exact(
             &encode(&refused.registry),
@@ -316,8 +317,9 @@ async fn a_refused_login_is_counted_once_as_connect() {
         20,
     )
     .await;
-    // The client keeps trying in the background: one outage, one count.
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    // The client keeps trying in the background: one outage, one count,
+    // however many attempts the server refuses.
+    wait_refused(&s, 3).await;
     let text = encode(registry);
     assert_eq!(
         exact(&text, "nats_delivery_advisory_listener_errors_total", &kind),

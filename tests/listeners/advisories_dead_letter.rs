@@ -109,7 +109,7 @@ async fn a_new_process_stores_nothing_twice(
         10,
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    mark_handled(&fresh, app, MAX_DELIVERIES_SUBJECT, "APP", 4.0).await;
     assert_eq!(
         exact(
             &fresh.text(),

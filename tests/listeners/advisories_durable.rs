@@ -115,7 +115,8 @@ async fn two_replicas_sharing_the_consumer_both_show_the_exact_count() {
     };
     publish(&js, "work", N as usize).await;
     pull_without_ack(&consumer, 60, || both(&a, &b) == (N, N)).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Nothing left to count: the totals shown are final.
+    wait_all_acknowledged(&js, "shared").await;
     assert_eq!(both(&a, &b), (N, N), "a:\n{}\nb:\n{}", a.text(), b.text());
     let received =
         |r: &Running| exact(&r.text(), "nats_delivery_advisories_received_total", APP).unwrap();
@@ -176,7 +177,14 @@ async fn an_existing_stream_that_does_not_fit_is_a_clear_error() {
         metrics,
     };
     let task = tokio::spawn(listener.run(rx));
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mismatch = [("account", "APP"), ("kind", "stream_mismatch")];
+    Wait::secs("the mismatch counted", 20)
+        .until(|| {
+            let text = encode(&registry);
+            let errors = "nats_delivery_advisory_listener_errors_total";
+            exact(&text, errors, &mismatch).ok_or(Text(text))
+        })
+        .await;
     assert_eq!(
         exact(
             &encode(&registry),
@@ -212,10 +220,10 @@ async fn acknowledged_advisories_handed_out_again_are_not_counted_again() {
     // sequences behind the ack floor.
     announce_deaths(&app, 1..=20).await;
     wait_value(&first.registry, name, &labels, 20.0, 20).await;
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    wait_stored_ack_floor(&js, 20).await;
     announce_deaths(&app, 21..=40).await;
     wait_value(&first.registry, name, &labels, 40.0, 20).await;
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    wait_stored_ack_floor(&js, 40).await;
     first.stop().await;
 
     let adv = js.get_stream("ADV").await.unwrap();

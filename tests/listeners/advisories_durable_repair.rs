@@ -64,8 +64,8 @@ async fn a_deleted_consumer_is_noticed_and_made_again_after_what_was_counted() {
     let name = "nats_delivery_jetstream_max_deliveries_total";
     announce_deaths(&app, 1..=5).await;
     wait_value(&running.registry, name, &labels, 5.0, 20).await;
-    // Let a probe see the ack floor past those five, then delete the consumer.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // A probe stores the ack floor past those five; then the consumer goes.
+    wait_stored_ack_floor(&js, 5).await;
     let adv = js.get_stream("ADV").await.unwrap();
     adv.delete_consumer("nats-delivery-exporter").await.unwrap();
     // Five more arrive while it is gone: the stream keeps them.
@@ -82,7 +82,7 @@ async fn a_deleted_consumer_is_noticed_and_made_again_after_what_was_counted() {
     // Made again, it starts after the stored ack floor: the first five are
     // not handed out (and counted) again, the next five are counted.
     wait_value(&running.registry, name, &labels, 10.0, 30).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_all_acknowledged(&js, "nats-delivery-exporter").await;
     let text = running.text();
     assert_eq!(exact(&text, name, &labels), Some(10.0));
     assert_eq!(
@@ -114,8 +114,8 @@ async fn a_consumer_deleted_while_no_listener_runs_is_noticed_at_setup() {
         None,
         "a first start"
     );
-    // Let a probe store the ack floor past those five, then stop.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // A probe stores the ack floor past those five; then the listener stops.
+    wait_stored_ack_floor(&js, 5).await;
     first.stop().await;
     let adv = js.get_stream("ADV").await.unwrap();
     adv.delete_consumer("nats-delivery-exporter").await.unwrap();

@@ -44,9 +44,24 @@ async fn an_event_whose_stream_cannot_be_looked_up_waits_and_is_counted_once() {
     ];
     let name = "nats_delivery_jetstream_max_deliveries_total";
 
-    // One message dies while its stream cannot be looked up.
+    // One message dies while its stream cannot be looked up. Its advisory
+    // handed out a third time: the first two were received and left
+    // unacknowledged past the 2 s ack wait, not counted and acknowledged.
     let_die(&js, &consumer, 0, 1, 1).await;
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    Wait::secs("the advisory handed out a third time", 30)
+        .every(Duration::from_millis(100))
+        .until_async(async || {
+            let info = advisory_consumer(&js, "nats-delivery-exporter").await?;
+            let handed_out = info.delivered.consumer_sequence;
+            (handed_out >= 3)
+                .then_some(())
+                .ok_or(format!("handed out {handed_out} times"))
+        })
+        .await;
+    let info = advisory_consumer(&js, "nats-delivery-exporter")
+        .await
+        .unwrap();
+    assert_eq!(info.ack_floor.stream_sequence, 0, "acknowledged: {info:?}");
     assert_eq!(
         exact(&exporter.text(), name, &labels),
         None,

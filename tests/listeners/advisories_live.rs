@@ -201,11 +201,11 @@ async fn stream_limits_removing_unacked_messages_are_terminations() {
             (total(&text) >= 5.0).then_some(()).ok_or(Text(text))
         })
         .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let app = client(&s, "app").await;
+    mark_handled(&running, &app, TERMINATED_SUBJECT, "APP", 6.0).await;
     let text = running.text();
     assert_eq!(total(&text), 5.0, "{text}");
     // Servers before 2.10.4 send no reason text: there it reads as "client".
-    let app = client(&s, "app").await;
     let version = nats_test_server::version_numbers(&app.server_info().version);
     let reason = if version < vec![2, 10, 4] {
         "client"
@@ -323,11 +323,17 @@ async fn each_account_sees_only_its_own_advisories() {
                 (seen >= n).then_some(()).ok_or(seen)
             })
             .await;
-        // One more pull after ack_wait lets the server notice max_deliver.
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        pull_without_ack(&c, 2, {
-            let start = std::time::Instant::now();
-            move || start.elapsed() > Duration::from_millis(800)
+        // Pulls past ack_wait let the server notice max_deliver, until the
+        // listener has counted every message.
+        let listener = if user == "app" {
+            (&app_listener, "APP")
+        } else {
+            (&other_listener, "OTHER")
+        };
+        let labels = [("account", listener.1), ("stream", "Q"), ("consumer", "c")];
+        let name = "nats_delivery_jetstream_max_deliveries_total";
+        pull_without_ack(&c, 30, || {
+            exact(&listener.0.text(), name, &labels) == Some(n as f64)
         })
         .await;
     }

@@ -308,7 +308,7 @@ async fn leader_changes_and_a_lost_server_leave_the_count_exact() {
     let dead = dead_in_adv(&js, 60).await;
     assert_eq!(dead.len(), 60, "the server did not report every death");
     wait_value(&registry, name, &worker, 60.0, 30).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_all_acknowledged(&js, "nats-delivery-exporter").await;
     assert_eq!(count(), 60.0, "{}", encode(&registry));
 
     // A server dies; 30 more messages die; counting goes on, exactly.
@@ -330,7 +330,7 @@ async fn leader_changes_and_a_lost_server_leave_the_count_exact() {
         60,
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_all_acknowledged(&js, "nats-delivery-exporter").await;
     let text = encode(&registry);
     assert_eq!(count(), 90.0, "{text}");
     // Every advisory received was either counted or a re-sent duplicate.

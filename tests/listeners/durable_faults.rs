@@ -45,6 +45,31 @@ fn scraper(port: u16, every: Duration) -> (Arc<Mutex<Vec<f64>>>, Arc<Mutex<bool>
     (values, stop)
 }
 
+/// Waits until the scraper's last value read is `want`: Prometheus has
+/// seen it.
+async fn wait_read(values: &Mutex<Vec<f64>>, want: f64) {
+    Wait::secs(format!("a scrape to read {want}"), 60)
+        .every(Duration::from_millis(100))
+        .until(|| {
+            let last = values.lock().unwrap().last().copied();
+            (last == Some(want)).then_some(()).ok_or(last)
+        })
+        .await;
+}
+
+/// Waits for two more values from the scraper: the second began after
+/// this call.
+async fn wait_scrape_after(values: &Mutex<Vec<f64>>) {
+    let read = values.lock().unwrap().len();
+    Wait::secs("a scrape begun after this point", 60)
+        .every(Duration::from_millis(100))
+        .until(|| {
+            let now = values.lock().unwrap().len();
+            (now >= read + 2).then_some(()).ok_or(now - read)
+        })
+        .await;
+}
+
 /// Waits until `name` on `e` has begun to count and is not yet at `total`:
 /// the moment to kill it inside a burst.
 async fn wait_mid_burst(e: &Exporter, name: &str, total: f64) {
@@ -99,9 +124,17 @@ async fn kill_9_and_sigterm_while_messages_die_lose_and_repeat_nothing() {
     let mut total = 1;
     for (i, fault) in faults.iter().enumerate() {
         let w = tokio::spawn(wave(js.clone(), c.clone(), 1 + i * 40, 40, total + 40));
-        tokio::time::sleep(Duration::from_millis(400 + 150 * i as u64)).await;
         if *fault != "none" {
             let e = exporter.take().unwrap();
+            // Once the wave's first deaths are counted.
+            let before = total as f64;
+            Wait::secs("the wave to be counted", 30)
+                .every(Duration::from_millis(20))
+                .until(|| {
+                    let x = tokio::task::block_in_place(|| e.value(NAME, LABELS));
+                    x.filter(|x| *x > before).ok_or(x)
+                })
+                .await;
             tokio::task::block_in_place(|| match *fault {
                 "kill" => e.kill_9(),
                 _ => e.stop(),
@@ -112,13 +145,15 @@ async fn kill_9_and_sigterm_while_messages_die_lose_and_repeat_nothing() {
         }
         w.await.unwrap();
         total += 40;
-        // Let a scrape or two read the value between waves.
-        tokio::time::sleep(Duration::from_millis(2500)).await;
+        // A scrape reads the value between waves.
+        wait_read(&values, total as f64).await;
     }
     assert_eq!(total, 241);
     let e = exporter.take().unwrap();
     wait_for_count(&e, 241.0).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Nothing left to count; then one more scrape reads the final value.
+    wait_all_acknowledged(&js, "nats-delivery-exporter").await;
+    wait_scrape_after(&values).await;
     *stop.lock().unwrap() = true;
     let values = values.lock().unwrap().clone();
     assert!(values.len() >= 8, "too few scrapes: {values:?}");
@@ -193,7 +228,8 @@ async fn a_server_restarted_with_an_empty_store_is_noticed_and_counting_resumes(
     wait_scraped(&e, up, &app, 1.0, 30).await;
     nak(&s, 20).await;
     wait_scraped(&e, naks, &nak_labels, 20.0, 30).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let js = jetstream::new(client(&s, "app").await);
+    wait_all_acknowledged(&js, "nats-delivery-exporter").await;
     let text = tokio::task::block_in_place(|| e.scrape()).unwrap();
     assert_eq!(exact(&text, naks, &nak_labels), Some(20.0));
     nats_test_server::reference::assert_documented(&text);
@@ -218,13 +254,12 @@ async fn nak(s: &nats_test_server::NatsServer, n: usize) {
     let mut seen = Vec::new();
     let mut acked = 0;
     Wait::secs(format!("{n} messages NAKed once, then acknowledged"), 60)
-        .every(Duration::ZERO)
+        .every(Duration::from_millis(50))
         .until_async(async || {
             if acked == n {
                 return Ok(());
             }
             let mut batch = c.fetch().max_messages(n - acked).messages().await.unwrap();
-            let received = seen.len();
             while let Some(m) = batch.next().await {
                 let m = m.unwrap();
                 let info = m.info().unwrap();
@@ -236,9 +271,6 @@ async fn nak(s: &nats_test_server::NatsServer, n: usize) {
                     m.double_ack().await.unwrap();
                     acked += 1;
                 }
-            }
-            if seen.len() == received {
-                tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Err(format!(
                 "NAKed {} and acknowledged {acked} of {n}; received {seen:?}",
@@ -297,7 +329,9 @@ async fn two_replicas_one_killed_mid_burst_keep_the_max_exact() {
                 .ok_or(both)
         })
         .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_all_acknowledged(&js, "nats-delivery-exporter").await;
+    wait_scrape_after(&va).await;
+    wait_scrape_after(&vb).await;
     *stop_a.lock().unwrap() = true;
     *stop_b.lock().unwrap() = true;
     // Neither replica's counter ever went back, and none ever showed more
@@ -338,7 +372,7 @@ async fn dead_letter_copies_are_stored_once_across_kill_9() {
     burst.await.unwrap();
     wait_scraped(&e, stored, LABELS, 50.0, 60).await;
     wait_scraped(&e, NAME, LABELS, 50.0, 10).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_all_acknowledged(&js, "nats-delivery-exporter").await;
     assert_eq!(
         tokio::task::block_in_place(|| e.value(stored, LABELS)),
         Some(50.0)

@@ -162,7 +162,7 @@ async fn with_event_subjects_denied_to_applications_a_forgery_never_reaches_the_
         exact(&running.text(), name, &worker) == Some(4.0)
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_all_acknowledged(&js, "nats-delivery-exporter").await;
     let text = running.text();
     assert_eq!(exact(&text, name, &worker), Some(4.0));
     assert_eq!(
@@ -210,7 +210,7 @@ async fn a_stream_created_again_is_a_new_stream_for_counts_and_copies() {
     let running = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
     wait_value(&running.registry, name, &worker, 15.0, 20).await;
     wait_value(&running.registry, stored, &worker, 15.0, 20).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_all_acknowledged(&js, "nats-delivery-exporter").await;
     let text = running.text();
     assert_eq!(
         exact(&text, "nats_delivery_advisories_duplicate_total", APP),

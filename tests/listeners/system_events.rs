@@ -22,6 +22,19 @@ fn stuck_client(s: &NatsServer, name: Option<&str>) -> TcpStream {
     c
 }
 
+/// Connections of `s` subscribed to `flood`, from its `/connz`.
+fn flood_subscribers(s: &NatsServer) -> usize {
+    let url = format!("{}/connz?subs=1", s.monitor_url());
+    let body = tokio::task::block_in_place(|| nats_test_server::http_get(&url));
+    let connz: serde_json::Value = serde_json::from_str(&body).expect("connz JSON");
+    let subscribed = |c: &&serde_json::Value| {
+        let subs = c["subscriptions_list"].as_array();
+        subs.is_some_and(|l| l.iter().any(|x| x == "flood"))
+    };
+    let connections = connz["connections"].as_array().expect("connections");
+    connections.iter().filter(subscribed).count()
+}
+
 fn slow_count(text: &str, server: &str, name: &str) -> f64 {
     ["pending_bytes", "write_deadline", "other"]
         .iter()
@@ -70,7 +83,13 @@ async fn slow_consumer_cuts_are_counted_by_bounded_client_name() {
     let _a = stuck_client(&s, Some("slow-a"));
     let _b = stuck_client(&s, Some("slow-b"));
     let _anon = stuck_client(&s, None);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    Wait::secs("the 3 stuck clients subscribed", 20)
+        .every(Duration::from_millis(100))
+        .until(|| {
+            let subscribed = flood_subscribers(&s);
+            (subscribed == 3).then_some(()).ok_or(subscribed)
+        })
+        .await;
 
     let publisher = client(&s, "app").await;
     let payload = bytes::Bytes::from(vec![b'x'; 16 * 1024]);
@@ -94,7 +113,12 @@ async fn slow_consumer_cuts_are_counted_by_bounded_client_name() {
             Err(Text(text))
         })
         .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // A client closed after the cuts: its disconnect event comes after
+    // theirs, so once it is received theirs are counted.
+    client(&s, "app").await.drain().await.unwrap();
+    let received = "nats_delivery_system_events_received_total";
+    // The first client drained, three cuts, this one.
+    wait_value(&registry, received, &[], 5.0, 20).await;
     let text = encode(&registry);
     // The first name cut is kept, the second goes to the overflow value, the
     // unnamed client stays unnamed: 1 each, exactly.
@@ -123,9 +147,15 @@ async fn slow_consumer_cuts_are_counted_by_bounded_client_name() {
     assert_eq!(metrics.listener_up.get(), 0);
 }
 
-/// Runs the system-event listener with `credentials` for `secs` seconds and
-/// returns its exposition and `listener_up` at the end.
-async fn run_for(s: &NatsServer, credentials: &str, secs: u64) -> (String, i64) {
+/// Runs the system-event listener with `credentials` until `done` holds of
+/// the server and the exposition; returns the exposition and `listener_up`
+/// then.
+async fn run_until(
+    s: &NatsServer,
+    credentials: &str,
+    what: &str,
+    mut done: impl FnMut(&NatsServer, &str) -> bool,
+) -> (String, i64) {
     let mut registry = Registry::default();
     let metrics = SystemEventMetrics::register(&mut registry);
     let (stop, rx) = tokio::sync::watch::channel(false);
@@ -136,7 +166,13 @@ async fn run_for(s: &NatsServer, credentials: &str, secs: u64) -> (String, i64) 
         metrics.clone(),
         rx,
     ));
-    tokio::time::sleep(Duration::from_secs(secs)).await;
+    Wait::secs(what, 30)
+        .every(Duration::from_millis(100))
+        .until(|| {
+            let text = encode(&registry);
+            done(s, &text).then_some(()).ok_or(Text(text))
+        })
+        .await;
     let text = encode(&registry);
     let up = metrics.listener_up.get();
     stop.send(true).unwrap();
@@ -160,7 +196,11 @@ fn listener_errors(text: &str, kind: &str) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_login_is_counted_once_as_connect() {
     let s = NatsServer::builder().config(ACCOUNTS).start();
-    let (text, up) = run_for(&s, "user:sys:wrong-secret", 4).await;
+    // Three attempts refused: the client kept trying after the first.
+    let (text, up) = run_until(&s, "user:sys:wrong-secret", "3 refusals", |s, text| {
+        listener_errors(text, "connect").is_some() && refused_connections(s) >= 3
+    })
+    .await;
     assert_eq!(up, 0, "{text}");
     assert_eq!(listener_errors(&text, "connect"), Some(1.0), "{text}");
     assert_eq!(listener_errors(&text, "permission"), None, "{text}");
@@ -179,7 +219,12 @@ accounts {
 system_account: SYS
 "#;
     let s = NatsServer::builder().config(config).start();
-    let (text, _) = run_for(&s, "user:sys:sys-secret", 3).await;
+    // The login comes before the subscription: a failed login would be
+    // counted before the refusal is.
+    let (text, _) = run_until(&s, "user:sys:sys-secret", "the refusal", |_, text| {
+        listener_errors(text, "permission").is_some()
+    })
+    .await;
     assert_eq!(listener_errors(&text, "permission"), Some(1.0), "{text}");
     assert_eq!(listener_errors(&text, "connect"), None, "{text}");
 }

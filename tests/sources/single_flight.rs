@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::fake_endpoint::{self, Reply};
 use nats_test_server::sample::value;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 /// How many times the server answered `path` over HTTP, from its own /varz.
@@ -69,7 +70,8 @@ async fn concurrent_scrapes_share_one_poll() {
 async fn an_ha_pair_within_the_reuse_window_costs_one_poll() {
     let server = NatsServer::builder().jetstream().start();
     let url = [server.monitor_url()];
-    let reusing = common::exporter(&url, &["--reuse-poll-for", "5s"]);
+    // A window no pair of scrapes outlasts, however slow the machine.
+    let reusing = common::exporter(&url, &["--reuse-poll-for", "1h"]);
     let first = common::scrape(&reusing).await;
     let second = common::scrape(&reusing).await;
     assert_eq!(served(&server, "/jsz"), 1);
@@ -83,13 +85,35 @@ async fn an_ha_pair_within_the_reuse_window_costs_one_poll() {
     };
     assert!(took(&first).is_some());
     assert_eq!(took(&first), took(&second));
-    tokio::time::sleep(Duration::from_millis(5_200)).await;
-    common::scrape(&reusing).await;
-    common::scrape(&reusing).await;
+    // A scrape past the window polls again: with a 1 s window, every scrape
+    // answered from the poll began before the window could have ended, and
+    // the one that polled ended after it had.
+    let window = Duration::from_secs(1);
+    let short = common::exporter(&url, &["--reuse-poll-for", "1s"]);
+    let asked = Instant::now();
+    common::scrape(&short).await;
+    let polled_by = Instant::now();
     assert_eq!(served(&server, "/jsz"), 2);
+    let ended = Wait::secs("a scrape past the window to poll again", 20)
+        .every(Duration::from_millis(100))
+        .until_async(async || {
+            let began = Instant::now();
+            common::scrape(&short).await;
+            let served = served(&server, "/jsz");
+            if served == 3 {
+                return Ok(Instant::now());
+            }
+            assert!(
+                began < polled_by + window,
+                "a scrape past the window reused"
+            );
+            Err(served)
+        })
+        .await;
+    assert!(ended >= asked + window, "polled again within the window");
     // Without the flag each of the pair's scrapes polls.
     let plain = common::exporter(&url, &[]);
     common::scrape(&plain).await;
     common::scrape(&plain).await;
-    assert_eq!(served(&server, "/jsz"), 4);
+    assert_eq!(served(&server, "/jsz"), 5);
 }

@@ -64,7 +64,7 @@ async fn cut_scenario(version: &str) {
     // The publisher's own clean disconnect is not a slow consumer, and a
     // second poll counts nothing twice.
     drop(publisher);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(closed_reason(&server, "publisher").await, "Client Closed");
     let (again, detections) = scrape_matching_varz(&exporter, &server).await;
     assert_eq!(
         value(
@@ -166,9 +166,9 @@ async fn pending_bytes_warn_before_the_cut() {
     // Wait until the server has written all the kernel takes: then the queue stays put.
     let mut last = -1;
     let stable = Wait::secs("a stable pending queue", 20)
+        .every(Duration::from_millis(200))
         .until(|| {
             let now = pending()?;
-            std::thread::sleep(Duration::from_millis(200));
             let was = std::mem::replace(&mut last, now);
             (now > 0 && now == was).then_some(now)
         })

@@ -113,13 +113,14 @@ async fn a_late_reply_is_counted_and_its_server_expected() {
     let server = NatsServer::builder().name("solo").config(ACCOUNTS).start();
     let survey = Survey::new(system_client(&server).await, 0).await.unwrap();
     // A responder in the system account that answers once, after the
-    // survey's gap, as a server far away or overloaded would.
+    // survey has given up, as a server far away or overloaded would.
     let slow = system_client(&server).await;
     let mut requests = slow.subscribe("$SYS.REQ.SERVER.PING.VARZ").await.unwrap();
     slow.flush().await.unwrap();
+    let (given_up, late) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         if let Some(request) = requests.next().await {
-            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let _ = late.await;
             let reply = r#"{"server":{"name":"far","id":"NFAR"},"data":{"server_name":"far"}}"#;
             let _ = slow.publish(request.reply.unwrap(), reply.into()).await;
             let _ = slow.flush().await;
@@ -135,6 +136,7 @@ async fn a_late_reply_is_counted_and_its_server_expected() {
         .unwrap();
     assert_eq!(names(&first), ["solo"]);
     assert_eq!((first.expected, first.late_total), (1, 0));
+    given_up.send(()).unwrap();
     // The late reply is counted when it arrives; on a loaded machine that
     // can be seconds after it was sent, so ask until it has been.
     Wait::secs("a late reply counted", 30)

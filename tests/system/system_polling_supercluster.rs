@@ -159,17 +159,19 @@ fn at_most_once_and_exact(text: &str) -> usize {
 /// Asks a stream or consumer leader to step down (`what` after
 /// `$JS.API.`), retrying while the cluster is electing; true once done.
 async fn step_down(app: &async_nats::Client, what: &str) -> bool {
-    for _ in 0..5 {
-        let request = app.request(format!("$JS.API.{what}"), "".into());
-        if let Ok(Ok(reply)) = tokio::time::timeout(Duration::from_secs(5), request).await {
+    Wait::secs(format!("{what} done"), 20)
+        .every(Duration::from_millis(300))
+        .try_until_async(async || {
+            let request = app.request(format!("$JS.API.{what}"), "".into());
+            let reply = tokio::time::timeout(Duration::from_secs(5), request).await;
+            let reply = reply.map_err(|_| "no answer".to_string())?;
+            let reply = reply.map_err(|e| e.to_string())?;
             let v: serde_json::Value = serde_json::from_slice(&reply.payload).unwrap_or_default();
-            if v["success"] == serde_json::Value::Bool(true) {
-                return true;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    false
+            let done = v["success"] == serde_json::Value::Bool(true);
+            done.then_some(()).ok_or(v.to_string())
+        })
+        .await
+        .is_ok()
 }
 
 /// Connected to leaf-sys, the exporter reaches the hub's servers through
@@ -333,24 +335,37 @@ async fn step_downs_during_polling(
         "STREAM.LEADER.STEPDOWN.WORK",
         "CONSUMER.LEADER.STEPDOWN.WORK.fast",
     ];
-    let done = std::sync::atomic::AtomicBool::new(false);
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let done = AtomicBool::new(false);
+    let scraped = AtomicUsize::new(0);
     let stepping = async {
         let mut stepped = 0;
         for what in downs {
             stepped += usize::from(step_down(&app, what).await);
-            tokio::time::sleep(Duration::from_millis(700)).await;
+            // Scrapes see the group through its election: three begun
+            // after the step-down before the next one.
+            let after = scraped.load(Ordering::Relaxed) + 4;
+            Wait::secs("three scrapes after a step-down", 60)
+                .every(Duration::from_millis(50))
+                .until(|| {
+                    let n = scraped.load(Ordering::Relaxed);
+                    (n >= after).then_some(()).ok_or(n)
+                })
+                .await;
         }
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        done.store(true, Ordering::Relaxed);
         stepped
     };
     let scraping = async {
         let (mut scrapes, mut complete, mut follower_zeros) = (0, 0, 0);
-        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+        while !done.load(Ordering::Relaxed) {
             let text = common::scrape(system).await;
+            scraped.fetch_add(1, Ordering::Relaxed);
             scrapes += 1;
             let seen = at_most_once(&text, values);
             complete += usize::from(seen.present == EXACT.len());
             follower_zeros += usize::from(seen.follower_zeros > 0);
+            // A scrape's pace, as Prometheus has one.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         (scrapes, complete, follower_zeros)

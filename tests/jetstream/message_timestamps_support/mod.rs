@@ -98,25 +98,32 @@ impl RequestCounter {
     ///
     /// The server adds a read's messages to `in_msgs` only after it has
     /// parsed the whole read, and a request can be answered before that
-    /// (async-nats' flush makes no round trip to wait on). So the count is
-    /// read until it holds at least what the reader says it sent (5 s at
-    /// most), and once more after: what it then says is what is returned.
+    /// (async-nats' flush makes no round trip to wait on). So a marker is
+    /// published on the reader's connection after its requests, and the
+    /// count read until it holds more than the reader says it sent (20 s at
+    /// most): a connection's reads are counted in order, so the marker is
+    /// counted last, after everything the reader sent before it; what the
+    /// count then says, less the marker, is returned.
     pub async fn take(&mut self) -> u64 {
         let (direct, msg_get) = self.reader.requests_sent();
         let reader_delta = direct + msg_get - self.reader_seen;
         self.reader_seen = direct + msg_get;
-        // Short of it after 5 s: what arrived is returned, for the caller to check.
-        let _ = Wait::secs("the server's count of the reader's requests", 5)
+        let client = self.reader.client();
+        client
+            .publish("request-counter.marker", bytes::Bytes::new())
+            .await
+            .unwrap();
+        client.flush().await.unwrap();
+        // Short of it after 20 s: what arrived is returned, for the caller to check.
+        let _ = Wait::secs("the server's count of the reader's requests and marker", 20)
             .every(Duration::from_millis(20))
             .try_until_async(async || {
                 let arrived = self.in_msgs() - self.seen;
-                (arrived >= reader_delta).then_some(()).ok_or(arrived)
+                (arrived > reader_delta).then_some(()).ok_or(arrived)
             })
             .await;
-        // Anything more still on its way would show now.
-        tokio::time::sleep(Duration::from_millis(50)).await;
         let total = self.in_msgs();
-        let delta = total - self.seen;
+        let delta = (total - self.seen).saturating_sub(1);
         self.seen = total;
         delta
     }

@@ -151,6 +151,117 @@ pub async fn wait_value(
     assert_eq!(got, Some(want), "{name}{labels:?} moved past {want}");
 }
 
+/// The server's state of the exporter's consumer `consumer` on ADV, or why
+/// it could not be read (a cluster electing a leader, say).
+pub async fn advisory_consumer(
+    js: &async_nats::jetstream::Context,
+    consumer: &str,
+) -> Result<async_nats::jetstream::consumer::Info, String> {
+    let adv = js.get_stream("ADV").await.map_err(|e| e.to_string())?;
+    let mut c: async_nats::jetstream::consumer::PullConsumer = adv
+        .get_consumer(consumer)
+        .await
+        .map_err(|e| e.to_string())?;
+    c.info().await.cloned().map_err(|e| e.to_string())
+}
+
+/// Waits until the exporter's consumer `consumer` on ADV has nothing left
+/// to hand out and nothing awaiting an acknowledgement: every advisory ADV
+/// holds was counted, stored and shown (commit first, acknowledge last), so
+/// a count read afterwards is final.
+pub async fn wait_all_acknowledged(js: &async_nats::jetstream::Context, consumer: &str) {
+    Wait::secs(format!("every advisory acknowledged by {consumer}"), 30)
+        .every(Duration::from_millis(100))
+        .until_async(async || {
+            let info = advisory_consumer(js, consumer).await?;
+            let left = (info.num_pending, info.num_ack_pending);
+            (left == (0, 0))
+                .then_some(())
+                .ok_or(format!("pending, awaiting ack: {left:?}"))
+        })
+        .await;
+}
+
+/// Waits until the default totals bucket holds an ack floor of at least
+/// `floor` (advisory stream sequence), stored by the listener's probe: a
+/// consumer made again starts after it.
+pub async fn wait_stored_ack_floor(js: &async_nats::jetstream::Context, floor: u64) {
+    let bucket = js
+        .get_key_value("nats-delivery-exporter-totals")
+        .await
+        .expect("the totals bucket exists");
+    Wait::secs(format!("an ack floor of {floor} stored"), 30)
+        .every(Duration::from_millis(100))
+        .until_async(async || {
+            let entry = bucket.get("account").await.expect("read the account key");
+            let totals: serde_json::Value =
+                serde_json::from_slice(&entry.unwrap_or_default()).unwrap_or_default();
+            let stored = totals["ack_floor"].as_u64().unwrap_or(0);
+            (stored >= floor).then_some(()).ok_or(stored)
+        })
+        .await;
+}
+
+/// Connections `s` closed other than at the client's request (a refused
+/// login, a failed TLS handshake), from its `/connz?state=closed`.
+pub fn refused_connections(s: &NatsServer) -> usize {
+    let url = format!("{}/connz?state=closed&limit=10000", s.monitor_url());
+    let body = tokio::task::block_in_place(|| nats_test_server::http_get(&url));
+    let connz: serde_json::Value = serde_json::from_str(&body).expect("connz JSON");
+    let closed = connz["connections"].as_array().expect("closed connections");
+    closed
+        .iter()
+        .filter(|c| c["reason"] != "Client Closed")
+        .count()
+}
+
+/// Waits until `s` has refused `n` connections (multi-threaded runtimes
+/// only: the monitoring request blocks its thread).
+pub async fn wait_refused(s: &NatsServer, n: usize) {
+    Wait::secs(format!("{n} connections refused by the server"), 30)
+        .every(Duration::from_millis(100))
+        .until(|| {
+            let refused = refused_connections(s);
+            (refused >= n).then_some(()).ok_or(refused)
+        })
+        .await;
+}
+
+/// The subjects of the advisories a live listener counts, for [`mark_handled`].
+pub const MAX_DELIVERIES_SUBJECT: &str = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.MARK.MARK";
+/// See [`MAX_DELIVERIES_SUBJECT`].
+pub const TERMINATED_SUBJECT: &str = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.MARK.MARK";
+
+/// Publishes an advisory of a type no one counts on `subject` with `app`
+/// and waits until `running` (a live listener of `account`) has received
+/// it, its `received_total` at `received`: a live listener handles the
+/// messages of one subscription in order, one at a time, so every advisory
+/// that subscription had before was handled in full (counted, copied).
+pub async fn mark_handled(
+    running: &Running,
+    app: &async_nats::Client,
+    subject: &str,
+    account: &str,
+    received: f64,
+) {
+    let marker = r#"{"type":"io.nats.test.marker","stream":"MARK","consumer":"MARK"}"#;
+    app.publish(subject.to_string(), marker.into())
+        .await
+        .expect("publish the marker");
+    app.flush().await.expect("flush the marker");
+    let name = "nats_delivery_advisories_received_total";
+    let labels = [("account", account)];
+    Wait::secs(format!("the marker received ({name} = {received})"), 20)
+        .until(|| {
+            let text = running.text();
+            match exact(&text, name, &labels) {
+                Some(got) if got == received => Ok(()),
+                got => Err(Text(format!("{got:?} in\n{text}"))),
+            }
+        })
+        .await;
+}
+
 /// Creates stream `name` on `subject.>` in the client's account.
 pub async fn stream(
     js: &async_nats::jetstream::Context,
