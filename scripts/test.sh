@@ -27,6 +27,24 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # dev-dependency asks for them); an application may use none.
 cargo check -p nats-delivery-metrics --no-default-features --locked
 part "fmt + clippy"
+# The reporters in other languages: their own formatting, vet and unit tests,
+# offline (scripts/install-deps.sh downloaded what they build with). Their
+# end-to-end tests against the exporter and real servers are integration
+# tests (tests/client_reports/other_language_reporters.rs), run below.
+go_reporter() { # the Go reporter on nats.go of each module file
+  local unformatted modfile
+  unformatted=$(gofmt -l .)
+  [ -z "$unformatted" ] || { echo "gofmt would change: $unformatted"; return 1; }
+  for modfile in go.mod go.oldest.mod; do
+    GOPROXY=off go vet -modfile="$modfile" ./...
+    GOPROXY=off go test -count=1 -modfile="$modfile" ./...
+  done
+}
+(cd examples/go-reporter && go_reporter)
+java_build=$(mktemp -d)
+mvn -o -B -q -f examples/java-reporter/pom.xml -Dbuild.dir="$java_build" test
+rm -rf "$java_build"
+part "reporters: go vet, gofmt, go test, mvn test"
 # Broken doc links and stray HTML in doc comments, with and without features.
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --document-private-items
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --all-features

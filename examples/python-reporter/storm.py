@@ -7,8 +7,8 @@ at most 100 messages. A second connection publishes the messages. Once
 every message has arrived and left the pending queues, the application
 stops its periodic reports, publishes a last one and prints one JSON line of
 its own counts: messages published, the subscriptions in the order they
-were made, messages each callback received, reports sent. Then it waits for
-its standard input to close.
+were made, messages each callback received, reports sent, the nats-py
+version. Then it waits for its standard input to close.
 
     python storm.py nats://127.0.0.1:4222 --messages 20000
 """
@@ -20,6 +20,7 @@ import sys
 import time
 
 import nats
+from nats.aio.client import __version__ as nats_py_version
 
 from nats_delivery_reporter import DeliveryReporter
 
@@ -74,7 +75,7 @@ async def storm(args):
     reports = await reporter.publish_now(nc)
     await nc.flush()
     counts = {"published": args.messages, "subscriptions": list(subs), "received": received,
-              "reports": reports}
+              "reports": reports, "library": f"nats-py {nats_py_version}"}
     print(json.dumps(counts), flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
     await publisher.close()

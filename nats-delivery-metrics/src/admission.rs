@@ -38,7 +38,7 @@ pub(crate) struct Admission {
 }
 
 impl Admission {
-    pub fn new(stats: Arc<SubscriptionStats>, capacity: usize) -> Self {
+    pub(crate) fn new(stats: Arc<SubscriptionStats>, capacity: usize) -> Self {
         Admission {
             stats,
             incoming: VecDeque::with_capacity(capacity),
@@ -64,7 +64,7 @@ impl Admission {
     /// dropped. Taking the length rather than the message lets the caller
     /// move the message from where async-nats put it straight into the queue.
     #[inline]
-    pub fn admit(&mut self, len: usize) -> Option<&mut VecDeque<Message>> {
+    pub(crate) fn admit(&mut self, len: usize) -> Option<&mut VecDeque<Message>> {
         // What the application has taken, read once per batch: it only
         // grows, so a stale value can only overstate pending. Before a
         // message would be dropped or raise the high-water mark, it is read
@@ -100,14 +100,14 @@ impl Admission {
     }
 
     /// Messages admitted so far.
-    pub fn admitted(&self) -> u64 {
+    pub(crate) fn admitted(&self) -> u64 {
         self.admitted
     }
 
     /// Publishes the counts and starts the next batch; call with the intake
     /// locked, before [`Self::hand_over`], so the application never sees a
     /// message before it is counted as admitted.
-    pub fn publish(&mut self) {
+    pub(crate) fn publish(&mut self) {
         self.taken = 0;
         let s = &self.stats;
         s.admitted_bytes
@@ -119,7 +119,7 @@ impl Admission {
     }
 
     /// Moves the admitted messages to the application's `queue`.
-    pub fn hand_over(&mut self, queue: &mut VecDeque<Message>) {
+    pub(crate) fn hand_over(&mut self, queue: &mut VecDeque<Message>) {
         if self.incoming.is_empty() {
             return;
         }

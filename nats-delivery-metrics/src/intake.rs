@@ -53,7 +53,7 @@ pub(crate) struct Intake {
 }
 
 impl Intake {
-    pub fn new(subscriber: Subscriber, stats: Arc<SubscriptionStats>) -> Self {
+    pub(crate) fn new(subscriber: Subscriber, stats: Arc<SubscriptionStats>) -> Self {
         Intake {
             subscriber: Some(subscriber),
             admission: Admission::new(stats, INITIAL_CAPACITY),
@@ -63,7 +63,7 @@ impl Intake {
     }
 
     /// True once async-nats ended the subscriber.
-    pub fn ended(&self) -> bool {
+    pub(crate) fn ended(&self) -> bool {
         self.ended
     }
 
@@ -97,7 +97,7 @@ impl Intake {
 
     /// The application's side: takes what async-nats holds and moves every
     /// admitted message, the watchdog's included, into `local`.
-    pub fn take_for_application(&mut self, cx: &Context<'_>, local: &mut VecDeque<Message>) {
+    pub(crate) fn take_for_application(&mut self, cx: &Context<'_>, local: &mut VecDeque<Message>) {
         match &self.waker {
             Some(w) if w.will_wake(cx.waker()) => {}
             _ => self.waker = Some(cx.waker().clone()),
@@ -119,13 +119,13 @@ impl Intake {
 
     /// Takes the subscriber out, for `unsubscribe` or `drain`, which await
     /// it without the lock; `None` if it ended or is already out.
-    pub fn lend_subscriber(&mut self) -> Option<Subscriber> {
+    pub(crate) fn lend_subscriber(&mut self) -> Option<Subscriber> {
         self.subscriber.take()
     }
 
     /// Puts the subscriber back after `unsubscribe` or `drain`; `ended` if
     /// they failed, which ends the stream after what was already admitted.
-    pub fn return_subscriber(&mut self, subscriber: Subscriber, ended: bool) {
+    pub(crate) fn return_subscriber(&mut self, subscriber: Subscriber, ended: bool) {
         if ended {
             self.ended = true;
         } else {
@@ -155,7 +155,7 @@ impl Watchdog {
     /// Watches `intake` from now on, and starts the task on the current
     /// Tokio runtime if it is not running (first subscription, or the
     /// runtime it ran on has shut down).
-    pub fn watch(&self, intake: &Arc<Mutex<Intake>>) {
+    pub(crate) fn watch(&self, intake: &Arc<Mutex<Intake>>) {
         self.intakes
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -172,14 +172,14 @@ impl ConsumerMetrics {
 /// One consumer's numbers at one moment.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ConsumerSnapshot {
-    pub stream: String,
-    pub consumer: String,
-    pub received: u64,
-    pub redelivered: u64,
+    pub(crate) stream: String,
+    pub(crate) consumer: String,
+    pub(crate) received: u64,
+    pub(crate) redelivered: u64,
     /// `(kind label, count)`: ack, nak, term, in_progress.
-    pub acknowledgements: [(&'static str, u64); 4],
-    pub ack_errors: u64,
-    pub batch_ratio: Option<f64>,
+    pub(crate) acknowledgements: [(&'static str, u64); 4],
+    pub(crate) ack_errors: u64,
+    pub(crate) batch_ratio: Option<f64>,
 }
 
 impl Shared {

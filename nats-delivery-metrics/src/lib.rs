@@ -83,6 +83,7 @@
 //! over NATS to the nats-delivery-exporter instead (wire format in the
 //! README).
 #![deny(missing_docs)]
+#![warn(unreachable_pub, unnameable_types)]
 
 mod admission;
 mod client;

@@ -31,26 +31,26 @@ fn index(reason: PublishFailure) -> usize {
 }
 
 impl PublishStats {
-    pub fn enable_publishing(&self) {
+    pub(crate) fn enable_publishing(&self) {
         self.publishing.store(true, Ordering::Release);
     }
 
-    pub fn enable_requests(&self) {
+    pub(crate) fn enable_requests(&self) {
         self.requesting.store(true, Ordering::Release);
     }
 
-    pub fn record_no_responders(&self) {
+    pub(crate) fn record_no_responders(&self) {
         self.no_responders.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn record_failure(&self, reason: PublishFailure) {
+    pub(crate) fn record_failure(&self, reason: PublishFailure) {
         self.failures[index(reason)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts the answer to a publish that was sent. Returns whether a reply
     /// message arrived (an acknowledgement, an API error or a no-responders
     /// status), which the connection audit counts as taken.
-    pub fn record_answer(&self, answer: &Result<PublishAck, PublishError>) -> bool {
+    pub(crate) fn record_answer(&self, answer: &Result<PublishAck, PublishError>) -> bool {
         match answer {
             Ok(ack) if ack.duplicate => {
                 self.duplicates.fetch_add(1, Ordering::Relaxed);
@@ -69,19 +69,19 @@ impl PublishStats {
         }
     }
 
-    pub fn stored(&self) -> u64 {
+    pub(crate) fn stored(&self) -> u64 {
         self.stored.load(Ordering::Relaxed)
     }
 
-    pub fn duplicates(&self) -> u64 {
+    pub(crate) fn duplicates(&self) -> u64 {
         self.duplicates.load(Ordering::Relaxed)
     }
 
-    pub fn failures(&self, reason: PublishFailure) -> u64 {
+    pub(crate) fn failures(&self, reason: PublishFailure) -> u64 {
         self.failures[index(reason)].load(Ordering::Relaxed)
     }
 
-    pub fn no_responders(&self) -> u64 {
+    pub(crate) fn no_responders(&self) -> u64 {
         self.no_responders.load(Ordering::Relaxed)
     }
 }

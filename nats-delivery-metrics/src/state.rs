@@ -29,18 +29,18 @@ struct RetiredTotals {
 /// Connection events counted by the event callback.
 #[derive(Debug, Default)]
 pub(crate) struct ConnectionEvents {
-    pub connected: AtomicU64,
-    pub disconnected: AtomicU64,
-    pub lame_duck: AtomicU64,
-    pub draining: AtomicU64,
-    pub closed: AtomicU64,
-    pub server_error: AtomicU64,
-    pub client_error: AtomicU64,
+    pub(crate) connected: AtomicU64,
+    pub(crate) disconnected: AtomicU64,
+    pub(crate) lame_duck: AtomicU64,
+    pub(crate) draining: AtomicU64,
+    pub(crate) closed: AtomicU64,
+    pub(crate) server_error: AtomicU64,
+    pub(crate) client_error: AtomicU64,
 }
 
 impl ConnectionEvents {
     /// `(label value, count)` for every event kind, in a fixed order.
-    pub fn values(&self) -> [(&'static str, u64); 7] {
+    pub(crate) fn values(&self) -> [(&'static str, u64); 7] {
         let v = |c: &AtomicU64| c.load(Ordering::Relaxed);
         [
             ("connected", v(&self.connected)),
@@ -87,48 +87,48 @@ impl Table {
 /// Everything one `ClientMetrics` holds.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub client: String,
-    pub events: ConnectionEvents,
+    pub(crate) client: String,
+    pub(crate) events: ConnectionEvents,
     table: Mutex<Table>,
-    pub consumers: Mutex<Vec<Arc<ConsumerStats>>>,
+    pub(crate) consumers: Mutex<Vec<Arc<ConsumerStats>>>,
     /// The statistics of the one connection these metrics belong to, set by
     /// the first subscription: sids are only unique per connection.
     connection: OnceLock<Arc<async_nats::Statistics>>,
     /// Messages of that connection handed to the application outside
     /// instrumented subscriptions (replies to `InstrumentedClient::request`).
-    pub taken_elsewhere: AtomicU64,
+    pub(crate) taken_elsewhere: AtomicU64,
     /// JetStream publish outcomes and unanswered requests.
-    pub publishes: crate::publish_stats::PublishStats,
+    pub(crate) publishes: crate::publish_stats::PublishStats,
     /// Takes messages for subscriptions whose application does not poll.
-    pub watchdog: Watchdog,
+    pub(crate) watchdog: Watchdog,
 }
 
 /// Aggregated numbers of all subscriptions sharing one name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct SubscriptionSnapshot {
-    pub name: Arc<str>,
-    pub delivered: u64,
-    pub dropped: u64,
-    pub dropped_bytes: u64,
-    pub slow_consumer_events: u64,
+    pub(crate) name: Arc<str>,
+    pub(crate) delivered: u64,
+    pub(crate) dropped: u64,
+    pub(crate) dropped_bytes: u64,
+    pub(crate) slow_consumer_events: u64,
     /// False for names known only from events (plain async-nats subscribers).
-    pub instrumented: bool,
+    pub(crate) instrumented: bool,
     /// Present while at least one subscription with this name is live.
-    pub live: Option<LiveSnapshot>,
+    pub(crate) live: Option<LiveSnapshot>,
 }
 
 /// Gauges of the live subscriptions sharing one name (summed, high water: max).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct LiveSnapshot {
-    pub pending_messages: u64,
-    pub pending_bytes: u64,
-    pub high_water: u64,
-    pub limit_messages: u64,
-    pub limit_bytes: u64,
+    pub(crate) pending_messages: u64,
+    pub(crate) pending_bytes: u64,
+    pub(crate) high_water: u64,
+    pub(crate) limit_messages: u64,
+    pub(crate) limit_bytes: u64,
 }
 
 impl Shared {
-    pub fn new(client: String) -> Self {
+    pub(crate) fn new(client: String) -> Self {
         Shared {
             client,
             events: ConnectionEvents::default(),
@@ -149,7 +149,7 @@ impl Shared {
 
     /// Ties these metrics to `client`'s connection; false if they already
     /// belong to another connection.
-    pub fn bind(&self, client: &async_nats::Client) -> bool {
+    pub(crate) fn bind(&self, client: &async_nats::Client) -> bool {
         let statistics = client.statistics();
         Arc::ptr_eq(
             self.connection.get_or_init(|| statistics.clone()),
@@ -161,7 +161,7 @@ impl Shared {
     /// no instrumented request) has taken: waiting in async-nats' channels,
     /// dropped by async-nats, or for consumers this crate does not see.
     /// `None` before the first subscription ties the metrics to a connection.
-    pub fn unforwarded(&self) -> Option<u64> {
+    pub(crate) fn unforwarded(&self) -> Option<u64> {
         let connection = self.connection.get()?;
         // Taken first, read second: both only grow and a message is counted
         // as read before it can be taken, so the difference never underflows.
@@ -176,7 +176,7 @@ impl Shared {
         Some(read.saturating_sub(taken))
     }
 
-    pub fn add_subscription(&self, stats: Arc<SubscriptionStats>, sid: Option<u64>) {
+    pub(crate) fn add_subscription(&self, stats: Arc<SubscriptionStats>, sid: Option<u64>) {
         let mut table = self.table();
         table.compact();
         if let Some(sid) = sid {
@@ -189,19 +189,19 @@ impl Shared {
         table.live.push(stats);
     }
 
-    pub fn name_sid(&self, sid: u64, name: Arc<str>) {
+    pub(crate) fn name_sid(&self, sid: u64, name: Arc<str>) {
         let mut table = self.table();
         table.slow_consumer_events.entry(name.clone()).or_insert(0);
         table.sid_names.insert(sid, name);
     }
 
-    pub fn forget_sid(&self, sid: u64) {
+    pub(crate) fn forget_sid(&self, sid: u64) {
         self.table().sid_names.remove(&sid);
     }
 
     /// Called from the event callback: one hash lookup and one map update,
     /// no allocation once a name has been seen.
-    pub fn slow_consumer_event(&self, sid: u64) {
+    pub(crate) fn slow_consumer_event(&self, sid: u64) {
         let mut table = self.table();
         let name = match table.sid_names.get(&sid) {
             Some(name) => name.clone(),
@@ -214,7 +214,7 @@ impl Shared {
     }
 
     /// Per-name numbers, sorted by name.
-    pub fn snapshot(&self) -> Vec<SubscriptionSnapshot> {
+    pub(crate) fn snapshot(&self) -> Vec<SubscriptionSnapshot> {
         let mut table = self.table();
         table.compact();
         let mut by_name: BTreeMap<Arc<str>, SubscriptionSnapshot> = BTreeMap::new();

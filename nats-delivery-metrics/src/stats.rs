@@ -16,29 +16,29 @@ pub(crate) fn bump(counter: &AtomicU64, n: u64) {
 /// The numbers of one instrumented subscription.
 #[derive(Debug)]
 pub(crate) struct SubscriptionStats {
-    pub name: Arc<str>,
-    pub limits: PendingLimits,
+    pub(crate) name: Arc<str>,
+    pub(crate) limits: PendingLimits,
     /// Messages admitted into the subscription's queue (writer: the intake).
-    pub admitted: AtomicU64,
+    pub(crate) admitted: AtomicU64,
     /// Payload bytes of `admitted` (writer: the intake).
-    pub admitted_bytes: AtomicU64,
+    pub(crate) admitted_bytes: AtomicU64,
     /// Messages dropped because a limit was reached (writer: the intake).
-    pub dropped: AtomicU64,
+    pub(crate) dropped: AtomicU64,
     /// Payload bytes of `dropped` (writer: the intake).
-    pub dropped_bytes: AtomicU64,
+    pub(crate) dropped_bytes: AtomicU64,
     /// Highest number of pending messages seen (writer: the intake).
-    pub high_water: AtomicU64,
+    pub(crate) high_water: AtomicU64,
     /// Messages handed to the application (writer: the application's stream).
-    pub delivered: AtomicU64,
+    pub(crate) delivered: AtomicU64,
     /// Payload bytes of `delivered` (writer: the application's stream).
-    pub delivered_bytes: AtomicU64,
+    pub(crate) delivered_bytes: AtomicU64,
     /// Set when the application drops its `Subscription`: from then on only
     /// its counters are reported, even while its intake winds down.
-    pub closed: AtomicBool,
+    pub(crate) closed: AtomicBool,
 }
 
 impl SubscriptionStats {
-    pub fn new(name: Arc<str>, limits: PendingLimits) -> Self {
+    pub(crate) fn new(name: Arc<str>, limits: PendingLimits) -> Self {
         SubscriptionStats {
             name,
             limits,
@@ -57,11 +57,11 @@ impl SubscriptionStats {
     /// `delivered` before `admitted` keeps the difference from going negative.
     /// Messages taken out of the async-nats subscriber
     /// (admitted or dropped). Both counters only grow.
-    pub fn taken(&self) -> u64 {
+    pub(crate) fn taken(&self) -> u64 {
         self.admitted.load(Ordering::Acquire) + self.dropped.load(Ordering::Acquire)
     }
 
-    pub fn pending(&self) -> (u64, u64) {
+    pub(crate) fn pending(&self) -> (u64, u64) {
         let delivered = self.delivered.load(Ordering::Acquire);
         let delivered_bytes = self.delivered_bytes.load(Ordering::Acquire);
         let admitted = self.admitted.load(Ordering::Acquire);
@@ -75,16 +75,16 @@ impl SubscriptionStats {
 
 #[derive(Debug)]
 pub(crate) struct ConsumerStats {
-    pub stream: String,
-    pub consumer: String,
-    pub received: AtomicU64,
-    pub redelivered: AtomicU64,
-    pub acks: AtomicU64,
-    pub naks: AtomicU64,
-    pub terms: AtomicU64,
-    pub in_progress: AtomicU64,
-    pub ack_errors: AtomicU64,
+    pub(crate) stream: String,
+    pub(crate) consumer: String,
+    pub(crate) received: AtomicU64,
+    pub(crate) redelivered: AtomicU64,
+    pub(crate) acks: AtomicU64,
+    pub(crate) naks: AtomicU64,
+    pub(crate) terms: AtomicU64,
+    pub(crate) in_progress: AtomicU64,
+    pub(crate) ack_errors: AtomicU64,
     /// Last batch / buffer ratio given to `check_pull_batch`, as f64 bits.
-    pub batch_ratio_bits: AtomicU64,
-    pub batch_checked: std::sync::atomic::AtomicBool,
+    pub(crate) batch_ratio_bits: AtomicU64,
+    pub(crate) batch_checked: std::sync::atomic::AtomicBool,
 }

@@ -241,4 +241,26 @@ fn opentelemetry_meter_takes_two_clients() {
     }
     // 7 events for each client, nothing else before a subscription.
     assert_eq!(exposed.values.len(), 14, "{:?}", exposed.values.keys());
+    // Named as the NATS .NET client's meter names them, with its system.
+    let collection = exported.last().unwrap();
+    let metrics: Vec<_> = collection
+        .scope_metrics()
+        .flat_map(|s| s.metrics())
+        .collect();
+    let names: Vec<&str> = metrics.iter().map(|m| m.name()).collect();
+    assert!(
+        names.contains(&"nats.client.connection.events"),
+        "{names:?}"
+    );
+    let otel = backends_support::otel_names();
+    assert!(names.iter().all(|n| otel.contains_key(*n)), "{names:?}");
+    let dropped = &otel["nats.client.messages.dropped"];
+    assert_eq!(
+        dropped.family,
+        "nats_delivery_client_dropped_messages_total"
+    );
+    assert_eq!(dropped.unit, "{message}");
+    let system = ("messaging.system".to_string(), "nats".to_string());
+    assert!(otel.values().all(|row| row.added.contains(&system)));
+    assert_eq!(otel.len(), 20, "one row per family");
 }

@@ -6,4 +6,5 @@ mod client_report_listener;
 mod client_report_overflow;
 mod client_reports;
 mod client_reports_support;
+mod other_language_builds;
 mod other_language_reporters;

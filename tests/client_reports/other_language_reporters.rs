@@ -1,11 +1,11 @@
 //! The report protocol spoken by applications in other languages
-//! (`docs/report-protocol.md`): the reporters in `examples/` run a drop
+//! (`docs/report-protocol.md`): the reporters in `examples/` (nats-py,
+//! nats.go on its newest and oldest supported version, jnats) run a drop
 //! storm against a real server, and the exporter binary, run with
 //! `--client-reports`, must re-export exactly what each application lost.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -14,11 +14,13 @@ use nats_test_server::sample::value;
 use nats_test_server::wait::{Text, Wait};
 use nats_test_server::{workspace_root, NatsServer};
 
+use crate::other_language_builds as build;
+
 const SUBJECT: &str = "nats_delivery.reports";
 const MESSAGES: u64 = 20_000;
 
 /// A child process killed (and waited for) when dropped.
-struct Killed(Child);
+pub struct Killed(pub Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -37,6 +39,8 @@ struct Truth {
     received: BTreeMap<String, u64>,
     /// Reports the application published, its last one included.
     reports: u64,
+    /// The client library and its version, as the library itself tells.
+    library: String,
 }
 
 /// How a client library's slow-consumer events relate to its drops.
@@ -44,9 +48,22 @@ struct Truth {
 enum Events {
     /// One event per dropped message (nats-py).
     OnePerDrop,
-    /// At least one event for a subscription that dropped (nats.go signals
-    /// a slow consumer once per run of drops, until a message fits again).
+    /// At least one event for a subscription that dropped (nats.go and
+    /// jnats signal a slow consumer once per run of drops, until a message
+    /// fits again).
     AtLeastOne,
+}
+
+/// What a reporter sends besides the counts every reporter has.
+struct Reporter {
+    /// The `client` label of its storm.
+    client: &'static str,
+    events: Events,
+    /// Whether it reports `pending_bytes` (jnats counts a message's bytes
+    /// as they came over the wire, not its payload: left out).
+    pending_bytes: bool,
+    /// The library and version the storm must have run with.
+    library: String,
 }
 
 fn start_exporter(server: &NatsServer) -> (Killed, String) {
@@ -90,7 +107,8 @@ async fn scrape_until(url: &str, what: &str, done: impl Fn(&str) -> bool) -> Str
 /// Runs `storm` (given the server URL and the report options), then checks
 /// every re-exported series of its instance against its own counts and the
 /// server's.
-async fn storm_is_re_exported_exactly(storm: Command, client: &str, events: Events) {
+async fn storm_is_re_exported_exactly(storm: Command, reporter: Reporter) {
+    let client = reporter.client;
     let server = NatsServer::builder().start();
     let (_exporter, url) = start_exporter(&server);
     scrape_until(&url, "the exporter's report listener", |text| {
@@ -104,6 +122,10 @@ async fn storm_is_re_exported_exactly(storm: Command, client: &str, events: Even
         received == Some(truth.reports as f64)
     })
     .await;
+    assert_eq!(
+        truth.library, reporter.library,
+        "the library the storm ran with"
+    );
     // Two subscriptions made through the reporter, one made directly.
     assert_eq!(truth.received.len(), 3, "{truth:?}");
     for (name, received) in &truth.received {
@@ -121,12 +143,24 @@ async fn storm_is_re_exported_exactly(storm: Command, client: &str, events: Even
         let dropped = series("nats_delivery_app_dropped_messages_total");
         assert_eq!(dropped, Some(lost as f64), "{name}: dropped, {truth:?}");
         assert_eq!(dropped, Some((sent - received) as f64), "{name}: dropped");
+        println!(
+            "{} {name}: published {}, server sent {sent}, received {received}, \
+             dropped (re-exported) {}",
+            truth.library,
+            truth.published,
+            dropped.unwrap_or(-1.0)
+        );
         let delivered = series("nats_delivery_app_delivered_messages_total");
         assert_eq!(delivered, Some(*received as f64), "{name}: delivered");
         assert_eq!(series("nats_delivery_app_pending_messages"), Some(0.0));
-        assert_eq!(series("nats_delivery_app_pending_bytes"), Some(0.0));
+        let pending_bytes = series("nats_delivery_app_pending_bytes");
+        assert_eq!(
+            pending_bytes,
+            reporter.pending_bytes.then_some(0.0),
+            "{name}"
+        );
         let events_seen = series("nats_delivery_app_slow_consumer_events_total").unwrap();
-        match events {
+        match reporter.events {
             Events::OnePerDrop => assert_eq!(events_seen, lost as f64, "{name}: events"),
             Events::AtLeastOne => assert!(
                 (1.0..=lost as f64).contains(&events_seen),
@@ -166,6 +200,8 @@ fn run_storm(mut storm: Command, server: &NatsServer, client: &str) -> (Killed, 
         .args(["--messages", &MESSAGES.to_string(), "--client", client])
         .args(["--instance", "storm-1", "--subject", SUBJECT])
         .args(["--interval", "0.2", "--timeout", "40"])
+        // No __pycache__ left in the repository by the Python storm.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
     let mut child = Killed(
@@ -207,87 +243,69 @@ fn server_msgs_of(server: &NatsServer, truth: &Truth, name: &str) -> u64 {
     subs[index].1
 }
 
-/// `$NATS_PY_PYTHON`, else the virtual environment `scripts/install-deps.sh`
-/// makes with nats-py.
-fn python_with_nats_py() -> PathBuf {
-    let python = std::env::var_os("NATS_PY_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".tools/nats-py/bin/python"));
-    assert!(
-        python.exists(),
-        "no Python with nats-py at {}: run scripts/install-deps.sh (or set NATS_PY_PYTHON)",
-        python.display()
-    );
-    python
-}
-
 #[tokio::test]
 async fn a_nats_py_storm_is_re_exported_exactly() {
-    let mut storm = Command::new(python_with_nats_py());
-    storm
-        .arg(workspace_root().join("examples/python-reporter/storm.py"))
-        // No __pycache__ left in the repository.
-        .env("PYTHONDONTWRITEBYTECODE", "1");
-    storm_is_re_exported_exactly(storm, "python-storm", Events::OnePerDrop).await;
+    let (_venv, python) = build::python_with_reporter();
+    let mut storm = Command::new(python);
+    storm.arg(workspace_root().join("examples/python-reporter/storm.py"));
+    // The nats-py that install-deps.sh put among the wheels, the one installed.
+    let wheels = std::fs::read_dir(workspace_root().join(".tools/python-wheels")).unwrap();
+    let nats_py = wheels
+        .filter_map(|w| {
+            let name = w.unwrap().file_name().into_string().unwrap();
+            Some(
+                name.strip_prefix("nats_py-")?
+                    .split('-')
+                    .next()?
+                    .to_string(),
+            )
+        })
+        .next()
+        .expect("a nats-py wheel: run scripts/install-deps.sh");
+    let reporter = Reporter {
+        client: "python-storm",
+        events: Events::OnePerDrop,
+        pending_bytes: true,
+        library: format!("nats-py {nats_py}"),
+    };
+    storm_is_re_exported_exactly(storm, reporter).await;
 }
 
-/// Where Debian's golang-github-nats-io-go-nats-dev puts nats.go and its
-/// dependencies: a GOPATH (there is no module proxy to fetch them from).
-const DEBIAN_GOCODE: &str = "/usr/share/gocode";
-
-/// Builds `examples/go-reporter` (the package and the storm) in a GOPATH of
-/// its own beside Debian's, and returns the directory and the storm binary.
-fn build_go_storm() -> (tempfile::TempDir, PathBuf) {
-    let gopath = tempfile::tempdir().unwrap();
-    let examples = workspace_root().join("examples/go-reporter");
-    for package in ["natsdelivery", "storm"] {
-        let to = gopath.path().join("src").join(package);
-        std::fs::create_dir_all(&to).unwrap();
-        for file in std::fs::read_dir(examples.join(package)).unwrap() {
-            let file = file.unwrap().path();
-            std::fs::copy(&file, to.join(file.file_name().unwrap())).unwrap();
-        }
-    }
-    assert!(
-        PathBuf::from(DEBIAN_GOCODE)
-            .join("src/github.com/nats-io/nats.go")
-            .exists(),
-        "no nats.go under {DEBIAN_GOCODE}: run scripts/install-deps.sh"
-    );
-    let binary = gopath.path().join("storm-binary");
-    let log_path = gopath.path().join("go-build.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let mut build = Killed(
-        Command::new("go")
-            .args(["build", "-o"])
-            .arg(&binary)
-            .arg("storm")
-            .env("GO111MODULE", "off")
-            .env("GOFLAGS", "")
-            .env(
-                "GOPATH",
-                format!("{}:{DEBIAN_GOCODE}", gopath.path().display()),
-            )
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run go ({e}): run scripts/install-deps.sh")),
-    );
-    // Seconds with Go's build cache warm; a cold cache on a loaded machine
-    // took about 30 s.
-    let status = Wait::secs("go build of the storm", 120)
-        .every(Duration::from_millis(100))
-        .until_blocking(|| build.0.try_wait().unwrap());
-    assert!(
-        status.success(),
-        "go build of the storm failed:\n{}",
-        std::fs::read_to_string(&log_path).unwrap_or_default()
-    );
-    (gopath, binary)
+/// The Go storm built with `modfile`, which must require nats.go at the
+/// version the storm then runs with.
+async fn nats_go_storm(modfile: &str) {
+    let (_dir, storm) = build::go_storm(modfile);
+    let modfile = workspace_root().join("examples/go-reporter").join(modfile);
+    let version = build::required_version(&modfile, "github.com/nats-io/nats.go v", '\n');
+    let reporter = Reporter {
+        client: "go-storm",
+        events: Events::AtLeastOne,
+        pending_bytes: true,
+        library: format!("nats.go {version}"),
+    };
+    storm_is_re_exported_exactly(Command::new(storm), reporter).await;
 }
 
 #[tokio::test]
 async fn a_nats_go_storm_is_re_exported_exactly() {
-    let (_gopath, storm) = build_go_storm();
-    storm_is_re_exported_exactly(Command::new(storm), "go-storm", Events::AtLeastOne).await;
+    nats_go_storm("go.mod").await;
+}
+
+#[tokio::test]
+async fn a_nats_go_storm_on_the_oldest_nats_go_is_re_exported_exactly() {
+    nats_go_storm("go.oldest.mod").await;
+}
+
+#[tokio::test]
+async fn a_jnats_storm_is_re_exported_exactly() {
+    let (_dir, storm) = build::java_storm();
+    let pom = workspace_root().join("examples/java-reporter/pom.xml");
+    let version = build::required_version(&pom, "<jnats.version>", '<');
+    let reporter = Reporter {
+        client: "java-storm",
+        events: Events::AtLeastOne,
+        pending_bytes: false,
+        library: format!("jnats {version}"),
+    };
+    storm_is_re_exported_exactly(storm, reporter).await;
 }

@@ -1,8 +1,9 @@
 //! scripts/install-deps.sh on a pretend machine: stand-ins for apt-get,
-//! dpkg-query, systemctl, service, sudo, python3 and cargo come first on
-//! PATH and record every call, and apt-get starts a package's service as
-//! Debian does. The script installs only what it is asked for, and stops
-//! only a service that its own install started.
+//! dpkg-query, systemctl, service, sudo, python3, cargo, go, java and mvn
+//! come first on PATH and record every call, and apt-get starts a package's
+//! service as Debian does. The script installs only what it is asked for,
+//! stops only a service that its own install started, and takes the
+//! reporters' libraries from their own registries, never from Debian.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -15,7 +16,7 @@ use crate::repo;
 /// The real commands the script and the stand-ins use; nothing else of the
 /// machine is on PATH, so a missing `promtool` is missing.
 const REAL_COMMANDS: &[&str] = &[
-    "bash", "dirname", "mkdir", "id", "grep", "head", "ln", "touch", "chmod", "rm", "cat",
+    "bash", "dirname", "mkdir", "id", "grep", "head", "ln", "touch", "chmod", "rm", "cat", "mktemp",
 ];
 
 /// Installs the named packages, starting the services Debian's packages
@@ -57,6 +58,12 @@ const PYTHON3: &str = r#"[ "$1 $2" = "-m venv" ] || exit 1
 mkdir -p "$3/bin"
 cat >"$3/bin/pip" <<'PIP'
 #!/bin/sh
+if [ "$1" = download ]; then
+  echo "pip $*" >>"$STATE/calls"
+  while [ $# -gt 0 ]; do [ "$1" = --dest ] && dest=$2; shift; done
+  mkdir -p "$dest" && touch "$dest/nats_py-2.16.0-py3-none-any.whl" "$dest/setuptools-84.2.1-py3-none-any.whl"
+  exit 0
+fi
 for p; do :; done
 echo "pip install $p" >>"$STATE/calls"
 case $p in
@@ -74,6 +81,14 @@ case $1 in
   install) touch "$STATE/nextest" ;;
 esac"#;
 
+const GO: &str = r#"echo "go $*" >>"$STATE/calls""#;
+
+const JAVA: &str = r#"echo "java $*" >>"$STATE/calls""#;
+
+/// Offline (`-o`) it fails until an online run has filled the local repository.
+const MVN: &str = r#"echo "mvn $*" >>"$STATE/calls"
+case " $* " in *" -o "*) [ -e "$STATE/m2" ] ;; *) touch "$STATE/m2" ;; esac"#;
+
 /// A pretend machine: a copy of the script in a repository of its own, the
 /// stand-ins, and the packages installed and services running on it.
 struct Machine {
@@ -87,6 +102,7 @@ impl Machine {
         };
         for sub in [
             "repo/scripts",
+            "repo/examples/go-reporter",
             "bin",
             "real",
             "state/installed",
@@ -107,6 +123,9 @@ impl Machine {
             ("sudo", SUDO),
             ("python3", PYTHON3),
             ("cargo", CARGO),
+            ("go", GO),
+            ("java", JAVA),
+            ("mvn", MVN),
         ] {
             machine.command(name, body);
         }
@@ -280,6 +299,8 @@ fn the_lab_gets_the_server_and_prometheus_only() {
         "{output}"
     );
     assert_eq!(machine.calls("cargo "), Vec::<String>::new(), "{output}");
+    assert_eq!(machine.calls("go "), Vec::<String>::new(), "{output}");
+    assert_eq!(machine.calls("mvn "), Vec::<String>::new(), "{output}");
     assert!(!machine.path("repo/.tools/nats-server-debian").exists());
     assert_eq!(
         machine.service_changes(),
@@ -303,4 +324,55 @@ fn an_unknown_set_is_refused_with_the_known_ones() {
     assert_eq!(machine.calls(""), Vec::<String>::new());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("[all|lab]"), "{stderr}");
+}
+
+#[test]
+fn the_reporters_libraries_come_from_their_registries_once() {
+    let machine = Machine::new();
+    machine.with_the_tests_tools();
+    let output = machine.install_deps(&[]);
+    for call in machine.calls("apt-get install") {
+        assert!(!call.contains("golang"), "{call}: {output}");
+    }
+    assert_eq!(
+        machine.calls("go "),
+        ["go mod download", "go mod download -modfile=go.oldest.mod"],
+        "{output}"
+    );
+    let downloads = machine.calls("pip download");
+    assert_eq!(downloads.len(), 1, "{output}");
+    assert!(
+        downloads[0].ends_with(" nats-py==2.16.0 setuptools==84.2.1"),
+        "{downloads:?}"
+    );
+    let mvn = machine.calls("mvn ");
+    assert_eq!(mvn.len(), 2, "offline, then online: {mvn:?}");
+    assert!(mvn[0].starts_with("mvn -o ") && !mvn[1].contains(" -o "));
+    for call in &mvn {
+        assert!(
+            call.ends_with(" package dependency:copy-dependencies"),
+            "{call}"
+        );
+    }
+    // A second run downloads nothing: Maven offline, the wheels there.
+    fs::write(machine.path("state/calls"), "").unwrap();
+    machine.install_deps(&[]);
+    assert_eq!(machine.calls("pip download"), Vec::<String>::new());
+    assert_eq!(machine.calls("mvn ").len(), 1);
+    assert!(machine.calls("mvn ")[0].starts_with("mvn -o "));
+}
+
+#[test]
+fn a_machine_without_go_is_told_and_gets_no_debian_go() {
+    let machine = Machine::new();
+    machine.with_the_tests_tools();
+    fs::remove_file(machine.path("bin/go")).unwrap();
+    let out = machine.run(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("go not found: install Go 1.26 or newer"),
+        "{stderr}"
+    );
+    assert_eq!(machine.calls("apt-get "), Vec::<String>::new());
 }

@@ -34,7 +34,8 @@ type report struct {
 // subscriptions sums the live and unsubscribed subscriptions by name; r.mu held.
 func (r *Reporter) subscriptions() []*subscriptionReport {
 	byName := map[string]*subscriptionReport{}
-	var order []*subscriptionReport
+	// Not nil: the protocol takes a null `subscriptions` for a malformed report.
+	order := []*subscriptionReport{}
 	entry := func(name string) *subscriptionReport {
 		e := byName[name]
 		if e == nil {

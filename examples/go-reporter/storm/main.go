@@ -7,7 +7,8 @@
 // messages. Once every message has been handed to a handler or dropped, the
 // application stops its periodic reports, publishes a last one and prints
 // one JSON line of its own counts: messages published, the subscriptions in
-// the order they were made, messages each handler received, reports sent.
+// the order they were made, messages each handler received, reports sent,
+// the nats.go version.
 // Then it waits for its standard input to close.
 //
 //	storm nats://127.0.0.1:4222 --messages 20000
@@ -24,7 +25,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"natsdelivery"
+	"github.com/nats-delivery-exporter/nats-delivery-exporter/examples/go-reporter/natsdelivery"
 )
 
 var payload = make([]byte, 100)
@@ -111,6 +112,7 @@ func main() {
 	}
 	line, _ := json.Marshal(map[string]interface{}{
 		"published": *messages, "subscriptions": names, "received": counts, "reports": reports,
+		"library": "nats.go " + nats.Version,
 	})
 	fmt.Println(string(line))
 	_, _ = io.Copy(io.Discard, os.Stdin)

@@ -24,12 +24,12 @@ pub(crate) enum Group {
 pub(crate) struct Family {
     /// The name without `_total` (prometheus-client and OpenTelemetry's
     /// Prometheus translation add it to counters).
-    pub name: &'static str,
-    pub help: &'static str,
-    pub kind: Kind,
+    pub(crate) name: &'static str,
+    pub(crate) help: &'static str,
+    pub(crate) kind: Kind,
     /// Label names, in the order every sample gives its values.
-    pub labels: &'static [&'static str],
-    pub group: Group,
+    pub(crate) labels: &'static [&'static str],
+    pub(crate) group: Group,
 }
 
 impl Family {
@@ -38,7 +38,7 @@ impl Family {
         not(any(feature = "prometheus", feature = "metrics")),
         allow(dead_code)
     )]
-    pub fn exposed_name(&self) -> String {
+    pub(crate) fn exposed_name(&self) -> String {
         match self.kind {
             Kind::Counter => format!("{}_total", self.name),
             Kind::Gauge | Kind::Ratio => self.name.to_string(),

@@ -43,7 +43,7 @@ impl Value {
         not(any(feature = "prometheus", feature = "metrics", feature = "opentelemetry")),
         allow(dead_code)
     )]
-    pub fn as_f64(self) -> f64 {
+    pub(crate) fn as_f64(self) -> f64 {
         match self {
             Value::Count(n) => n as f64,
             Value::Ratio(r) => r,
@@ -54,13 +54,13 @@ impl Value {
 /// One series: its label values, in the order of the family's label names.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Sample {
-    pub labels: Vec<String>,
-    pub value: Value,
+    pub(crate) labels: Vec<String>,
+    pub(crate) value: Value,
 }
 
 impl Sample {
     /// `(name, value)` label pairs.
-    pub fn label_pairs<'a>(
+    pub(crate) fn label_pairs<'a>(
         &'a self,
         family: &'static Family,
     ) -> impl Iterator<Item = (&'static str, &'a str)> {
@@ -84,8 +84,8 @@ impl Sample {
 )]
 #[derive(Debug)]
 pub(crate) struct Collected {
-    pub family: &'static Family,
-    pub samples: Vec<Sample>,
+    pub(crate) family: &'static Family,
+    pub(crate) samples: Vec<Sample>,
 }
 
 /// Collects one group's families, handing each to `add`.

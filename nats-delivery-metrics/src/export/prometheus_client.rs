@@ -15,7 +15,7 @@ use crate::state::Shared;
 
 /// Collector registered by `ClientMetrics::new` and `ClientMetrics::register`.
 #[derive(Debug)]
-pub(crate) struct ClientCollector(pub Arc<Shared>);
+pub(crate) struct ClientCollector(pub(crate) Arc<Shared>);
 
 impl Collector for ClientCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {

@@ -150,17 +150,68 @@ fn from_text(text: String) -> Exposed {
     exposed
 }
 
-/// The last collection of the OpenTelemetry reader, named as OpenTelemetry's
-/// Prometheus translation names it (`_total` on monotonic sums).
+/// One row of METRICS.md's "OpenTelemetry names": the Prometheus family
+/// (as a query names it), the unit and the attributes the instrument adds.
+pub struct OtelName {
+    pub family: String,
+    pub unit: String,
+    pub added: Vec<(String, String)>,
+}
+
+/// METRICS.md's "OpenTelemetry names" table, by instrument name.
+pub fn otel_names() -> BTreeMap<String, OtelName> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../METRICS.md");
+    let text = std::fs::read_to_string(path).expect("METRICS.md");
+    let tick = |s: &str| s.trim().trim_matches('`').to_string();
+    let mut names = BTreeMap::new();
+    for line in text.lines() {
+        if !(line.starts_with("| `nats.") || line.starts_with("| `messaging.")) {
+            continue;
+        }
+        let cols: Vec<&str> = line.trim_matches('|').split('|').collect();
+        let added = cols[3]
+            .split(',')
+            .map(|a| {
+                let (k, v) = a.trim().trim_matches('`').split_once('=').unwrap();
+                (k.to_string(), v.trim_matches('"').to_string())
+            })
+            .collect();
+        let row = OtelName {
+            family: tick(cols[1]),
+            unit: tick(cols[2]),
+            added,
+        };
+        assert!(names.insert(tick(cols[0]), row).is_none(), "{line}");
+    }
+    names
+}
+
+/// The last collection of the OpenTelemetry reader, each instrument named
+/// by its Prometheus family through METRICS.md's "OpenTelemetry names"
+/// (which must list it with its unit), without the attributes that table
+/// says it adds (which it must carry).
 pub fn from_opentelemetry(collection: &ResourceMetrics) -> Exposed {
+    let names = otel_names();
     let mut exposed = Exposed::default();
     for metric in collection.scope_metrics().flat_map(|s| s.metrics()) {
+        let row = names.get(metric.name()).unwrap_or_else(|| {
+            panic!(
+                "{} is not in METRICS.md's OpenTelemetry names",
+                metric.name()
+            )
+        });
+        assert_eq!(metric.unit(), row.unit, "{}", metric.name());
         let mut points: Vec<(Vec<(String, String)>, f64)> = Vec::new();
         let mut add = |attributes: Vec<&opentelemetry::KeyValue>, value: f64| {
             let mut labels: Vec<(String, String)> = attributes
                 .iter()
                 .map(|kv| (kv.key.to_string(), kv.value.to_string()))
                 .collect();
+            for added in &row.added {
+                let at = labels.iter().position(|l| l == added);
+                let at = at.unwrap_or_else(|| panic!("{}: no {added:?}", metric.name()));
+                labels.remove(at);
+            }
             labels.sort();
             points.push((labels, value));
         };
@@ -170,19 +221,19 @@ pub fn from_opentelemetry(collection: &ResourceMetrics) -> Exposed {
                 for p in sum.data_points() {
                     add(p.attributes().collect(), p.value() as f64);
                 }
-                format!("{}_total", metric.name())
+                row.family.clone()
             }
             AggregatedMetrics::U64(MetricData::Gauge(gauge)) => {
                 for p in gauge.data_points() {
                     add(p.attributes().collect(), p.value() as f64);
                 }
-                metric.name().to_string()
+                row.family.clone()
             }
             AggregatedMetrics::F64(MetricData::Gauge(gauge)) => {
                 for p in gauge.data_points() {
                     add(p.attributes().collect(), p.value());
                 }
-                metric.name().to_string()
+                row.family.clone()
             }
             other => panic!("{}: unexpected data {other:?}", metric.name()),
         };
