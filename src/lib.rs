@@ -115,7 +115,7 @@ pub use sources::jsz::{
     AccountDetail, ClusterInfo, ConsumerConfig, PriorityGroup, SequenceInfo, StreamConfig,
     StreamContents,
 };
-pub use sources::jsz::{JszFilter, RemovalCheck};
+pub use sources::jsz::{JszFilter, RemovalCheck, LAG_THRESHOLD_KEY};
 pub use sources::parse_error::Refused;
 pub use sources::routez::RouteInfo;
 pub use system::poll::{PollSettings, SystemPolling, SystemPollingSetupError};

@@ -19,6 +19,7 @@ mod cut;
 pub(crate) mod de;
 mod filter;
 mod leaders;
+mod metadata;
 pub(crate) mod patterns;
 pub(crate) mod replicas;
 mod reply;
@@ -28,6 +29,7 @@ pub use config_memory::RemovalCheck;
 pub(crate) use config_on_demand::ConfigOnDemand;
 pub use filter::JszFilter;
 pub(crate) use leaders::{select_leaders, ConsumerRow, Leaders, StreamRow};
+pub use metadata::LAG_THRESHOLD_KEY;
 pub use reply::*;
 
 /// One server's JetStream state from one poll (all pages).
