@@ -44,7 +44,7 @@ step() {
 ./scripts/generate-kubernetes.sh --check
 # Each manifest against the schema of its kind, one check-jsonschema run per schema.
 declare -A by_schema
-for f in deploy/kubernetes/cluster/*.yaml deploy/kubernetes/sidecar-podmonitor.yaml deploy/kubernetes/prometheus-rule.yaml \
+for f in deploy/kubernetes/cluster/*.yaml deploy/kubernetes/sidecar-podmonitor.yaml deploy/kubernetes/prometheus-rule.yaml deploy/kubernetes/prometheus-rule-opt-in.yaml \
   deploy/kubernetes/dashboards/*.yaml; do
   kind=$(sed -n 's/^kind: //p' "$f")
   case $kind in

@@ -116,7 +116,9 @@ pub use sources::jsz::{
     AccountDetail, ClusterInfo, ConsumerConfig, PriorityGroup, SequenceInfo, StreamConfig,
     StreamContents,
 };
-pub use sources::jsz::{ConsumerAt, CountingKind, JszFilter, RemovalCheck, StreamAt};
+pub use sources::jsz::{
+    ConsumerAt, CountingKind, JszFilter, RemovalCheck, StreamAt, LAG_THRESHOLD_KEY,
+};
 pub use sources::parse_error::Refused;
 pub use sources::routez::RouteInfo;
 pub use system::poll::{PollSettings, SystemPolling, SystemPollingSetupError};

@@ -71,8 +71,9 @@ async fn start(
             .context("cannot start the NATS listeners")
             .map_err(Failure::Start)?;
     // Timestamp reads need a NATS server to ask: without --nats-servers the
-    // default address is a guess, and nothing is read.
-    if nats_servers_given {
+    // default address is a guess, and nothing is read; with both kinds of
+    // read at 0 no connection is opened at all.
+    if nats_servers_given && config.reads_message_data() {
         let timestamps = connect_message_timestamps(&config.nats)
             .await
             .context("cannot connect for message timestamp reads")

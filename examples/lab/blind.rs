@@ -13,6 +13,17 @@ const WAIT: Duration = Duration::from_secs(30);
 /// neither driven nor listed here.
 pub const NOT_IN_LAB: &[(&str, &str)] = &[
     (
+        "NatsDeliveryLossSustained",
+        "the page needs loss in every 5-minute window for 15 minutes, and the lab's losses \
+         are single events (its `for` is kept, so it must not fire there); \
+         alerts/tests/loss.test.yml pages for sustained loss and not for one or two events",
+    ),
+    (
+        "NatsJetStreamTwoReplicas",
+        "the lab runs one server, so no stream has replicas; \
+         alerts/tests/replica_margin.test.yml covers the rule",
+    ),
+    (
         "NatsJetStreamReplicaMarginExhausted",
         "the lab runs one server, so no stream has replicas; tests/system/replica_margin.rs \
          freezes and kills servers of a real 3-node cluster and checks the margins the rule \

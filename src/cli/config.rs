@@ -266,6 +266,14 @@ impl Config {
         Ok(())
     }
 
+    /// Whether anything reads message data over the `--nats-servers`
+    /// connection (message timestamps, a stream's lost data). With neither,
+    /// that connection is never opened: with only system-account
+    /// credentials it would be an anonymous one.
+    pub fn reads_message_data(&self) -> bool {
+        self.consumer_timestamp_reads > 0 || self.stream_lost_reads > 0
+    }
+
     /// Whether `source` is to be polled.
     pub(crate) fn polls(&self, source: Source) -> bool {
         self.sources.contains(&source)

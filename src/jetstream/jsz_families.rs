@@ -156,7 +156,7 @@ const CONSUMER_COUNTERS: [ConsumerCounter; 1] = [ConsumerCounter {
 }];
 
 /// The per-consumer families, in the order they are written.
-const CONSUMER_FAMILIES: [ConsumerFamily; 14] = [
+const CONSUMER_FAMILIES: [ConsumerFamily; 15] = [
     ConsumerFamily {
         name: "nats_delivery_consumer_pending_messages",
         help: "Messages in the stream this consumer has not yet delivered (backlog).",
@@ -175,6 +175,16 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 14] = [
         name: "nats_delivery_consumer_max_ack_pending",
         help: "Unacknowledged messages at which the server stops delivering; absent when unlimited.",
         value: |c, _| config_value(c, |k| k.max_ack_pending).map(Num::I),
+        folded: None,
+        opt_in: None,
+    },
+    ConsumerFamily {
+        name: "nats_delivery_consumer_lag_threshold_seconds",
+        help: "The delivery lag this consumer may have, from its metadata (nats-delivery-exporter.lag_threshold_seconds); absent when unset.",
+        value: |c, _| {
+            let threshold = c.config.as_deref()?.lag_threshold?;
+            Some(Num::U(u64::from(threshold.get())))
+        },
         folded: None,
         opt_in: None,
     },

@@ -107,6 +107,7 @@ fn every_runbook_url_is_absolute_on_one_base_and_its_anchor_exists() {
     let mut sources = files("alerts", ".rules.yml");
     sources.extend(files("alerts/tests", ".yml"));
     sources.push(root().join("deploy/kubernetes/prometheus-rule.yaml"));
+    sources.push(root().join("deploy/kubernetes/prometheus-rule-opt-in.yaml"));
     let mut problems = Vec::new();
     let mut count = 0;
     for file in &sources {

@@ -18,7 +18,7 @@ use promql_check::{
 };
 use serde_json::Value;
 
-fn dashboards() -> Vec<(String, Value)> {
+pub fn dashboards() -> Vec<(String, Value)> {
     let found: Vec<(String, Value)> = files("dashboards", ".json")
         .into_iter()
         .map(|p| {
@@ -133,7 +133,7 @@ fn dashboards_have_variables_descriptions_units_and_rate_intervals() {
     let mut uids = BTreeSet::new();
     for (name, dash) in dashboards() {
         assert!(
-            dash["schemaVersion"].as_u64().unwrap_or(0) >= 41,
+            dash["schemaVersion"].as_u64().unwrap_or(0) >= 39,
             "{name}: old schemaVersion"
         );
         assert!(
@@ -167,7 +167,15 @@ fn check_variables(name: &str, dash: &Value) {
         .collect();
     assert_eq!(vars["datasource"]["type"], "datasource", "{name}");
     assert_eq!(vars["datasource"]["query"], "prometheus", "{name}");
-    for v in ["job", "server", "account", "stream", "consumer"] {
+    for v in [
+        "cluster",
+        "namespace",
+        "job",
+        "server",
+        "account",
+        "stream",
+        "consumer",
+    ] {
         let var = vars
             .get(v)
             .unwrap_or_else(|| panic!("{name}: no ${v} variable"));
@@ -256,6 +264,12 @@ fn job_matcher(metric: &str) -> &'static str {
 /// The `nats_delivery_*` selectors of `expr` without their job matcher, so
 /// that two deployments in one Prometheus never mix on a panel.
 fn selectors_without_job(expr: &str) -> Vec<String> {
+    selectors_without(expr, |name| vec![job_matcher(name)])
+}
+
+/// The `nats_delivery_*` selectors of `expr` that lack one of the matchers
+/// `wanted` names for their metric.
+pub fn selectors_without(expr: &str, wanted: impl Fn(&str) -> Vec<&'static str>) -> Vec<String> {
     let chars: Vec<char> = expr.chars().collect();
     let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
     let mut missing = Vec::new();
@@ -309,7 +323,10 @@ fn selectors_without_job(expr: &str) -> Vec<String> {
                 }
             }
         }
-        if !matchers.iter().any(|m| m == job_matcher(&name)) {
+        if !wanted(&name)
+            .iter()
+            .all(|w| matchers.iter().any(|m| m == w))
+        {
             missing.push(name);
         }
     }
@@ -344,9 +361,12 @@ fn every_dashboard_query_selects_its_job() {
             .filter_map(|v| v["name"].as_str())
             .collect();
         for q in dashboard_queries(&name, &dash) {
-            // The job variables themselves list every job.
-            if q.place.ends_with(r#"variable "job""#) || q.place.ends_with(r#"variable "app_job""#)
-            {
+            // The job variables themselves list every job, and the
+            // deployment variables before them every cluster and namespace.
+            let lists_all = ["job", "app_job", "cluster", "namespace"]
+                .iter()
+                .any(|v| q.place.ends_with(&format!("variable \"{v}\"")));
+            if lists_all {
                 continue;
             }
             for metric in selectors_without_job(&q.expr) {

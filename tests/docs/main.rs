@@ -1,7 +1,9 @@
 //! What the repository ships beside the code, checked against it: alert
 //! rules, dashboards, the server support table, the flag tables, the links
 //! between the Markdown files.
+mod alert_policy;
 mod alert_rules;
+mod dashboard_policy;
 mod dashboards;
 mod flags_table;
 mod ledger;

@@ -116,6 +116,12 @@ impl Poller {
                     duplicates_total: totals.1,
                     servers: Vec::new(),
                 };
+                // A server the roster forgot (silent past its bound) loses
+                // its target too, so that a failed survey does not bring it back.
+                system.targets.lock_or_recover().retain(|name, _| {
+                    outcome.answers.iter().any(|a| &a.server.name == name)
+                        || outcome.missing.iter().any(|s| &s.name == name)
+                });
                 let why = "the server did not answer the survey";
                 let down: Vec<_> = outcome
                     .missing

@@ -19,6 +19,7 @@ mod cut;
 pub(crate) mod de;
 mod filter;
 mod leaders;
+mod metadata;
 pub(crate) mod patterns;
 mod removal_figures;
 pub(crate) mod replicas;
@@ -29,6 +30,7 @@ pub use config_memory::RemovalCheck;
 pub(crate) use config_on_demand::ConfigOnDemand;
 pub use filter::JszFilter;
 pub(crate) use leaders::{select_leaders, ConsumerRow, Leaders, StreamRow};
+pub use metadata::LAG_THRESHOLD_KEY;
 pub use removal_figures::{ConsumerAt, CountingKind, StreamAt};
 pub use reply::*;
 

@@ -221,6 +221,14 @@ pub struct ConsumerConfig {
     /// `overflow` and `prioritized`).
     #[serde(rename = "priority_policy", deserialize_with = "de::pins_clients")]
     pub(crate) pins_clients: bool,
+    /// The delivery lag the consumer may have, in seconds, from its
+    /// `metadata` (2.10+, [`super::LAG_THRESHOLD_KEY`]); it fits in the
+    /// padding after the flags above, so it costs no memory.
+    #[serde(
+        rename = "metadata",
+        deserialize_with = "super::metadata::lag_threshold"
+    )]
+    pub(crate) lag_threshold: Option<std::num::NonZeroU32>,
 }
 
 impl ConsumerConfig {

@@ -8,7 +8,8 @@
 //! reply came for a gap after the last one, or at the deadline, whichever is
 //! first. The servers expected are those given (a count) and those seen in
 //! earlier surveys: a server seen before that did not answer is named as
-//! missing, never forgotten in silence.
+//! missing, never forgotten in silence, until it has been silent for
+//! [`roster::FORGET_MISSING_AFTER`] (an hour: a scale-down).
 //!
 //! Every survey has its own reply subject under one subscription: a reply to
 //! an earlier survey that arrives late is counted as late, not taken for an
@@ -230,7 +231,9 @@ impl Survey {
             routing.current = Some((n, to));
             std::mem::take(&mut routing.late_servers)
         };
-        self.roster.lock_or_recover().learn(late_servers);
+        self.roster
+            .lock_or_recover()
+            .learn(late_servers, std::time::Instant::now());
         let request = Bytes::from(options.to_string());
         let subject = format!("$SYS.REQ.SERVER.PING.{kind}");
         let reply = format!("{}{n}", self.reply_prefix);
@@ -266,7 +269,7 @@ impl Survey {
         sent?;
         let late = self.routing.lock_or_recover().late;
         let mut roster = self.roster.lock_or_recover();
-        Ok(roster.account(answers, broken, late))
+        Ok(roster.account(answers, broken, late, std::time::Instant::now()))
     }
 
     fn end_survey(&self) {

@@ -1,14 +1,22 @@
 //! Which servers a survey expects, and what became of each.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use super::{Answer, ServerInfo};
 
-/// The servers seen so far, by name, and how many are expected at least.
+/// How long a server seen before may stay silent before the roster forgets
+/// it: until then it is missing (its sources down, `NatsDeliverySurveyServerMissing`),
+/// after it is taken for scaled away and its series end. An hour rides out
+/// any restart or partition an operator would not have noticed by then.
+pub(crate) const FORGET_MISSING_AFTER: Duration = Duration::from_secs(3600);
+
+/// The servers seen so far, by name, with when each last answered (or was
+/// last heard of), and how many are expected at least.
 #[derive(Debug, Default)]
 pub(crate) struct Roster {
     at_least: usize,
-    seen: BTreeMap<String, ServerInfo>,
+    seen: BTreeMap<String, (ServerInfo, Instant)>,
 }
 
 /// One survey, accounted for.
@@ -42,20 +50,23 @@ impl Roster {
         self.at_least.max(self.seen.len())
     }
 
-    /// Remembers `servers` (the newest identity of each name wins).
-    pub(crate) fn learn(&mut self, servers: impl IntoIterator<Item = ServerInfo>) {
+    /// Remembers `servers`, heard of at `now` (the newest identity of each
+    /// name wins).
+    pub(crate) fn learn(&mut self, servers: impl IntoIterator<Item = ServerInfo>, now: Instant) {
         for server in servers {
-            self.seen.insert(server.name.clone(), server);
+            self.seen.insert(server.name.clone(), (server, now));
         }
     }
 
-    /// Takes one survey's `answers` in: the first answer of each server
-    /// counts; every server seen that did not answer is missing.
+    /// Takes one survey's `answers`, ended at `now`, in: the first answer of
+    /// each server counts; every server seen that did not answer is
+    /// missing, until it has been silent for [`FORGET_MISSING_AFTER`].
     pub(crate) fn account(
         &mut self,
         answers: Vec<Answer>,
         broken: u64,
         late_total: u64,
+        now: Instant,
     ) -> SurveyOutcome {
         let mut kept: Vec<Answer> = Vec::with_capacity(answers.len());
         let mut duplicates = 0;
@@ -66,12 +77,14 @@ impl Roster {
                 kept.push(answer);
             }
         }
-        self.learn(kept.iter().map(|a| a.server.clone()));
+        self.learn(kept.iter().map(|a| a.server.clone()), now);
+        self.seen
+            .retain(|_, (_, heard)| now.saturating_duration_since(*heard) < FORGET_MISSING_AFTER);
         let missing = self
             .seen
             .values()
-            .filter(|s| !kept.iter().any(|a| a.server.name == s.name))
-            .cloned()
+            .filter(|(s, _)| !kept.iter().any(|a| a.server.name == s.name))
+            .map(|(s, _)| s.clone())
             .collect();
         SurveyOutcome {
             answers: kept,

@@ -1,4 +1,7 @@
+use super::roster::FORGET_MISSING_AFTER;
 use super::*;
+
+use std::time::{Duration, Instant};
 
 fn answer(name: &str) -> Answer {
     Answer {
@@ -63,12 +66,13 @@ fn what_is_not_a_server_reply_is_an_error() {
 fn servers_seen_once_are_expected_and_missing_when_silent() {
     let mut roster = Roster::new(0);
     assert_eq!(roster.expected(), 0);
-    let first = roster.account(vec![answer("a"), answer("b"), answer("c")], 0, 0);
+    let now = Instant::now();
+    let first = roster.account(vec![answer("a"), answer("b"), answer("c")], 0, 0, now);
     assert_eq!(
         (first.answers.len(), first.missing.len(), first.expected),
         (3, 0, 3)
     );
-    let second = roster.account(vec![answer("c"), answer("a")], 1, 2);
+    let second = roster.account(vec![answer("c"), answer("a")], 1, 2, now);
     assert_eq!(second.answers.len(), 2);
     let missing: Vec<_> = second.missing.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(missing, ["b"]);
@@ -81,9 +85,37 @@ fn servers_seen_once_are_expected_and_missing_when_silent() {
 #[test]
 fn a_server_answering_twice_counts_once() {
     let mut roster = Roster::new(5);
-    let outcome = roster.account(vec![answer("a"), answer("a"), answer("b")], 0, 0);
+    let outcome = roster.account(
+        vec![answer("a"), answer("a"), answer("b")],
+        0,
+        0,
+        Instant::now(),
+    );
     assert_eq!(outcome.answers.len(), 2);
     assert_eq!(outcome.duplicates, 1);
     // Five given, two seen: the count given stands, nothing named missing.
     assert_eq!((outcome.expected, outcome.missing.len()), (5, 0));
+}
+
+#[test]
+fn a_server_silent_for_the_bound_is_forgotten() {
+    let mut roster = Roster::new(0);
+    let start = Instant::now();
+    roster.account(vec![answer("a"), answer("b")], 0, 0, start);
+    // One second short of the bound: still missing, still expected.
+    let almost = start + FORGET_MISSING_AFTER - Duration::from_secs(1);
+    let before = roster.account(vec![answer("a")], 0, 0, almost);
+    let names: Vec<_> = before.missing.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!((names, before.expected), (vec!["b"], 2));
+    // At the bound: forgotten (scaled away), no longer missing or expected.
+    let after = roster.account(vec![answer("a")], 0, 0, start + FORGET_MISSING_AFTER);
+    assert_eq!((after.missing.len(), after.expected), (0, 1));
+    // A server that answers again is seen anew.
+    let back = roster.account(
+        vec![answer("a"), answer("b")],
+        0,
+        0,
+        almost + FORGET_MISSING_AFTER,
+    );
+    assert_eq!((back.missing.len(), back.expected), (0, 2));
 }

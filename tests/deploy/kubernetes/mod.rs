@@ -8,6 +8,7 @@
 
 mod api_rules;
 mod install;
+mod operator;
 mod validation;
 
 use serde_norway::Value;
@@ -18,21 +19,35 @@ fn yaml(relative: &str) -> Value {
     serde_norway::from_str(&read(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
 }
 
-#[test]
-fn the_prometheus_rule_holds_exactly_the_alert_rules() {
-    let rule = yaml("deploy/kubernetes/prometheus-rule.yaml");
-    assert_eq!(rule["kind"], "PrometheusRule");
+/// The groups of the rule files of alerts/ that `pick` selects.
+fn groups_of(pick: impl Fn(&str) -> bool) -> Vec<Value> {
     let mut groups = Vec::new();
     for file in repo_files("alerts", ".rules.yml") {
-        let rules = yaml(&format!("alerts/{file}"));
-        groups.extend(rules["groups"].as_sequence().unwrap().iter().cloned());
+        if pick(&file) {
+            let rules = yaml(&format!("alerts/{file}"));
+            groups.extend(rules["groups"].as_sequence().unwrap().iter().cloned());
+        }
     }
     assert!(!groups.is_empty());
-    assert_eq!(
-        rule["spec"]["groups"].as_sequence().unwrap(),
-        &groups,
-        "deploy/kubernetes/prometheus-rule.yaml differs from alerts/: run scripts/generate-kubernetes.sh"
-    );
+    groups
+}
+
+/// The default PrometheusRule holds every group but the opt-in one (alerts
+/// only non-default flags can feed), which has a PrometheusRule of its own.
+#[test]
+fn the_prometheus_rule_holds_exactly_the_alert_rules() {
+    for (object, opt_in) in [
+        ("deploy/kubernetes/prometheus-rule.yaml", false),
+        ("deploy/kubernetes/prometheus-rule-opt-in.yaml", true),
+    ] {
+        let rule = yaml(object);
+        assert_eq!(rule["kind"], "PrometheusRule");
+        assert_eq!(
+            rule["spec"]["groups"].as_sequence().unwrap(),
+            &groups_of(|f| (f == "opt-in.rules.yml") == opt_in),
+            "{object} differs from alerts/: run scripts/generate-kubernetes.sh"
+        );
+    }
 }
 
 #[test]
@@ -117,7 +132,8 @@ fn the_helm_values_set_only_values_the_nats_chart_defines() {
 }
 
 /// The Kubernetes objects shipped (everything under deploy/kubernetes but
-/// the Helm values), each with the file it came from.
+/// the Helm values and the plain Prometheus configuration), each with the
+/// file it came from.
 fn shipped_objects() -> Vec<(String, Value)> {
     let mut files: Vec<String> = repo_files("deploy/kubernetes/cluster", ".yaml")
         .into_iter()
@@ -129,7 +145,7 @@ fn shipped_objects() -> Vec<(String, Value)> {
             .map(|f| format!("deploy/kubernetes/dashboards/{f}")),
     );
     for f in repo_files("deploy/kubernetes", ".yaml") {
-        if f != "nats-helm-values.yaml" {
+        if f != "nats-helm-values.yaml" && f != "prometheus-scrape-config.yaml" {
             files.push(format!("deploy/kubernetes/{f}"));
         }
     }
@@ -144,7 +160,19 @@ fn sidecar_container() -> Value {
 
 #[test]
 fn every_container_runs_this_version_of_the_image() {
-    let image = format!("nats-delivery-exporter:{}", env!("CARGO_PKG_VERSION"));
+    let script = read("scripts/generate-kubernetes.sh");
+    let repository = script
+        .lines()
+        .find_map(|l| l.strip_prefix("image_repository=${IMAGE_REPOSITORY:-"))
+        .and_then(|rest| rest.strip_suffix('}'))
+        .expect("image_repository=${IMAGE_REPOSITORY:-...} in scripts/generate-kubernetes.sh");
+    // Fully qualified: a registry host (with a dot) before the first '/'.
+    let host = repository.split('/').next().unwrap();
+    assert!(
+        host.contains('.') && repository.contains('/'),
+        "{repository}"
+    );
+    let image = format!("{repository}:{}", env!("CARGO_PKG_VERSION"));
     let sidecar = sidecar_container();
     assert_eq!(sidecar["image"], image.as_str(), "the sidecar");
     let deployment = yaml("deploy/kubernetes/cluster/deployment.yaml");

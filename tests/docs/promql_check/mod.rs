@@ -121,8 +121,10 @@ pub fn metric_names(expr: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Labels Prometheus adds to every scraped series.
-pub const TARGET_LABELS: [&str; 2] = ["job", "instance"];
+/// Labels Prometheus adds to every scraped series: `job` and `instance`
+/// always, `namespace` and `cluster` where service discovery or external
+/// labels set them (prometheus-operator's PodMonitors, Thanos, Mimir).
+pub const TARGET_LABELS: [&str; 4] = ["job", "instance", "namespace", "cluster"];
 
 /// Every label the metrics of `expr` can carry, by `METRICS.md`, plus the
 /// target labels.
