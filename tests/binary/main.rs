@@ -9,6 +9,7 @@ mod connection_errors;
 mod exporter_metrics;
 mod http_endpoints;
 mod listen_address;
+mod prometheus3_scrape;
 mod readme_quick_start;
 mod secrets_in_logs;
 mod server_harness;

@@ -74,6 +74,17 @@ case $1 in
   install) touch "$STATE/nextest" ;;
 esac"#;
 
+/// The machine's Go: `go install` "builds" each package's command into GOBIN.
+const GO: &str = r#"echo "go $* into ${GOBIN#*/repo/}" >>"$STATE/calls"
+[ "$1" = install ] || exit 1
+shift
+mkdir -p "$GOBIN"
+for p; do
+  case $p in -*) continue ;; esac
+  c=${p%@*}; c=${c##*/}
+  printf '#!/bin/sh\necho "%s"\n' "$p" >"$GOBIN/$c"; chmod +x "$GOBIN/$c"
+done"#;
+
 /// A pretend machine: a copy of the script in a repository of its own, the
 /// stand-ins, and the packages installed and services running on it.
 struct Machine {
@@ -107,6 +118,7 @@ impl Machine {
             ("sudo", SUDO),
             ("python3", PYTHON3),
             ("cargo", CARGO),
+            ("go", GO),
         ] {
             machine.command(name, body);
         }
@@ -280,6 +292,7 @@ fn the_lab_gets_the_server_and_prometheus_only() {
         "{output}"
     );
     assert_eq!(machine.calls("cargo "), Vec::<String>::new(), "{output}");
+    assert_eq!(machine.calls("go "), Vec::<String>::new(), "{output}");
     assert!(!machine.path("repo/.tools/nats-server-debian").exists());
     assert_eq!(
         machine.service_changes(),
@@ -303,4 +316,45 @@ fn an_unknown_set_is_refused_with_the_known_ones() {
     assert_eq!(machine.calls(""), Vec::<String>::new());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("[all|lab]"), "{stderr}");
+}
+
+#[test]
+fn the_go_tools_are_built_once_at_their_pinned_versions() {
+    let machine = Machine::new();
+    machine.with_the_tests_tools();
+    let output = machine.install_deps(&[]);
+    assert_eq!(
+        machine.calls("go "),
+        [
+            "go install -tags=remove_all_sd -ldflags=-X github.com/prometheus/common/version.Version=3.16.0 \
+             -X github.com/prometheus/common/version.Revision=v0.316.0 \
+             github.com/prometheus/prometheus/cmd/prometheus@v0.316.0 \
+             github.com/prometheus/prometheus/cmd/promtool@v0.316.0 into .tools/prometheus-3.16.0/bin",
+            "go install -tags= -ldflags= github.com/nats-io/natscli/nats@v0.5.0 into .tools/natscli-0.5.0/bin",
+            "go install -tags= -ldflags= helm.sh/helm/v4/cmd/helm@v4.3.2 into .tools/helm-4.3.2/bin",
+        ],
+        "{output}"
+    );
+    // The tests find each tool through its unversioned link.
+    for (link, to, command) in [
+        ("prometheus", "prometheus-3.16.0", "promtool"),
+        ("natscli", "natscli-0.5.0", "nats"),
+        ("helm", "helm-4.3.2", "helm"),
+    ] {
+        let link = machine.path("repo/.tools").join(link);
+        assert_eq!(fs::read_link(&link).unwrap(), Path::new(to));
+        assert!(link.join("bin").join(command).is_file());
+    }
+    // Debian's Go is not installed beside the machine's.
+    assert!(
+        machine
+            .calls("apt-get install")
+            .iter()
+            .all(|c| !c.contains("golang-go")),
+        "{output}"
+    );
+    // A second run builds nothing.
+    fs::write(machine.path("state/calls"), "").unwrap();
+    machine.install_deps(&[]);
+    assert_eq!(machine.calls("go "), Vec::<String>::new());
 }
