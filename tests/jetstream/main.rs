@@ -12,6 +12,7 @@ mod jetstream_consumer;
 mod message_timestamps;
 mod message_timestamps_access;
 mod message_timestamps_support;
+mod natscli_second_opinion;
 mod priority_groups;
 mod removal_forecast;
 mod removed_before_delivery;
