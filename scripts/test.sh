@@ -198,6 +198,10 @@ if [ -d alerts ] && ls alerts/*.yml >/dev/null 2>&1; then
     "$promtool" test rules alerts/tests/*.yml
   done
 fi
+# The consumer dashboard's ledger and query checks, which run promtool from
+# PATH (2.42 above, with the tests that start no server), on promtool 3.
+PATH="$prometheus3:$PATH" NATS_TEST_NO_SERVER=1 cargo nextest run --workspace --locked \
+  -E 'binary_id(nats-delivery-exporter::docs) & test(/^(ledger|dashboards)::/)' 2>&1 | tee -a "$results"
 part "promtool (2.42 and 3)"
 # The container image, the .deb with its systemd unit and the Kubernetes
 # objects, from the static build started above (needs root).
