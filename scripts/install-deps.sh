@@ -129,6 +129,7 @@ go_install() { # name version module-version build-tags package...
   # information API, `--version`) at link time; without it, it is empty.
   case $name in
     prometheus) ldflags="-X github.com/prometheus/common/version.Version=$version -X github.com/prometheus/common/version.Revision=$module_version" ;;
+    helm) ldflags="-X helm.sh/helm/v4/internal/version.version=v$version" ;;
   esac
   if [ -n "$missing" ]; then
     echo "building $name $version from the Go module proxy into $tools/$name-$version"

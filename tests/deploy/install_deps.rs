@@ -331,7 +331,8 @@ fn the_go_tools_are_built_once_at_their_pinned_versions() {
              github.com/prometheus/prometheus/cmd/prometheus@v0.316.0 \
              github.com/prometheus/prometheus/cmd/promtool@v0.316.0 into .tools/prometheus-3.16.0/bin",
             "go install -tags= -ldflags= github.com/nats-io/natscli/nats@v0.5.0 into .tools/natscli-0.5.0/bin",
-            "go install -tags= -ldflags= helm.sh/helm/v4/cmd/helm@v4.3.2 into .tools/helm-4.3.2/bin",
+            "go install -tags= -ldflags=-X helm.sh/helm/v4/internal/version.version=v4.3.2 \
+             helm.sh/helm/v4/cmd/helm@v4.3.2 into .tools/helm-4.3.2/bin",
         ],
         "{output}"
     );
