@@ -270,15 +270,7 @@ fn check_object(problems: &mut Vec<String>, from: &str, object: &Value, pods: &[
             }
         }
         "PodMonitor" => {
-            let selected: Vec<&Pod> = pods
-                .iter()
-                .filter(|p| selects(&selector, &p.labels))
-                .collect();
-            if selected.is_empty() {
-                problems.push(format!(
-                    "{at}: its selector matches no pod the project makes"
-                ));
-            }
+            let selected = selected_pods(problems, &at, &selector, pods);
             for endpoint in list(&object["spec"]["podMetricsEndpoints"]) {
                 let port = endpoint["port"].as_str().unwrap_or("");
                 check(
@@ -288,14 +280,8 @@ fn check_object(problems: &mut Vec<String>, from: &str, object: &Value, pods: &[
                     "IsValidPortName",
                     port_name(port),
                 );
-                for pod in &selected {
-                    let has = pod
-                        .containers
-                        .iter()
-                        .any(|c| list(&c["ports"]).iter().any(|p| p["name"] == port));
-                    if !has {
-                        problems.push(format!("{at}: port {port:?} is no port of {} (PodMetricsEndpoint.port names a pod port)", pod.from));
-                    }
+                for pod in selected.iter().filter(|pod| !has_port(pod, port)) {
+                    problems.push(format!("{at}: port {port:?} is no port of {} (PodMetricsEndpoint.port names a pod port)", pod.from));
                 }
             }
         }
@@ -304,20 +290,37 @@ fn check_object(problems: &mut Vec<String>, from: &str, object: &Value, pods: &[
     }
 }
 
-/// A Service selects a pod the project makes, and each of its named target
-/// ports is a port of that pod.
-fn check_service(problems: &mut Vec<String>, at: &str, service: &Value, pods: &[Pod]) {
-    let selector = str_pairs(&service["spec"]["selector"]);
-    check_labels(problems, &format!("{at}: selector"), &selector);
+/// The pods `selector` selects; a problem when it selects none.
+fn selected_pods<'a>(
+    problems: &mut Vec<String>,
+    at: &str,
+    selector: &[(String, String)],
+    pods: &'a [Pod],
+) -> Vec<&'a Pod> {
     let selected: Vec<&Pod> = pods
         .iter()
-        .filter(|p| selects(&selector, &p.labels))
+        .filter(|p| selects(selector, &p.labels))
         .collect();
     if selected.is_empty() {
         problems.push(format!(
             "{at}: its selector matches no pod the project makes"
         ));
     }
+    selected
+}
+
+/// True when a container of `pod` has a port named `name`.
+fn has_port(pod: &Pod, name: &str) -> bool {
+    let named = |c: &Value| list(&c["ports"]).iter().any(|p| p["name"] == name);
+    pod.containers.iter().any(named)
+}
+
+/// A Service selects a pod the project makes, and each of its named target
+/// ports is a port of that pod.
+fn check_service(problems: &mut Vec<String>, at: &str, service: &Value, pods: &[Pod]) {
+    let selector = str_pairs(&service["spec"]["selector"]);
+    check_labels(problems, &format!("{at}: selector"), &selector);
+    let selected = selected_pods(problems, at, &selector, pods);
     for port in list(&service["spec"]["ports"]) {
         if let Some(name) = port["name"].as_str() {
             check(
@@ -338,17 +341,11 @@ fn check_service(problems: &mut Vec<String>, at: &str, service: &Value, pods: &[
             "IsValidPortName",
             port_name(target),
         );
-        for pod in &selected {
-            let has = pod
-                .containers
-                .iter()
-                .any(|c| list(&c["ports"]).iter().any(|p| p["name"] == target));
-            if !has {
-                problems.push(format!(
-                    "{at}: targetPort {target:?} is no port of {}",
-                    pod.from
-                ));
-            }
+        for pod in selected.iter().filter(|pod| !has_port(pod, target)) {
+            problems.push(format!(
+                "{at}: targetPort {target:?} is no port of {}",
+                pod.from
+            ));
         }
     }
 }
