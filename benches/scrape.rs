@@ -15,10 +15,15 @@
 //! exporter with those flags is scraped in the same rounds, interleaved,
 //! and the two are compared (scrape time and peak memory);
 //! `BENCH_COMPARE_BINARY` makes that second exporter another build (a
-//! release binary of an earlier commit, say). `BENCH_HOLD=1`
+//! release binary of an earlier commit, say). `PEER_CMD` measures a peer
+//! exporter (prometheus-nats-exporter, nats-surveyor) in the same rounds:
+//! scrape time, CPU, peak memory, series, and the server's CPU per scrape
+//! beside the exporter's (`scrape/peer.rs`). `BENCH_HOLD=1`
 //! only sets up the first size and keeps its server running, for profiling
 //! an exporter started by hand.
 
+#[path = "scrape/peer.rs"]
+mod peer;
 #[path = "scrape/samples.rs"]
 mod samples;
 mod support;
@@ -26,6 +31,7 @@ mod support;
 use std::time::Duration;
 
 use nats_test_server::NatsServer;
+use peer::Peer;
 use samples::Samples;
 use support::{
     create_consumers, env_args, env_or, median, min, status_kib, timed_read, wait_until_up,
@@ -45,6 +51,8 @@ struct Row {
     text_mb: f64,
     /// The compressed scrape: median seconds and MB on the wire.
     gzip: Option<(f64, f64)>,
+    /// The peer's median scrape, peak RSS in MB and series.
+    peer: Option<(f64, f64, usize)>,
 }
 
 #[tokio::main]
@@ -83,6 +91,12 @@ async fn main() {
             "{:>9}   {:>6.3} s  {:>6.3} s  {:>5.2}x  {:>5.2}x              {:>5.1} MB  {:>5.1} MB   {gzip}",
             r.consumers, r.raw, r.scrape, r.ratio_median, r.ratio_min, r.peak_mb, r.text_mb
         );
+        if let Some((scrape, peak, series)) = r.peer {
+            println!(
+                "{:>9}   peer: scrape {scrape:.3} s, peak RSS {peak:.1} MB, {series} series",
+                r.consumers
+            );
+        }
     }
 }
 
@@ -106,10 +120,14 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         samples.take_round(&targets, round).await;
     }
     let peak_kib = status_kib(targets.pid, "VmHWM:");
+    let peer_peak_kib = targets.peer.as_ref().map(|p| status_kib(p.pid, "VmHWM:"));
     targets.stop_and_compare(&samples, peak_kib);
     println!("streams x consumers        {streams} x {consumers}");
     println!("rounds                     {rounds}, alternating, 300 ms apart (median / min)");
     samples.print(rss_idle_kib, peak_kib);
+    if let (Some(peer), Some(kib)) = (&targets.peer, peer_peak_kib) {
+        samples.print_peer(&peer.command, kib);
+    }
     Row {
         consumers: streams * consumers,
         raw: median(&samples.raw),
@@ -120,6 +138,13 @@ async fn measure(streams: usize, consumers: usize, rounds: usize) -> Row {
         text_mb: samples.scrape_bytes as f64 / 1e6,
         gzip: (!samples.gzip.is_empty())
             .then(|| (median(&samples.gzip), samples.gzip_bytes as f64 / 1e6)),
+        peer: peer_peak_kib.map(|kib| {
+            (
+                median(&samples.peer_scrape),
+                kib as f64 / 1024.0,
+                samples.peer_series,
+            )
+        }),
     }
 }
 
@@ -136,6 +161,9 @@ struct Targets {
     other: Option<(std::process::Child, String)>,
     compare_args: Vec<String>,
     compare_binary: Option<String>,
+    /// The peer of `PEER_CMD`, and the server's pid for its CPU.
+    peer: Option<Peer>,
+    server_pid: u32,
 }
 
 impl Targets {
@@ -156,6 +184,10 @@ impl Targets {
         if let Some((_, l)) = &other {
             wait_until_up(&http, *l).await;
         }
+        let peer = Peer::start(server);
+        if let Some(p) = &peer {
+            p.wait_up(&http).await;
+        }
         let mut targets = Targets {
             pid: exporter.id(),
             exporter,
@@ -169,6 +201,8 @@ impl Targets {
             other: other.map(|(child, l)| (child, format!("http://{l}/metrics"))),
             compare_args,
             compare_binary,
+            peer,
+            server_pid: server.pid(),
         };
         targets.warm_up().await;
         targets
@@ -199,12 +233,18 @@ impl Targets {
         if let Some((_, url)) = &self.other {
             let _ = timed_read(&self.http, url, 0).await;
         }
+        if let Some(peer) = &self.peer {
+            let _ = timed_read(&self.http, &peer.url, 0).await;
+        }
     }
 
     /// Stops both exporters and prints the comparison, if there is one.
     fn stop_and_compare(&mut self, samples: &Samples, peak_kib: u64) {
         let _ = self.exporter.kill();
         let _ = self.exporter.wait();
+        if let Some(peer) = &mut self.peer {
+            peer.stop();
+        }
         let Some((mut child, _)) = self.other.take() else {
             return;
         };

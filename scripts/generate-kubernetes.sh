@@ -7,6 +7,10 @@
 #                                                 (alerts only non-default flags feed)
 #   deploy/kubernetes/dashboards/<name>.yaml      one ConfigMap per dashboards/<name>.json,
 #                                                 labelled for Grafana's dashboard sidecar
+#   deploy/helm/nats-delivery-exporter/files/alerts/
+#                                                 a copy of alerts/*.rules.yml, which the
+#                                                 chart's PrometheusRule holds (a chart
+#                                                 reads no file outside itself)
 # and, before them, the `runbook_url` of every alert in alerts/*.rules.yml
 # and alerts/tests/*.yml: the runbook's base URL below and the alert's anchor;
 # and the exporter's image in the manifests that run it (set below).
@@ -107,7 +111,16 @@ generate() {
   done
 }
 
+# The chart's copy of the rules, as they are.
+chart_rules() {
+  local dir=$1
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cp alerts/*.rules.yml "$dir/"
+}
+
 out=deploy/kubernetes
+chart_alerts=deploy/helm/nats-delivery-exporter/files/alerts
 if [ "${1:-}" = --check ]; then
   for f in alerts/*.rules.yml alerts/tests/*.yml; do
     with_runbook_base "$f" | diff -u "$f" - ||
@@ -124,6 +137,9 @@ if [ "${1:-}" = --check ]; then
     diff -u "$out/prometheus-rule-opt-in.yaml" "$fresh/prometheus-rule-opt-in.yaml" &&
     diff -ru "$out/dashboards" "$fresh/dashboards" ||
     { echo "deploy/kubernetes is out of date: run scripts/generate-kubernetes.sh" >&2; exit 1; }
+  chart_rules "$fresh/chart-alerts"
+  diff -ru "$chart_alerts" "$fresh/chart-alerts" ||
+    { echo "$chart_alerts is out of date: run scripts/generate-kubernetes.sh" >&2; exit 1; }
 else
   for f in alerts/*.rules.yml alerts/tests/*.yml; do
     linked=$(with_runbook_base "$f")
@@ -135,4 +151,5 @@ else
   done
   rm -rf "$out/dashboards"
   generate "$out"
+  chart_rules "$chart_alerts"
 fi

@@ -23,7 +23,13 @@
 #     module cache; the Java reporter's dependencies (jnats) and Maven plugins
 #     from Maven Central into Maven's local repository. Go, Java and Maven are
 #     the machine's own: this script installs none of them (Debian's golang-go
-#     is too old for current nats.go).
+#     is too old for current nats.go);
+#   - built with the machine's Go (1.26; Debian's golang-go is too old) from
+#     the Go module proxy, each into .tools/<name>-<version>/bin with a link
+#     .tools/<name> to it that the tests and scripts/test.sh use: Prometheus 3
+#     and its promtool (module version v0.3xx.y is release 3.xx.y), the nats
+#     CLI and helm 4. Built once per machine (minutes of CPU each; Go's build
+#     cache makes a rebuild short).
 # Safe to run again: it skips what is already there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -121,9 +127,43 @@ if [ ${#apt_wanted[@]} -gt 0 ]; then
 fi
 deb_nats=$(command -v /usr/sbin/nats-server /usr/bin/nats-server 2>/dev/null | head -n1 || true)
 if [ -n "$deb_nats" ]; then ln -sf "$deb_nats" "$tools/nats-server-debian"; fi
+# name version module-version build-tags package... (the packages of one
+# Go module). Prometheus without its cloud service discoveries
+# (remove_all_sd; static, file and HTTP discovery stay): the tests use
+# static targets only, and the discoveries' SDKs are most of its build.
+GO_TOOLS=(
+  "prometheus 3.16.0 v0.316.0 remove_all_sd github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool"
+  "natscli 0.5.0 v0.5.0 - github.com/nats-io/natscli/nats"
+  "helm 4.3.2 v4.3.2 - helm.sh/helm/v4/cmd/helm"
+)
+go=$(command -v go || echo /usr/local/go/bin/go)
+go_install() { # name version module-version build-tags package...
+  local name=$1 version=$2 module_version=$3 tags=${4#-} missing="" package ldflags=""
+  shift 4
+  for package; do [ -x "$tools/$name-$version/bin/${package##*/}" ] || missing=1; done
+  # Their release builds set the version they report (Prometheus' build
+  # information API, `--version`) at link time; without it, it is empty.
+  case $name in
+    prometheus) ldflags="-X github.com/prometheus/common/version.Version=$version -X github.com/prometheus/common/version.Revision=$module_version" ;;
+    helm) ldflags="-X helm.sh/helm/v4/internal/version.version=v$version" ;;
+  esac
+  if [ -n "$missing" ]; then
+    echo "building $name $version from the Go module proxy into $tools/$name-$version"
+    GOBIN="$tools/$name-$version/bin" GOFLAGS=-buildvcs=false \
+      "$go" install -tags="$tags" -ldflags="$ldflags" "${@/%/@$module_version}"
+  fi
+  ln -sfn "$name-$version" "$tools/$name"
+}
+for tool in "${GO_TOOLS[@]}"; do
+  # shellcheck disable=SC2086 # the words of one entry
+  go_install $tool
+done
 for v in $PYPI_VERSIONS; do "$tools/nats-server-$v/bin/nats-server" --version; done
 [ -n "$deb_nats" ] && "$deb_nats" --version
 promtool --version 2>&1 | head -n1
+"$tools/prometheus/bin/promtool" --version 2>&1 | head -n1
+"$tools/natscli/bin/nats" --version
+"$tools/helm/bin/helm" version --short
 # The reporters' builds, downloaded once per machine: the tests build them
 # offline (GOPROXY=off, mvn -o).
 echo "downloading the Go reporter's modules into Go's module cache"

@@ -44,11 +44,19 @@ step() {
 ./scripts/generate-kubernetes.sh --check
 # Each manifest against the schema of its kind, one check-jsonschema run per schema.
 declare -A by_schema
+# The Helm chart's renderings too: with its defaults and each ci/ values
+# file, one file per object (helm template --output-dir).
+chart=deploy/helm/nats-delivery-exporter
+for values in "" "$chart"/ci/*-values.yaml; do
+  out="$work/chart-$(basename "${values:-defaults}" .yaml)"
+  "$tools/helm/bin/helm" template delivery "$chart" ${values:+-f "$values"} --output-dir "$out" >/dev/null
+done
 for f in deploy/kubernetes/cluster/*.yaml deploy/kubernetes/sidecar-podmonitor.yaml deploy/kubernetes/prometheus-rule.yaml deploy/kubernetes/prometheus-rule-opt-in.yaml \
-  deploy/kubernetes/dashboards/*.yaml; do
+  deploy/kubernetes/dashboards/*.yaml "$work"/chart-*/*/templates/*.yaml; do
   kind=$(sed -n 's/^kind: //p' "$f")
   case $kind in
     Deployment) schema=kubernetes-1.33.0/deployment-apps-v1.json ;;
+    Service) schema=kubernetes-1.33.0/service-v1.json ;;
     Secret) schema=kubernetes-1.33.0/secret-v1.json ;;
     ConfigMap) schema=kubernetes-1.33.0/configmap-v1.json ;;
     PodMonitor) schema=prometheus-operator-0.89.0/podmonitor_v1.json ;;

@@ -133,9 +133,11 @@ part "tests, all ($first)"
 # exporter, an instrumented application and Prometheus with the alert rules;
 # every loss's count in Prometheus must equal the truth, every alert fire in
 # its scenario only, every dashboard query return data. Run as built above
-# (with the exporter binary beside it).
+# (with the exporter binary beside it), on Prometheus 3 (built by
+# install-deps.sh into .tools/prometheus) here, and on Debian's 2.42 later.
 lab="${CARGO_TARGET_DIR:-target}/debug/examples/lab"
-"$lab" --check >"$logs/lab" 2>&1 &
+prometheus3="$PWD/.tools/prometheus/bin"
+PROMETHEUS="$prometheus3/prometheus" "$lab" --check >"$logs/lab" 2>&1 &
 lab_run=$!
 background+=("$lab_run")
 # The link-in crate's backends read the same counters whatever the server:
@@ -180,13 +182,18 @@ part "link-in crate on async-nats $ASYNC_NATS_NEWEST (the rest)"
 lab_failed=""
 wait "$lab_run" || lab_failed=1
 cat "$logs/lab"
-part "lab --check (the rest of it)"
+part "lab --check, Prometheus 3 (the rest of it)"
 if [ -n "$failed_versions" ] || [ -n "$lab_failed" ]; then
   printf '%s' "$timings"
   [ -z "$failed_versions" ] || echo "tests failed against nats-server:$failed_versions"
   [ -z "$lab_failed" ] || echo "the lab's check failed"
   exit 1
 fi
+# The lab once more on Debian's Prometheus 2.42 (PATH), the oldest
+# Prometheus the rules are tested on, beside the parts below.
+"$lab" --check >"$logs/lab-prometheus-2" 2>&1 &
+lab2_run=$!
+background+=("$lab2_run")
 # It refuses a server older than it needs, with the reason in one line.
 if refusal=$(NATS_SERVER_VERSION=2.11.11 "$lab" --check 2>&1); then
   echo "the lab ran on nats-server 2.11.11 instead of refusing it"; exit 1
@@ -199,17 +206,32 @@ examples="${CARGO_TARGET_DIR:-target}/debug/examples"
 "$examples/slow_subscriber" 100000 3
 "$examples/overhead" 20000 1
 part "lab refusal, link-in crate's examples"
+# The alert rules and their unit tests on both Prometheus versions tested:
+# Debian's 2.42 and Prometheus 3 (left-open range selectors: a window holds
+# one sample fewer at its start).
 if [ -d alerts ] && ls alerts/*.yml >/dev/null 2>&1; then
-  promtool check rules alerts/*.rules.yml
-  promtool test rules alerts/tests/*.yml
+  for promtool in promtool "$prometheus3/promtool"; do
+    "$promtool" --version 2>&1 | head -n1
+    "$promtool" check rules alerts/*.rules.yml
+    "$promtool" test rules alerts/tests/*.yml
+  done
 fi
-part "promtool"
+# The consumer dashboard's ledger and query checks, which run promtool from
+# PATH (2.42 above, with the tests that start no server), on promtool 3.
+PATH="$prometheus3:$PATH" NATS_TEST_NO_SERVER=1 cargo nextest run --workspace --locked \
+  -E 'binary_id(nats-delivery-exporter::docs) & test(/^(ledger|dashboards)::/)' 2>&1 | tee -a "$results"
+part "promtool (2.42 and 3)"
 # The container image, the .deb with its systemd unit and the Kubernetes
 # objects, from the static build started above (needs root).
 wait "$static_build" || { cat "$logs/static-build"; echo "the static build or the crate's package failed"; exit 1; }
 part "static build, crate package (the rest)"
 STATIC_BINARY=$(cat "$logs/static-binary") ./scripts/test-deploy.sh 2>&1 | tee -a "$results"
 part "deploy: image, .deb, unit, manifests"
+wait "$lab2_run" || { cat "$logs/lab-prometheus-2"; echo "the lab's check on Prometheus 2.42 failed"; exit 1; }
+echo "== the lab on Prometheus 2.42 =="
+grep -m1 '^  Prometheus ' "$logs/lab-prometheus-2" || true
+tail -n 1 "$logs/lab-prometheus-2"
+part "lab --check, Prometheus 2.42 (the rest of it)"
 printf '%s' "$timings"
 printf '%-40s %5d s\n' "total" "$SECONDS"
 # One closing line for the whole run: nextest's summaries and the doctests'.

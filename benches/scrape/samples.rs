@@ -19,6 +19,14 @@ pub(crate) struct Samples {
     pub(crate) gzip: Vec<f64>,
     pub(crate) gzip_bytes: usize,
     pub(crate) other_scrape: Vec<f64>,
+    /// The server's CPU during each exporter scrape.
+    pub(crate) server_cpu: Vec<f64>,
+    pub(crate) series: usize,
+    /// The peer's scrapes (`PEER_CMD`): time, its CPU, the server's CPU.
+    pub(crate) peer_scrape: Vec<f64>,
+    pub(crate) peer_cpu: Vec<f64>,
+    pub(crate) peer_server_cpu: Vec<f64>,
+    pub(crate) peer_series: usize,
 }
 
 impl Samples {
@@ -28,7 +36,7 @@ impl Samples {
     /// next.
     pub(crate) async fn take_round(&mut self, t: &Targets, round: usize) {
         let settle = Duration::from_millis(300);
-        let kinds = 4;
+        let kinds = 5;
         for which in (0..kinds).map(|k| (k + round) % kinds) {
             match (which, &t.other, &t.gzip_url) {
                 (0, _, _) => {
@@ -56,6 +64,10 @@ impl Samples {
                     self.gzip.push(read.seconds);
                     self.gzip_bytes = read.bytes;
                 }
+                (4, _, _) if t.peer.is_some() => {
+                    tokio::time::sleep(settle).await;
+                    self.peer_scrape(t).await;
+                }
                 _ => {}
             }
         }
@@ -64,10 +76,13 @@ impl Samples {
     /// One scrape of the exporter, with its CPU time and the `/jsz` poll's
     /// duration it reports.
     async fn scrape(&mut self, t: &Targets) {
-        let before = cpu_seconds(t.pid);
+        let (before, server_before) = (cpu_seconds(t.pid), cpu_seconds(t.server_pid));
         // The registry part, with the scrape's own durations, comes first.
         let read = timed_read(&t.http, &t.metrics_url, HEAD_KEPT).await;
         self.cpu.push(cpu_seconds(t.pid) - before);
+        self.server_cpu
+            .push(cpu_seconds(t.server_pid) - server_before);
+        self.series = read.samples;
         self.scrape.push(read.seconds);
         self.text_sent.push(read.seconds - read.first_byte);
         self.scrape_bytes = read.bytes;
@@ -79,6 +94,45 @@ impl Samples {
         );
         self.jsz_poll
             .push(polled.expect("the scrape reports its /jsz poll"));
+    }
+
+    /// One scrape of the peer, read as the exporter's is.
+    async fn peer_scrape(&mut self, t: &Targets) {
+        let peer = t.peer.as_ref().expect("a peer");
+        let (before, server_before) = (cpu_seconds(peer.pid), cpu_seconds(t.server_pid));
+        let read = timed_read(&t.http, &peer.url, HEAD_KEPT).await;
+        self.peer_cpu.push(cpu_seconds(peer.pid) - before);
+        self.peer_server_cpu
+            .push(cpu_seconds(t.server_pid) - server_before);
+        self.peer_scrape.push(read.seconds);
+        self.peer_series = read.samples;
+    }
+
+    /// The peer beside the exporter, from the same rounds.
+    pub(crate) fn print_peer(&self, command: &str, peer_peak_kib: u64) {
+        println!("peer                       {command}");
+        let pair = |what: &str, ours: &[f64], peer: &[f64]| {
+            println!(
+                "{what:<26} {:.3} s / {:.3} s  (exporter {:.3} s / {:.3} s)",
+                median(peer),
+                min(peer),
+                median(ours),
+                min(ours)
+            );
+        };
+        pair("peer scrape", &self.scrape, &self.peer_scrape);
+        pair("peer CPU per scrape", &self.cpu, &self.peer_cpu);
+        pair(
+            "server CPU, peer scrape",
+            &self.server_cpu,
+            &self.peer_server_cpu,
+        );
+        println!(
+            "peer peak RSS, series      {:.1} MB, {}  (exporter series {})",
+            peer_peak_kib as f64 / 1024.0,
+            self.peer_series,
+            self.series
+        );
     }
 
     pub(crate) fn print(&self, rss_idle_kib: u64, peak_kib: u64) {

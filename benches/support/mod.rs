@@ -83,6 +83,9 @@ pub struct TimedRead {
     pub bytes: usize,
     /// The body's first bytes, as many as asked for.
     pub head: Vec<u8>,
+    /// Sample lines in the body (lines not empty and not comments): the
+    /// series of a text exposition.
+    pub samples: usize,
 }
 
 /// GETs `url` as a scraper that does not keep the body: read as it
@@ -105,11 +108,16 @@ async fn timed_request(request: reqwest::RequestBuilder, keep: usize) -> TimedRe
     let start = Instant::now();
     let mut response = request.send().await.unwrap();
     let (mut bytes, mut head, mut first_byte) = (0, Vec::new(), None);
+    let (mut samples, mut line_start) = (0, true);
     while let Some(chunk) = response.chunk().await.unwrap() {
         first_byte.get_or_insert_with(|| start.elapsed().as_secs_f64());
         bytes += chunk.len();
         let room = keep.saturating_sub(head.len()).min(chunk.len());
         head.extend_from_slice(&chunk[..room]);
+        for &b in chunk.iter() {
+            samples += usize::from(line_start && b != b'#' && b != b'\n');
+            line_start = b == b'\n';
+        }
     }
     let seconds = start.elapsed().as_secs_f64();
     TimedRead {
@@ -117,6 +125,7 @@ async fn timed_request(request: reqwest::RequestBuilder, keep: usize) -> TimedRe
         first_byte: first_byte.unwrap_or(seconds),
         bytes,
         head,
+        samples,
     }
 }
 

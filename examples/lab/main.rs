@@ -18,7 +18,8 @@
 //!
 //! Both modes run the same lab and exit with status 1 if any check fails;
 //! `--check` also prints every check as it is made. Needs nats-server in
-//! `.tools/` and Debian's `prometheus` (`scripts/install-deps.sh`).
+//! `.tools/` and Debian's `prometheus` (`scripts/install-deps.sh`; `PROMETHEUS=<path>`
+//! runs another Prometheus binary, such as the Prometheus 3 it builds).
 
 mod blind;
 mod client;

@@ -238,11 +238,19 @@ impl PrometheusProcess {
     }
 }
 
-/// Debian's `prometheus` with its own config and TSDB in `dir`.
+/// The Prometheus binary: `PROMETHEUS` when set (scripts/test.sh runs the
+/// lab on Prometheus 3 from `.tools/` and on Debian's 2.42), else
+/// `prometheus` from PATH.
+pub fn prometheus_binary() -> PathBuf {
+    std::env::var_os("PROMETHEUS").map_or_else(|| PathBuf::from("prometheus"), PathBuf::from)
+}
+
+/// Prometheus ([`prometheus_binary`]) with its own config and TSDB in `dir`.
 pub fn start_prometheus(config: &str, port: u16, dir: &Path) -> anyhow::Result<PrometheusProcess> {
     let file = dir.join("prometheus.yml");
     std::fs::write(&file, config)?;
-    let mut cmd = Command::new("prometheus");
+    let binary = prometheus_binary();
+    let mut cmd = Command::new(&binary);
     cmd.arg(format!("--config.file={}", file.display()))
         .arg(format!(
             "--storage.tsdb.path={}",
@@ -250,9 +258,13 @@ pub fn start_prometheus(config: &str, port: u16, dir: &Path) -> anyhow::Result<P
         ))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
         .arg("--log.level=warn");
-    let guard = spawn(cmd, "prometheus", dir.join("prometheus.log")).context(
-        "Prometheus is needed: run scripts/install-deps.sh (Debian's prometheus package)",
-    )?;
+    let guard = spawn(cmd, "prometheus", dir.join("prometheus.log")).with_context(|| {
+        format!(
+            "Prometheus is needed ({}): run scripts/install-deps.sh (Debian's prometheus \
+             package; PROMETHEUS names another binary)",
+            binary.display()
+        )
+    })?;
     Ok(PrometheusProcess {
         guard,
         config_file: file,

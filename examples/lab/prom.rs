@@ -51,6 +51,14 @@ impl Prometheus {
         &self.base
     }
 
+    /// The version Prometheus says it is (`/api/v1/status/buildinfo`).
+    pub async fn version(&self) -> anyhow::Result<String> {
+        let url = format!("{}/api/v1/status/buildinfo", self.base);
+        let body: Value = self.http.get(url).send().await?.json().await?;
+        let version = body["data"]["version"].as_str();
+        Ok(version.context("buildinfo without a version")?.to_string())
+    }
+
     /// An instant query: every sample it returns (a scalar result is one
     /// sample without labels).
     pub async fn query(&self, expr: &str) -> anyhow::Result<Vec<(Labels, f64)>> {

@@ -124,7 +124,7 @@ async fn start_prometheus(
 }
 
 /// Prints what runs where and how the rules were changed for the lab.
-fn print_what_runs(lab: &Lab, lab_rules: &LabRules) {
+fn print_what_runs(lab: &Lab, lab_rules: &LabRules, prometheus_version: &str) {
     let version = lab.app.server_info().version;
     println!("NATS delivery lab, everything on 127.0.0.1:");
     println!(
@@ -141,7 +141,7 @@ fn print_what_runs(lab: &Lab, lab_rules: &LabRules) {
         lab.app_port
     );
     println!(
-        "  Prometheus             {}  (scrapes and evaluates rules every 1 s)",
+        "  Prometheus {prometheus_version:<11} {}  (scrapes and evaluates rules every 1 s)",
         lab.prom.url()
     );
     let list: Vec<String> = lab_rules
@@ -221,6 +221,7 @@ pub async fn start(check_mode: bool) -> anyhow::Result<Lab> {
         _reports: app.reports,
         tmp: dir,
     };
-    print_what_runs(&lab, &lab_rules);
+    let prometheus_version = lab.prom.version().await?;
+    print_what_runs(&lab, &lab_rules, &prometheus_version);
     Ok(lab)
 }

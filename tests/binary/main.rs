@@ -10,6 +10,7 @@ mod exporter_metrics;
 mod http_endpoints;
 mod listen_address;
 mod message_data_connection;
+mod prometheus3_scrape;
 mod readme_quick_start;
 mod secrets_in_logs;
 mod server_harness;

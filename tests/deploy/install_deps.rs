@@ -81,7 +81,21 @@ case $1 in
   install) touch "$STATE/nextest" ;;
 esac"#;
 
-const GO: &str = r#"echo "go $*" >>"$STATE/calls""#;
+/// The machine's Go: `go install` "builds" each package's command into
+/// GOBIN; `go mod download` only records its call.
+const GO: &str = r#"case $1 in
+  install) echo "go $* into ${GOBIN#*/repo/}" >>"$STATE/calls" ;;
+  *) echo "go $*" >>"$STATE/calls" ;;
+esac
+[ "$1" = install ] || [ "$1" = mod ] || exit 1
+[ "$1" = install ] || exit 0
+shift
+mkdir -p "$GOBIN"
+for p; do
+  case $p in -*) continue ;; esac
+  c=${p%@*}; c=${c##*/}
+  printf '#!/bin/sh\necho "%s"\n' "$p" >"$GOBIN/$c"; chmod +x "$GOBIN/$c"
+done"#;
 
 const JAVA: &str = r#"echo "java $*" >>"$STATE/calls""#;
 
@@ -335,7 +349,7 @@ fn the_reporters_libraries_come_from_their_registries_once() {
         assert!(!call.contains("golang"), "{call}: {output}");
     }
     assert_eq!(
-        machine.calls("go "),
+        machine.calls("go mod"),
         ["go mod download", "go mod download -modfile=go.oldest.mod"],
         "{output}"
     );
@@ -375,4 +389,46 @@ fn a_machine_without_go_is_told_and_gets_no_debian_go() {
         "{stderr}"
     );
     assert_eq!(machine.calls("apt-get "), Vec::<String>::new());
+}
+
+#[test]
+fn the_go_tools_are_built_once_at_their_pinned_versions() {
+    let machine = Machine::new();
+    machine.with_the_tests_tools();
+    let output = machine.install_deps(&[]);
+    assert_eq!(
+        machine.calls("go install"),
+        [
+            "go install -tags=remove_all_sd -ldflags=-X github.com/prometheus/common/version.Version=3.16.0 \
+             -X github.com/prometheus/common/version.Revision=v0.316.0 \
+             github.com/prometheus/prometheus/cmd/prometheus@v0.316.0 \
+             github.com/prometheus/prometheus/cmd/promtool@v0.316.0 into .tools/prometheus-3.16.0/bin",
+            "go install -tags= -ldflags= github.com/nats-io/natscli/nats@v0.5.0 into .tools/natscli-0.5.0/bin",
+            "go install -tags= -ldflags=-X helm.sh/helm/v4/internal/version.version=v4.3.2 \
+             helm.sh/helm/v4/cmd/helm@v4.3.2 into .tools/helm-4.3.2/bin",
+        ],
+        "{output}"
+    );
+    // The tests find each tool through its unversioned link.
+    for (link, to, command) in [
+        ("prometheus", "prometheus-3.16.0", "promtool"),
+        ("natscli", "natscli-0.5.0", "nats"),
+        ("helm", "helm-4.3.2", "helm"),
+    ] {
+        let link = machine.path("repo/.tools").join(link);
+        assert_eq!(fs::read_link(&link).unwrap(), Path::new(to));
+        assert!(link.join("bin").join(command).is_file());
+    }
+    // Debian's Go is not installed beside the machine's.
+    assert!(
+        machine
+            .calls("apt-get install")
+            .iter()
+            .all(|c| !c.contains("golang-go")),
+        "{output}"
+    );
+    // A second run builds nothing.
+    fs::write(machine.path("state/calls"), "").unwrap();
+    machine.install_deps(&[]);
+    assert_eq!(machine.calls("go install"), Vec::<String>::new());
 }

@@ -62,11 +62,10 @@ fn list(value: &Value) -> &[Value] {
     value.as_sequence().map_or(&[], Vec::as_slice)
 }
 
-/// The pods: the cluster Deployment's template, and the chart's pod with the
-/// sidecar added (its other containers reduced to their names and ports).
-fn pods() -> Vec<Pod> {
+/// The pods of the Deployments among `objects`.
+fn pods_of(objects: &[(String, Value)]) -> Vec<Pod> {
     let mut out = Vec::new();
-    for (from, object) in shipped_objects() {
+    for (from, object) in objects {
         if object["kind"] == "Deployment" {
             let template = &object["spec"]["template"];
             out.push(Pod {
@@ -80,6 +79,13 @@ fn pods() -> Vec<Pod> {
             });
         }
     }
+    out
+}
+
+/// The pods: the cluster Deployment's template, and the chart's pod with the
+/// sidecar added (its other containers reduced to their names and ports).
+fn pods() -> Vec<Pod> {
+    let mut out = pods_of(&shipped_objects());
     let mut containers: Vec<Value> = CHART_CONTAINERS
         .iter()
         .map(|(name, ports)| {
@@ -264,15 +270,7 @@ fn check_object(problems: &mut Vec<String>, from: &str, object: &Value, pods: &[
             }
         }
         "PodMonitor" => {
-            let selected: Vec<&Pod> = pods
-                .iter()
-                .filter(|p| selects(&selector, &p.labels))
-                .collect();
-            if selected.is_empty() {
-                problems.push(format!(
-                    "{at}: its selector matches no pod the project makes"
-                ));
-            }
+            let selected = selected_pods(problems, &at, &selector, pods);
             for endpoint in list(&object["spec"]["podMetricsEndpoints"]) {
                 let port = endpoint["port"].as_str().unwrap_or("");
                 check(
@@ -282,29 +280,92 @@ fn check_object(problems: &mut Vec<String>, from: &str, object: &Value, pods: &[
                     "IsValidPortName",
                     port_name(port),
                 );
-                for pod in &selected {
-                    let has = pod
-                        .containers
-                        .iter()
-                        .any(|c| list(&c["ports"]).iter().any(|p| p["name"] == port));
-                    if !has {
-                        problems.push(format!("{at}: port {port:?} is no port of {} (PodMetricsEndpoint.port names a pod port)", pod.from));
-                    }
+                for pod in selected.iter().filter(|pod| !has_port(pod, port)) {
+                    problems.push(format!("{at}: port {port:?} is no port of {} (PodMetricsEndpoint.port names a pod port)", pod.from));
                 }
             }
         }
+        "Service" => check_service(problems, &at, object, pods),
         _ => {}
     }
 }
 
-/// Every rule applied to every object and pod: the problems found, and
-/// what was checked.
+/// The pods `selector` selects; a problem when it selects none.
+fn selected_pods<'a>(
+    problems: &mut Vec<String>,
+    at: &str,
+    selector: &[(String, String)],
+    pods: &'a [Pod],
+) -> Vec<&'a Pod> {
+    let selected: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| selects(selector, &p.labels))
+        .collect();
+    if selected.is_empty() {
+        problems.push(format!(
+            "{at}: its selector matches no pod the project makes"
+        ));
+    }
+    selected
+}
+
+/// True when a container of `pod` has a port named `name`.
+fn has_port(pod: &Pod, name: &str) -> bool {
+    let named = |c: &Value| list(&c["ports"]).iter().any(|p| p["name"] == name);
+    pod.containers.iter().any(named)
+}
+
+/// A Service selects a pod the project makes, and each of its named target
+/// ports is a port of that pod.
+fn check_service(problems: &mut Vec<String>, at: &str, service: &Value, pods: &[Pod]) {
+    let selector = str_pairs(&service["spec"]["selector"]);
+    check_labels(problems, &format!("{at}: selector"), &selector);
+    let selected = selected_pods(problems, at, &selector, pods);
+    for port in list(&service["spec"]["ports"]) {
+        if let Some(name) = port["name"].as_str() {
+            check(
+                problems,
+                &format!("{at}: port"),
+                name,
+                "ValidateServicePort",
+                dns1123_label(name),
+            );
+        }
+        let Some(target) = port["targetPort"].as_str() else {
+            continue;
+        };
+        check(
+            problems,
+            &format!("{at}: targetPort"),
+            target,
+            "IsValidPortName",
+            port_name(target),
+        );
+        for pod in selected.iter().filter(|pod| !has_port(pod, target)) {
+            problems.push(format!(
+                "{at}: targetPort {target:?} is no port of {}",
+                pod.from
+            ));
+        }
+    }
+}
+
+/// Every rule applied to every object and pod shipped: the problems found,
+/// and what was checked.
 pub fn problems() -> (Vec<String>, Vec<String>) {
-    let pods = pods();
-    let objects = shipped_objects();
+    problems_of(&pods(), &shipped_objects())
+}
+
+/// Every rule applied to `objects` (a rendering of the Helm chart) and the
+/// pods of their Deployments: the problems found, and what was checked.
+pub fn problems_in(objects: &[(String, Value)]) -> (Vec<String>, Vec<String>) {
+    problems_of(&pods_of(objects), objects)
+}
+
+fn problems_of(pods: &[Pod], objects: &[(String, Value)]) -> (Vec<String>, Vec<String>) {
     let mut problems = Vec::new();
     let mut checked = Vec::new();
-    for pod in &pods {
+    for pod in pods {
         check_pod(&mut problems, pod);
         let names: Vec<&str> = pod
             .containers
@@ -313,8 +374,8 @@ pub fn problems() -> (Vec<String>, Vec<String>) {
             .collect();
         checked.push(format!("{}: containers {}", pod.from, names.join(", ")));
     }
-    for (from, object) in &objects {
-        check_object(&mut problems, from, object, &pods);
+    for (from, object) in objects {
+        check_object(&mut problems, from, object, pods);
         let (kind, name) = (&object["kind"], &object["metadata"]["name"]);
         checked.push(format!(
             "{from}: {} {}",

@@ -7,6 +7,7 @@
 //! must not do to the server watched or to what exists already.)
 
 mod api_rules;
+mod helm_chart;
 mod install;
 mod operator;
 mod validation;
