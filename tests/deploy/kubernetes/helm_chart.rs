@@ -148,9 +148,13 @@ fn with_kube_prometheus_stack_its_selectors_find_the_monitor_and_the_rules() {
         "nats-delivery-exporter"
     );
     assert_eq!(endpoint["honorLabels"], true);
-    // Exactly the repository's rules, in file name order.
+    // Exactly the repository's default rules, in file name order (the
+    // opt-in group only when asked for).
     let mut groups = Vec::new();
     for file in repo_files("alerts", ".rules.yml") {
+        if file == "opt-in.rules.yml" {
+            continue;
+        }
         let rules = yaml(&format!("alerts/{file}"));
         groups.extend(rules["groups"].as_sequence().unwrap().iter().cloned());
     }
@@ -213,6 +217,16 @@ fn every_value_set_reaches_the_objects() {
     assert_eq!(service["spec"]["ports"][0]["port"], 9778);
     let rule = kind(&objects, "PrometheusRule")[0];
     assert_eq!(rule["metadata"]["labels"]["role"], "alert-rules");
+    let group_names: Vec<_> = rule["spec"]["groups"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        group_names.iter().any(|n| n == "nats-delivery-opt-in"),
+        "prometheusRule.optIn adds the opt-in group: {group_names:?}"
+    );
     let monitor = kind(&objects, "PodMonitor")[0];
     assert_eq!(monitor["spec"]["podMetricsEndpoints"][0]["interval"], "15s");
     // Without the values file the chart names none of these.
