@@ -8,6 +8,7 @@ use std::time::Instant;
 use super::wire::{
     add_all, merge_subscription, Bounded, Folded, SubCounters, SubGauges, EVENTS, OVERFLOW,
 };
+use super::{ReportError, MAX_GROWTH_PER_SECOND};
 
 /// A re-exported counter: the instance's reported total, turned into a
 /// series that never decreases. A lower total than last time means the
@@ -173,6 +174,53 @@ impl Instance {
             observe_all(self.consumers.entry(key).or_default(), &counters);
         }
         folded
+    }
+
+    /// Refuses a report in which a total of a name the instance knows grew
+    /// by more than [`MAX_GROWTH_PER_SECOND`] per second (counted from at
+    /// least one second) since the instance's previous report; after a
+    /// restart its whole value is its growth. New names are bounded by
+    /// [`MAX_PLAUSIBLE_VALUE`](super::MAX_PLAUSIBLE_VALUE) alone.
+    pub(super) fn check_growth(&self, report: &Bounded, now: Instant) -> Result<(), ReportError> {
+        let seconds = now.duration_since(self.received_at).as_secs().max(1);
+        let allowed = MAX_GROWTH_PER_SECOND.saturating_mul(seconds);
+        let restarted =
+            matches!((self.last_sequence, report.sequence), (Some(l), Some(n)) if n < l);
+        let grew = |old: &Monotonic, new: u64| {
+            let growth = if restarted || new < old.last {
+                new
+            } else {
+                new - old.last
+            };
+            growth > allowed
+        };
+        fn any<const N: usize>(
+            old: &[Option<Monotonic>; N],
+            new: &[Option<u64>; N],
+            grew: &impl Fn(&Monotonic, u64) -> bool,
+        ) -> bool {
+            old.iter()
+                .zip(new)
+                .any(|(o, n)| matches!((o, n), (Some(o), Some(n)) if grew(o, *n)))
+        }
+        let too_fast = report.subscriptions.iter().any(|(name, (c, _))| {
+            name != OVERFLOW
+                && self
+                    .subscriptions
+                    .get(name)
+                    .is_some_and(|s| any(&s.counters, c, &grew))
+        }) || report
+            .events
+            .iter()
+            .any(|(e, n)| self.events.get(e).is_some_and(|m| grew(m, *n)))
+            || report.consumers.iter().any(|(k, c)| {
+                k.0 != OVERFLOW && self.consumers.get(k).is_some_and(|s| any(s, c, &grew))
+            });
+        if too_fast {
+            Err(ReportError::ImplausibleJump)
+        } else {
+            Ok(())
+        }
     }
 
     /// Whether any counter of the report is lower than the instance's last
