@@ -67,6 +67,7 @@ fn main() {
         max_instances,
         // One client's instances: the bench measures the instance limits.
         max_instances_per_client: usize::MAX,
+        max_series: usize::MAX,
         ..ReportLimits::default()
     };
     let folded = limits.max_folded_instances();

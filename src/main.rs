@@ -203,6 +203,7 @@ async fn start_client_reports(
     let limits = ReportLimits {
         max_instances: config.client_reports_max_instances as usize,
         max_instances_per_client: config.client_reports_max_instances_per_client as usize,
+        max_series: config.client_reports_max_series as usize,
         max_entries: config.client_reports_max_entries as usize,
         max_report_bytes: config.client_reports_max_bytes as usize,
         ..ReportLimits::default()

@@ -208,6 +208,12 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_CLIENT_REPORTS_MAX_INSTANCES_PER_CLIENT", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub client_reports_max_instances_per_client: u32,
 
+    /// Most series the kept application instances may make a scrape carry (24 an
+    /// instance, 7 a subscription name, 6 a consumer); past it new names and instances
+    /// are summed under "__overflow__" (and counted).
+    #[arg(long, env = "NATS_DELIVERY_CLIENT_REPORTS_MAX_SERIES", default_value_t = 25_000, value_parser = clap::value_parser!(u32).range(100..=10_000_000))]
+    pub client_reports_max_series: u32,
+
     /// Subscription names, and (stream, consumer) pairs, kept per instance;
     /// more are summed under "__overflow__".
     #[arg(long, env = "NATS_DELIVERY_CLIENT_REPORTS_MAX_ENTRIES", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=100_000))]

@@ -122,3 +122,62 @@ async fn made_up_instances_take_only_their_own_clients_slots() {
     assert_eq!((reports.instances(), reports.folded_instances()), (33, 0));
     assert_eq!(dropped(&text, "shipping", "pod-1", "orders"), Some(500.0));
 }
+
+/// 100 applications of 2 instances, each reporting 32 subscription and 32
+/// consumer names: 200 kept instances would make some 88,000 series (256
+/// made 108,000 and 53 MB a scrape before, enough to trip a Prometheus
+/// `sample_limit`). The kept instances' series stay within 25,000; the names
+/// and instances past it are summed under `__overflow__` and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scrape_carries_at_most_the_series_cap() {
+    let server = NatsServer::builder().start();
+    let (registry, reports) = exporter(&server, SUBJECT, LONG).await;
+    let subs: Vec<_> = (0..32)
+        .map(|s| {
+            json!({"subscription": format!("s{s}"), "delivered_messages": 9,
+                "dropped_messages": 1, "dropped_bytes": 64, "slow_consumer_events": 1,
+                "pending_messages": 1, "pending_bytes": 64, "pending_messages_high_water": 2})
+        })
+        .collect();
+    let consumers: Vec<_> = (0..32)
+        .map(|c| {
+            json!({"stream": "S", "consumer": format!("c{c}"), "received_messages": 3,
+                "redelivered_messages": 1,
+                "acknowledgements": {"ack": 1, "nak": 1, "term": 1, "in_progress": 1}})
+        })
+        .collect();
+    let bodies = (0..200).map(|i| {
+        let client = format!("app-{}", i / 2);
+        let body = json!({"version": 1, "client": client, "instance": format!("pod-{i}"),
+            "sequence": 1, "subscriptions": subs, "jetstream_consumers": consumers});
+        let body = Bytes::from(serde_json::to_vec(&body).unwrap());
+        (format!("{SUBJECT}.{client}"), body)
+    });
+    publish(&server, &registry, bodies, 200.0).await;
+    let text = exposition(&registry);
+    let app_samples = text
+        .lines()
+        .filter(|l| l.starts_with("nats_delivery_app_"))
+        .count();
+    // The kept instances' 25,000, the one __overflow__ instance (at most
+    // 24 + 33 x 7 + 33 x 6) and the exporter's own report counters.
+    assert!(app_samples <= 25_000 + 500, "{app_samples} samples");
+    assert!(app_samples > 20_000, "{app_samples} samples");
+    let folded_names = folded(&text, "subscription").unwrap() + folded(&text, "consumer").unwrap();
+    let folded_reports =
+        nats_test_server::sample::exact(&text, "nats_delivery_app_reports_folded_total", &[])
+            .unwrap();
+    assert!(folded_names + folded_reports > 0.0, "nothing was folded");
+    assert_eq!(
+        reports.instances() + reports.folded_instances(),
+        200,
+        "every instance counted, kept or folded"
+    );
+    // What was folded still adds up: every instance's 32 drops are there.
+    let dropped: f64 =
+        nats_test_server::sample::samples(&text, "nats_delivery_app_dropped_messages_total", &[])
+            .iter()
+            .map(|(_, v)| v)
+            .sum();
+    assert_eq!(dropped, 200.0 * 32.0);
+}

@@ -10,6 +10,15 @@ use super::wire::{
 };
 use super::{ReportError, MAX_GROWTH_PER_SECOND};
 
+/// Series an instance costs the total series cap by itself: its identity
+/// series, connection events, restarts, and room for its `__overflow__`
+/// names.
+pub(super) const INSTANCE_SERIES: usize = 24;
+/// Series of one subscription name (four counters, three levels).
+pub(super) const SUBSCRIPTION_SERIES: usize = 7;
+/// Series of one (stream, consumer) pair.
+pub(super) const CONSUMER_SERIES: usize = 6;
+
 /// A re-exported counter: the instance's reported total, turned into a
 /// series that never decreases. A lower total than last time means the
 /// counter started again from 0 (the instance restarted), so the whole new
@@ -119,15 +128,24 @@ impl Instance {
         }
     }
 
+    /// Series the exporter writes for this instance, as the total series
+    /// cap counts them.
+    pub(super) fn series(&self) -> usize {
+        INSTANCE_SERIES
+            + self.subscriptions.len() * SUBSCRIPTION_SERIES
+            + self.consumers.len() * CONSUMER_SERIES
+    }
+
     /// Takes in one bounded report; returns what it folded to stay within
-    /// `max_entries` subscriptions and consumers.
-    pub(super) fn absorb(&mut self, report: Bounded, max_entries: usize) -> Folded {
+    /// `max_entries` subscriptions and consumers, and within `budget` more
+    /// series (new names past it are folded too).
+    pub(super) fn absorb(&mut self, report: Bounded, max_entries: usize, budget: usize) -> Folded {
         let mut folded = Folded::default();
         let known_subs = self.subscriptions.keys().filter(|k| *k != OVERFLOW).count();
         let subscriptions = fold_names(
             |k: &String| self.subscriptions.contains_key(k),
             known_subs,
-            max_entries,
+            max_entries.min(known_subs.saturating_add(budget / SUBSCRIPTION_SERIES)),
             OVERFLOW.to_string(),
             report.subscriptions,
             merge_subscription,
@@ -139,10 +157,15 @@ impl Instance {
             .keys()
             .filter(|k| **k != overflow_consumer)
             .count();
+        let new_subs = subscriptions
+            .keys()
+            .filter(|k| *k != OVERFLOW && !self.subscriptions.contains_key(*k))
+            .count();
+        let budget = budget.saturating_sub(new_subs * SUBSCRIPTION_SERIES);
         let consumers = fold_names(
             |k: &(String, String)| self.consumers.contains_key(k),
             known_consumers,
-            max_entries,
+            max_entries.min(known_consumers.saturating_add(budget / CONSUMER_SERIES)),
             overflow_consumer,
             report.consumers,
             |a, b| add_all(a, &b),

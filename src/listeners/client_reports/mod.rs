@@ -27,7 +27,7 @@ use crate::lock::LockOrRecover;
 use crate::nats::retry::ErrorKind;
 pub use error::ReportError;
 use error::REASONS;
-use instance::Instance;
+use instance::{Instance, INSTANCE_SERIES};
 pub use listener::{connect, run_client_reports};
 use overflow::Overflow;
 use wire::Folded;
@@ -54,6 +54,11 @@ pub struct ReportLimits {
     /// reports of its further instances are rejected until one expires, so
     /// that one application cannot take the slots of others.
     pub max_instances_per_client: usize,
+    /// Series the kept instances may make a scrape carry, counted as 24 per
+    /// instance, 7 per subscription name and 6 per consumer (default
+    /// 25,000): past it new names are folded under `__overflow__`, new
+    /// instances under client and instance `__overflow__`, and counted.
+    pub max_series: usize,
 }
 
 /// Every number a report carries is below this (2^50, about 1.1e15: a
@@ -101,6 +106,7 @@ impl Default for ReportLimits {
             max_label_bytes: 128,
             max_instances: 256,
             max_instances_per_client: 32,
+            max_series: 25_000,
         }
     }
 }
@@ -165,7 +171,9 @@ impl ClientReports {
         state.received += 1;
         let result = parsed.and_then(|report| {
             let key = (report.client.clone(), report.instance.clone());
-            let fold = self.admit(&mut state, &key, &report, now)?;
+            // Recounted per report: at most `max_instances` small sums.
+            let used: usize = state.instances.values().map(Instance::series).sum();
+            let fold = self.admit(&mut state, &key, &report, now, used)?;
             let unix_seconds = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs_f64())
@@ -178,13 +186,19 @@ impl ClientReports {
                 state.folded_reports += 1;
                 return Ok(());
             }
+            let new_cost = if state.instances.contains_key(&key) {
+                0
+            } else {
+                INSTANCE_SERIES
+            };
+            let budget = self.limits.max_series.saturating_sub(used + new_cost);
             let instance = state
                 .instances
                 .entry(key)
                 .or_insert_with(|| Instance::new(now, unix_seconds));
             instance.received_at = now;
             instance.received_unix_seconds = unix_seconds;
-            let folded = instance.absorb(report, self.limits.max_entries);
+            let folded = instance.absorb(report, self.limits.max_entries, budget);
             let total = &mut state.folded;
             total.subscriptions += folded.subscriptions;
             total.consumers += folded.consumers;
@@ -206,6 +220,7 @@ impl ClientReports {
         key: &(String, String),
         report: &wire::Bounded,
         now: Instant,
+        used_series: usize,
     ) -> Result<bool, ReportError> {
         let kept = state.instances.get(key);
         if let Some(instance) = kept {
@@ -238,7 +253,8 @@ impl ClientReports {
         let fold = !kept
             && (!new
                 || Overflow::is_overflow_key(key)
-                || state.instances.len() >= self.limits.max_instances);
+                || state.instances.len() >= self.limits.max_instances
+                || used_series + INSTANCE_SERIES > self.limits.max_series);
         if fold && new && state.overflow.len() >= self.limits.max_folded_instances() {
             return Err(ReportError::TooManyInstances);
         }
