@@ -54,7 +54,7 @@ fn rss() -> u64 {
 fn per_report(reports: &ClientReports, bodies: &[Vec<u8>], n: usize, ok: bool) -> f64 {
     let start = Instant::now();
     for i in 0..n {
-        let result = reports.record(&bodies[i % bodies.len()]);
+        let result = reports.record(Some("orders-service"), &bodies[i % bodies.len()]);
         assert_eq!(result.is_ok(), ok, "{result:?}");
     }
     start.elapsed().as_nanos() as f64 / n as f64
@@ -65,6 +65,9 @@ fn main() {
     let n = env_or("BENCH_REPORTS", 200_000);
     let limits = ReportLimits {
         max_instances,
+        // One client's instances: the bench measures the instance limits.
+        max_instances_per_client: usize::MAX,
+        max_series: usize::MAX,
         ..ReportLimits::default()
     };
     let folded = limits.max_folded_instances();
@@ -72,14 +75,14 @@ fn main() {
 
     let kept: Vec<_> = (0..max_instances).map(|i| body(i, 2)).collect();
     for b in &kept {
-        reports.record(b).unwrap();
+        reports.record(Some("orders-service"), b).unwrap();
     }
     let folded_bodies: Vec<_> = (max_instances..max_instances + folded)
         .map(|i| body(i, 1))
         .collect();
     let before = rss();
     for b in &folded_bodies {
-        reports.record(b).unwrap();
+        reports.record(Some("orders-service"), b).unwrap();
     }
     let after = rss();
     assert_eq!(reports.instances(), max_instances);

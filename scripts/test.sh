@@ -118,7 +118,7 @@ part "build (link-in crate on async-nats $ASYNC_NATS_NEWEST)"
 # is run once by mistake. They are whole test modules.
 no_server='binary_id(nats-delivery-exporter::docs) & test(/^(alert_policy|alert_rules|dashboard_policy|dashboards|flags_table|ledger|links|module_cycles|scrape_configs|support_table)::/)
   | binary_id(nats-delivery-exporter::deploy) & test(/^(debian|install_deps|kubernetes|release)::/)
-  | binary_id(nats-delivery-exporter::binary) & test(/^(bounded_shutdown|cli|listen_address|web_config_auth|web_config_reload|web_config_tls)::/)
+  | binary_id(nats-delivery-exporter::binary) & test(/^(bounded_connections|bounded_shutdown|cli|listen_address|web_config_auth|web_config_reload|web_config_tls)::/)
   | binary_id(nats-delivery-exporter::sources) & test(/^(exposition_pieces|golden|hostile_memory|jsz_slow_server|mutated_exposition|mutated_replies|panic_recovery)::/)
   | binary_id(nats-delivery-exporter::jetstream) & test(/^cardinality_request::/)
   | binary_id(nats-delivery-exporter::jsz_streamed_parse)

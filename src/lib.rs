@@ -34,6 +34,7 @@ mod text;
 pub use cli::config::Config;
 pub use cli::logging::init as init_logging;
 pub use cli::web_config::WebConfig;
+pub use http::connection::ConnectionLimits;
 pub use http::listen::bind as bind_listener;
 pub use http::routes::{router, router_at, with_web_config};
 pub use http::serve::{serve, Stopped};
@@ -95,6 +96,7 @@ pub use sources::{Fetcher, Source, SourceSettings};
 // The types the items above show in their signatures and public fields,
 // so that every type a caller can hold it can also name: errors, settings,
 // and the parts of the parsed replies.
+pub use cli::connection_args::ConnectionArgs;
 pub use cli::logging::LogArgs;
 pub use flags::listen_address::ListenAddress;
 pub use jetstream::cardinality::series::ConsumerSeries;

@@ -5,8 +5,8 @@ use anyhow::Context;
 use nats_delivery_exporter::{
     bind_listener, cause_layer, connect_client_reports, connect_message_timestamps,
     connect_system_polling, init_logging, redacted, router_at, run_client_reports, serve,
-    with_web_config, BuildInfo, ClientReports, Config, Exporter, ExporterBuilder, Listeners,
-    ProcessCollector, ReportLimits, Stopped, StreamLostReader, WebConfig,
+    with_web_config, BuildInfo, ClientReports, Config, ConnectionLimits, Exporter, ExporterBuilder,
+    Listeners, ProcessCollector, ReportLimits, Stopped, StreamLostReader, WebConfig,
 };
 
 /// Why the exporter stopped with an error: at start (a setting that cannot
@@ -140,12 +140,19 @@ async fn run() -> Result<(), Failure> {
     }
     let web = config.web_config.clone();
     let router = with_web_config(router_at(exporter, &config.telemetry_path), web.clone());
+    let connections = &config.connections;
+    let limits = ConnectionLimits::new(
+        config.write_timeout,
+        connections.header_read_timeout,
+        connections.idle_timeout,
+        connections.max_connections as usize,
+    );
     let servers = sockets.into_iter().map(|socket| {
         serve(
             socket,
             web.clone(),
             router.clone(),
-            config.write_timeout,
+            limits.clone(),
             config.shutdown_timeout,
             stop.clone(),
         )
@@ -196,6 +203,8 @@ async fn start_client_reports(
 ) -> anyhow::Result<()> {
     let limits = ReportLimits {
         max_instances: config.client_reports_max_instances as usize,
+        max_instances_per_client: config.client_reports_max_instances_per_client as usize,
+        max_series: config.client_reports_max_series as usize,
         max_entries: config.client_reports_max_entries as usize,
         max_report_bytes: config.client_reports_max_bytes as usize,
         ..ReportLimits::default()

@@ -10,7 +10,8 @@ use serde::Serialize;
 
 use crate::state::Shared;
 
-/// The default report subject.
+/// The default report subject prefix: reports go to
+/// `nats_delivery.reports.<client>`.
 pub const DEFAULT_REPORT_SUBJECT: &str = "nats_delivery.reports";
 
 /// Settings for [`ClientMetrics::publish_reports`](crate::ClientMetrics::publish_reports).
@@ -32,12 +33,17 @@ impl Default for ReportOptions {
 }
 
 impl ReportOptions {
-    /// Subject [`DEFAULT_REPORT_SUBJECT`], every 5 seconds, instance
+    /// Subject prefix [`DEFAULT_REPORT_SUBJECT`], every 5 seconds, instance
     /// `<hostname>:<pid>`.
     pub fn new() -> Self {
         Self::default()
     }
-    /// Publish on this subject.
+    /// Publish on `<subject>.<client>`, the client name being the one given
+    /// to `ClientMetrics::new`: the exporter takes a report only from the
+    /// subject of the client it names, so that the server's permissions
+    /// (one subject per application user) keep an application from
+    /// reporting as another. Must match the exporter's
+    /// `--client-reports-subject`.
     pub fn subject(mut self, subject: impl Into<String>) -> Self {
         self.subject = subject.into();
         self
@@ -162,6 +168,7 @@ impl ReportPublisher {
         client: async_nats::Client,
         options: ReportOptions,
     ) -> Self {
+        let subject = format!("{}.{}", options.subject, shared.client);
         let task = tokio::spawn(async move {
             let mut tick = tokio::time::interval(options.interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -172,7 +179,7 @@ impl ReportPublisher {
                 let body = encode_report(&shared, &options.instance, sequence);
                 // A report that cannot be sent is harmless: the next one
                 // carries the same totals.
-                let _ = client.publish(options.subject.clone(), body.into()).await;
+                let _ = client.publish(subject.clone(), body.into()).await;
             }
         });
         ReportPublisher { task }

@@ -113,6 +113,10 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_SHUTDOWN_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
 
+    /// Header, idle and connection bounds of the HTTP server.
+    #[command(flatten)]
+    pub connections: crate::cli::connection_args::ConnectionArgs,
+
     /// Web configuration file (node_exporter's format): TLS
     /// (`tls_server_config`) and basic authentication (`basic_auth_users`,
     /// bcrypt hashes) for /metrics and the other pages.
@@ -178,7 +182,9 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_CLIENT_REPORTS")]
     pub client_reports: bool,
 
-    /// Subject the application reports arrive on.
+    /// Subject prefix of the application reports: each application reports on
+    /// PREFIX.CLIENT, and a report whose client is not that last token is
+    /// rejected (and counted).
     #[arg(
         long,
         env = "NATS_DELIVERY_CLIENT_REPORTS_SUBJECT",
@@ -196,6 +202,17 @@ pub struct Config {
     /// past that they are rejected (and counted) until one expires.
     #[arg(long, env = "NATS_DELIVERY_CLIENT_REPORTS_MAX_INSTANCES", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub client_reports_max_instances: u32,
+
+    /// Most instances of one client, kept and summed together; reports of its
+    /// further instances are rejected (and counted) until one expires.
+    #[arg(long, env = "NATS_DELIVERY_CLIENT_REPORTS_MAX_INSTANCES_PER_CLIENT", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub client_reports_max_instances_per_client: u32,
+
+    /// Most series the kept application instances may make a scrape carry (24 an
+    /// instance, 7 a subscription name, 6 a consumer); past it new names and instances
+    /// are summed under "__overflow__" (and counted).
+    #[arg(long, env = "NATS_DELIVERY_CLIENT_REPORTS_MAX_SERIES", default_value_t = 25_000, value_parser = clap::value_parser!(u32).range(100..=10_000_000))]
+    pub client_reports_max_series: u32,
 
     /// Subscription names, and (stream, consumer) pairs, kept per instance;
     /// more are summed under "__overflow__".

@@ -5,6 +5,7 @@
 //! flags set up.
 
 pub(crate) mod config;
+pub(crate) mod connection_args;
 pub(crate) mod logging;
 mod settings;
 pub(crate) mod web_config;

@@ -1,10 +1,11 @@
 //! The exporter's HTTP server: `/metrics`, `/healthz` and a landing page.
 
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
@@ -12,7 +13,8 @@ use axum::routing::get;
 use axum::Router;
 use futures::StreamExt;
 
-use crate::cli::web_config::{Loaded, WebConfig};
+use super::ClientAddr;
+use crate::cli::web_config::{Loaded, Verdict, WebConfig};
 use crate::scrape::exporter::Exporter;
 use crate::text::Format;
 
@@ -50,12 +52,16 @@ fn compression() -> tower_http::compression::CompressionLayer {
 /// only that the process serves; it polls nothing and shows nothing.
 pub(crate) const OPEN_PATHS: &[&str] = &["/healthz"];
 
-/// `router` behind the web configuration file's settings: a request over
-/// its `rate_limit` gets 429, one without a configured user (when there
-/// are users) 401, and every answer carries the configured headers. The
-/// paths of `OPEN_PATHS` are neither rate-limited nor authenticated (TLS
-/// still applies). Each request uses the file's current reading. No file:
-/// unchanged.
+/// `router` behind the web configuration file's settings: a request
+/// without a configured user's credentials (when there are users) gets
+/// 401, one over its `rate_limit` 429, and every answer carries the
+/// configured headers. Credentials verified before are checked first,
+/// without bcrypt, and such a request spends only the verified requests'
+/// bucket; any other spends its address's bucket before bcrypt runs
+/// (`cli/web_config/rate_limit.rs`), so requests without a password never
+/// refuse one with it. The paths of `OPEN_PATHS` are neither rate-limited
+/// nor authenticated (TLS still applies). Each request uses the file's
+/// current reading. No file: unchanged.
 pub fn with_web_config(router: Router, web: Option<WebConfig>) -> Router {
     match web {
         Some(web) => router.layer(middleware::from_fn_with_state(web, web_config)),
@@ -67,17 +73,21 @@ async fn web_config(State(web): State<WebConfig>, request: Request, next: Next) 
     let loaded = web.current();
     let mut response = if OPEN_PATHS.contains(&request.uri().path()) {
         next.run(request).await
-    } else if loaded.rate_limit.as_ref().is_some_and(|l| !l.allow()) {
-        (StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n").into_response()
-    } else if loaded.users.is_empty() || authorized(&web, &loaded, basic(&request)).await {
-        next.run(request).await
     } else {
-        (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Basic")],
-            "Unauthorized\n",
-        )
-            .into_response()
+        let address = request
+            .extensions()
+            .get::<ConnectInfo<ClientAddr>>()
+            .map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |c| c.0 .0.ip());
+        match admit(&web, &loaded, address, basic(&request)).await {
+            Verdict::Verified => next.run(request).await,
+            Verdict::Busy => too_many(),
+            Verdict::Refused => (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Basic")],
+                "Unauthorized\n",
+            )
+                .into_response(),
+        }
     };
     for (name, value) in &loaded.headers {
         // Checked when the file was read: names from a fixed list, values one line of ASCII.
@@ -91,6 +101,39 @@ async fn web_config(State(web): State<WebConfig>, request: Request, next: Next) 
     response
 }
 
+fn too_many() -> Response {
+    (StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n").into_response()
+}
+
+/// Whether a request may be answered: `Busy` for one over its bucket.
+async fn admit(
+    web: &WebConfig,
+    loaded: &Arc<Loaded>,
+    address: IpAddr,
+    header: Option<String>,
+) -> Verdict {
+    let limit = loaded.rate_limit.as_ref();
+    let users = &loaded.users;
+    let cached = !users.is_empty() && web.auth_cache().cached(users, header.as_deref());
+    if !cached {
+        if limit.is_some_and(|l| !l.allow_unverified(address)) {
+            return Verdict::Busy;
+        }
+        if users.is_empty() {
+            return Verdict::Verified;
+        }
+        let verdict = verify(web, loaded, header).await;
+        if verdict != Verdict::Verified {
+            return verdict;
+        }
+    }
+    if limit.is_some_and(|l| !l.allow_verified()) {
+        Verdict::Busy
+    } else {
+        Verdict::Verified
+    }
+}
+
 fn basic(request: &Request) -> Option<String> {
     request
         .headers()
@@ -99,15 +142,15 @@ fn basic(request: &Request) -> Option<String> {
         .map(str::to_string)
 }
 
-async fn authorized(web: &WebConfig, loaded: &Arc<Loaded>, header: Option<String>) -> bool {
+async fn verify(web: &WebConfig, loaded: &Arc<Loaded>, header: Option<String>) -> Verdict {
+    if header.is_none() {
+        return Verdict::Refused;
+    }
     let (web, loaded) = (web.clone(), loaded.clone());
     // bcrypt is slow by design: off the async workers.
-    tokio::task::spawn_blocking(move || {
-        web.auth_cache()
-            .authorized(&loaded.users, header.as_deref())
-    })
-    .await
-    .unwrap_or(false)
+    tokio::task::spawn_blocking(move || web.auth_cache().verify(&loaded.users, header.as_deref()))
+        .await
+        .unwrap_or(Verdict::Refused)
 }
 
 /// OpenMetrics for scrapers that ask for it, the classic text format otherwise.

@@ -1,6 +1,7 @@
 //! The exporter as operators run it: the binary, its flags, its HTTP
 //! endpoints, TLS and authentication, shutdown, logs; and the test harness.
 mod binary_end_to_end;
+mod bounded_connections;
 mod bounded_shutdown;
 mod cli;
 #[path = "../common/mod.rs"]

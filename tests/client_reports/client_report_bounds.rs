@@ -57,7 +57,10 @@ async fn a_huge_report_is_rejected_or_folded() {
     };
     let (registry, _) = exporter_with(&server, "bounds.big", LONG, limits).await;
     let publisher = async_nats::connect(server.client_url()).await.unwrap();
-    publisher.publish("bounds.big", body).await.unwrap();
+    publisher
+        .publish(on("bounds.big", &body), body)
+        .await
+        .unwrap();
     publisher.flush().await.unwrap();
     Wait::secs("the report", 20)
         .every(Duration::from_millis(10))
@@ -116,7 +119,13 @@ async fn reports_with_megabyte_names_are_rejected() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_are_capped() {
     let server = NatsServer::builder().start();
-    let (registry, reports) = exporter(&server, SUBJECT, LONG).await;
+    // One client's instances, past the cap of one client's (32): the caps
+    // of all instances are the ones under test.
+    let limits = ReportLimits {
+        max_instances_per_client: usize::MAX,
+        ..ReportLimits::default()
+    };
+    let (registry, reports) = exporter_with(&server, SUBJECT, LONG, limits).await;
     let sub = json!([{"subscription": "orders", "dropped_messages": 5}]);
     send(
         &server,

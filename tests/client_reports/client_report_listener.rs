@@ -59,7 +59,7 @@ async fn garbage_is_counted_in_full_and_logged_at_a_bounded_rate() {
     let publisher = async_nats::connect(server.client_url()).await.unwrap();
     for i in 0..1_000 {
         publisher
-            .publish(subject, Bytes::from(format!("garbage {i}")))
+            .publish(format!("{subject}.x"), Bytes::from(format!("garbage {i}")))
             .await
             .unwrap();
     }
@@ -143,16 +143,29 @@ async fn the_documented_permissions_keep_other_clients_off_the_subject() {
     common::sync_with_server(&exporter_client).await;
 
     let other = connect("other").await.unwrap();
-    let mut eavesdropper = other.subscribe(SUBJECT).await.unwrap();
+    let mut eavesdropper = other.subscribe(format!("{SUBJECT}.>")).await.unwrap();
     other
-        .publish(SUBJECT, report("forged", "x", 1, json!([])))
+        .publish(
+            format!("{SUBJECT}.forged"),
+            report("forged", "x", 1, json!([])),
+        )
         .await
         .unwrap();
     other.flush().await.unwrap();
     let app = connect("orders").await.unwrap();
-    app.publish(SUBJECT, report("orders", "pod-1", 1, json!([])))
-        .await
-        .unwrap();
+    // Not as billing: the server refuses that subject to orders.
+    app.publish(
+        format!("{SUBJECT}.billing"),
+        report("billing", "pod-1", 1, json!([])),
+    )
+    .await
+    .unwrap();
+    app.publish(
+        format!("{SUBJECT}.orders"),
+        report("orders", "pod-1", 1, json!([])),
+    )
+    .await
+    .unwrap();
     app.flush().await.unwrap();
     Wait::secs("the application's report", 20)
         .every(Duration::from_millis(10))

@@ -21,7 +21,7 @@ use crate::common;
 use common::{assert_promtool_clean, exposition, publish_n, sync_with_server, PAYLOAD_LEN};
 
 use crate::client_reports_support;
-use client_reports_support::exporter;
+use client_reports_support::{exporter, on};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_are_re_exported_exactly_and_expire() {
@@ -219,7 +219,7 @@ async fn garbage_reports_are_counted_not_fatal() {
     ];
     for body in &bodies {
         publisher
-            .publish(subject, Bytes::from(body.clone()))
+            .publish(on(subject, body), Bytes::from(body.clone()))
             .await
             .unwrap();
     }

@@ -10,18 +10,29 @@ const APP: &[(&str, &str)] = &[("account", "APP")];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn own_client_drops_are_counted_exactly() {
-    let s = server();
     // A tiny buffer forces the exporter's own client to drop during a burst.
-    let running = start_listener(
-        &s,
-        "APP",
-        "app",
-        advisory_args(&["--advisories-buffer", "8"]),
-    )
-    .await;
+    burst_counted_or_dropped(&["--advisories-buffer", "8"], 20_000, "an 8-message buffer").await;
+}
+
+/// The listener holds at most --advisories-buffer-bytes of advisories not
+/// yet counted (before, only a number of messages bounded it, 1,048,576 by
+/// default): with 1 KiB, about four of these 270-byte advisories, a burst
+/// overflows it, and every advisory is counted or counted as dropped. The
+/// burst of 3,000 fits the subscription's own buffer (4,096): every drop is
+/// the queue's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_listener_queue_is_bounded_in_bytes() {
+    let flags = ["--advisories-buffer-bytes", "1KiB"];
+    burst_counted_or_dropped(&flags, 3_000, "a 1 KiB queue").await;
+}
+
+/// `n` max-deliveries advisories in a burst into a live listener with
+/// `flags`: counted plus dropped equals what was sent, with drops.
+async fn burst_counted_or_dropped(flags: &[&str], n: u64, bound: &str) {
+    let s = server();
+    let running = start_listener(&s, "APP", "app", advisory_args(flags)).await;
     let app = client(&s, "app").await;
-    const N: u64 = 20_000;
-    for seq in 1..=N {
+    for seq in 1..=n {
         let payload = format!(
             r#"{{"type":"io.nats.jetstream.advisory.v1.max_deliver","id":"x","timestamp":"2026-11-29T00:00:00Z","stream":"B","consumer":"C","stream_seq":{seq},"deliveries":3}}"#
         );
@@ -45,20 +56,17 @@ async fn own_client_drops_are_counted_exactly() {
         (counted, dropped)
     };
     // Every advisory is either counted or counted as dropped, exactly.
-    Wait::secs(format!("{N} advisories counted or counted as dropped"), 20)
+    Wait::secs(format!("{n} advisories counted or counted as dropped"), 20)
         .every(Duration::from_millis(100))
         .until(|| {
             let text = running.text();
             let (counted, dropped) = counted_and_dropped(&text);
             let received = exact(&text, "nats_delivery_advisories_received_total", APP).unwrap();
-            if counted + dropped != N as f64 {
+            if counted + dropped != n as f64 {
                 return Err(format!("counted {counted} + dropped {dropped}"));
             }
             assert_eq!(received, counted, "{text}");
-            assert!(
-                dropped > 0.0,
-                "the burst did not overflow an 8-message buffer: {text}"
-            );
+            assert!(dropped > 0.0, "the burst did not overflow {bound}: {text}");
             Ok(())
         })
         .await;
@@ -66,7 +74,7 @@ async fn own_client_drops_are_counted_exactly() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let text = running.text();
     let (counted, dropped) = counted_and_dropped(&text);
-    assert_eq!(counted + dropped, N as f64, "{text}");
+    assert_eq!(counted + dropped, n as f64, "{text}");
     running.stop().await;
 }
 

@@ -172,9 +172,9 @@ fn client_reports_survive_mutations_and_still_encode() {
     ));
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register_collector(Box::new(reports.clone()));
-    assert!(reports.record(REPORT.as_bytes()).is_ok());
+    assert!(reports.record(Some("billing"), REPORT.as_bytes()).is_ok());
     for _ in 0..cases() {
-        let _ = reports.record(&mutate(REPORT.as_bytes(), &mut rng));
+        let _ = reports.record(Some("billing"), &mutate(REPORT.as_bytes(), &mut rng));
     }
     let mut text = String::new();
     prometheus_client::encoding::prometheus_text::encode(&mut text, &registry).unwrap();

@@ -114,7 +114,7 @@ func (r *Reporter) encode() ([]byte, uint64) {
 // PublishNow publishes one report on nc; it returns the report's sequence.
 func (r *Reporter) PublishNow(nc *nats.Conn) (uint64, error) {
 	body, sequence := r.encode()
-	return sequence, nc.Publish(r.Subject, body)
+	return sequence, nc.Publish(r.Subject+"."+r.Client, body)
 }
 
 // Start publishes a report on nc (connected) every Interval until Stop.

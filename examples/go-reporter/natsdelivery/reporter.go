@@ -26,7 +26,9 @@ import (
 // ProtocolVersion is the report version this package writes.
 const ProtocolVersion = 1
 
-// DefaultSubject is the subject the exporter listens on by default.
+// DefaultSubject is the subject prefix the exporter listens on by default:
+// reports go to <prefix>.<client>, the only subject the exporter takes the
+// client's reports from.
 const DefaultSubject = "nats_delivery.reports"
 
 // maxLabelBytes: the exporter rejects a report whose client or instance is longer.
@@ -74,7 +76,7 @@ func nonNegative(n int) int {
 type Reporter struct {
 	Client   string        // the client label: the application's name
 	Instance string        // the instance label: this process
-	Subject  string        // report subject
+	Subject  string        // report subject prefix: reports go to Subject + "." + Client
 	Interval time.Duration // time between reports
 	// OnAsyncError, when set, is called with every asynchronous error after
 	// it was counted (the application's own error handler).

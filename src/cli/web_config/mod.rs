@@ -38,7 +38,7 @@ use std::time::SystemTime;
 use crate::lock::LockOrRecover;
 use tokio_rustls::rustls;
 
-pub(crate) use basic_auth::{AuthCache, Users};
+pub(crate) use basic_auth::{AuthCache, Users, Verdict};
 pub(crate) use rate_limit::RateLimiter;
 
 /// One reading of the file.

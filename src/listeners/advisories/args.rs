@@ -111,8 +111,8 @@ pub struct AdvisoryArgs {
     )]
     pub(crate) dedup_window: usize,
 
-    /// Live mode: advisories the subscription may buffer before the exporter's own client
-    /// drops (counted in nats_delivery_exporter_dropped_messages_total).
+    /// Live mode: advisories received and not yet counted that the listener may hold before
+    /// it drops (counted in nats_delivery_exporter_dropped_messages_total).
     #[arg(
         id = "advisories_buffer",
         value_name = "MESSAGES",
@@ -122,6 +122,19 @@ pub struct AdvisoryArgs {
         value_parser = crate::flags::values::at_least_one
     )]
     pub(crate) buffer: usize,
+
+    /// Live mode: bytes of advisories received and not yet counted; past it (or past
+    /// --advisories-buffer messages) an advisory is dropped (counted in
+    /// nats_delivery_exporter_dropped_messages_total).
+    #[arg(
+        id = "advisories_buffer_bytes",
+        value_name = "BYTES",
+        long = "advisories-buffer-bytes",
+        env = "NATS_DELIVERY_ADVISORIES_BUFFER_BYTES",
+        default_value = "64MiB",
+        value_parser = crate::flags::byte_size::parse_byte_size
+    )]
+    pub(crate) buffer_bytes: usize,
 
     /// Copy each dead message (max deliveries) into this stream. Created if missing.
     #[arg(

@@ -16,26 +16,35 @@
 //! capture uses a second connection to stay out of this arithmetic.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::{Client, Message, Subscriber};
 use futures::stream::SelectAll;
 use futures::{FutureExt, StreamExt};
-use tokio::sync::watch;
+use prometheus_client::metrics::counter::Counter;
+use tokio::sync::{watch, Mutex};
 
 use super::api_audit::{ApiAuditCounter, API_AUDIT_SUBJECT};
 use super::counting::{AdvisoryCounter, Outcome};
 use super::dead_letter::DeadLetter;
+use super::live_queue::{self, Queue, Received};
 use super::metrics::AccountLabels;
 use super::parse::SUBJECTS;
 use super::AccountListener;
 use crate::nats;
 use crate::nats::retry::{or_stop, retry_after, stopped, ErrorKind, ListenerError, ListenerHealth};
 
-/// Default of the messages the advisory subscription may buffer before the client drops:
-/// about 2^20, so a burst of a million advisories does not lose one while
-/// the listener catches up (memory grows only while the buffer is full).
+/// Default of the messages the listener may hold received and not yet
+/// counted before it drops: about 2^20, so a burst of a million advisories
+/// does not lose one while the listener catches up, within
+/// `--advisories-buffer-bytes` (64 MiB by default).
 pub(super) const SUBSCRIPTION_CAPACITY: usize = 1 << 20;
+
+/// Most messages the subscription's own buffer holds, whatever
+/// `--advisories-buffer`: the session task moves each into the byte-bounded
+/// queue as it arrives.
+const CONNECTION_CAPACITY: usize = 4_096;
 
 /// How often the listener updates `listener_up` and audits its own drops.
 pub(super) const AUDIT_INTERVAL: Duration = Duration::from_secs(1);
@@ -71,7 +80,7 @@ pub(super) async fn run_scope(
     mut shutdown: watch::Receiver<bool>,
     scope: Scope,
 ) {
-    let mut counters = Counters {
+    let counters = Arc::new(Mutex::new(Counters {
         delivery: (scope == Scope::Everything).then(|| {
             AdvisoryCounter::new(
                 &l.account,
@@ -81,9 +90,9 @@ pub(super) async fn run_scope(
             )
         }),
         api: ApiAuditCounter::new(&l.account, l.metrics.api_audit.clone(), l.args.max_series),
-    };
+    }));
     let health = Health { l: &l, scope };
-    while let Err(e) = session(&l, scope, &mut counters, &mut shutdown).await {
+    while let Err(e) = session(&l, scope, &counters, &mut shutdown).await {
         if retry_after(&health, health.what(), e, &mut shutdown).await {
             break;
         }
@@ -153,19 +162,42 @@ struct DropAudit {
     reported: u64,
 }
 
+/// What the session task does with each message it takes from the
+/// subscriptions: counts it for the drop audit and queues it for counting,
+/// or drops it (and counts the drop) when the queue is full.
+struct Intake {
+    audit: DropAudit,
+    queue: Queue,
+    dropped: Counter,
+    /// Dropped by the queue since the last log line.
+    unlogged: u64,
+}
+
+impl Intake {
+    fn take(&mut self, msg: Message) {
+        self.audit.received += 1;
+        if !self.queue.push(msg) {
+            self.dropped.inc();
+            self.unlogged += 1;
+        }
+    }
+}
+
 async fn session(
     l: &AccountListener,
     scope: Scope,
-    counters: &mut Counters,
+    counters: &Arc<Mutex<Counters>>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), ListenerError> {
-    let health = Health { l, scope };
     let purpose = match scope {
         Scope::Everything => "advisories",
         Scope::ApiAudits => "api-audits",
     };
+    // The session task only moves messages into the queue: the
+    // subscription's own buffer needs little room.
+    let capacity = l.args.buffer.clamp(1, CONNECTION_CAPACITY);
     let client = l
-        .connect_counting(purpose, l.args.buffer.max(1), scope == Scope::Everything)
+        .connect_counting(purpose, capacity, scope == Scope::Everything)
         .await?;
     let dead_letter = match (&l.args.dead_letter_stream, scope) {
         (Some(stream), Scope::Everything) => match set_up_dead_letter(l, stream, shutdown).await? {
@@ -174,7 +206,7 @@ async fn session(
         },
         _ => None,
     };
-    let mut audit = DropAudit {
+    let audit = DropAudit {
         baseline: client.statistics().in_messages.load(Ordering::Relaxed),
         received: 0,
         reported: 0,
@@ -186,32 +218,73 @@ async fn session(
         None => return Ok(()),
         Some(r) => r.map_err(|e| ListenerError::request("subscribe", &e))?,
     }
+    let (queue, received) = live_queue::queue(l.args.buffer.max(1), l.args.buffer_bytes);
+    let counting = tokio::spawn(count(received, counters.clone(), dead_letter));
+    let mut intake = Intake {
+        audit,
+        queue,
+        dropped: l.metrics.dropped.get_or_create_owned(&AccountLabels {
+            account: l.account.clone(),
+        }),
+        unlogged: 0,
+    };
+    let result = listen(l, scope, &client, &mut subs, &mut intake, shutdown).await;
+    // What was queued is still counted.
+    drop(intake);
+    let _ = counting.await;
+    result
+}
+
+/// Counts what the queue hands over, until it is dropped and empty.
+async fn count(
+    mut received: Received,
+    counters: Arc<Mutex<Counters>>,
+    dead_letter: Option<DeadLetter>,
+) {
+    while let Some(msg) = received.next().await {
+        handle(&mut *counters.lock().await, dead_letter.as_ref(), msg).await;
+    }
+}
+
+/// Moves messages from the subscriptions into the queue and audits the
+/// drops every second, until shutdown or the subscriptions end.
+async fn listen(
+    l: &AccountListener,
+    scope: Scope,
+    client: &Client,
+    subs: &mut SelectAll<Subscriber>,
+    intake: &mut Intake,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(), ListenerError> {
+    let health = Health { l, scope };
     health.set_up(true);
-    let dropped = l.metrics.dropped.get_or_create_owned(&AccountLabels {
-        account: l.account.clone(),
-    });
     let mut tick = tokio::time::interval(AUDIT_INTERVAL);
     loop {
         tokio::select! {
             _ = stopped(shutdown) => return Ok(()),
             msg = subs.next() => match msg {
-                Some(msg) => {
-                    audit.received += 1;
-                    handle(counters, dead_letter.as_ref(), msg).await;
-                }
+                Some(msg) => intake.take(msg),
                 None => return Err(ListenerError::new(ErrorKind::Other, "advisory subscriptions closed")),
             },
             _ = tick.tick() => {
-                let connected = nats::is_connected(&client);
+                if intake.unlogged > 0 {
+                    tracing::error!(
+                        account = %l.account,
+                        dropped = std::mem::take(&mut intake.unlogged),
+                        "advisories dropped: the listener's queue was full (--advisories-buffer, --advisories-buffer-bytes)"
+                    );
+                }
+                let connected = nats::is_connected(client);
                 health.set_up(connected);
                 if !connected {
                     continue;
                 }
-                let Some(lower) = audit_drops(&client, &mut subs, &mut audit, counters, dead_letter.as_ref()).await else {
+                let Some(lower) = audit_drops(client, subs, intake).await else {
                     continue;
                 };
+                let audit = &mut intake.audit;
                 if lower > audit.reported {
-                    dropped.inc_by(lower - audit.reported);
+                    intake.dropped.inc_by(lower - audit.reported);
                     tracing::error!(
                         account = %l.account,
                         dropped = lower,
@@ -256,9 +329,7 @@ async fn set_up_dead_letter(
 async fn audit_drops(
     client: &Client,
     subs: &mut SelectAll<Subscriber>,
-    audit: &mut DropAudit,
-    counters: &mut Counters,
-    dead_letter: Option<&DeadLetter>,
+    intake: &mut Intake,
 ) -> Option<u64> {
     let a = client.statistics().in_messages.load(Ordering::Relaxed);
     // Only a completed round trip proves those `a` messages were
@@ -271,9 +342,9 @@ async fn audit_drops(
     // that still holds messages can answer "not ready", and
     // every message left behind here would be taken for a drop.
     while let Some(Some(msg)) = tokio::task::unconstrained(subs.next()).now_or_never() {
-        audit.received += 1;
-        handle(counters, dead_letter, msg).await;
+        intake.take(msg);
     }
+    let audit = &intake.audit;
     Some(
         a.saturating_sub(audit.baseline)
             .saturating_sub(audit.received),

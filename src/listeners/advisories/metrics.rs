@@ -205,7 +205,7 @@ impl AdvisoryMetrics {
         );
         registry.register(
             "nats_delivery_exporter_dropped_messages",
-            "Advisory messages dropped by the exporter's own NATS client because its subscription buffer was full",
+            "Advisory messages dropped by the exporter because its NATS client's subscription buffer or its listener's queue (messages or bytes) was full",
             m.dropped.clone(),
         );
         registry.register(

@@ -25,6 +25,7 @@ pub(crate) mod durable;
 mod durable_setup;
 mod incarnation;
 mod live;
+mod live_queue;
 pub(crate) mod metrics;
 pub(crate) mod parse;
 pub(crate) mod store;

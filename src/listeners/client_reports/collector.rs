@@ -178,7 +178,7 @@ fn encode_health(
         [(none, state.folded_reports)],
     )?;
     counter_family(e, "nats_delivery_app_reports_rejected",
-        "Application reports the exporter ignored, by reason: malformed, version, identity (not valid version 1 reports), too_large, label_too_long (client or instance), too_many_instances (past the folded instance limit too).",
+        "Application reports the exporter ignored, by reason: malformed, version, identity (not valid version 1 reports), too_large, label_too_long (client or instance), too_many_instances (past the folded instance limit too), subject (client is not the subject's last token), implausible_value (a number of 2^50 or more), implausible_jump (a total grown by more than 2^32 a second), too_many_client_instances (past the instances of one client).",
         REASONS.iter().map(|r| ([("reason", *r)], state.rejected.get(r).copied().unwrap_or(0))))?;
     let f = state.folded;
     counter_family(e, "nats_delivery_app_report_entries_folded",

@@ -22,6 +22,19 @@ pub enum ReportError {
     /// [`ReportLimits::max_folded_instances`](super::ReportLimits::max_folded_instances)
     /// more are summed under `__overflow__`.
     TooManyInstances,
+    /// The report's `client` is not the last token of the subject it came
+    /// on (`<prefix>.<client>`), or it came on the bare prefix: one
+    /// application writing another's name.
+    Subject,
+    /// A number of 2^50 or more (docs/report-protocol.md).
+    ImplausibleValue,
+    /// A total grew by more than 2^32 a second since the instance's
+    /// previous report (docs/report-protocol.md).
+    ImplausibleJump,
+    /// The client already has
+    /// [`ReportLimits::max_instances_per_client`](super::ReportLimits::max_instances_per_client)
+    /// instances.
+    TooManyClientInstances,
 }
 
 impl ReportError {
@@ -34,6 +47,10 @@ impl ReportError {
             ReportError::IdentityTooLong => "label_too_long",
             ReportError::TooLarge(_) => "too_large",
             ReportError::TooManyInstances => "too_many_instances",
+            ReportError::Subject => "subject",
+            ReportError::ImplausibleValue => "implausible_value",
+            ReportError::ImplausibleJump => "implausible_jump",
+            ReportError::TooManyClientInstances => "too_many_client_instances",
         }
     }
 
@@ -47,13 +64,17 @@ impl ReportError {
 }
 
 /// Reasons in a fixed order, for the rejected counter.
-pub(super) const REASONS: [&str; 6] = [
+pub(super) const REASONS: [&str; 10] = [
     "malformed",
     "version",
     "identity",
     "label_too_long",
     "too_large",
     "too_many_instances",
+    "subject",
+    "implausible_value",
+    "implausible_jump",
+    "too_many_client_instances",
 ];
 
 impl fmt::Display for ReportError {
@@ -72,6 +93,21 @@ impl fmt::Display for ReportError {
                     "application report of a new instance past the instance limits"
                 )
             }
+            ReportError::Subject => write!(
+                f,
+                "application report whose client is not its subject's last token"
+            ),
+            ReportError::ImplausibleValue => {
+                write!(f, "application report with a number at or above 2^50")
+            }
+            ReportError::ImplausibleJump => write!(
+                f,
+                "application report with a total grown faster than the protocol allows"
+            ),
+            ReportError::TooManyClientInstances => write!(
+                f,
+                "application report of a new instance past its client's instance limit"
+            ),
         }
     }
 }

@@ -8,6 +8,16 @@ use std::time::Instant;
 use super::wire::{
     add_all, merge_subscription, Bounded, Folded, SubCounters, SubGauges, EVENTS, OVERFLOW,
 };
+use super::{ReportError, MAX_GROWTH_PER_SECOND};
+
+/// Series an instance costs the total series cap by itself: its identity
+/// series, connection events, restarts, and room for its `__overflow__`
+/// names.
+pub(super) const INSTANCE_SERIES: usize = 24;
+/// Series of one subscription name (four counters, three levels).
+pub(super) const SUBSCRIPTION_SERIES: usize = 7;
+/// Series of one (stream, consumer) pair.
+pub(super) const CONSUMER_SERIES: usize = 6;
 
 /// A re-exported counter: the instance's reported total, turned into a
 /// series that never decreases. A lower total than last time means the
@@ -118,15 +128,24 @@ impl Instance {
         }
     }
 
+    /// Series the exporter writes for this instance, as the total series
+    /// cap counts them.
+    pub(super) fn series(&self) -> usize {
+        INSTANCE_SERIES
+            + self.subscriptions.len() * SUBSCRIPTION_SERIES
+            + self.consumers.len() * CONSUMER_SERIES
+    }
+
     /// Takes in one bounded report; returns what it folded to stay within
-    /// `max_entries` subscriptions and consumers.
-    pub(super) fn absorb(&mut self, report: Bounded, max_entries: usize) -> Folded {
+    /// `max_entries` subscriptions and consumers, and within `budget` more
+    /// series (new names past it are folded too).
+    pub(super) fn absorb(&mut self, report: Bounded, max_entries: usize, budget: usize) -> Folded {
         let mut folded = Folded::default();
         let known_subs = self.subscriptions.keys().filter(|k| *k != OVERFLOW).count();
         let subscriptions = fold_names(
             |k: &String| self.subscriptions.contains_key(k),
             known_subs,
-            max_entries,
+            max_entries.min(known_subs.saturating_add(budget / SUBSCRIPTION_SERIES)),
             OVERFLOW.to_string(),
             report.subscriptions,
             merge_subscription,
@@ -138,10 +157,15 @@ impl Instance {
             .keys()
             .filter(|k| **k != overflow_consumer)
             .count();
+        let new_subs = subscriptions
+            .keys()
+            .filter(|k| *k != OVERFLOW && !self.subscriptions.contains_key(*k))
+            .count();
+        let budget = budget.saturating_sub(new_subs * SUBSCRIPTION_SERIES);
         let consumers = fold_names(
             |k: &(String, String)| self.consumers.contains_key(k),
             known_consumers,
-            max_entries,
+            max_entries.min(known_consumers.saturating_add(budget / CONSUMER_SERIES)),
             overflow_consumer,
             report.consumers,
             |a, b| add_all(a, &b),
@@ -173,6 +197,53 @@ impl Instance {
             observe_all(self.consumers.entry(key).or_default(), &counters);
         }
         folded
+    }
+
+    /// Refuses a report in which a total of a name the instance knows grew
+    /// by more than [`MAX_GROWTH_PER_SECOND`] per second (counted from at
+    /// least one second) since the instance's previous report; after a
+    /// restart its whole value is its growth. New names are bounded by
+    /// [`MAX_PLAUSIBLE_VALUE`](super::MAX_PLAUSIBLE_VALUE) alone.
+    pub(super) fn check_growth(&self, report: &Bounded, now: Instant) -> Result<(), ReportError> {
+        let seconds = now.duration_since(self.received_at).as_secs().max(1);
+        let allowed = MAX_GROWTH_PER_SECOND.saturating_mul(seconds);
+        let restarted =
+            matches!((self.last_sequence, report.sequence), (Some(l), Some(n)) if n < l);
+        let grew = |old: &Monotonic, new: u64| {
+            let growth = if restarted || new < old.last {
+                new
+            } else {
+                new - old.last
+            };
+            growth > allowed
+        };
+        fn any<const N: usize>(
+            old: &[Option<Monotonic>; N],
+            new: &[Option<u64>; N],
+            grew: &impl Fn(&Monotonic, u64) -> bool,
+        ) -> bool {
+            old.iter()
+                .zip(new)
+                .any(|(o, n)| matches!((o, n), (Some(o), Some(n)) if grew(o, *n)))
+        }
+        let too_fast = report.subscriptions.iter().any(|(name, (c, _))| {
+            name != OVERFLOW
+                && self
+                    .subscriptions
+                    .get(name)
+                    .is_some_and(|s| any(&s.counters, c, &grew))
+        }) || report
+            .events
+            .iter()
+            .any(|(e, n)| self.events.get(e).is_some_and(|m| grew(m, *n)))
+            || report.consumers.iter().any(|(k, c)| {
+                k.0 != OVERFLOW && self.consumers.get(k).is_some_and(|s| any(s, c, &grew))
+            });
+        if too_fast {
+            Err(ReportError::ImplausibleJump)
+        } else {
+            Ok(())
+        }
     }
 
     /// Whether any counter of the report is lower than the instance's last

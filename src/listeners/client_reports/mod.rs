@@ -15,21 +15,20 @@
 mod collector;
 mod error;
 mod instance;
+mod listener;
 mod overflow;
 mod wire;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use futures::StreamExt;
 
 use crate::lock::LockOrRecover;
 use crate::nats::retry::ErrorKind;
-use crate::nats::{self, Auth, ConnectionError, NatsArgs};
 pub use error::ReportError;
 use error::REASONS;
-use instance::Instance;
+use instance::{Instance, INSTANCE_SERIES};
+pub use listener::{connect, run_client_reports};
 use overflow::Overflow;
 use wire::Folded;
 
@@ -51,6 +50,33 @@ pub struct ReportLimits {
     /// [`Self::max_folded_instances`] of them; reports of instances past
     /// that are rejected until one expires.
     pub max_instances: usize,
+    /// Instances of one client, kept and folded together (default 32):
+    /// reports of its further instances are rejected until one expires, so
+    /// that one application cannot take the slots of others.
+    pub max_instances_per_client: usize,
+    /// Series the kept instances may make a scrape carry, counted as 24 per
+    /// instance, 7 per subscription name and 6 per consumer (default
+    /// 25,000): past it new names are folded under `__overflow__`, new
+    /// instances under client and instance `__overflow__`, and counted.
+    pub max_series: usize,
+}
+
+/// Every number a report carries is below this (2^50, about 1.1e15: a
+/// million messages a second for 35 years), or the report is rejected:
+/// exported counters add totals across restarts and must stay exact as a
+/// Prometheus float (2^53).
+pub(crate) const MAX_PLAUSIBLE_VALUE: u64 = 1 << 50;
+
+/// The most a total may grow per second between two reports of one
+/// instance (2^32, about 4.3e9: bytes at 4 GiB/s); a faster jump rejects
+/// the report.
+pub(crate) const MAX_GROWTH_PER_SECOND: u64 = 1 << 32;
+
+/// Entries of `map` whose key's client is `client`.
+fn count_client<V>(map: &BTreeMap<(String, String), V>, client: &str) -> usize {
+    map.range((client.to_string(), String::new())..)
+        .take_while(|((c, _), _)| c == client)
+        .count()
 }
 
 /// Folded instances tracked per kept instance: see
@@ -79,6 +105,8 @@ impl Default for ReportLimits {
             max_entries: 32,
             max_label_bytes: 128,
             max_instances: 256,
+            max_instances_per_client: 32,
+            max_series: 25_000,
         }
     }
 }
@@ -132,33 +160,20 @@ impl ClientReports {
         self.state.lock_or_recover()
     }
 
-    /// Records one report body. A body that is not a valid report, or over
-    /// a limit, is counted and returned as an error; the stored state is
-    /// untouched.
-    pub fn record(&self, payload: &[u8]) -> Result<(), ReportError> {
-        let parsed = wire::parse(payload, &self.limits);
+    /// Records one report body that came on the subject `<prefix>.<sent_as>`
+    /// (`None`: on the bare prefix). A body that is not a valid report, whose
+    /// `client` is not `sent_as`, or over a limit, is counted and returned
+    /// as an error; the stored state is untouched.
+    pub fn record(&self, sent_as: Option<&str>, payload: &[u8]) -> Result<(), ReportError> {
+        let parsed = wire::parse(payload, &self.limits, sent_as);
         let now = Instant::now();
         let mut state = self.state();
         state.received += 1;
         let result = parsed.and_then(|report| {
             let key = (report.client.clone(), report.instance.clone());
-            let kept = state.instances.contains_key(&key);
-            let new = !kept && !state.overflow.contains(&key);
-            let swept_lately = state
-                .swept_at
-                .is_some_and(|t| now.duration_since(t) < SWEEP_ON_RECORD_GAP);
-            if new && state.instances.len() >= self.limits.max_instances && !swept_lately {
-                // Only a new instance at the limit needs the slots of
-                // expired ones now; otherwise the timer frees them.
-                self.expire_locked(&mut state, now);
-            }
-            let fold = !kept
-                && (!new
-                    || Overflow::is_overflow_key(&key)
-                    || state.instances.len() >= self.limits.max_instances);
-            if fold && new && state.overflow.len() >= self.limits.max_folded_instances() {
-                return Err(ReportError::TooManyInstances);
-            }
+            // Recounted per report: at most `max_instances` small sums.
+            let used: usize = state.instances.values().map(Instance::series).sum();
+            let fold = self.admit(&mut state, &key, &report, now, used)?;
             let unix_seconds = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs_f64())
@@ -171,13 +186,19 @@ impl ClientReports {
                 state.folded_reports += 1;
                 return Ok(());
             }
+            let new_cost = if state.instances.contains_key(&key) {
+                0
+            } else {
+                INSTANCE_SERIES
+            };
+            let budget = self.limits.max_series.saturating_sub(used + new_cost);
             let instance = state
                 .instances
                 .entry(key)
                 .or_insert_with(|| Instance::new(now, unix_seconds));
             instance.received_at = now;
             instance.received_unix_seconds = unix_seconds;
-            let folded = instance.absorb(report, self.limits.max_entries);
+            let folded = instance.absorb(report, self.limits.max_entries, budget);
             let total = &mut state.folded;
             total.subscriptions += folded.subscriptions;
             total.consumers += folded.consumers;
@@ -188,6 +209,56 @@ impl ClientReports {
             *state.rejected.entry(e.reason()).or_insert(0) += 1;
         }
         result
+    }
+
+    /// Whether a valid report may be taken in, and if so whether it is
+    /// folded under `__overflow__`: the growth of a kept instance's totals,
+    /// its client's instances and the instance limits are checked here.
+    fn admit(
+        &self,
+        state: &mut State,
+        key: &(String, String),
+        report: &wire::Bounded,
+        now: Instant,
+        used_series: usize,
+    ) -> Result<bool, ReportError> {
+        let kept = state.instances.get(key);
+        if let Some(instance) = kept {
+            instance.check_growth(report, now)?;
+        }
+        let kept = kept.is_some();
+        let new = !kept && !state.overflow.contains(key);
+        let of_client = |state: &State| {
+            count_client(&state.instances, &key.0) + state.overflow.of_client(&key.0)
+        };
+        let swept_lately = |state: &State| {
+            state
+                .swept_at
+                .is_some_and(|t| now.duration_since(t) < SWEEP_ON_RECORD_GAP)
+        };
+        let per_client = self.limits.max_instances_per_client;
+        if new && of_client(state) >= per_client {
+            if !swept_lately(state) {
+                self.expire_locked(state, now);
+            }
+            if of_client(state) >= per_client {
+                return Err(ReportError::TooManyClientInstances);
+            }
+        }
+        if new && state.instances.len() >= self.limits.max_instances && !swept_lately(state) {
+            // Only a new instance at the limit needs the slots of
+            // expired ones now; otherwise the timer frees them.
+            self.expire_locked(state, now);
+        }
+        let fold = !kept
+            && (!new
+                || Overflow::is_overflow_key(key)
+                || state.instances.len() >= self.limits.max_instances
+                || used_series + INSTANCE_SERIES > self.limits.max_series);
+        if fold && new && state.overflow.len() >= self.limits.max_folded_instances() {
+            return Err(ReportError::TooManyInstances);
+        }
+        Ok(fold)
     }
 
     /// Removes the instances that have not reported for the expiry time;
@@ -217,7 +288,7 @@ impl ClientReports {
         self.state().overflow.len()
     }
 
-    fn set_listener_up(&self, up: bool) {
+    pub(super) fn set_listener_up(&self, up: bool) {
         self.state().listener_up = up;
     }
 
@@ -232,121 +303,8 @@ impl ClientReports {
     }
 }
 
-/// Connects the report listener's client: connection failures in the
-/// background (a refused login, say) are counted into `reports` by kind.
-pub async fn connect(
-    nats: &NatsArgs,
-    auth: &Auth,
-    reports: Arc<ClientReports>,
-) -> Result<async_nats::Client, ConnectionError> {
-    let on_failure: nats::OnFailure = Box::new(move |kind| reports.count_listener_error(kind));
-    nats::connect_watched(nats, auth, "client-reports", 65_536, Some(on_failure)).await
-}
-
-/// Logs a rejected report at most once per interval, with how many were
-/// rejected since the last line: a flood of garbage is counted in full but
-/// does not become a flood of log lines.
-#[derive(Debug)]
-struct RateLimitedLog {
-    interval: Duration,
-    last: Option<Instant>,
-    suppressed: u64,
-}
-
-impl RateLimitedLog {
-    fn warn(&mut self, subject: &str, error: &ReportError) {
-        let now = Instant::now();
-        if self
-            .last
-            .is_some_and(|l| now.duration_since(l) < self.interval)
-        {
-            self.suppressed += 1;
-            return;
-        }
-        let suppressed = std::mem::take(&mut self.suppressed);
-        self.last = Some(now);
-        tracing::warn!(%subject, error = %error, not_logged_since_last_line = suppressed,
-            "ignored an application report");
-    }
-}
-
-fn connected(client: &async_nats::Client) -> bool {
-    client.connection_state() == async_nats::connection::State::Connected
-}
-
-/// How often expired instances are removed and the connection is checked.
-const SWEEP_EVERY: Duration = Duration::from_secs(1);
-
 /// A report of a new instance at the instance limit removes expired
 /// instances first, at most this often: the sweep visits every kept and
 /// folded instance, and a flood of new instances would otherwise pay for
 /// it on every report.
 const SWEEP_ON_RECORD_GAP: Duration = Duration::from_millis(100);
-
-/// Pause before subscribing again after the subscription failed or ended.
-const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(5);
-
-/// Subscribes to `subject` on `client` and records every report into
-/// `reports`, forever: when subscribing fails or the subscription ends,
-/// `nats_delivery_app_reports_listener_up` goes to 0 and it subscribes again
-/// after 5 seconds; while the connection is down it is 0 as well (checked on
-/// every expiry sweep). Expired instances are removed every second.
-/// Rejected reports are counted, and logged at most once per 10 seconds.
-/// Failed or ended subscriptions are counted by kind in
-/// `nats_delivery_app_reports_listener_errors_total`.
-pub async fn run_client_reports(
-    client: async_nats::Client,
-    subject: String,
-    reports: Arc<ClientReports>,
-) {
-    let mut log = RateLimitedLog {
-        interval: Duration::from_secs(10),
-        last: None,
-        suppressed: 0,
-    };
-    let mut sweep = tokio::time::interval(SWEEP_EVERY);
-    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        match client.subscribe(subject.clone()).await {
-            Ok(mut subscriber) => {
-                // A connection still being established (retry on initial
-                // connect) answers the flush once it is up.
-                let _ = client.flush().await;
-                reports.set_listener_up(connected(&client));
-                loop {
-                    tokio::select! {
-                        message = subscriber.next() => match message {
-                            Some(m) => {
-                                if let Err(e) = reports.record(&m.payload) {
-                                    log.warn(&subject, &e);
-                                }
-                            }
-                            None => break,
-                        },
-                        _ = sweep.tick() => {
-                            reports.expire();
-                            // Subscribed but disconnected hears nothing either.
-                            reports.set_listener_up(connected(&client));
-                        }
-                    }
-                }
-                reports.set_listener_up(false);
-                reports.count_listener_error(ErrorKind::Other);
-                tracing::warn!(%subject, "application report subscription ended");
-            }
-            Err(e) => {
-                reports.set_listener_up(false);
-                reports.count_listener_error(ErrorKind::of_request(&e));
-                tracing::error!(%subject, error = %e, "cannot subscribe to application reports");
-            }
-        }
-        let pause = tokio::time::sleep(RESUBSCRIBE_AFTER);
-        tokio::pin!(pause);
-        loop {
-            tokio::select! {
-                _ = &mut pause => break,
-                _ = sweep.tick() => reports.expire(),
-            }
-        }
-    }
-}

@@ -112,6 +112,11 @@ impl Overflow {
         self.tracked.contains_key(key)
     }
 
+    /// Folded instances of `client`.
+    pub(super) fn of_client(&self, client: &str) -> usize {
+        super::count_client(&self.tracked, client)
+    }
+
     /// Folded instances held in memory (expired ones until [`Self::expire`]).
     pub(super) fn len(&self) -> usize {
         self.tracked.len()
@@ -312,7 +317,7 @@ mod tests {
     fn a_report_naming_the_overflow_series_is_folded_even_with_slots_free() {
         let reports = super::super::ClientReports::new(Duration::from_secs(60));
         let body = br#"{"version": 1, "client": "__overflow__", "instance": "__overflow__"}"#;
-        reports.record(body).unwrap();
+        reports.record(Some("__overflow__"), body).unwrap();
         assert_eq!((reports.instances(), reports.folded_instances()), (0, 1));
     }
 

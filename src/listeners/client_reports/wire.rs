@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{ReportError, ReportLimits};
+use super::{ReportError, ReportLimits, MAX_PLAUSIBLE_VALUE};
 
 /// Label value that collects subscriptions and consumers past a limit.
 pub(crate) const OVERFLOW: &str = "__overflow__";
@@ -107,8 +107,13 @@ pub(super) struct Bounded {
     pub(crate) folded: Folded,
 }
 
-/// Parses and bounds one report body.
-pub(super) fn parse(payload: &[u8], limits: &ReportLimits) -> Result<Bounded, ReportError> {
+/// Parses and bounds one report body that came on the subject of client
+/// `sent_as` (see [`super::ClientReports::record`]).
+pub(super) fn parse(
+    payload: &[u8],
+    limits: &ReportLimits,
+    sent_as: Option<&str>,
+) -> Result<Bounded, ReportError> {
     if payload.len() > limits.max_report_bytes {
         return Err(ReportError::TooLarge(payload.len()));
     }
@@ -123,6 +128,12 @@ pub(super) fn parse(payload: &[u8], limits: &ReportLimits) -> Result<Bounded, Re
     let too_long = |s: &str| s.len() > limits.max_label_bytes;
     if too_long(&report.client) || too_long(&report.instance) {
         return Err(ReportError::IdentityTooLong);
+    }
+    if sent_as != Some(report.client.as_str()) {
+        return Err(ReportError::Subject);
+    }
+    if !plausible(&report) {
+        return Err(ReportError::ImplausibleValue);
     }
     let mut folded = Folded::default();
     let mut label = |s: String| {
@@ -150,6 +161,35 @@ pub(super) fn parse(payload: &[u8], limits: &ReportLimits) -> Result<Bounded, Re
         consumers,
         folded,
     })
+}
+
+/// Whether every total and level of the report is below
+/// [`MAX_PLAUSIBLE_VALUE`].
+fn plausible(report: &WireReport) -> bool {
+    let ok = |v: &Option<u64>| v.is_none_or(|v| v < MAX_PLAUSIBLE_VALUE);
+    report.subscriptions.iter().all(|s| {
+        [
+            s.delivered_messages,
+            s.dropped_messages,
+            s.dropped_bytes,
+            s.slow_consumer_events,
+            s.pending_messages,
+            s.pending_bytes,
+            s.pending_messages_high_water,
+        ]
+        .iter()
+        .all(ok)
+    }) && report
+        .connection_events
+        .values()
+        .all(|v| *v < MAX_PLAUSIBLE_VALUE)
+        && report.jetstream_consumers.iter().all(|c| {
+            ok(&c.received_messages)
+                && ok(&c.redelivered_messages)
+                && c.acknowledgements
+                    .values()
+                    .all(|v| *v < MAX_PLAUSIBLE_VALUE)
+        })
 }
 
 /// The report's subscriptions by bounded name, entries naming one a second

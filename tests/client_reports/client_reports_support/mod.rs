@@ -42,7 +42,8 @@ pub async fn exporter_with(
         subject.to_string(),
         reports.clone(),
     ));
-    // Let the subscription reach the server before anyone publishes.
+    // Let both subscriptions (`<subject>.*` and the bare subject) reach the
+    // server before anyone publishes.
     Wait::secs("the exporter's subscription", 10)
         .every(Duration::ZERO)
         .until_async(async || {
@@ -50,7 +51,7 @@ pub async fn exporter_with(
             let subsz = nats_test_server::http_get(&format!("{}/subsz", server.monitor_url()));
             let subsz: serde_json::Value = serde_json::from_str(&subsz).unwrap();
             let subscriptions = subsz["num_subscriptions"].as_u64().unwrap_or(0);
-            (subscriptions >= 1).then_some(()).ok_or(subscriptions)
+            (subscriptions >= 2).then_some(()).ok_or(subscriptions)
         })
         .await;
     (registry, reports)
@@ -75,10 +76,21 @@ pub fn report(
     )
 }
 
+/// The subject an honest reporter sends `body` on: `<prefix>.<client>`
+/// (`<prefix>.unnamed` for a body without a client name).
+pub fn on(prefix: &str, body: &[u8]) -> String {
+    let client = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("client").and_then(|c| c.as_str()).map(str::to_string))
+        .filter(|c| !c.is_empty() && c.len() <= 128 && !c.contains(['.', '*', '>', ' ']))
+        .unwrap_or_else(|| "unnamed".to_string());
+    format!("{prefix}.{client}")
+}
+
 pub async fn send(server: &NatsServer, bodies: impl IntoIterator<Item = Bytes>) {
     let publisher = async_nats::connect(server.client_url()).await.unwrap();
     for body in bodies {
-        publisher.publish(SUBJECT, body).await.unwrap();
+        publisher.publish(on(SUBJECT, &body), body).await.unwrap();
     }
     publisher.flush().await.unwrap();
 }

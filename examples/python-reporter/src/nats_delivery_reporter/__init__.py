@@ -195,7 +195,8 @@ class DeliveryReporter:
 
     async def publish_now(self, nc):
         """Publishes one report on ``nc``; returns its sequence."""
-        await nc.publish(self.subject, self.report())
+        # <prefix>.<client>: the exporter takes a client's reports from its subject only.
+        await nc.publish(f"{self.subject}.{self.client}", self.report())
         return self.sequence
 
     def start(self, nc):

@@ -35,7 +35,10 @@ import java.util.concurrent.TimeUnit;
 public final class DeliveryReporter implements ConnectionListener {
     /** The report version this class writes. */
     public static final int PROTOCOL_VERSION = 1;
-    /** The subject the exporter listens on by default. */
+    /**
+     * The subject prefix the exporter listens on by default: reports go on
+     * {@code <prefix>.<client>}, and the exporter refuses a report whose client is not that token.
+     */
     public static final String DEFAULT_SUBJECT = "nats_delivery.reports";
     /** The exporter rejects a report whose client or instance is longer (UTF-8 bytes). */
     static final int MAX_LABEL_BYTES = 128;
@@ -83,6 +86,11 @@ public final class DeliveryReporter implements ConnectionListener {
                         "client and instance must be 1 to " + MAX_LABEL_BYTES + " bytes, got " + value);
             }
         }
+        // The client is the last token of the report's subject: one token.
+        if (!client.matches("[^.*>\\s]+")) {
+            throw new IllegalArgumentException(
+                    "client must be one subject token (no '.', '*', '>' or whitespace), got " + client);
+        }
         this.client = client;
         this.instance = instance;
         for (String event : new String[] {"connected", "disconnected", "lame_duck", "closed"}) {
@@ -110,7 +118,7 @@ public final class DeliveryReporter implements ConnectionListener {
         return instance;
     }
 
-    /** Sets the report subject (default {@value #DEFAULT_SUBJECT}). */
+    /** Sets the report subject prefix (default {@value #DEFAULT_SUBJECT}); reports go on {@code <prefix>.<client>}. */
     public DeliveryReporter subject(String subject) {
         this.subject = subject;
         return this;
@@ -289,7 +297,7 @@ public final class DeliveryReporter implements ConnectionListener {
             body = report();
             seq = sequence;
         }
-        nc.publish(subject, body);
+        nc.publish(subject + "." + client, body);
         return seq;
     }
 
