@@ -157,10 +157,17 @@ pub async fn wait_until_up(http: &reqwest::Client, listen: SocketAddr) {
 /// pull consumers.
 #[allow(dead_code, reason = "the benchmarks against one server use it")]
 pub async fn create_consumers(server: &NatsServer, streams: usize, consumers: usize) {
+    create_more_consumers(server, 0, streams, consumers).await;
+}
+
+/// [`create_consumers`] for the streams numbered `from..to`.
+#[allow(dead_code, reason = "the benchmarks against one server use it")]
+pub async fn create_more_consumers(server: &NatsServer, from: usize, to: usize, consumers: usize) {
     let client = async_nats::connect(server.client_url()).await.unwrap();
     let js = jetstream::new(client);
     let setup = Instant::now();
-    fstream::iter(0..streams)
+    let streams = to - from;
+    fstream::iter(from..to)
         .for_each_concurrent(8, |s| {
             let js = js.clone();
             async move {

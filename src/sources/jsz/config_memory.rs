@@ -85,6 +85,48 @@ impl Memory {
         self.read_at.is_none_or(|at| at.elapsed() >= interval)
     }
 
+    /// Whether a configuration was ever read into it.
+    pub(super) fn read_before(&self) -> bool {
+        self.read_at.is_some()
+    }
+
+    /// Fills in the configuration kept where a poll that could not read it
+    /// needs it, and leaves what is kept as it was. A consumer whose
+    /// configuration is not known, or whose removal count `check` says
+    /// could grow, is marked reconfigured: its count starts again rather
+    /// than count what a configuration not read could explain.
+    pub(super) fn fill(&self, polled: &mut JszPoll, check: Option<RemovalCheck>) {
+        for a in &mut polled.accounts {
+            for s in &mut a.stream_detail {
+                let kept_stream = self.streams.get(&key(&[&a.name, &s.name], s.created));
+                if s.config.is_none() {
+                    s.config = kept_stream.and_then(|k| k.config.clone());
+                }
+                let stream_now = stream_at(s);
+                for c in &mut s.consumer_detail {
+                    let kept = self
+                        .consumers
+                        .get(&key(&[&a.name, &s.name, &c.name], c.created));
+                    let (Some(ks), Some(kc), Some(config)) =
+                        (kept_stream, kept, kept.and_then(|k| k.config.as_ref()))
+                    else {
+                        c.reconfigured = true;
+                        continue;
+                    };
+                    if c.config.is_none() {
+                        c.config = Some(config.clone());
+                    }
+                    if let Some(check) = check {
+                        let (filtered, once) = counting_kind(config);
+                        let before = joined(ks.at, kc.at);
+                        let now = joined(stream_now, consumer_at(c));
+                        c.reconfigured |= check(before, now, filtered, once);
+                    }
+                }
+            }
+        }
+    }
+
     /// The accounts (as the server names them) whose configuration this
     /// poll must read: a stream or consumer not kept or made again, or a
     /// consumer whose removal count `check` says could grow.
