@@ -40,6 +40,7 @@ pub fn min(v: &[f64]) -> f64 {
 /// The CPU time of a process (all its threads, user and system), in
 /// seconds, from its CPU-time clock: nanoseconds, where `/proc/<pid>/stat`
 /// counts 10 ms ticks, too coarse for one request summed over servers.
+#[allow(dead_code, reason = "not every benchmark reads CPU time")]
 pub fn cpu_seconds(pid: u32) -> f64 {
     let mut clock: libc::clockid_t = 0;
     let mut now = libc::timespec {
@@ -125,6 +126,7 @@ pub const EXPORTER: &str = env!("CARGO_BIN_EXE_nats-delivery-exporter");
 
 /// Starts the exporter `binary` on a free port with `args` (which say what
 /// it polls) and a 60 s timeout, logging warnings only.
+#[allow(dead_code, reason = "scrape_worst keeps the default timeout")]
 pub fn spawn_exporter(binary: &str, args: &[String]) -> (Child, SocketAddr) {
     let listen = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -109,7 +109,7 @@ async fn a_failed_read_for_a_new_consumer_serves_the_counts_with_what_is_kept() 
     let st = stream_with_consumer(&server, 3).await;
     let fake = answering_config_once(server.monitor_url()).await;
     let exporter = common::exporter(
-        &[fake.url.clone()],
+        std::slice::from_ref(&fake.url),
         &["--sources", "varz,jsz", "--timeout", "6s"],
     );
     let name = server.name.as_str();
@@ -149,7 +149,7 @@ async fn a_failed_periodic_read_serves_the_counts_with_what_is_kept() {
         "--jsz-config-interval",
         "0s",
     ];
-    let exporter = common::exporter(&[fake.url.clone()], &flags);
+    let exporter = common::exporter(std::slice::from_ref(&fake.url), &flags);
     let name = server.name.as_str();
     let first = seen(&exporter, name, &["first"]).await;
     assert_eq!((first.read, first.failures), (Some(1.0), Some(0.0)));
