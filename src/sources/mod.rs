@@ -225,10 +225,9 @@ pub struct SourceSettings {
     pub jsz_config_interval: std::time::Duration,
     /// The removal count's check, before which the configuration is read.
     pub jsz_removal_check: Option<jsz::RemovalCheck>,
-    /// The time a `/jsz` poll has: a configuration read takes at most half
-    /// of what is left of it, so that a poll without configuration can
-    /// still answer when that read fails. `None`: the poller sets the
-    /// scrape's `timeout`.
+    /// The time a `/jsz` poll has: a configuration read leaves part of it
+    /// to a poll without configuration, which answers when that read
+    /// fails. `None`: the poller sets the scrape's `timeout`.
     pub jsz_poll_timeout: Option<std::time::Duration>,
 }
 

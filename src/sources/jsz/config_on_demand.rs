@@ -12,7 +12,8 @@
 //! An account read again with its configuration is let go from the poll
 //! first: the poll never holds two copies of it. Once a configuration has
 //! been read, a read that fails (too large for the budget, or late: it
-//! has half of what is left of the poll's time) leaves the poll to be
+//! leaves a poll without configuration what the last one took and a
+//! quarter more of the poll's time, at least a quarter of what is left) leaves the poll to be
 //! answered without configuration, with what is kept, and is tried again
 //! at the next poll.
 
@@ -45,6 +46,10 @@ pub(crate) struct ConfigOnDemand {
     timeout: Duration,
     /// Configuration reads that failed, answered without configuration.
     failures: AtomicU64,
+    /// How long the last poll of every account without configuration
+    /// took, in nanoseconds (0: none yet): the time a configuration read
+    /// leaves for the poll that answers when it fails.
+    plain_nanos: AtomicU64,
     memory: Mutex<Memory>,
 }
 
@@ -90,6 +95,7 @@ impl ConfigOnDemand {
             check,
             timeout,
             failures: AtomicU64::new(0),
+            plain_nanos: AtomicU64::new(0),
             memory: Mutex::default(),
         }
     }
@@ -145,7 +151,10 @@ impl ConfigOnDemand {
                 }
             };
         }
+        let plain = Instant::now();
         let mut polled = reader.read(Which::All, false).await?;
+        let took = u64::try_from(plain.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.plain_nanos.store(took, Ordering::Relaxed);
         let stale = memory.stale_accounts(&polled, self.check);
         if stale.is_empty() {
             return keep(memory, reader.link, polled, false);
@@ -168,8 +177,7 @@ impl ConfigOnDemand {
     }
 
     /// Reads `which` with its configuration, charged to a share of the
-    /// poll's budget (all given back if it fails), within half of what is
-    /// left of the poll's time.
+    /// poll's budget (all given back if it fails), within its deadline.
     async fn config_read(
         &self,
         reader: Reader<'_, '_>,
@@ -186,13 +194,27 @@ impl ConfigOnDemand {
         let fresh = if self.timeout.is_zero() {
             read.await?
         } else {
-            let left = self.timeout.saturating_sub(started.elapsed()) / 2;
+            let left = self.deadline(started);
             tokio::time::timeout(left, read)
                 .await
                 .map_err(|_| PollError::Timeout(left))??
         };
         share.hand_over(fresh.accounts.iter().map(Kept::kept_bytes).sum());
         Ok(fresh)
+    }
+
+    /// The time a configuration read has: what is left of the poll's, but
+    /// for what the last poll without configuration took and a quarter
+    /// more (at least a quarter of what is left; half when there was none).
+    fn deadline(&self, started: Instant) -> Duration {
+        let left = self.timeout.saturating_sub(started.elapsed());
+        let plain = Duration::from_nanos(self.plain_nanos.load(Ordering::Relaxed));
+        let reserve = if plain.is_zero() {
+            left / 2
+        } else {
+            (plain * 5 / 4).max(left / 4)
+        };
+        left.saturating_sub(reserve).max(left / 4)
     }
 
     /// After a configuration read of `which` failed with `error`: reads
