@@ -40,6 +40,7 @@ pub fn min(v: &[f64]) -> f64 {
 /// The CPU time of a process (all its threads, user and system), in
 /// seconds, from its CPU-time clock: nanoseconds, where `/proc/<pid>/stat`
 /// counts 10 ms ticks, too coarse for one request summed over servers.
+#[allow(dead_code, reason = "not every benchmark reads CPU time")]
 pub fn cpu_seconds(pid: u32) -> f64 {
     let mut clock: libc::clockid_t = 0;
     let mut now = libc::timespec {
@@ -134,6 +135,7 @@ pub const EXPORTER: &str = env!("CARGO_BIN_EXE_nats-delivery-exporter");
 
 /// Starts the exporter `binary` on a free port with `args` (which say what
 /// it polls) and a 60 s timeout, logging warnings only.
+#[allow(dead_code, reason = "scrape_worst keeps the default timeout")]
 pub fn spawn_exporter(binary: &str, args: &[String]) -> (Child, SocketAddr) {
     let listen = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -166,10 +168,17 @@ pub async fn wait_until_up(http: &reqwest::Client, listen: SocketAddr) {
 /// pull consumers.
 #[allow(dead_code, reason = "the benchmarks against one server use it")]
 pub async fn create_consumers(server: &NatsServer, streams: usize, consumers: usize) {
+    create_more_consumers(server, 0, streams, consumers).await;
+}
+
+/// [`create_consumers`] for the streams numbered `from..to`.
+#[allow(dead_code, reason = "the benchmarks against one server use it")]
+pub async fn create_more_consumers(server: &NatsServer, from: usize, to: usize, consumers: usize) {
     let client = async_nats::connect(server.client_url()).await.unwrap();
     let js = jetstream::new(client);
     let setup = Instant::now();
-    fstream::iter(0..streams)
+    let streams = to - from;
+    fstream::iter(from..to)
         .for_each_concurrent(8, |s| {
             let js = js.clone();
             async move {

@@ -38,6 +38,7 @@ impl Config {
                 jsz_filter: self.cardinality.filter(),
                 jsz_config_interval: self.server_cost.jsz_config_interval,
                 jsz_removal_check: None,
+                jsz_poll_timeout: None,
             },
             consumer_status_window: self.consumer_status_window,
             consumer_timestamp_reads: self.consumer_timestamp_reads,

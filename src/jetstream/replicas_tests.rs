@@ -33,6 +33,7 @@ fn poll(stream: Option<ClusterInfo>, consumer: Option<ClusterInfo>) -> JszPoll {
             ..Default::default()
         }],
         config_read: true,
+        config_read_failures: 0,
     }
 }
 

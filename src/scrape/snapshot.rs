@@ -258,6 +258,15 @@ fn encode_health(enc: &mut DescriptorEncoder, snap: &Snapshot) -> fmt::Result {
             Some(([("server", t.server.as_str())], u64::from(jsz.config_read)))
         }),
     )?;
+    counter_family(
+        enc,
+        "nats_delivery_jsz_config_read_failures",
+        "Reads of the streams' and consumers' configuration from this server that failed (too large for --max-kept-size, or late), each /jsz poll then answered without it, with the configuration kept from the last read.",
+        snap.targets.iter().filter_map(|t| {
+            let jsz = t.jsz.as_ref()?;
+            Some(([("server", t.server.as_str())], jsz.config_read_failures))
+        }),
+    )?;
     gauge_family(
         enc,
         "nats_delivery_last_success_timestamp_seconds",

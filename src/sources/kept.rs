@@ -111,6 +111,16 @@ impl KeptBudget {
         }
     }
 
+    /// Hands `bytes` charged to this share over to its parent: they stay
+    /// charged there when the share is dropped (a part kept whole).
+    pub(crate) fn hand_over(&self, bytes: usize) {
+        let _ = self
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                Some(used - bytes.min(used))
+            });
+    }
+
     /// Bytes charged now.
     #[cfg(test)]
     pub(crate) fn used(&self) -> usize {
@@ -309,6 +319,13 @@ mod tests {
         assert_eq!((part.used(), parent.used()), (30, 60));
         drop(part);
         assert_eq!(parent.used(), 30);
+        // What a share hands over stays charged to its parent.
+        let part = KeptBudget::share(&parent);
+        assert!(part.charge(50));
+        part.hand_over(20);
+        assert_eq!((part.used(), parent.used()), (30, 80));
+        drop(part);
+        assert_eq!(parent.used(), 50);
     }
 
     #[test]

@@ -225,11 +225,16 @@ pub struct SourceSettings {
     pub jsz_config_interval: std::time::Duration,
     /// The removal count's check, before which the configuration is read.
     pub jsz_removal_check: Option<jsz::RemovalCheck>,
+    /// The time a `/jsz` poll has: a configuration read leaves part of it
+    /// to a poll without configuration, which answers when that read
+    /// fails. `None`: the poller sets the scrape's `timeout`.
+    pub jsz_poll_timeout: Option<std::time::Duration>,
 }
 
 impl SourceSettings {
     fn jsz_config(&self) -> jsz::ConfigOnDemand {
-        jsz::ConfigOnDemand::new(self.jsz_config_interval, self.jsz_removal_check)
+        let timeout = self.jsz_poll_timeout.unwrap_or_default();
+        jsz::ConfigOnDemand::new(self.jsz_config_interval, self.jsz_removal_check, timeout)
     }
 }
 

@@ -28,6 +28,7 @@ fn made(enabled: Vec<Source>) -> Vec<Source> {
         jsz_filter: Default::default(),
         jsz_config_interval: Default::default(),
         jsz_removal_check: None,
+        jsz_poll_timeout: None,
     };
     per_target(&settings).iter().map(|s| s.kind()).collect()
 }

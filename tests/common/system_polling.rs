@@ -23,7 +23,12 @@ system_account: SYS
 /// An exporter polling every server it finds through the system account
 /// of `client_url`'s server, with `--sources sources` and no monitoring URL.
 pub async fn system_exporter(client_url: &str, sources: &str) -> Exporter {
-    let config = Config::try_parse_from([
+    system_exporter_with(client_url, sources, &[]).await
+}
+
+/// [`system_exporter`] with more flags.
+pub async fn system_exporter_with(client_url: &str, sources: &str, extra: &[&str]) -> Exporter {
+    let flags = [
         "nats-delivery-exporter",
         "--system-account-polling",
         "--system-account",
@@ -36,8 +41,8 @@ pub async fn system_exporter(client_url: &str, sources: &str) -> Exporter {
         "0s",
         "--sources",
         sources,
-    ])
-    .expect("valid flags");
+    ];
+    let config = Config::try_parse_from(flags.iter().chain(extra)).expect("valid flags");
     let polling = nats_delivery_exporter::connect_system_polling(config.system_poll_settings())
         .await
         .expect("system polling");

@@ -5,7 +5,9 @@ mod cardinality_budget;
 mod cardinality_request;
 #[path = "../common/mod.rs"]
 mod common;
+mod config_jump;
 mod config_on_demand;
+mod config_read_fails;
 mod consumer_health;
 mod consumer_health_lag;
 mod consumer_reset;

@@ -29,6 +29,7 @@ fn settings(monitor_url: &str) -> ScrapeSettings {
             jsz_filter: Default::default(),
             jsz_config_interval: Duration::from_secs(300),
             jsz_removal_check: None,
+            jsz_poll_timeout: None,
         },
         consumer_status_window: Duration::ZERO,
         consumer_timestamp_reads: 50,

@@ -79,6 +79,8 @@ impl Poller {
     pub(crate) fn new(mut settings: ScrapeSettings, fetch: Fetcher) -> Poller {
         let check = &mut settings.sources.jsz_removal_check;
         check.get_or_insert(crate::jetstream::removed_before_delivery::could_count);
+        let timeout = settings.timeout;
+        settings.sources.jsz_poll_timeout.get_or_insert(timeout);
         let targets = settings
             .monitor_urls
             .iter()

@@ -54,6 +54,48 @@ impl Memory {
         self.read_at.is_none_or(|at| at.elapsed() >= interval)
     }
 
+    /// Whether a configuration was ever read into it.
+    pub(super) fn read_before(&self) -> bool {
+        self.read_at.is_some()
+    }
+
+    /// Fills in the configuration kept where a poll that could not read it
+    /// needs it, and leaves what is kept as it was. A consumer whose
+    /// configuration is not known, or whose removal count `check` says
+    /// could grow, is marked reconfigured: its count starts again rather
+    /// than count what a configuration not read could explain.
+    pub(super) fn fill(&self, polled: &mut JszPoll, check: Option<RemovalCheck>) {
+        for a in &mut polled.accounts {
+            for s in &mut a.stream_detail {
+                let kept_stream = self.streams.get(&key(&[&a.name, &s.name], s.created));
+                if s.config.is_none() {
+                    s.config = kept_stream.and_then(|k| k.config.clone());
+                }
+                let stream_now = stream_at(s);
+                for c in &mut s.consumer_detail {
+                    let kept = self
+                        .consumers
+                        .get(&key(&[&a.name, &s.name, &c.name], c.created));
+                    let (Some(ks), Some(kc), Some(config)) =
+                        (kept_stream, kept, kept.and_then(|k| k.config.as_ref()))
+                    else {
+                        c.reconfigured = true;
+                        continue;
+                    };
+                    if c.config.is_none() {
+                        c.config = Some(config.clone());
+                    }
+                    if let Some(check) = check {
+                        let (filtered, once) = counting_kind(config);
+                        let before = joined(ks.at, kc.at);
+                        let now = joined(stream_now, consumer_at(c));
+                        c.reconfigured |= check(before, now, filtered, once);
+                    }
+                }
+            }
+        }
+    }
+
     /// The accounts (as the server names them) whose configuration this
     /// poll must read: a stream or consumer not kept or made again, or a
     /// consumer whose removal count `check` says could grow.
@@ -183,5 +225,76 @@ pub(super) fn own_name(a: &AccountDetail) -> &String {
         &a.name
     } else {
         &a.id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::jsz::Jsz;
+
+    /// A poll of stream S with consumers `names` (`max_ack_pending` 5 each
+    /// when `config`), each at delivered stream sequence `delivered`.
+    fn poll(names: &[&str], config: bool, delivered: u64) -> JszPoll {
+        let consumers: Vec<String> = names
+            .iter()
+            .map(|n| {
+                let config = if config {
+                    r#","config":{"durable_name":"d","max_ack_pending":5}"#
+                } else {
+                    ""
+                };
+                format!(r#"{{"name":"{n}","created":"t"{config},"delivered":{{"stream_seq":{delivered}}}}}"#)
+            })
+            .collect();
+        let json = format!(
+            r#"{{"account_details":[{{"name":"A","stream_detail":[{{"name":"S","created":"t",
+            "state":{{"last_seq":9}},"consumer_detail":[{}]}}]}}]}}"#,
+            consumers.join(",")
+        );
+        let jsz: Jsz = serde_json::from_str(&json).unwrap();
+        JszPoll {
+            accounts: jsz.account_details,
+            ..JszPoll::default()
+        }
+    }
+
+    fn consumers(polled: &JszPoll) -> Vec<(Option<i64>, bool)> {
+        let s = &polled.accounts[0].stream_detail[0];
+        let of = |c: &ConsumerInfo| {
+            (
+                c.config.as_ref().and_then(|k| k.max_ack_pending),
+                c.reconfigured,
+            )
+        };
+        s.consumer_detail.iter().map(of).collect()
+    }
+
+    /// Any change of the delivered sequence could count a removal.
+    fn moved(before: [u64; 8], now: [u64; 8], _: bool, _: bool) -> bool {
+        before[4] != now[4]
+    }
+
+    #[test]
+    fn a_poll_without_configuration_is_filled_and_what_is_kept_stays() {
+        let mut memory = Memory::default();
+        memory.remember(&mut poll(&["a", "b"], true, 1), true);
+        let kept = memory.kept_bytes();
+        // "a" known, "c" new: the new one has no configuration and starts
+        // its count again.
+        let mut later = poll(&["a", "c"], false, 1);
+        memory.fill(&mut later, Some(moved));
+        assert_eq!(consumers(&later), [(Some(5), false), (None, true)]);
+        // "a" moved since the read: its count could grow, so it starts
+        // again; the figures kept stay those of the read.
+        let mut moved_on = poll(&["a"], false, 2);
+        memory.fill(&mut moved_on, Some(moved));
+        assert_eq!(consumers(&moved_on), [(Some(5), true)]);
+        let mut again = poll(&["a"], false, 2);
+        memory.fill(&mut again, Some(moved));
+        assert_eq!(consumers(&again), [(Some(5), true)]);
+        assert_eq!(memory.kept_bytes(), kept);
+        assert!(memory.read_before());
+        assert!(!Memory::default().read_before());
     }
 }

@@ -156,6 +156,7 @@ mod tests {
             now: unix_seconds(&jsz.now),
             accounts: jsz.account_details,
             config_read: true,
+            config_read_failures: 0,
         }
     }
 

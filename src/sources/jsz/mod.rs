@@ -44,6 +44,9 @@ pub(crate) struct JszPoll {
     /// The configuration was asked for (of every account or of some); the
     /// rest is kept from the last read ([`ConfigOnDemand`]).
     pub(crate) config_read: bool,
+    /// Configuration reads of this server that failed so far, each poll
+    /// then answered without configuration, with what was kept.
+    pub(crate) config_read_failures: u64,
 }
 
 /// Reads every page of accounts with streams, consumers and, if `config`,
@@ -97,17 +100,19 @@ pub(crate) async fn poll(
     Ok(read_pages(link, pages, filter).await?.0)
 }
 
-/// Reads the account the server names `account` with its configuration.
+/// Reads the account the server names `account`, with its configuration
+/// if `config`.
 async fn poll_account(
     link: &ServerLink<'_>,
     page_size: u32,
     filter: &JszFilter,
     account: &str,
+    config: bool,
 ) -> Result<JszPoll, PollError> {
     let pages = Pages {
         account: Some(account),
         size: page_size,
-        config: true,
+        config,
     };
     Ok(read_pages(link, pages, filter).await?.0)
 }

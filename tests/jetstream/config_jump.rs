@@ -1,0 +1,161 @@
+//! A jump in consumers between two polls never empties a scrape, and the
+//! exporter does not stick: the account read again with its configuration
+//! after the jump is let go from the poll without configuration first, so
+//! a budget (`--max-kept-size`) that holds a first poll of the server as it
+//! now is holds the poll after the jump too. Before, the poll held both
+//! copies, failed `too_large`, kept nothing, and the next poll did the
+//! same, for good. Scaled down: 3,000 consumers in one account, and a
+//! budget a quarter above the least a new exporter needs for them; over
+//! HTTP and through the system account.
+use crate::common;
+
+use std::future::Future;
+
+use async_nats::jetstream::{self, consumer::pull, stream};
+use futures::StreamExt;
+use nats_delivery_exporter::Exporter;
+use nats_test_server::sample::{samples, value};
+use nats_test_server::NatsServer;
+
+/// Streams before the jump, and after it; consumers in each.
+const STREAMS_BEFORE: usize = 2;
+const STREAMS_AFTER: usize = 150;
+const CONSUMERS_PER_STREAM: usize = 20;
+
+/// Scrapes after the jump, every one with `/jsz`.
+const SCRAPES_AFTER: usize = 4;
+
+#[tokio::test]
+async fn a_jump_in_consumers_never_empties_a_scrape() {
+    let server = NatsServer::builder().jetstream().start();
+    let js = jetstream::new(async_nats::connect(server.client_url()).await.unwrap());
+    let url = server.monitor_url();
+    let exporter = |budget: usize| {
+        let budget = budget.to_string();
+        let url = url.clone();
+        async move {
+            common::exporter(
+                &[url],
+                &["--sources", "varz,jsz", "--max-kept-size", &budget],
+            )
+        }
+    };
+    jump(&server, js, exporter, "$G").await;
+}
+
+#[tokio::test]
+async fn a_jump_in_consumers_never_empties_a_scrape_through_the_system_account() {
+    let server = NatsServer::builder()
+        .jetstream()
+        .config(common::system_polling::ACCOUNTS)
+        .start();
+    let app = async_nats::ConnectOptions::with_user_and_password("app".into(), "app-secret".into())
+        .connect(server.client_url())
+        .await
+        .unwrap();
+    let client_url = server.client_url();
+    let exporter = |budget: usize| {
+        let budget = budget.to_string();
+        let url = client_url.clone();
+        async move {
+            let flags = ["--max-kept-size", budget.as_str()];
+            common::system_polling::system_exporter_with(&url, "varz,jsz", &flags).await
+        }
+    };
+    jump(&server, jetstream::new(app), exporter, "APP").await;
+}
+
+/// Streams `from..to`, each with its consumers (`max_ack_pending` 7).
+async fn make_streams(js: &jetstream::Context, from: usize, to: usize) {
+    futures::stream::iter(from..to)
+        .for_each_concurrent(8, |i| {
+            let js = js.clone();
+            async move {
+                let st = js
+                    .create_stream(stream::Config {
+                        name: format!("S{i}"),
+                        subjects: vec![format!("s.{i}")],
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                for c in 0..CONSUMERS_PER_STREAM {
+                    st.create_consumer(pull::Config {
+                        durable_name: Some(format!("c{c}")),
+                        max_ack_pending: 7,
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                }
+            }
+        })
+        .await;
+}
+
+/// What a scrape says of `/jsz` on `server`: up, whether it read the
+/// configuration, and how many consumers have theirs.
+async fn jsz_seen(exporter: &Exporter, server: &str) -> (f64, Option<f64>, usize) {
+    let text = common::scrape(exporter).await;
+    let up = value(
+        &text,
+        "nats_delivery_up",
+        &[("server", server), ("source", "jsz")],
+    );
+    let read = value(
+        &text,
+        "nats_delivery_jsz_config_read",
+        &[("server", server)],
+    );
+    let configured = samples(&text, "nats_delivery_consumer_max_ack_pending", &[])
+        .iter()
+        .filter(|(_, v)| *v == 7.0)
+        .count();
+    (up.expect("jsz up"), read, configured)
+}
+
+/// The least `--max-kept-size` (within 2%) with which a new exporter's
+/// first scrape has `/jsz`.
+async fn least_budget<F, E>(exporter: &F, server: &str) -> usize
+where
+    F: Fn(usize) -> E,
+    E: Future<Output = Exporter>,
+{
+    let (mut fails, mut passes) = (1usize << 16, 256usize << 20);
+    while passes - fails > passes / 50 {
+        let mid = fails + (passes - fails) / 2;
+        let (up, _, _) = jsz_seen(&exporter(mid).await, server).await;
+        if up == 1.0 {
+            passes = mid;
+        } else {
+            fails = mid;
+        }
+    }
+    passes
+}
+
+async fn jump<F, E>(server: &NatsServer, js: jetstream::Context, exporter: F, account: &str)
+where
+    F: Fn(usize) -> E,
+    E: Future<Output = Exporter>,
+{
+    let name = server.name.as_str();
+    make_streams(&js, 0, STREAMS_AFTER).await;
+    let all = STREAMS_AFTER * CONSUMERS_PER_STREAM;
+    let budget = least_budget(&exporter, name).await * 5 / 4;
+    for i in STREAMS_BEFORE..STREAMS_AFTER {
+        js.delete_stream(format!("S{i}")).await.unwrap();
+    }
+    let exporter = exporter(budget).await;
+    let before = STREAMS_BEFORE * CONSUMERS_PER_STREAM;
+    assert_eq!(jsz_seen(&exporter, name).await, (1.0, Some(1.0), before));
+    assert_eq!(jsz_seen(&exporter, name).await, (1.0, Some(0.0), before));
+    make_streams(&js, STREAMS_BEFORE, STREAMS_AFTER).await;
+    // The account is read again with its configuration, then kept.
+    let seen = jsz_seen(&exporter, name).await;
+    assert_eq!(seen, (1.0, Some(1.0), all), "{account}, budget {budget}");
+    for _ in 1..SCRAPES_AFTER {
+        let seen = jsz_seen(&exporter, name).await;
+        assert_eq!(seen, (1.0, Some(0.0), all), "{account}, budget {budget}");
+    }
+}
