@@ -71,7 +71,7 @@ impl Memory {
                 if s.config.is_none() {
                     s.config = kept_stream.and_then(|k| k.config.clone());
                 }
-                let stream_now = stream_at(s);
+                let stream_now = StreamAt::of(&s.state);
                 for c in &mut s.consumer_detail {
                     let kept = self
                         .consumers
@@ -86,10 +86,9 @@ impl Memory {
                         c.config = Some(config.clone());
                     }
                     if let Some(check) = check {
-                        let (filtered, once) = counting_kind(config);
-                        let before = joined(ks.at, kc.at);
-                        let now = joined(stream_now, consumer_at(c));
-                        c.reconfigured |= check(before, now, filtered, once);
+                        let now = (stream_now, ConsumerAt::of(c));
+                        c.reconfigured |=
+                            check((ks.at, kc.at), now, CountingKind::of(Some(config)));
                     }
                 }
             }
@@ -271,8 +270,8 @@ mod tests {
     }
 
     /// Any change of the delivered sequence could count a removal.
-    fn moved(before: [u64; 8], now: [u64; 8], _: bool, _: bool) -> bool {
-        before[4] != now[4]
+    fn moved(before: (StreamAt, ConsumerAt), now: (StreamAt, ConsumerAt), _: CountingKind) -> bool {
+        before.1.delivered != now.1.delivered
     }
 
     #[test]
