@@ -25,7 +25,8 @@ cd "$(dirname "$0")/.."
 runbook_base=${RUNBOOK_BASE_URL:-https://github.com/nats-delivery-exporter/nats-delivery-exporter/blob/main/docs/runbook.md}
 
 # The one place the exporter's image is named in deploy/kubernetes/ (the
-# sidecar in nats-helm-values.yaml, the cluster Deployment): fully qualified,
+# sidecar in nats-helm-values.yaml, the cluster Deployment, the Helm chart's
+# values): fully qualified,
 # so that no runtime resolves a short name against a registry of its own
 # choosing (CRI-O and podman refuse short names in enforcing mode). Set
 # IMAGE_REPOSITORY to the registry and path you push scripts/build-image.sh's
@@ -33,11 +34,14 @@ runbook_base=${RUNBOOK_BASE_URL:-https://github.com/nats-delivery-exporter/nats-
 image_repository=${IMAGE_REPOSITORY:-ghcr.io/nats-delivery-exporter/nats-delivery-exporter}
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
 image=$image_repository:$version
-image_files=(deploy/kubernetes/nats-helm-values.yaml deploy/kubernetes/cluster/deployment.yaml)
+image_files=(deploy/kubernetes/nats-helm-values.yaml deploy/kubernetes/cluster/deployment.yaml
+  deploy/helm/nats-delivery-exporter/values.yaml)
 
-# A manifest with each exporter `image:` set to the image above.
+# A manifest with each exporter `image:` set to the image above (the Helm
+# chart's values: its repository, the tag being the chart's appVersion).
 with_image() {
-  sed "s|^\( *image: \).*nats-delivery-exporter:.*|\1$image|" "$1"
+  sed -e "s|^\( *image: \).*nats-delivery-exporter:.*|\1$image|" \
+    -e "s|^\(  repository: \).*nats-delivery-exporter\$|\1$image_repository|" "$1"
 }
 
 # A rules or rules-test file with each `runbook_url` on the base above,

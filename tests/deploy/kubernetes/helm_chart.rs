@@ -117,7 +117,10 @@ fn by_default_the_chart_makes_the_cluster_directory_s_deployment() {
         deployment["spec"]["template"]["spec"], file["spec"]["template"]["spec"],
         "the chart's pod (left) and deploy/kubernetes/cluster/deployment.yaml's (right)"
     );
-    let image = format!("nats-delivery-exporter:{}", env!("CARGO_PKG_VERSION"));
+    let image = format!(
+        "ghcr.io/nats-delivery-exporter/nats-delivery-exporter:{}",
+        env!("CARGO_PKG_VERSION")
+    );
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["image"], image.as_str());
     // Nothing that needs prometheus-operator unless asked for.
