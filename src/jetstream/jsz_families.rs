@@ -7,7 +7,9 @@ use prometheus_client::metrics::MetricType;
 
 use crate::jetstream::cardinality::fold::FoldedRow;
 use crate::jetstream::cardinality::series::{ConsumerSeries, OptIn};
-use crate::sources::jsz::{ConsumerConfig, ConsumerInfo, ConsumerRow, StreamDetail, StreamRow};
+use crate::sources::jsz::{
+    ConsumerConfig, ConsumerInfo, ConsumerRow, Metadata, StreamDetail, StreamRow,
+};
 use crate::text::consumer_labels::{push_label, write_family, BlockLabels};
 use crate::text::families::{gauge_family, Num};
 use crate::text::Format;
@@ -80,8 +82,42 @@ pub(crate) fn encode_streams(enc: &mut DescriptorEncoder, streams: &[StreamRow])
         "nats_delivery_stream_max_age_seconds",
         "The stream's max_age limit; absent when unlimited.",
         &|s| limit(s.config.as_ref()?.max_age).map(|ns| Num::F(ns as f64 / 1e9)),
+    )?;
+    let metadata = streams.iter().filter_map(|(a, s)| {
+        let m = stream_metadata(s)?;
+        let mut labels = vec![("account", *a), ("stream", s.name.as_str())];
+        labels.extend(m.labels());
+        Some((labels, Num::U(1)))
+    });
+    gauge_family(
+        enc,
+        STREAM_METADATA_FAMILY.0,
+        STREAM_METADATA_FAMILY.1,
+        metadata,
     )
 }
+
+/// The stream's metadata when it holds a value of a named key.
+fn stream_metadata(s: &StreamDetail) -> Option<&Metadata> {
+    let m = s.config.as_ref()?.metadata.as_deref()?;
+    m.has_labels().then_some(m)
+}
+
+/// The consumer's metadata when it holds a value of a named key.
+fn consumer_metadata(c: &ConsumerInfo) -> Option<&Metadata> {
+    let m = c.config.as_deref()?.metadata.as_deref()?;
+    m.has_labels().then_some(m)
+}
+
+const STREAM_METADATA_FAMILY: (&str, &str) = (
+    "nats_delivery_stream_metadata_info",
+    "1 per stream whose metadata holds a key --jsz-metadata-labels names, each such key a metadata_ label.",
+);
+
+const CONSUMER_METADATA_FAMILY: (&str, &str) = (
+    "nats_delivery_consumer_metadata_info",
+    "1 per consumer whose metadata holds a key --jsz-metadata-labels names, each such key a metadata_ label.",
+);
 
 /// How many series [`encode_streams`] writes for `s`.
 pub(crate) fn stream_series(s: &StreamDetail) -> u64 {
@@ -89,7 +125,7 @@ pub(crate) fn stream_series(s: &StreamDetail) -> u64 {
     let limits = s.config.as_ref().map_or(0, |c| {
         limited(c.max_msgs) + limited(c.max_bytes) + limited(c.max_age)
     });
-    5 + limits
+    5 + limits + u64::from(stream_metadata(s).is_some())
 }
 
 /// How many series the per-consumer families in `series` write for consumer `c`.
@@ -103,7 +139,8 @@ pub(crate) fn consumer_series(c: &ConsumerInfo, now: Option<f64>, series: &Consu
     } else {
         0
     };
-    (gauges + counters(series).count() + pinned) as u64
+    let metadata = usize::from(consumer_metadata(c).is_some());
+    (gauges + counters(series).count() + pinned + metadata) as u64
 }
 
 /// How many series the per-consumer families in `series` write for one folded row.
@@ -182,7 +219,7 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 15] = [
         name: "nats_delivery_consumer_lag_threshold_seconds",
         help: "The delivery lag this consumer may have, from its metadata (nats-delivery-exporter.lag_threshold_seconds); absent when unset.",
         value: |c, _| {
-            let threshold = c.config.as_deref()?.lag_threshold?;
+            let threshold = c.config.as_deref()?.metadata.as_ref()?.lag_threshold?;
             Some(Num::U(u64::from(threshold.get())))
         },
         folded: None,
@@ -226,7 +263,7 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 15] = [
     ConsumerFamily {
         name: "nats_delivery_consumer_ack_wait_seconds",
         help: "Time before an unacknowledged message is delivered again.",
-        value: |c, _| config_value(c, |k| k.ack_wait).map(|ns| Num::F(ns as f64 / 1e9)),
+        value: |c, _| config_value(c, |k| k.ack_wait.get()).map(|ns| Num::F(ns as f64 / 1e9)),
         folded: None,
         opt_in: Some(OptIn::AckWait),
     },
@@ -281,7 +318,7 @@ const PINNED_FAMILY: (&str, &str) = (
 /// several threads, one family at a time, because at 10,000 consumers they
 /// are most of a scrape's encoding work.
 pub(crate) const CONSUMER_FAMILY_COUNT: usize =
-    CONSUMER_FAMILIES.len() + CONSUMER_COUNTERS.len() + 1;
+    CONSUMER_FAMILIES.len() + CONSUMER_COUNTERS.len() + 2;
 
 /// Appends per-consumer family number `index` (below [`CONSUMER_FAMILY_COUNT`])
 /// for a block of `consumers`, then of the `folded` ephemerals (given with
@@ -294,7 +331,11 @@ pub(crate) fn write_consumer_family(
     labels: BlockLabels,
     (index, series): (usize, &ConsumerSeries),
 ) {
+    // Folded ephemerals have no metadata of their own.
     if index == CONSUMER_FAMILY_COUNT - 1 {
+        return write_consumer_metadata(out, format, consumers, labels);
+    }
+    if index == CONSUMER_FAMILY_COUNT - 2 {
         // Folded ephemerals have no priority groups of their own.
         if series.writes(PINNED_OPT_IN) {
             write_pinned_groups(out, format, consumers, labels);
@@ -364,4 +405,34 @@ fn write_pinned_groups(
         .iter()
         .map(|(i, more, pinned)| (labels.get(*i), more.as_str(), Num::U(u64::from(*pinned))));
     write_family(out, format, MetricType::Gauge, PINNED_FAMILY, series);
+}
+
+/// Writes 1 per consumer whose metadata holds a named key, each such key's
+/// value under its `metadata_` label.
+fn write_consumer_metadata(
+    out: &mut String,
+    format: Format,
+    consumers: &[ConsumerRow],
+    labels: BlockLabels,
+) {
+    let rows: Vec<(usize, String)> = consumers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, _, c, _))| {
+            let mut more = String::new();
+            for (name, value) in consumer_metadata(c)?.labels() {
+                more.push(',');
+                push_label(&mut more, name, value);
+            }
+            Some((i, more))
+        })
+        .collect();
+    let series = (rows.iter()).map(|(i, more)| (labels.get(*i), more.as_str(), Num::U(1)));
+    write_family(
+        out,
+        format,
+        MetricType::Gauge,
+        CONSUMER_METADATA_FAMILY,
+        series,
+    );
 }

@@ -14,6 +14,7 @@ mod lag_threshold;
 mod message_timestamps;
 mod message_timestamps_access;
 mod message_timestamps_support;
+mod metadata_labels;
 mod priority_groups;
 mod removal_forecast;
 mod removed_before_delivery;
