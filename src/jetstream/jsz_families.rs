@@ -7,9 +7,8 @@ use prometheus_client::metrics::MetricType;
 
 use crate::jetstream::cardinality::fold::FoldedRow;
 use crate::jetstream::cardinality::series::{ConsumerSeries, OptIn};
-use crate::sources::jsz::{
-    ConsumerConfig, ConsumerInfo, ConsumerRow, Metadata, StreamDetail, StreamRow,
-};
+use crate::jetstream::metadata_families;
+use crate::sources::jsz::{ConsumerConfig, ConsumerInfo, ConsumerRow, StreamDetail, StreamRow};
 use crate::text::consumer_labels::{push_label, write_family, BlockLabels};
 use crate::text::families::{gauge_family, Num};
 use crate::text::Format;
@@ -83,41 +82,8 @@ pub(crate) fn encode_streams(enc: &mut DescriptorEncoder, streams: &[StreamRow])
         "The stream's max_age limit; absent when unlimited.",
         &|s| limit(s.config.as_ref()?.max_age).map(|ns| Num::F(ns as f64 / 1e9)),
     )?;
-    let metadata = streams.iter().filter_map(|(a, s)| {
-        let m = stream_metadata(s)?;
-        let mut labels = vec![("account", *a), ("stream", s.name.as_str())];
-        labels.extend(m.labels());
-        Some((labels, Num::U(1)))
-    });
-    gauge_family(
-        enc,
-        STREAM_METADATA_FAMILY.0,
-        STREAM_METADATA_FAMILY.1,
-        metadata,
-    )
+    metadata_families::encode_streams(enc, streams)
 }
-
-/// The stream's metadata when it holds a value of a named key.
-fn stream_metadata(s: &StreamDetail) -> Option<&Metadata> {
-    let m = s.config.as_ref()?.metadata.as_deref()?;
-    m.has_labels().then_some(m)
-}
-
-/// The consumer's metadata when it holds a value of a named key.
-fn consumer_metadata(c: &ConsumerInfo) -> Option<&Metadata> {
-    let m = c.config.as_deref()?.metadata.as_deref()?;
-    m.has_labels().then_some(m)
-}
-
-const STREAM_METADATA_FAMILY: (&str, &str) = (
-    "nats_delivery_stream_metadata_info",
-    "1 per stream whose metadata holds a key --jsz-metadata-labels names, each such key a metadata_ label.",
-);
-
-const CONSUMER_METADATA_FAMILY: (&str, &str) = (
-    "nats_delivery_consumer_metadata_info",
-    "1 per consumer whose metadata holds a key --jsz-metadata-labels names, each such key a metadata_ label.",
-);
 
 /// How many series [`encode_streams`] writes for `s`.
 pub(crate) fn stream_series(s: &StreamDetail) -> u64 {
@@ -125,7 +91,7 @@ pub(crate) fn stream_series(s: &StreamDetail) -> u64 {
     let limits = s.config.as_ref().map_or(0, |c| {
         limited(c.max_msgs) + limited(c.max_bytes) + limited(c.max_age)
     });
-    5 + limits + u64::from(stream_metadata(s).is_some())
+    5 + limits + u64::from(metadata_families::stream_metadata(s).is_some())
 }
 
 /// How many series the per-consumer families in `series` write for consumer `c`.
@@ -139,7 +105,7 @@ pub(crate) fn consumer_series(c: &ConsumerInfo, now: Option<f64>, series: &Consu
     } else {
         0
     };
-    let metadata = usize::from(consumer_metadata(c).is_some());
+    let metadata = usize::from(metadata_families::consumer_metadata(c).is_some());
     (gauges + counters(series).count() + pinned + metadata) as u64
 }
 
@@ -333,7 +299,7 @@ pub(crate) fn write_consumer_family(
 ) {
     // Folded ephemerals have no metadata of their own.
     if index == CONSUMER_FAMILY_COUNT - 1 {
-        return write_consumer_metadata(out, format, consumers, labels);
+        return metadata_families::write_consumers(out, format, consumers, labels);
     }
     if index == CONSUMER_FAMILY_COUNT - 2 {
         // Folded ephemerals have no priority groups of their own.
@@ -405,34 +371,4 @@ fn write_pinned_groups(
         .iter()
         .map(|(i, more, pinned)| (labels.get(*i), more.as_str(), Num::U(u64::from(*pinned))));
     write_family(out, format, MetricType::Gauge, PINNED_FAMILY, series);
-}
-
-/// Writes 1 per consumer whose metadata holds a named key, each such key's
-/// value under its `metadata_` label.
-fn write_consumer_metadata(
-    out: &mut String,
-    format: Format,
-    consumers: &[ConsumerRow],
-    labels: BlockLabels,
-) {
-    let rows: Vec<(usize, String)> = consumers
-        .iter()
-        .enumerate()
-        .filter_map(|(i, (_, _, c, _))| {
-            let mut more = String::new();
-            for (name, value) in consumer_metadata(c)?.labels() {
-                more.push(',');
-                push_label(&mut more, name, value);
-            }
-            Some((i, more))
-        })
-        .collect();
-    let series = (rows.iter()).map(|(i, more)| (labels.get(*i), more.as_str(), Num::U(1)));
-    write_family(
-        out,
-        format,
-        MetricType::Gauge,
-        CONSUMER_METADATA_FAMILY,
-        series,
-    );
 }
