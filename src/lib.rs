@@ -115,11 +115,12 @@ pub use scrape::exposition::ScrapeAborted;
 pub use sources::gatewayz::GatewayPending;
 pub use sources::jsz::de::Kept;
 pub use sources::jsz::{
-    AccountDetail, ClusterInfo, ConsumerConfig, PriorityGroup, SequenceInfo, StreamConfig,
-    StreamContents,
+    metadata_label_name, name_metadata_labels, ConsumerAt, CountingKind, JszFilter, RemovalCheck,
+    StreamAt, LAG_THRESHOLD_KEY, MAX_LABEL_KEYS, MAX_LABEL_VALUE_BYTES,
 };
 pub use sources::jsz::{
-    ConsumerAt, CountingKind, JszFilter, RemovalCheck, StreamAt, LAG_THRESHOLD_KEY,
+    AccountDetail, ClusterInfo, ConsumerConfig, PriorityGroup, SequenceInfo, StreamConfig,
+    StreamContents,
 };
 pub use sources::parse_error::Refused;
 pub use sources::routez::RouteInfo;

@@ -51,6 +51,8 @@ async fn start(
     config: &Config,
     nats_servers_given: bool,
 ) -> Result<(Vec<tokio::net::TcpListener>, Exporter, Listeners), Failure> {
+    nats_delivery_exporter::name_metadata_labels(&config.jsz_metadata_labels)
+        .map_err(|e| Failure::Start(anyhow::anyhow!("--jsz-metadata-labels: {e}")))?;
     // Bound first: a taken address stops the exporter before anything connects.
     let mut listeners = Vec::new();
     for &listen in &config.listen {

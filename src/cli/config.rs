@@ -172,6 +172,18 @@ pub struct Config {
     #[arg(long, env = "NATS_DELIVERY_STREAM_LOST_READS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub stream_lost_reads: u32,
 
+    /// Stream and consumer metadata keys (2.10+) copied as labels onto
+    /// nats_delivery_stream_metadata_info and nats_delivery_consumer_metadata_info
+    /// (a key becomes `metadata_` and the key lower-cased, other characters
+    /// than a-z, 0-9 and _ made _; values cut at 128 bytes), e.g. team,owner.
+    #[arg(
+        long,
+        env = "NATS_DELIVERY_JSZ_METADATA_LABELS",
+        value_delimiter = ',',
+        value_name = "KEYS"
+    )]
+    pub jsz_metadata_labels: Vec<String>,
+
     /// Most distinct (account, client name) pairs kept as label values for cut
     /// connections; more are counted under client_name="__overflow__".
     #[arg(long, env = "NATS_DELIVERY_MAX_CLIENT_NAMES", default_value_t = 1000)]

@@ -7,6 +7,7 @@ use prometheus_client::metrics::MetricType;
 
 use crate::jetstream::cardinality::fold::FoldedRow;
 use crate::jetstream::cardinality::series::{ConsumerSeries, OptIn};
+use crate::jetstream::metadata_families;
 use crate::sources::jsz::{ConsumerConfig, ConsumerInfo, ConsumerRow, StreamDetail, StreamRow};
 use crate::text::consumer_labels::{push_label, write_family, BlockLabels};
 use crate::text::families::{gauge_family, Num};
@@ -80,7 +81,8 @@ pub(crate) fn encode_streams(enc: &mut DescriptorEncoder, streams: &[StreamRow])
         "nats_delivery_stream_max_age_seconds",
         "The stream's max_age limit; absent when unlimited.",
         &|s| limit(s.config.as_ref()?.max_age).map(|ns| Num::F(ns as f64 / 1e9)),
-    )
+    )?;
+    metadata_families::encode_streams(enc, streams)
 }
 
 /// How many series [`encode_streams`] writes for `s`.
@@ -89,7 +91,7 @@ pub(crate) fn stream_series(s: &StreamDetail) -> u64 {
     let limits = s.config.as_ref().map_or(0, |c| {
         limited(c.max_msgs) + limited(c.max_bytes) + limited(c.max_age)
     });
-    5 + limits
+    5 + limits + u64::from(metadata_families::stream_metadata(s).is_some())
 }
 
 /// How many series the per-consumer families in `series` write for consumer `c`.
@@ -103,7 +105,8 @@ pub(crate) fn consumer_series(c: &ConsumerInfo, now: Option<f64>, series: &Consu
     } else {
         0
     };
-    (gauges + counters(series).count() + pinned) as u64
+    let metadata = usize::from(metadata_families::consumer_metadata(c).is_some());
+    (gauges + counters(series).count() + pinned + metadata) as u64
 }
 
 /// How many series the per-consumer families in `series` write for one folded row.
@@ -182,7 +185,7 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 15] = [
         name: "nats_delivery_consumer_lag_threshold_seconds",
         help: "The delivery lag this consumer may have, from its metadata (nats-delivery-exporter.lag_threshold_seconds); absent when unset.",
         value: |c, _| {
-            let threshold = c.config.as_deref()?.lag_threshold?;
+            let threshold = c.config.as_deref()?.metadata.as_ref()?.lag_threshold?;
             Some(Num::U(u64::from(threshold.get())))
         },
         folded: None,
@@ -226,7 +229,7 @@ const CONSUMER_FAMILIES: [ConsumerFamily; 15] = [
     ConsumerFamily {
         name: "nats_delivery_consumer_ack_wait_seconds",
         help: "Time before an unacknowledged message is delivered again.",
-        value: |c, _| config_value(c, |k| k.ack_wait).map(|ns| Num::F(ns as f64 / 1e9)),
+        value: |c, _| config_value(c, |k| k.ack_wait.get()).map(|ns| Num::F(ns as f64 / 1e9)),
         folded: None,
         opt_in: Some(OptIn::AckWait),
     },
@@ -281,7 +284,7 @@ const PINNED_FAMILY: (&str, &str) = (
 /// several threads, one family at a time, because at 10,000 consumers they
 /// are most of a scrape's encoding work.
 pub(crate) const CONSUMER_FAMILY_COUNT: usize =
-    CONSUMER_FAMILIES.len() + CONSUMER_COUNTERS.len() + 1;
+    CONSUMER_FAMILIES.len() + CONSUMER_COUNTERS.len() + 2;
 
 /// Appends per-consumer family number `index` (below [`CONSUMER_FAMILY_COUNT`])
 /// for a block of `consumers`, then of the `folded` ephemerals (given with
@@ -294,7 +297,11 @@ pub(crate) fn write_consumer_family(
     labels: BlockLabels,
     (index, series): (usize, &ConsumerSeries),
 ) {
+    // Folded ephemerals have no metadata of their own.
     if index == CONSUMER_FAMILY_COUNT - 1 {
+        return metadata_families::write_consumers(out, format, consumers, labels);
+    }
+    if index == CONSUMER_FAMILY_COUNT - 2 {
         // Folded ephemerals have no priority groups of their own.
         if series.writes(PINNED_OPT_IN) {
             write_pinned_groups(out, format, consumers, labels);

@@ -136,6 +136,7 @@ fn with_age(discard: bool, max_msgs: i64, max_age_ns: i64) -> StreamDetail {
             max_bytes: Some(5_000),
             max_age: Some(max_age_ns),
             discard_new: discard,
+            metadata: None,
         }),
         state: StreamContents {
             messages: 3,

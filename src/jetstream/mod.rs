@@ -9,6 +9,7 @@ pub(crate) mod consumer_status;
 pub(crate) mod jsz_families;
 pub(crate) mod limit_forecast;
 pub(crate) mod message_timestamps;
+pub(crate) mod metadata_families;
 pub(crate) mod removed_before_delivery;
 pub(crate) mod replicas;
 pub(crate) mod seq_ranges;

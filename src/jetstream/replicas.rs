@@ -5,6 +5,9 @@
 //! the most any lags, and its margin, current replicas minus the quorum
 //! (0: one more failure stops it; below 0: it accepts nothing). A group no
 //! server leads has no current replica: its margin is minus the quorum.
+//! The failures a group tolerates by its size (replicas minus quorum) tell
+//! an R2 group's margin of 0, which is its design, from an R3 group's,
+//! which is a lost replica.
 //!
 //! Consumers get no series of their own (a series per consumer is 100,000
 //! more at 100,000 consumers, for a figure that is the same for most of
@@ -65,7 +68,19 @@ impl GroupView {
 
     /// Current replicas minus the quorum.
     pub(crate) fn margin(&self) -> i64 {
-        i64::from(self.current) - (i64::from(self.replicas) / 2 + 1)
+        i64::from(self.current) - self.quorum()
+    }
+
+    /// The failures the group survives when all is well, from its size
+    /// alone: replicas minus the quorum (R2 0, R3 1, R5 2). Its margin is
+    /// this when every replica is current, so a margin of 0 is a loss only
+    /// where this is above 0.
+    pub(crate) fn failures_tolerated(&self) -> i64 {
+        i64::from(self.replicas) - self.quorum()
+    }
+
+    fn quorum(&self) -> i64 {
+        i64::from(self.replicas) / 2 + 1
     }
 }
 
@@ -128,7 +143,9 @@ pub(crate) fn series(polls: &[Option<(Option<&str>, &JszPoll)>]) -> u64 {
     let per_stream = STREAM_FAMILIES.len() as u64;
     (groups(polls).values())
         .map(|g| {
-            u64::from(g.stream.is_some()) * per_stream + 2 * u64::from(!g.consumers.is_empty())
+            let consumer_families = CONSUMER_FAMILIES.len() as u64;
+            u64::from(g.stream.is_some()) * per_stream
+                + consumer_families * u64::from(!g.consumers.is_empty())
         })
         .sum()
 }
@@ -158,17 +175,33 @@ pub(crate) fn encode(
             .map(|((a, s), g)| ([("account", *a), ("stream", *s)], value(&g.consumers)));
         gauge_family(enc, name, help, series)
     };
-    consumer_family(enc, CONSUMER_MARGIN, |c| {
-        Num::I(c.values().map(GroupView::margin).min().unwrap_or(0))
-    })?;
-    consumer_family(enc, CONSUMERS_EXHAUSTED, |c| {
-        Num::U(c.values().filter(|v| v.margin() <= 0).count() as u64)
-    })
+    for (family, value) in CONSUMER_FAMILIES {
+        consumer_family(enc, family, value)?;
+    }
+    Ok(())
 }
+
+type ConsumerFamily = (
+    (&'static str, &'static str),
+    fn(&BTreeMap<&str, GroupView>) -> Num,
+);
+
+const CONSUMER_FAMILIES: [ConsumerFamily; 3] = [
+    (CONSUMER_MARGIN, |c| {
+        Num::I(c.values().map(GroupView::margin).min().unwrap_or(0))
+    }),
+    (CONSUMERS_EXHAUSTED, |c| {
+        Num::U(c.values().filter(|v| v.margin() <= 0).count() as u64)
+    }),
+    (CONSUMER_TOLERATED, |c| {
+        let tolerated = c.values().map(GroupView::failures_tolerated);
+        Num::I(tolerated.min().unwrap_or(0))
+    }),
+];
 
 type StreamFamily = ((&'static str, &'static str), fn(&GroupView) -> Num);
 
-const STREAM_FAMILIES: [StreamFamily; 5] = [
+const STREAM_FAMILIES: [StreamFamily; 6] = [
     (
         (
             "nats_delivery_stream_replicas",
@@ -204,11 +237,23 @@ const STREAM_FAMILIES: [StreamFamily; 5] = [
         ),
         |v| Num::I(v.margin()),
     ),
+    (
+        (
+            "nats_delivery_stream_replica_failures_tolerated",
+            "Replica failures the stream's group survives when all its replicas are current: replicas minus quorum (R2 0, R3 1, R5 2).",
+        ),
+        |v| Num::I(v.failures_tolerated()),
+    ),
 ];
 
 const CONSUMER_MARGIN: (&str, &str) = (
     "nats_delivery_stream_consumer_replica_margin_min",
     "The smallest replica margin (current replicas minus quorum, from each leader's view) among the stream's replicated consumers.",
+);
+
+const CONSUMER_TOLERATED: (&str, &str) = (
+    "nats_delivery_stream_consumer_replica_failures_tolerated_min",
+    "The fewest replica failures any of the stream's replicated consumers survives when all its replicas are current (replicas minus quorum; 0 with an R2 consumer).",
 );
 
 const CONSUMERS_EXHAUSTED: (&str, &str) = (

@@ -69,6 +69,25 @@ fn margins_from_the_leaders_view() {
 }
 
 #[test]
+fn failures_tolerated_follow_the_groups_size_alone() {
+    // (followers listed, current): R2, R3, R4, R5 all current, then R3 and
+    // R2 with a follower lost: the tolerance is the size's, the margin falls.
+    let size = |listed, current| {
+        let v = GroupView::of(&cluster("n1", listed, current).unwrap(), Some("n1")).unwrap();
+        (v.replicas, v.failures_tolerated(), v.margin())
+    };
+    assert_eq!(size(1, 1), (2, 0, 0));
+    assert_eq!(size(2, 2), (3, 1, 1));
+    assert_eq!(size(3, 3), (4, 1, 1));
+    assert_eq!(size(4, 4), (5, 2, 2));
+    assert_eq!(size(2, 1), (3, 1, 0));
+    assert_eq!(size(1, 0), (2, 0, -1));
+    // Nobody leads: still the size's.
+    let v = GroupView::of(&cluster("", 3, 1).unwrap(), None).unwrap();
+    assert_eq!((v.failures_tolerated(), v.margin()), (1, -2));
+}
+
+#[test]
 fn the_leaders_view_wins_over_a_leaderless_one() {
     let (a, b) = (
         poll(cluster("", 3, 1), cluster("", 3, 1)),

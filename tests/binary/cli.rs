@@ -67,6 +67,10 @@ fn wrong_flags_exit_2_with_one_line() {
             "--consumer-status-series",
         ),
         (vec!["--max-kept-size", "0"], "greater than zero"),
+        (
+            vec!["--jsz-metadata-labels", "team,Team"],
+            "\"team\" and \"Team\" both become the label metadata_team",
+        ),
     ] {
         let (code, _, stderr) = run(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");

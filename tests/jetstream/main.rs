@@ -16,6 +16,7 @@ mod lag_threshold;
 mod message_timestamps;
 mod message_timestamps_access;
 mod message_timestamps_support;
+mod metadata_labels;
 mod natscli_second_opinion;
 mod priority_groups;
 mod removal_forecast;

@@ -3,6 +3,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod replica_margin;
+mod replica_tolerance;
 mod route_cut;
 mod survey;
 mod system_polling;

@@ -11,7 +11,7 @@ use std::mem::size_of;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::de::config_bytes;
+use super::de::{config_bytes, metadata_bytes};
 use super::removal_figures::{ConsumerAt, CountingKind, StreamAt};
 use super::{AccountDetail, ConsumerConfig, ConsumerInfo, JszPoll, StreamConfig};
 
@@ -201,7 +201,11 @@ impl Memory {
             size_of::<(u64, Remembered<Arc<ConsumerConfig>, ConsumerAt>)>(),
         );
         let configs: usize = self.configs.iter().map(|k| 9 + config_bytes(k)).sum();
-        streams + consumers + configs
+        let metadata: usize = (self.streams.values())
+            .filter_map(|s| s.config.as_ref())
+            .map(|c| metadata_bytes(&c.metadata))
+            .sum();
+        streams + consumers + configs + metadata
     }
 }
 

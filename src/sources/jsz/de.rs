@@ -4,15 +4,15 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::mem::size_of;
+use std::mem::{size_of, size_of_val};
 use std::sync::Arc;
 
 use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::{
-    AccountDetail, ClusterInfo, ConsumerConfig, ConsumerInfo, PriorityGroup, StreamDetail,
-    PINNED_CLIENT_POLICY,
+    AccountDetail, ClusterInfo, ConsumerConfig, ConsumerInfo, Metadata, PriorityGroup,
+    StreamDetail, PINNED_CLIENT_POLICY,
 };
 use crate::sources::kept::{self, KeptBudget};
 use crate::sources::parse_error;
@@ -78,7 +78,19 @@ fn listed<T: Kept>(items: &[T]) -> usize {
 /// its own size, and its strings.
 pub(super) fn config_bytes(c: &ConsumerConfig) -> usize {
     let filters: usize = c.filter_subjects.iter().map(Kept::kept_bytes).sum();
-    ARC_COUNTS + size_of::<ConsumerConfig>() + string_bytes(c.filter_subject.len()) + filters
+    let own = size_of::<ConsumerConfig>() + string_bytes(c.filter_subject.len());
+    ARC_COUNTS + own + filters + metadata_bytes(&c.metadata)
+}
+
+/// What the metadata kept of a stream or consumer holds on the heap: its
+/// box, its list of values and each value.
+pub(super) fn metadata_bytes(m: &Option<Box<Metadata>>) -> usize {
+    m.as_ref().map_or(0, |m| {
+        let values = m.values.iter().flatten().map(|v| string_bytes(v.len()));
+        string_bytes(size_of::<Metadata>())
+            + string_bytes(size_of_val::<[Option<Box<str>>]>(&m.values))
+            + values.sum::<usize>()
+    })
 }
 
 /// The two counts an `Arc` keeps before its value.
@@ -132,7 +144,11 @@ impl Kept for ConsumerInfo {
 
 impl Kept for StreamDetail {
     fn own_heap(&self) -> usize {
-        string_bytes(self.name.len()) + cluster_bytes(&self.cluster)
+        let metadata = self
+            .config
+            .as_ref()
+            .map_or(0, |c| metadata_bytes(&c.metadata));
+        string_bytes(self.name.len()) + cluster_bytes(&self.cluster) + metadata
     }
 
     fn lists(&self) -> usize {
@@ -305,7 +321,7 @@ where
 
 /// Nanoseconds the server may leave out: 8 bytes where an `Option<i64>`
 /// takes 16, for every consumer of a poll (`i64::MIN` stands for none).
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Nanos(i64);
 
 impl Nanos {

@@ -30,7 +30,11 @@ pub use config_memory::RemovalCheck;
 pub(crate) use config_on_demand::ConfigOnDemand;
 pub use filter::JszFilter;
 pub(crate) use leaders::{select_leaders, ConsumerRow, Leaders, StreamRow};
-pub use metadata::LAG_THRESHOLD_KEY;
+pub(crate) use metadata::Metadata;
+pub use metadata::{
+    metadata_label_name, name_metadata_labels, LAG_THRESHOLD_KEY, MAX_LABEL_KEYS,
+    MAX_LABEL_VALUE_BYTES,
+};
 pub use removal_figures::{ConsumerAt, CountingKind, StreamAt};
 pub use reply::*;
 

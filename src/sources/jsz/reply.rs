@@ -90,6 +90,10 @@ pub struct StreamConfig {
     /// of removing its oldest.
     #[serde(rename = "discard", deserialize_with = "de::discards_new")]
     pub(crate) discard_new: bool,
+    /// The values of the keys `--jsz-metadata-labels` names in its
+    /// `metadata` (2.10+); `None` (one pointer) without them.
+    #[serde(rename = "metadata", deserialize_with = "super::metadata::stream")]
+    pub(crate) metadata: Option<Box<super::Metadata>>,
 }
 
 /// Stream contents.
@@ -205,8 +209,9 @@ pub struct ConsumerConfig {
     pub(crate) durable: bool,
     /// Deliveries before a message is given up; -1 means unlimited.
     pub(crate) max_deliver: Option<i64>,
-    /// Nanoseconds before an unacknowledged message is redelivered.
-    pub(crate) ack_wait: Option<i64>,
+    /// Nanoseconds before an unacknowledged message is redelivered (8
+    /// bytes, which leave room for the metadata's pointer below).
+    pub(crate) ack_wait: de::Nanos,
     /// Whether the ack policy is `none`: every delivery is a first one.
     #[serde(rename = "ack_policy", deserialize_with = "de::acks_none")]
     pub(crate) acks_none: bool,
@@ -221,14 +226,12 @@ pub struct ConsumerConfig {
     /// `overflow` and `prioritized`).
     #[serde(rename = "priority_policy", deserialize_with = "de::pins_clients")]
     pub(crate) pins_clients: bool,
-    /// The delivery lag the consumer may have, in seconds, from its
-    /// `metadata` (2.10+, [`super::LAG_THRESHOLD_KEY`]); it fits in the
-    /// padding after the flags above, so it costs no memory.
-    #[serde(
-        rename = "metadata",
-        deserialize_with = "super::metadata::lag_threshold"
-    )]
-    pub(crate) lag_threshold: Option<std::num::NonZeroU32>,
+    /// What is kept of its `metadata` (2.10+): its lag threshold
+    /// ([`super::LAG_THRESHOLD_KEY`]) and the values of the keys
+    /// `--jsz-metadata-labels` names; `None` (one pointer) without them.
+    /// The configuration stays 88 bytes (a test in `metadata.rs` holds it).
+    #[serde(rename = "metadata", deserialize_with = "super::metadata::consumer")]
+    pub(crate) metadata: Option<Box<super::Metadata>>,
 }
 
 impl ConsumerConfig {

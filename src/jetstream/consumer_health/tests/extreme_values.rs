@@ -62,6 +62,7 @@ fn stream(rng: &mut Rng, time: f64) -> StreamDetail {
             max_bytes: rng.limit(),
             max_age: rng.limit(),
             discard_new: rng.below(2) == 0,
+            metadata: None,
         }),
         ..StreamDetail::default()
     };
