@@ -192,7 +192,7 @@ mod tests {
                     alert = a.trim().to_string();
                 }
                 let mut line = line.to_string();
-                if trimmed.starts_with("for:") {
+                if trimmed.starts_with("for:") && !LAB_KEEPS_FOR.contains(&alert.as_str()) {
                     let s = rules.shortened.iter().find(|s| s.alert == alert).unwrap();
                     line = line.replace(LAB_FOR, &s.original);
                 }

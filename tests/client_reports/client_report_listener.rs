@@ -177,9 +177,12 @@ async fn the_documented_permissions_keep_other_clients_off_the_subject() {
     // A second report of the application, sent after: once it is taken in,
     // whatever came before it was too; two reports were received.
     common::sync_with_server(&other).await;
-    app.publish(SUBJECT, report("orders", "pod-2", 1, json!([])))
-        .await
-        .unwrap();
+    app.publish(
+        format!("{SUBJECT}.orders"),
+        report("orders", "pod-2", 1, json!([])),
+    )
+    .await
+    .unwrap();
     app.flush().await.unwrap();
     Wait::secs("the application's second report", 20)
         .every(Duration::from_millis(10))
