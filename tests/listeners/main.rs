@@ -12,6 +12,7 @@ mod advisories_listeners;
 mod advisories_live;
 mod advisories_support;
 mod api_audits;
+mod api_limit;
 mod durable_cluster;
 mod durable_faults;
 mod durable_identity;
