@@ -17,4 +17,5 @@ mod durable_cluster;
 mod durable_faults;
 mod durable_identity;
 mod durable_permissions;
+mod since_2_11;
 mod system_events;
