@@ -86,7 +86,12 @@ pub(super) async fn run_scope(
         since_2_11: Since211Counter::new(
             &l.account,
             l.metrics.since_2_11.clone(),
-            l.metrics.malformed.clone(),
+            l.metrics
+                .malformed
+                .get_or_create(&AccountLabels {
+                    account: l.account.clone(),
+                })
+                .clone(),
             l.args.max_series,
         ),
     };

@@ -26,8 +26,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use serde::Deserialize;
 
-use super::counting::{SeriesCap, OVERFLOW};
-use super::metrics::AccountLabels;
 use super::parse::MAX_NAME_LEN;
 
 /// Subject prefix of abandoned-batch advisories (`.<stream>` follows).
@@ -49,6 +47,10 @@ const UNPINNED_TYPE: &str = "io.nats.jetstream.advisory.v1.consumer_group_unpinn
 const BATCH_REASONS: [&str; 4] = ["timeout", "large", "incomplete", "unsupported"];
 /// Unpin reasons the server sends; anything else is `other`.
 const UNPIN_REASONS: [&str; 2] = ["timeout", "admin"];
+/// Stream label value beyond the cap of distinct streams (as for the
+/// delivery advisories; not imported, so that the metrics can name this
+/// module without a cycle).
+const OVERFLOW: &str = "__overflow__";
 /// Advisory ids remembered to count each advisory once.
 const ID_WINDOW: usize = 4096;
 
@@ -169,26 +171,28 @@ pub(crate) fn parse(subject: &str, payload: &[u8]) -> Result<Event, String> {
 pub(crate) struct Since211Counter {
     account: String,
     metrics: Since211Metrics,
-    malformed: Family<AccountLabels, Counter>,
-    cap: SeriesCap,
+    malformed: Counter,
+    max_streams: usize,
+    streams: HashSet<String>,
     seen: HashSet<String>,
     order: VecDeque<String>,
 }
 
 impl Since211Counter {
     /// A counter for `account`, at most `max_series` distinct streams;
-    /// garbage goes to the account's `malformed` advisories.
+    /// garbage goes to `malformed` (the account's malformed advisories).
     pub(crate) fn new(
         account: &str,
         metrics: Since211Metrics,
-        malformed: Family<AccountLabels, Counter>,
+        malformed: Counter,
         max_series: usize,
     ) -> Self {
         Since211Counter {
             account: account.to_string(),
             metrics,
             malformed,
-            cap: SeriesCap::new(max_series),
+            max_streams: max_series.max(1),
+            streams: HashSet::new(),
             seen: HashSet::new(),
             order: VecDeque::new(),
         }
@@ -206,10 +210,7 @@ impl Since211Counter {
         let e = match parse(subject, payload) {
             Ok(e) => e,
             Err(why) => {
-                let account = AccountLabels {
-                    account: self.account.clone(),
-                };
-                self.malformed.get_or_create(&account).inc();
+                self.malformed.inc();
                 tracing::warn!(account = %self.account, subject, "malformed advisory: {why}");
                 return false;
             }
@@ -223,7 +224,9 @@ impl Since211Counter {
                 self.seen.remove(&old);
             }
         }
-        let stream = if self.cap.admit(&e.stream, "") {
+        let known = self.streams.contains(&e.stream);
+        let stream = if known || self.streams.len() < self.max_streams {
+            self.streams.insert(e.stream.clone());
             e.stream
         } else {
             OVERFLOW.to_string()
@@ -251,7 +254,7 @@ mod tests {
     #[test]
     fn counts_each_advisory_once_and_garbage_as_malformed() {
         let m = Since211Metrics::default();
-        let malformed = Family::<AccountLabels, Counter>::default();
+        let malformed = Counter::default();
         let mut c = Since211Counter::new("A", m.clone(), malformed.clone(), 10);
         let batch = br#"{"type":"io.nats.jetstream.advisory.v1.stream_batch_abandoned","id":"1","stream":"S","batch":"b","reason":"incomplete"}"#;
         let subject = "$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.S";
@@ -277,9 +280,6 @@ mod tests {
         };
         assert_eq!(get(&m.batches_abandoned, "incomplete"), 1);
         assert_eq!(get(&m.unpins, "other"), 1);
-        let a = AccountLabels {
-            account: "A".into(),
-        };
-        assert_eq!(malformed.get_or_create(&a).get(), 4);
+        assert_eq!(malformed.get(), 4);
     }
 }
