@@ -31,7 +31,7 @@ async fn dropped_api_requests_are_counted_exactly() {
     // clients' requests in place and queues only those arriving over
     // routes, gateways and leaf nodes: from a client nothing is dropped.
     let has_advisory = nats_test_server::version_numbers(&version) >= vec![2, 11];
-    // Servers before 2.10 reject the option they do not know.
+    // Servers before 2.10 have no such option (nor the advisory).
     let limit = if nats_test_server::version_numbers(&version) >= vec![2, 10] {
         format!("request_queue_limit: {QUEUE_LIMIT}")
     } else {
