@@ -7,6 +7,10 @@
 //! empty, and after `max_client_names` distinct names further ones are counted
 //! under [`OVERFLOW_CLIENT_NAME`]. Like all core NATS events these are lost
 //! while the exporter is down; /varz `slow_consumers` stays the exact total.
+//!
+//! The same connection counts the JetStream API requests servers dropped
+//! ([`super::api_limit`]), whose advisory the servers publish in the system
+//! account.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -20,6 +24,7 @@ use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use tokio::sync::watch;
 
+use super::api_limit::{ApiLimitCounter, ApiLimitMetrics, API_LIMIT_SUBJECT};
 use crate::nats::retry::{or_stop, retry_after, stopped, ErrorKind, ListenerError, ListenerHealth};
 use crate::nats::{self, Auth, NatsArgs};
 
@@ -56,6 +61,8 @@ pub struct SystemEventMetrics {
     pub(crate) malformed: Counter,
     /// Failures of the listener, by kind.
     pub(crate) listener_errors: Family<KindLabels, Counter>,
+    /// JetStream API requests servers dropped.
+    pub(crate) api_limit: ApiLimitMetrics,
 }
 
 /// `{kind}`.
@@ -107,6 +114,21 @@ impl SystemEventMetrics {
             "nats_delivery_system_events_listener_errors",
             "Failures of the system-account event listener, by kind",
             m.listener_errors.clone(),
+        );
+        registry.register(
+            "nats_delivery_jetstream_api_requests_dropped",
+            "JetStream API requests a server dropped when its API request queue reached its limit (their clients got no answer), from the system account's API limit advisories (servers 2.10.25+)",
+            m.api_limit.dropped.clone(),
+        );
+        registry.register(
+            "nats_delivery_jetstream_api_limit_reached",
+            "Times a server's JetStream API request queue reached its limit and was dropped, from the system account's API limit advisories (servers 2.10.25+)",
+            m.api_limit.events.clone(),
+        );
+        registry.register(
+            "nats_delivery_jetstream_api_limit_advisories_malformed",
+            "API limit advisories that could not be parsed (not counted as drops)",
+            m.api_limit.malformed.clone(),
         );
         m
     }
@@ -224,7 +246,10 @@ pub async fn run(
     metrics: SystemEventMetrics,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut counter = DisconnectCounter::new(metrics.clone(), max_client_names);
+    let mut counter = Counters {
+        disconnects: DisconnectCounter::new(metrics.clone(), max_client_names),
+        api_limit: ApiLimitCounter::new(metrics.api_limit.clone()),
+    };
     while let Err(e) = session(&nats, &system_auth, &metrics, &mut counter, &mut shutdown).await {
         if retry_after(&metrics, "system event listener", e, &mut shutdown).await {
             break;
@@ -233,12 +258,18 @@ pub async fn run(
     metrics.set_up(false);
 }
 
-/// One connection's subscription, until shutdown (`Ok`) or a failure.
+/// The counters a session writes to; kept across sessions.
+struct Counters {
+    disconnects: DisconnectCounter,
+    api_limit: ApiLimitCounter,
+}
+
+/// One connection's subscriptions, until shutdown (`Ok`) or a failure.
 async fn session(
     nats: &NatsArgs,
     system_auth: &Auth,
     metrics: &SystemEventMetrics,
-    counter: &mut DisconnectCounter,
+    counter: &mut Counters,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), ListenerError> {
     let watched = metrics.clone();
@@ -252,10 +283,16 @@ async fn session(
     )
     .await
     .map_err(|e| ListenerError::new(ErrorKind::Connect, e.to_string()))?;
-    let mut sub = client
-        .subscribe(DISCONNECT_SUBJECT)
-        .await
-        .map_err(|e| ListenerError::request("subscribe", &e))?;
+    let mut subs = Vec::new();
+    for subject in [DISCONNECT_SUBJECT, API_LIMIT_SUBJECT] {
+        subs.push(
+            client
+                .subscribe(subject)
+                .await
+                .map_err(|e| ListenerError::request("subscribe", &e))?,
+        );
+    }
+    let mut sub = futures::stream::select_all(subs);
     // While the server refuses us this waits, so shutdown must be able to cut in.
     match or_stop(shutdown, client.flush()).await {
         None => return Ok(()),
@@ -268,7 +305,10 @@ async fn session(
             _ = stopped(shutdown) => return Ok(()),
             _ = tick.tick() => metrics.set_up(nats::is_connected(&client)),
             msg = sub.next() => match msg {
-                Some(m) => { counter.record(&m.payload); }
+                Some(m) if m.subject.as_str() == API_LIMIT_SUBJECT => {
+                    counter.api_limit.record(&m.payload);
+                }
+                Some(m) => { counter.disconnects.record(&m.payload); }
                 None => return Err(ListenerError::new(ErrorKind::Other, "system event subscription closed")),
             },
         }

@@ -253,7 +253,7 @@ accounts {
   APP { jetstream: enabled, users: [
     { user: app, password: app-secret },
     { user: narrow, password: narrow-secret,
-      permissions: { subscribe: { allow: ["$JS.EVENT.ADVISORY.CONSUMER.>", "_INBOX.>"] } } }
+      permissions: { subscribe: { allow: ["$JS.EVENT.ADVISORY.CONSUMER.>", "$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.>", "_INBOX.>"] } } }
   ] }
 }
 "#;

@@ -23,7 +23,8 @@ accounts {
       "$SYS.REQ.SERVER.*.ROUTEZ", "$SYS.REQ.SERVER.*.GATEWAYZ",
       "$SYS.REQ.ACCOUNT.PING.STATZ"
     ] },
-    subscribe: { allow: [ "_INBOX.>", "$SYS.ACCOUNT.*.DISCONNECT" ] }
+    subscribe: { allow: [ "_INBOX.>", "$SYS.ACCOUNT.*.DISCONNECT",
+                          "$JS.EVENT.ADVISORY.API.LIMIT_REACHED" ] }
   } } ] }
   APP { users: [ { user: app, password: app-secret } ], jetstream: enabled }
   OPS { users: [ { user: ops, password: ops-secret } ], jetstream: enabled }

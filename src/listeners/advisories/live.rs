@@ -31,6 +31,7 @@ use super::dead_letter::DeadLetter;
 use super::live_queue::{self, Queue, Received};
 use super::metrics::AccountLabels;
 use super::parse::SUBJECTS;
+use super::since_2_11::{self, Since211Counter};
 use super::AccountListener;
 use crate::nats;
 use crate::nats::retry::{or_stop, retry_after, stopped, ErrorKind, ListenerError, ListenerHealth};
@@ -67,6 +68,7 @@ pub(super) enum Scope {
 struct Counters {
     delivery: Option<AdvisoryCounter>,
     api: ApiAuditCounter,
+    since_2_11: Since211Counter,
 }
 
 /// Runs the live listener of one account until shutdown.
@@ -90,6 +92,17 @@ pub(super) async fn run_scope(
             )
         }),
         api: ApiAuditCounter::new(&l.account, l.metrics.api_audit.clone(), l.args.max_series),
+        since_2_11: Since211Counter::new(
+            &l.account,
+            l.metrics.since_2_11.clone(),
+            l.metrics
+                .malformed
+                .get_or_create(&AccountLabels {
+                    account: l.account.clone(),
+                })
+                .clone(),
+            l.args.max_series,
+        ),
     }));
     let health = Health { l: &l, scope };
     while let Err(e) = session(&l, scope, &counters, &mut shutdown).await {
@@ -144,7 +157,8 @@ async fn subscribe_all(
         Scope::ApiAudits => &[],
     };
     let mut subs = Vec::new();
-    for s in subjects.iter().chain([&API_AUDIT_SUBJECT]) {
+    let live_in_both = since_2_11::SUBJECTS.iter().chain([&API_AUDIT_SUBJECT]);
+    for s in subjects.iter().chain(live_in_both) {
         subs.push(
             client
                 .subscribe(*s)
@@ -354,6 +368,10 @@ async fn audit_drops(
 async fn handle(counters: &mut Counters, dead_letter: Option<&DeadLetter>, msg: Message) {
     if msg.subject.as_str() == API_AUDIT_SUBJECT {
         counters.api.record(&msg.payload);
+        return;
+    }
+    if Since211Counter::wants(&msg.subject) {
+        counters.since_2_11.record(&msg.subject, &msg.payload);
         return;
     }
     let Some(counter) = counters.delivery.as_mut() else {

@@ -147,6 +147,8 @@ pub struct AdvisoryMetrics {
     pub(crate) dead_letter_failed: Family<ConsumerLabels, Counter>,
     /// Messages removed by purges and message deletes (API audits).
     pub(crate) api_audit: ApiAuditMetrics,
+    /// Abandoned batches and priority-group pins ([`super::since_2_11`]).
+    pub(crate) since_2_11: super::since_2_11::Since211Metrics,
 }
 
 impl AdvisoryMetrics {
@@ -229,6 +231,7 @@ impl AdvisoryMetrics {
             m.dead_letter_failed.clone(),
         );
         m.api_audit.register(registry);
+        m.since_2_11.register(registry);
         m
     }
 

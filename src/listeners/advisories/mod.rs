@@ -13,7 +13,9 @@
 //! dead-letter stream.
 //!
 //! In both modes the JetStream API audits are read live ([`api_audit`]):
-//! messages removed by purges and message deletes, per stream.
+//! messages removed by purges and message deletes, per stream; and so are
+//! the advisories added after 2.10 ([`since_2_11`]): abandoned atomic
+//! batches and priority-group pins.
 
 pub(crate) mod api_audit;
 mod api_errors;
@@ -28,6 +30,7 @@ mod live;
 mod live_queue;
 pub(crate) mod metrics;
 pub(crate) mod parse;
+mod since_2_11;
 pub(crate) mod store;
 pub(crate) mod totals;
 
