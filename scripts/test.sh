@@ -143,9 +143,15 @@ background+=("$lab_run")
 # The link-in crate's backends read the same counters whatever the server:
 # their tests run with the first version only.
 first_version_only='binary_id(nats-delivery-metrics::backends) | (binary_id(nats-delivery-metrics::storm) & test(/^through_backends::/))'
+# The reporters in other languages (each a build and a drop storm, minutes
+# of CPU) are tested against the newest server and the oldest: with the
+# first version and "debian".
+reporters='binary_id(nats-delivery-exporter::client_reports) & test(/^other_language_reporters::/)'
 rerun() {
+  local skip="$first_version_only"
+  [ "$1" = debian ] || skip+=" | $reporters"
   NATS_SERVER_VERSION=$1 cargo nextest run --workspace --locked \
-    -E "kind(test) & not ($no_server) & not ($first_version_only)" >"$logs/$1" 2>&1
+    -E "kind(test) & not ($no_server) & not ($skip)" >"$logs/$1" 2>&1
 }
 NATS_TEST_NO_SERVER=1 cargo nextest run --workspace --locked -E "$no_server" >"$logs/no-server" 2>&1 &
 no_server_run=$!

@@ -25,6 +25,10 @@ const CONSUMERS_PER_STREAM: usize = 20;
 /// Scrapes after the jump, every one with `/jsz`.
 const SCRAPES_AFTER: usize = 4;
 
+/// `--timeout`: only the budget may refuse a poll here, never a loaded
+/// machine's slow reply.
+const LONG_TIMEOUT: &str = "120s";
+
 #[tokio::test]
 async fn a_jump_in_consumers_never_empties_a_scrape() {
     let server = NatsServer::builder().jetstream().start();
@@ -36,7 +40,14 @@ async fn a_jump_in_consumers_never_empties_a_scrape() {
         async move {
             common::exporter(
                 &[url],
-                &["--sources", "varz,jsz", "--max-kept-size", &budget],
+                &[
+                    "--sources",
+                    "varz,jsz",
+                    "--max-kept-size",
+                    &budget,
+                    "--timeout",
+                    LONG_TIMEOUT,
+                ],
             )
         }
     };
@@ -58,7 +69,12 @@ async fn a_jump_in_consumers_never_empties_a_scrape_through_the_system_account()
         let budget = budget.to_string();
         let url = client_url.clone();
         async move {
-            let flags = ["--max-kept-size", budget.as_str()];
+            let flags = [
+                "--max-kept-size",
+                budget.as_str(),
+                "--timeout",
+                LONG_TIMEOUT,
+            ];
             common::system_polling::system_exporter_with(&url, "varz,jsz", &flags).await
         }
     };
@@ -121,7 +137,8 @@ where
     F: Fn(usize) -> E,
     E: Future<Output = Exporter>,
 {
-    let (mut fails, mut passes) = (1usize << 16, 256usize << 20);
+    let most = 256usize << 20;
+    let (mut fails, mut passes) = (1usize << 16, most);
     while passes - fails > passes / 50 {
         let mid = fails + (passes - fails) / 2;
         let (up, _, _) = jsz_seen(&exporter(mid).await, server).await;
@@ -131,6 +148,7 @@ where
             fails = mid;
         }
     }
+    assert!(passes < most, "no budget up to {most} bytes gave /jsz");
     passes
 }
 
