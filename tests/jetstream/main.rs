@@ -9,6 +9,7 @@ mod config_on_demand;
 mod consumer_health;
 mod consumer_health_lag;
 mod jetstream_consumer;
+mod leaderless_cluster;
 mod message_timestamps;
 mod message_timestamps_access;
 mod message_timestamps_support;

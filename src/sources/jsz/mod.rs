@@ -24,10 +24,13 @@ pub(crate) mod replicas;
 mod reply;
 pub(crate) mod split;
 mod stream_end;
+pub(crate) mod view;
 pub use config_memory::RemovalCheck;
 pub(crate) use config_on_demand::ConfigOnDemand;
 pub use filter::JszFilter;
-pub(crate) use leaders::{select_leaders, ConsumerRow, Leaders, StreamRow};
+pub(crate) use leaders::{
+    select_leaders, ConsumerRow, HeldRows, Leaders, OrphanConsumer, StreamRow,
+};
 pub use reply::*;
 
 /// One server's JetStream state from one poll (all pages).
@@ -40,6 +43,9 @@ pub(crate) struct JszPoll {
     /// The configuration was asked for (of every account or of some); the
     /// rest is kept from the last read ([`ConfigOnDemand`]).
     pub(crate) config_read: bool,
+    /// The server sends `leader_since` (2.11+): a claim without it is a
+    /// Raft leader not yet serving ([`view::Claim::serving`]).
+    pub(crate) reports_leader_since: bool,
 }
 
 /// Reads every page of accounts with streams, consumers and, if `config`,
@@ -241,7 +247,11 @@ impl MonitoringSource for JszSource {
     /// `paused` is sent only when true: on a server known to report pausing
     /// its absence means "not paused"; on older or unknown ones it stays absent.
     fn finish(&self, snap: &mut TargetSnapshot) {
-        let reports = snap.server_version.as_deref().is_some_and(reports_pausing);
+        let version = snap.server_version.as_deref();
+        if let Some(jsz) = snap.jsz.as_mut() {
+            jsz.reports_leader_since = version.is_some_and(reports_leader_since);
+        }
+        let reports = version.is_some_and(reports_pausing);
         if let (true, Some(jsz)) = (reports, snap.jsz.as_mut()) {
             for a in &mut jsz.accounts {
                 for s in &mut a.stream_detail {
@@ -257,6 +267,12 @@ impl MonitoringSource for JszSource {
 /// Whether a server of this version (`/varz` `version`, as `2.11.0` or
 /// `2.12.0-beta.1`) reports consumer pausing: 2.11 and later.
 pub fn reports_pausing(version: &str) -> bool {
+    super::version_at_least(version, (2, 11, 0))
+}
+
+/// Whether a server of this version sends a group leader's `leader_since`:
+/// 2.11 and later.
+pub(crate) fn reports_leader_since(version: &str) -> bool {
     super::version_at_least(version, (2, 11, 0))
 }
 
