@@ -143,20 +143,23 @@ impl LastLed {
     /// groups only), then returns the held rows of `orphans` (groups
     /// listed, with no view that counts) whose leader gave figures within
     /// [`HOLD`], and forgets what is older.
-    pub(crate) fn update(
+    pub(crate) fn update<'a>(
         &mut self,
-        (streams, consumers): (&[StreamRow], &[ConsumerRow]),
+        (streams, consumers): (
+            impl Iterator<Item = StreamRow<'a>>,
+            impl Iterator<Item = ConsumerRow<'a>>,
+        ),
         orphans: (&[StreamRow], &[OrphanConsumer]),
         now: f64,
     ) -> Held {
-        for (account, s) in streams.iter().filter(|(_, s)| s.cluster.is_some()) {
+        for (account, s) in streams.filter(|(_, s)| s.cluster.is_some()) {
             let st = slot(slot(&mut self.accounts, account), &s.name);
             st.stream = Some(Led {
                 at: now,
                 figures: s.state.clone(),
             });
         }
-        for &(account, stream, c, server_now) in consumers {
+        for (account, stream, c, server_now) in consumers {
             if c.cluster.is_none() {
                 continue;
             }

@@ -36,9 +36,9 @@ fn scrape(last: &mut LastLed, polls: &[(&str, &JszPoll)], now: f64) -> Vec<(u64,
     let plain: Vec<_> = polls.iter().map(|(_, p)| Some(*p)).collect();
     let mut leaders = select_leaders(&named, &["n1", "n2", "n3"]);
     let held = {
-        let (streams, consumers) = leaders.rows(&plain, &Default::default());
+        let none = Default::default();
+        let led = leaders.each_row(&plain, &none);
         let orphans = leaders.orphans(&plain);
-        let led = (streams.as_slice(), consumers.as_slice());
         last.update(led, (&orphans.0, &orphans.1), now)
     };
     leaders.hold(held.streams.len(), held.consumers.len());
@@ -109,7 +109,8 @@ fn a_stream_without_a_leader_is_held_too() {
     let (streams, consumers) = leaders.rows(&plain, &Default::default());
     assert!(streams.is_empty() && consumers.is_empty());
     let orphans = leaders.orphans(&plain);
-    let held = last.update((&[], &[]), (&orphans.0, &orphans.1), 1005.0);
+    let led = (std::iter::empty(), std::iter::empty());
+    let held = last.update(led, (&orphans.0, &orphans.1), 1005.0);
     assert_eq!(held.streams.len(), 1);
     let (account, stream, since) = &held.streams[0];
     assert_eq!(

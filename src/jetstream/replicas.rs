@@ -105,11 +105,16 @@ pub(crate) fn groups<'a>(
         let since = poll.reports_leader_since;
         for acc in &poll.accounts {
             for st in &acc.stream_detail {
+                // Entries outside a cluster have no margin: not gathered
+                // (a view of each of 100,000 consumers would be held).
                 let key = (acc.name.as_str(), st.name.as_str());
-                let entry = views.entry(key).or_default();
-                entry.stream.push(stream_view(st, *server, since));
-                for cons in &st.consumer_detail {
+                if st.cluster.is_some() {
+                    let v = stream_view(st, *server, since);
+                    views.entry(key).or_default().stream.push(v);
+                }
+                for cons in st.consumer_detail.iter().filter(|c| c.cluster.is_some()) {
                     let v = consumer_view(cons, st, *server, since);
+                    let entry = views.entry(key).or_default();
                     entry.consumers.entry(&cons.name).or_default().push(v);
                 }
             }

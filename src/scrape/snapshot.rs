@@ -81,9 +81,9 @@ impl Snapshot {
     pub(crate) fn hold_leaderless(&mut self, last: &mut LastLed, now: f64) {
         let held = {
             let polls: Vec<_> = self.targets.iter().map(|t| t.jsz.as_ref()).collect();
-            let (streams, consumers) = self.rows();
+            let none = jsz::HeldRows::default();
+            let led = self.leaders.each_row(&polls, &none);
             let (orphan_streams, orphan_consumers) = self.leaders.orphans(&polls);
-            let led = (streams.as_slice(), consumers.as_slice());
             last.update(led, (&orphan_streams, &orphan_consumers), now)
         };
         self.leaders.hold(held.streams.len(), held.consumers.len());

@@ -83,27 +83,56 @@ async fn consumer_leader(servers: &[&NatsServer]) -> String {
         .every(Duration::from_millis(200))
         .until(|| {
             servers.iter().find_map(|s| {
-                let jsz = common::monitor_json(
-                    &s.monitor_url(),
-                    "jsz?accounts=true&streams=true&consumers=true",
-                );
-                let accounts = jsz["account_details"].as_array()?.clone();
-                let leads = accounts.iter().flat_map(|a| {
-                    let streams = a["stream_detail"].as_array().cloned().unwrap_or_default();
-                    streams.into_iter().flat_map(|st| {
-                        st["consumer_detail"]
-                            .as_array()
-                            .cloned()
-                            .unwrap_or_default()
-                    })
-                });
-                let mut leads = leads;
-                leads
-                    .any(|c| c["name"] == "C" && c["cluster"]["leader"] == s.name.as_str())
-                    .then(|| s.name.clone())
+                let (leader, _) = leader_named(s)?;
+                (leader == s.name).then_some(leader)
             })
         })
         .await
+}
+
+/// What each of `servers` says of C now: its cluster block and pending
+/// count (for a failure's message).
+fn views(servers: &[NatsServer]) -> String {
+    let each = servers.iter().map(|s| {
+        let jsz = common::monitor_json(
+            &s.monitor_url(),
+            "jsz?accounts=true&streams=true&consumers=true",
+        );
+        let accounts = jsz["account_details"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let streams = accounts
+            .iter()
+            .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default());
+        let c = streams
+            .flat_map(|s| s["consumer_detail"].as_array().cloned().unwrap_or_default())
+            .find(|c| c["name"] == "C");
+        let c = c.unwrap_or_default();
+        format!(
+            "  {}: cluster {}, pending {}\n",
+            s.name, c["cluster"], c["num_pending"]
+        )
+    });
+    each.collect()
+}
+
+/// The leader `server` names for C, and the pending count it gives.
+fn leader_named(server: &NatsServer) -> Option<(String, u64)> {
+    let jsz = common::monitor_json(
+        &server.monitor_url(),
+        "jsz?accounts=true&streams=true&consumers=true",
+    );
+    let accounts = jsz["account_details"].as_array()?;
+    let streams = accounts
+        .iter()
+        .flat_map(|a| a["stream_detail"].as_array().into_iter().flatten());
+    let mut consumers = streams.flat_map(|s| s["consumer_detail"].as_array().into_iter().flatten());
+    let c = consumers.find(|c| c["name"] == "C")?;
+    Some((
+        c["cluster"]["leader"].as_str()?.to_string(),
+        c["num_pending"].as_u64()?,
+    ))
 }
 
 /// Scrapes until C's pending count is `want` (unmarked: its leader's).
@@ -221,11 +250,16 @@ async fn a_frozen_leader_resumed_never_has_its_stale_claim_taken() {
         // Inside the 2 s the scrape waits for the frozen server.
         tokio::time::sleep(Duration::from_millis(500)).await;
         signal(&servers[frozen], "-CONT");
+        let says = tokio::task::block_in_place(|| leader_named(&servers[frozen]));
+        println!("{old} resumed names {says:?} C's leader");
     };
     let (text, ()) = tokio::join!(common::scrape(&http), resume);
-    assert_eq!(value(&text, PENDING, &LABELS), Some(25.0), "{text}");
+    let now = || tokio::task::block_in_place(|| views(&servers));
+    let pending = value(&text, PENDING, &LABELS);
+    assert_eq!(pending, Some(25.0), "{text}\neach server now:\n{}", now());
     for _ in 0..20 {
         let text = common::scrape(&http).await;
-        assert_eq!(value(&text, PENDING, &LABELS), Some(25.0), "{text}");
+        let pending = value(&text, PENDING, &LABELS);
+        assert_eq!(pending, Some(25.0), "{text}\neach server now:\n{}", now());
     }
 }

@@ -161,36 +161,37 @@ impl Leaders {
         polls: &[Option<&'a JszPoll>],
         held: &HeldRows<'a>,
     ) -> (Vec<StreamRow<'a>>, Vec<ConsumerRow<'a>>) {
-        let poll = |i: u32| polls[i as usize].expect("a chosen poll is present");
-        let streams = self
-            .streams
-            .iter()
-            .map(|&[p, a, s]| {
-                if p == HELD {
-                    return held.0[a as usize];
-                }
-                let acc = &poll(p).accounts[a as usize];
-                (acc.name.as_str(), &acc.stream_detail[s as usize])
-            })
-            .collect();
-        let consumers = self
-            .consumers
-            .iter()
-            .map(|&[p, a, s, c]| {
-                if p == HELD {
-                    return held.1[a as usize];
-                }
-                let polled = poll(p);
-                let acc = &polled.accounts[a as usize];
-                let st = &acc.stream_detail[s as usize];
-                (
-                    acc.name.as_str(),
-                    st.name.as_str(),
-                    &st.consumer_detail[c as usize],
-                    polled.now,
-                )
-            })
-            .collect();
+        let (streams, consumers) = self.each_row(polls, held);
+        (streams.collect(), consumers.collect())
+    }
+
+    /// [`Leaders::rows`], one at a time.
+    pub(crate) fn each_row<'s, 'a>(
+        &'s self,
+        polls: &'s [Option<&'a JszPoll>],
+        held: &'s HeldRows<'a>,
+    ) -> (
+        impl Iterator<Item = StreamRow<'a>> + 's,
+        impl Iterator<Item = ConsumerRow<'a>> + 's,
+    ) {
+        let poll = move |i: u32| polls[i as usize].expect("a chosen poll is present");
+        let streams = self.streams.iter().map(move |&[p, a, s]| {
+            if p == HELD {
+                return held.0[a as usize];
+            }
+            let acc = &poll(p).accounts[a as usize];
+            (acc.name.as_str(), &acc.stream_detail[s as usize])
+        });
+        let consumers = self.consumers.iter().map(move |&[p, a, s, c]| {
+            if p == HELD {
+                return held.1[a as usize];
+            }
+            let polled = poll(p);
+            let acc = &polled.accounts[a as usize];
+            let st = &acc.stream_detail[s as usize];
+            let cons = &st.consumer_detail[c as usize];
+            (acc.name.as_str(), st.name.as_str(), cons, polled.now)
+        });
         (streams, consumers)
     }
 

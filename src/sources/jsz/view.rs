@@ -20,9 +20,10 @@ pub(crate) struct Claim<'a> {
     /// when not given.
     pub(crate) since: f64,
     /// Whether it serves as leader: on a server that reports
-    /// `leader_since`, a Raft leader without one has not yet applied its
-    /// log nor told the stream or consumer, which still answers with a
-    /// follower's figures.
+    /// `leader_since`, a Raft leader listing replicas without one has not
+    /// yet applied its log nor told the stream or consumer, which still
+    /// answers with a follower's figures. (A group without a Raft node, on
+    /// a server outside a cluster, names its server with neither.)
     pub(crate) serving: bool,
     /// The replicas its own list holds (the others).
     pub(crate) replicas: ReplicaCounts,
@@ -58,7 +59,7 @@ pub(crate) fn view<'a>(
         Some(s) if *c.leader == *s => View::Claims(Claim {
             server: s,
             since: c.leader_since,
-            serving: !reports_since || !c.leader_since.is_nan(),
+            serving: !reports_since || !c.leader_since.is_nan() || c.replicas.listed == 0,
             replicas: c.replicas,
         }),
         _ => View::LedBy(&c.leader),
@@ -74,8 +75,12 @@ pub(crate) fn stream_view<'a>(
     view(s.cluster.as_ref(), server, reports_since)
 }
 
-/// [`view`] of consumer `c` of stream `s` by `server`, a claim not serving
-/// when its figures are a follower's ([`serves`]).
+/// [`view`] of consumer `c` of stream `s` by `server`; before 2.11 (no
+/// `leader_since`) a claim is not serving when its figures are a
+/// follower's ([`serves`]). From 2.11 on `leader_since` tells, and a
+/// serving leader's `num_pending` can be 0 with messages above the
+/// committed delivered position for a moment after a delivery, which the
+/// check would take for a follower's.
 pub(crate) fn consumer_view<'a>(
     c: &'a ConsumerInfo,
     s: &StreamDetail,
@@ -84,7 +89,7 @@ pub(crate) fn consumer_view<'a>(
 ) -> View<'a> {
     match view(c.cluster.as_ref(), server, reports_since) {
         View::Claims(claim) => View::Claims(Claim {
-            serving: claim.serving && serves(c, s),
+            serving: claim.serving && (reports_since || serves(c, s)),
             ..claim
         }),
         other => other,

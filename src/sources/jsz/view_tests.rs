@@ -34,9 +34,13 @@ fn what_one_server_says_of_a_group() {
     assert_eq!(view(Some(&c), Some("b"), true), View::LedBy("a"));
     // A server whose name is unknown cannot be shown to lead anything.
     assert_eq!(view(Some(&c), None, true), View::LedBy("a"));
-    // Its own name without `leader_since`: serving only on a server that
-    // does not report it (before 2.11).
+    // Its own name with no replica and no `leader_since`: a group without
+    // a Raft node (a server outside a cluster), serving.
     let serving = |v: View| matches!(v, View::Claims(c) if c.serving);
+    assert!(serving(view(Some(&c), Some("a"), true)));
+    // Listing replicas without `leader_since`: serving only on a server
+    // that does not report it (before 2.11).
+    c.replicas = counts(2, 2);
     assert!(!serving(view(Some(&c), Some("a"), true)));
     assert!(serving(view(Some(&c), Some("a"), false)));
     c.leader_since = 100.0;
