@@ -172,6 +172,10 @@ async fn a_consumer_without_a_leader_keeps_its_last_leaders_figures_marked() {
             let text = common::scrape(&http).await;
             let pending = value(&text, PENDING, &LABELS);
             assert_eq!(pending, Some(30.0), "every scrape after the kill:\n{text}");
+            // The stream too: from the survivor if it still leads it, else held.
+            let stream = [("account", "APP"), ("stream", "HOLD")];
+            let messages = value(&text, "nats_delivery_stream_messages", &stream);
+            assert_eq!(messages, Some(30.0), "every scrape after the kill:\n{text}");
             if let Some(mark) = value(&text, MARK, &LABELS) {
                 if marks.is_empty() {
                     nats_test_server::reference::assert_documented(&text);
