@@ -7,7 +7,7 @@
 //! follower's figures (`num_pending` 0), never the group's state
 //! (`sources/jsz/view.rs`). Dropping the series would resolve every alert
 //! on the consumer at the moment its group stopped. So the last figures a
-//! leader gave are kept per replicated stream and consumer (about 100
+//! leader gave are kept per replicated stream and consumer (about 130
 //! bytes each, plus names) and written again, with
 //! `nats_delivery_stream_leaderless_seconds` /
 //! `nats_delivery_consumer_leaderless_seconds` saying how long ago a
