@@ -7,6 +7,7 @@ pub(crate) mod cardinality;
 pub(crate) mod consumer_health;
 pub(crate) mod consumer_status;
 pub(crate) mod jsz_families;
+pub(crate) mod leaderless;
 pub(crate) mod limit_forecast;
 pub(crate) mod message_timestamps;
 pub(crate) mod metadata_families;

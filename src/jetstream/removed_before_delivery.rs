@@ -366,6 +366,11 @@ impl RemovedTracker {
         self.removed()
     }
 
+    /// The counter as it stands, without a poll.
+    pub(crate) fn shown(&self) -> Removed {
+        self.removed()
+    }
+
     fn removed(&self) -> Removed {
         Removed {
             messages: self.shown,

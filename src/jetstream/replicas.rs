@@ -20,10 +20,11 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::sources::jsz::{ClusterInfo, JszPoll};
+use crate::sources::jsz::view::{choose, consumer_view, stream_view, View};
+use crate::sources::jsz::JszPoll;
 use crate::text::families::{gauge_family, Num};
 
-/// One group as its leader (or, with no leader, any server) sees it.
+/// One group as the view that counts sees it (see [`GroupView::of`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct GroupView {
     /// Replicas of the group.
@@ -39,29 +40,37 @@ pub(crate) struct GroupView {
 }
 
 impl GroupView {
-    /// The view `server` gives of a group; `None` for a group of one replica,
-    /// or when another server leads it (its view is the one that counts).
-    pub(crate) fn of(cluster: &ClusterInfo, server: Option<&str>) -> Option<GroupView> {
-        let r = cluster.replicas;
-        let view = if cluster.leader.is_empty() {
-            // Nobody leads: the server lists every replica, itself included.
-            GroupView {
-                replicas: r.listed,
-                current: 0,
-                offline: r.offline,
-                lag: r.lag,
-                led: false,
-            }
-        } else if Some(&*cluster.leader) == server {
-            GroupView {
-                replicas: r.listed.saturating_add(1),
-                current: r.current.saturating_add(1),
-                offline: r.offline,
-                lag: r.lag,
+    /// The view that counts among every polled server's `views` of a group
+    /// ([`choose`]): the serving leader's; with none, a view naming no
+    /// leader or a leader not yet serving, every replica taken as not
+    /// current. `None` for a group of one replica, an entry outside a
+    /// cluster, or when only views naming an unpolled leader are there.
+    pub(crate) fn of(views: &[View]) -> Option<GroupView> {
+        let view = match choose(views).map(|i| &views[i]) {
+            Some(View::Claims(c)) => GroupView {
+                replicas: c.replicas.listed.saturating_add(1),
+                current: c.replicas.current.saturating_add(1),
+                offline: c.replicas.offline,
+                lag: c.replicas.lag,
                 led: true,
+            },
+            Some(_) => return None,
+            None => {
+                // Nobody serves: a leaderless view lists every replica,
+                // a claimant the others.
+                let (r, itself) = views.iter().find_map(|v| match v {
+                    View::Leaderless(r) => Some((*r, 0)),
+                    View::Claims(c) => Some((c.replicas, 1)),
+                    _ => None,
+                })?;
+                GroupView {
+                    replicas: r.listed.saturating_add(itself),
+                    current: 0,
+                    offline: r.offline,
+                    lag: r.lag,
+                    led: false,
+                }
             }
-        } else {
-            return None;
         };
         (view.replicas > 1).then_some(view)
     }
@@ -93,46 +102,49 @@ pub(crate) struct StreamReplicas<'a> {
     pub(crate) consumers: BTreeMap<&'a str, GroupView>,
 }
 
-/// Keeps `view` in `slot` unless a leader's view is there already.
-fn keep(slot: &mut Option<GroupView>, view: Option<GroupView>) {
-    if let Some(v) = view {
-        if slot.is_none_or(|old| !old.led) {
-            *slot = Some(v);
-        }
-    }
+/// Every server's views of one stream: its own and its consumers'.
+#[derive(Default)]
+struct Views<'a> {
+    stream: Vec<View<'a>>,
+    consumers: BTreeMap<&'a str, Vec<View<'a>>>,
 }
 
 /// Every replicated group of every poll, by (account, stream), each from
-/// its leader's view, or from any server's when no server leads it.
-/// `polls[i]` is a server's poll and its name.
+/// the view that counts ([`GroupView::of`]). `polls[i]` is a server's poll
+/// and its name.
 pub(crate) fn groups<'a>(
     polls: &[Option<(Option<&'a str>, &'a JszPoll)>],
 ) -> BTreeMap<(&'a str, &'a str), StreamReplicas<'a>> {
-    let mut out: BTreeMap<_, StreamReplicas> = BTreeMap::new();
+    let mut views: BTreeMap<_, Views> = BTreeMap::new();
     for (server, poll) in polls.iter().flatten() {
+        let since = poll.reports_leader_since;
         for acc in &poll.accounts {
             for st in &acc.stream_detail {
+                // Entries outside a cluster have no margin: not gathered
+                // (a view of each of 100,000 consumers would be held).
                 let key = (acc.name.as_str(), st.name.as_str());
-                if let Some(c) = &st.cluster {
-                    let view = GroupView::of(c, *server);
-                    if view.is_some() {
-                        keep(&mut out.entry(key).or_default().stream, view);
-                    }
+                if st.cluster.is_some() {
+                    let v = stream_view(st, *server, since);
+                    views.entry(key).or_default().stream.push(v);
                 }
-                for cons in &st.consumer_detail {
-                    let Some(view) = cons
-                        .cluster
-                        .as_ref()
-                        .and_then(|c| GroupView::of(c, *server))
-                    else {
-                        continue;
-                    };
-                    let entry = out.entry(key).or_default();
-                    let mut slot = entry.consumers.get(&*cons.name).copied();
-                    keep(&mut slot, Some(view));
-                    entry.consumers.insert(&cons.name, slot.expect("just kept"));
+                for cons in st.consumer_detail.iter().filter(|c| c.cluster.is_some()) {
+                    let v = consumer_view(cons, st, *server, since);
+                    let entry = views.entry(key).or_default();
+                    entry.consumers.entry(&cons.name).or_default().push(v);
                 }
             }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (key, v) in views {
+        let group = StreamReplicas {
+            stream: GroupView::of(&v.stream),
+            consumers: (v.consumers.into_iter())
+                .filter_map(|(name, views)| Some((name, GroupView::of(&views)?)))
+                .collect(),
+        };
+        if group.stream.is_some() || !group.consumers.is_empty() {
+            out.insert(key, group);
         }
     }
     out

@@ -1,10 +1,12 @@
 use super::*;
 use crate::sources::jsz::replicas::ReplicaCounts;
+use crate::sources::jsz::ClusterInfo;
 use crate::sources::jsz::{AccountDetail, ConsumerInfo, StreamDetail};
 
 fn cluster(leader: &str, listed: u8, current: u8) -> Option<ClusterInfo> {
     Some(ClusterInfo {
         leader: leader.into(),
+        leader_since: f64::NAN,
         replicas: ReplicaCounts {
             listed,
             current,
@@ -12,6 +14,12 @@ fn cluster(leader: &str, listed: u8, current: u8) -> Option<ClusterInfo> {
             lag: 0,
         },
     })
+}
+
+/// The view that counts when `server` alone lists a group with `cluster`.
+fn one(cluster: Option<ClusterInfo>, server: Option<&str>) -> Option<GroupView> {
+    let cluster = cluster.as_ref();
+    GroupView::of(&[crate::sources::jsz::view::view(cluster, server, false)])
 }
 
 /// One server's poll of stream S (its cluster as given) with consumer c.
@@ -34,34 +42,29 @@ fn poll(stream: Option<ClusterInfo>, consumer: Option<ClusterInfo>) -> JszPoll {
         }],
         config_read: true,
         config_read_failures: 0,
+        ..Default::default()
     }
 }
 
 #[test]
 fn margins_from_the_leaders_view() {
     // R3 led by n1 with both followers current: margin 1.
-    let v = GroupView::of(&cluster("n1", 2, 2).unwrap(), Some("n1")).unwrap();
+    let v = one(cluster("n1", 2, 2), Some("n1")).unwrap();
     assert_eq!((v.replicas, v.current, v.margin()), (3, 3, 1));
     // One follower gone: 0, one more failure stops it.
-    let v = GroupView::of(&cluster("n1", 2, 1).unwrap(), Some("n1")).unwrap();
+    let v = one(cluster("n1", 2, 1), Some("n1")).unwrap();
     assert_eq!(v.margin(), 0);
     // Both gone, the leader still claiming: -1.
-    let v = GroupView::of(&cluster("n1", 2, 0).unwrap(), Some("n1")).unwrap();
+    let v = one(cluster("n1", 2, 0), Some("n1")).unwrap();
     assert_eq!(v.margin(), -1);
     // R5 with 2 followers gone: 3 current, quorum 3.
-    let v = GroupView::of(&cluster("n1", 4, 2).unwrap(), Some("n1")).unwrap();
+    let v = one(cluster("n1", 4, 2), Some("n1")).unwrap();
     assert_eq!(v.margin(), 0);
     // A follower's view does not count; an R1 group has no margin.
-    assert_eq!(
-        GroupView::of(&cluster("n1", 2, 1).unwrap(), Some("n2")),
-        None
-    );
-    assert_eq!(
-        GroupView::of(&cluster("n1", 0, 0).unwrap(), Some("n1")),
-        None
-    );
+    assert_eq!(one(cluster("n1", 2, 1), Some("n2")), None);
+    assert_eq!(one(cluster("n1", 0, 0), Some("n1")), None);
     // Nobody leads: every replica listed, none current, margin -2.
-    let v = GroupView::of(&cluster("", 3, 1).unwrap(), Some("n2")).unwrap();
+    let v = one(cluster("", 3, 1), Some("n2")).unwrap();
     assert_eq!(
         (v.replicas, v.current, v.margin(), v.led),
         (3, 0, -2, false)
@@ -73,7 +76,7 @@ fn failures_tolerated_follow_the_groups_size_alone() {
     // (followers listed, current): R2, R3, R4, R5 all current, then R3 and
     // R2 with a follower lost: the tolerance is the size's, the margin falls.
     let size = |listed, current| {
-        let v = GroupView::of(&cluster("n1", listed, current).unwrap(), Some("n1")).unwrap();
+        let v = one(cluster("n1", listed, current), Some("n1")).unwrap();
         (v.replicas, v.failures_tolerated(), v.margin())
     };
     assert_eq!(size(1, 1), (2, 0, 0));
@@ -83,7 +86,7 @@ fn failures_tolerated_follow_the_groups_size_alone() {
     assert_eq!(size(2, 1), (3, 1, 0));
     assert_eq!(size(1, 0), (2, 0, -1));
     // Nobody leads: still the size's.
-    let v = GroupView::of(&cluster("", 3, 1).unwrap(), None).unwrap();
+    let v = one(cluster("", 3, 1), None).unwrap();
     assert_eq!((v.failures_tolerated(), v.margin()), (1, -2));
 }
 

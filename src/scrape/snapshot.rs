@@ -16,6 +16,7 @@ use crate::jetstream::consumer_health::encode::{
 };
 use crate::jetstream::consumer_health::ConsumerHealthRow;
 use crate::jetstream::jsz_families;
+use crate::jetstream::leaderless::{Held, LastLed};
 use crate::jetstream::stream_lost::LostData;
 use crate::lock::LockOrRecover;
 use crate::sources::jsz;
@@ -47,6 +48,8 @@ pub(crate) struct Snapshot {
     pub(crate) stream_lost: Vec<(String, String, LostData)>,
     /// Which per-consumer series are written.
     pub(crate) series: ConsumerSeries,
+    /// Streams and consumers written from their last leader's figures.
+    held: Held,
 }
 
 impl Snapshot {
@@ -57,7 +60,8 @@ impl Snapshot {
 
     /// The snapshot of `targets`, with leaders chosen.
     pub(crate) fn finished(targets: Vec<TargetSnapshot>) -> Snapshot {
-        let leaders = jsz::select_leaders(&named_polls(&targets));
+        let names: Vec<&str> = targets.iter().filter_map(leader_name).collect();
+        let leaders = jsz::select_leaders(&named_polls(&targets), &names);
         Snapshot {
             targets,
             leaders,
@@ -67,7 +71,29 @@ impl Snapshot {
             survey: None,
             stream_lost: Vec::new(),
             series: ConsumerSeries::default(),
+            held: Held::default(),
         }
+    }
+
+    /// Records what the leaders gave in `last` (at exporter time `now`) and
+    /// adds the rows of groups without a leader from it; call it before
+    /// anything else reads the rows.
+    pub(crate) fn hold_leaderless(&mut self, last: &mut LastLed, now: f64) {
+        let held = {
+            let polls: Vec<_> = self.targets.iter().map(|t| t.jsz.as_ref()).collect();
+            let none = jsz::HeldRows::default();
+            let led = self.leaders.each_row(&polls, &none);
+            let (orphan_streams, orphan_consumers) = self.leaders.orphans(&polls);
+            last.update(led, (&orphan_streams, &orphan_consumers), now)
+        };
+        self.leaders.hold(held.streams.len(), held.consumers.len());
+        self.held = held;
+    }
+
+    /// How many rows of [`Snapshot::rows`] come from the polls (the first
+    /// ones, before the budget puts them in another order); the rest are held.
+    pub(crate) fn led(&self) -> (usize, usize) {
+        self.leaders.led()
     }
 
     /// Keeps the JetStream series under `limit`, see [`crate::jetstream::cardinality::budget`];
@@ -81,7 +107,8 @@ impl Snapshot {
             .map(|(_, s)| jsz_families::stream_series(s))
             .sum::<u64>()
             + self.folded.len() as u64 * jsz_families::folded_series(series)
-            + crate::jetstream::replicas::series(&self.named_polls());
+            + crate::jetstream::replicas::series(&self.named_polls())
+            + self.held.series();
         let detail: Vec<u64> = consumers
             .iter()
             .map(|(_, _, c, now)| jsz_families::consumer_series(c, *now, series))
@@ -123,7 +150,7 @@ impl Snapshot {
     /// The streams and consumers to export, each from its leader.
     pub(crate) fn rows(&self) -> (Vec<jsz::StreamRow<'_>>, Vec<jsz::ConsumerRow<'_>>) {
         let polls: Vec<_> = self.targets.iter().map(|t| t.jsz.as_ref()).collect();
-        self.leaders.rows(&polls)
+        self.leaders.rows(&polls, &self.held.rows())
     }
 }
 
@@ -198,6 +225,7 @@ impl Collector for SnapshotCollector {
             budget::encode(&mut enc, report)?;
         }
         jsz_families::encode_streams(&mut enc, &streams)?;
+        snap.held.encode(&mut enc)?;
         crate::jetstream::replicas::encode(&mut enc, &snap.named_polls())?;
         crate::jetstream::stream_lost::encode(&mut enc, &snap.stream_lost)
     }

@@ -13,6 +13,7 @@ mod consumer_health_lag;
 mod consumer_reset;
 mod jetstream_consumer;
 mod lag_threshold;
+mod leaderless_cluster;
 mod message_timestamps;
 mod message_timestamps_access;
 mod message_timestamps_support;

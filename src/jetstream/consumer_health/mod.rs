@@ -11,6 +11,7 @@
 //! seen for longer than the window is forgotten.
 
 pub(crate) mod encode;
+mod held;
 pub(crate) mod history;
 mod name_key;
 mod update;
@@ -360,5 +361,7 @@ pub type Replies = HashMap<TimestampRequest, TimestampReply>;
 
 #[cfg(test)]
 mod start_tests;
+#[cfg(test)]
+mod takeover_tests;
 #[cfg(test)]
 mod tests;

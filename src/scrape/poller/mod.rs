@@ -17,6 +17,7 @@ use url::Url;
 
 use crate::jetstream::cardinality::fold::EphemeralFolds;
 use crate::jetstream::consumer_health::{ConsumerHealth, Replies};
+use crate::jetstream::leaderless::LastLed;
 use crate::jetstream::message_timestamps::MessageTimestamps;
 use crate::jetstream::stream_lost::StreamLostReader;
 use crate::lock::LockOrRecover;
@@ -72,6 +73,8 @@ pub(crate) struct Poller {
     stream_lost: Option<StreamLostReader>,
     /// Polling through the system account instead of the monitoring URLs.
     system: Option<SystemSide>,
+    /// The figures each replicated group's leader last gave.
+    last_led: Mutex<LastLed>,
 }
 
 impl Poller {
@@ -104,6 +107,7 @@ impl Poller {
             folds,
             stream_lost: None,
             system: None,
+            last_led: Mutex::default(),
         }
     }
 
@@ -135,6 +139,7 @@ impl Poller {
         let started = Instant::now();
         let (targets, survey) = self.poll_servers().await;
         let mut snapshot = Snapshot::finished(targets);
+        snapshot.hold_leaderless(&mut self.last_led.lock_or_recover(), unix_now());
         snapshot.survey = survey;
         snapshot.series = self.settings.consumer_series;
         if let Some(folds) = &self.folds {
@@ -187,7 +192,10 @@ impl Poller {
         let now = unix_now();
         let reads = self.settings.consumer_timestamp_reads as usize;
         let (streams, consumers) = snapshot.rows();
-        let rows = (streams.as_slice(), consumers.as_slice());
+        // Held rows (after the led ones) are judged from what was kept.
+        let (led_streams, led) = snapshot.led();
+        let (consumers, held) = consumers.split_at(led);
+        let rows = (&streams[..led_streams], consumers);
         let replies = match &self.timestamps {
             Some(timestamps) => {
                 // Ranking every consumer is only worth it with a reader.
@@ -204,7 +212,8 @@ impl Poller {
             }
             None => Replies::new(),
         };
-        let health_rows = lock().update(rows, now, &replies);
+        let mut health_rows = lock().update(rows, now, &replies);
+        health_rows.extend(lock().held_rows(held, now));
         snapshot.consumer_health = health_rows;
     }
 

@@ -26,10 +26,13 @@ pub(crate) mod replicas;
 mod reply;
 pub(crate) mod split;
 mod stream_end;
+pub(crate) mod view;
 pub use config_memory::RemovalCheck;
 pub(crate) use config_on_demand::ConfigOnDemand;
 pub use filter::JszFilter;
-pub(crate) use leaders::{select_leaders, ConsumerRow, Leaders, StreamRow};
+pub(crate) use leaders::{
+    select_leaders, ConsumerRow, HeldRows, Leaders, OrphanConsumer, StreamRow,
+};
 pub(crate) use metadata::Metadata;
 pub use metadata::{
     metadata_label_name, name_metadata_labels, LAG_THRESHOLD_KEY, MAX_LABEL_KEYS,
@@ -51,6 +54,9 @@ pub(crate) struct JszPoll {
     /// Configuration reads of this server that failed so far, each poll
     /// then answered without configuration, with what was kept.
     pub(crate) config_read_failures: u64,
+    /// The server sends `leader_since` (2.11+): a claim without it is a
+    /// Raft leader not yet serving ([`view::Claim::serving`]).
+    pub(crate) reports_leader_since: bool,
 }
 
 /// Reads every page of accounts with streams, consumers and, if `config`,
@@ -254,7 +260,11 @@ impl MonitoringSource for JszSource {
     /// `paused` is sent only when true: on a server known to report pausing
     /// its absence means "not paused"; on older or unknown ones it stays absent.
     fn finish(&self, snap: &mut TargetSnapshot) {
-        let reports = snap.server_version.as_deref().is_some_and(reports_pausing);
+        let version = snap.server_version.as_deref();
+        if let Some(jsz) = snap.jsz.as_mut() {
+            jsz.reports_leader_since = version.is_some_and(reports_leader_since);
+        }
+        let reports = version.is_some_and(reports_pausing);
         if let (true, Some(jsz)) = (reports, snap.jsz.as_mut()) {
             for a in &mut jsz.accounts {
                 for s in &mut a.stream_detail {
@@ -270,6 +280,12 @@ impl MonitoringSource for JszSource {
 /// Whether a server of this version (`/varz` `version`, as `2.11.0` or
 /// `2.12.0-beta.1`) reports consumer pausing: 2.11 and later.
 pub fn reports_pausing(version: &str) -> bool {
+    super::version_at_least(version, (2, 11, 0))
+}
+
+/// Whether a server of this version sends a group leader's `leader_since`:
+/// 2.11 and later.
+pub(crate) fn reports_leader_since(version: &str) -> bool {
     super::version_at_least(version, (2, 11, 0))
 }
 

@@ -44,15 +44,29 @@ pub struct AccountDetail<S = StreamDetail> {
 }
 
 /// Who leads a clustered stream or consumer.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(default)]
 pub struct ClusterInfo {
     /// The leader's server name; empty while there is none.
     pub(crate) leader: Box<str>,
+    /// When the leader became leader (2.11+), as Unix seconds; NaN when
+    /// not given (older servers, and a Raft leader not yet serving).
+    #[serde(deserialize_with = "de::seconds_or_nan")]
+    pub(crate) leader_since: f64,
     /// The replicas this server lists (only the leader's view means
     /// anything: a follower lists the other followers as not current).
     #[serde(deserialize_with = "super::replicas::counts")]
     pub(crate) replicas: super::replicas::ReplicaCounts,
+}
+
+impl Default for ClusterInfo {
+    fn default() -> ClusterInfo {
+        ClusterInfo {
+            leader: Box::default(),
+            leader_since: f64::NAN,
+            replicas: Default::default(),
+        }
+    }
 }
 
 /// One stream.
@@ -97,7 +111,7 @@ pub struct StreamConfig {
 }
 
 /// Stream contents.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(default)]
 pub struct StreamContents {
     /// Messages stored.
@@ -248,7 +262,7 @@ impl ConsumerConfig {
 }
 
 /// A position in the stream and consumer and when it was reached.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(default)]
 pub struct SequenceInfo {
     /// Consumer sequence: every delivery, first or again, takes the next one.
