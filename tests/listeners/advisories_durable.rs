@@ -325,3 +325,59 @@ async fn deaths_announced_again_by_a_new_leader_are_counted_once() {
     wait_value(&second.registry, name, &labels, 41.0, 30).await;
     second.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_wider_stream_the_exporters_own_requests_do_not_keep_it_busy() {
+    let s = server();
+    let js = jetstream::new(client(&s, "app").await);
+    // Before 2.10 the consumer's filter is ignored: every JetStream request
+    // of the account adds an API audit advisory to this stream, and the
+    // exporter's consumer is handed it.
+    js.create_stream(jetstream::stream::Config {
+        name: "ADV".into(),
+        subjects: vec!["$JS.EVENT.ADVISORY.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let flags = ["--advisories-stream", "ADV"];
+    let running = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
+    let app = client(&s, "app").await;
+    announce_deaths(&app, 1..=3).await;
+    let labels = [("account", "APP"), ("stream", "S"), ("consumer", "C")];
+    let name = "nats_delivery_jetstream_max_deliveries_total";
+    wait_value(&running.registry, name, &labels, 3.0, 20).await;
+    // Idle, the stream grows by this wait's one request per look (and a
+    // probe's every 5 s). An exporter that made a request for each batch,
+    // audits included, answered its own audit with the next, for ever (some
+    // 50 a second on 2.9.10): no 5 quiet looks in a row then.
+    let mut adv = js.get_stream("ADV").await.unwrap();
+    let mut last = adv.info().await.unwrap().state.last_sequence;
+    let mut quiet = 0;
+    Wait::secs("5 looks at ADV in a row with little more stored", 30)
+        .every(Duration::from_millis(200))
+        .until_async(async || {
+            let now = adv
+                .info()
+                .await
+                .map_err(|e| e.to_string())?
+                .state
+                .last_sequence;
+            let grown = now - last;
+            last = now;
+            quiet = if grown <= 2 { quiet + 1 } else { 0 };
+            (quiet >= 5)
+                .then_some(())
+                .ok_or(format!("{grown} more advisories since the last look"))
+        })
+        .await;
+    assert_eq!(
+        exact(
+            &running.text(),
+            "nats_delivery_advisories_received_total",
+            APP
+        ),
+        Some(3.0)
+    );
+    running.stop().await;
+}

@@ -65,6 +65,17 @@ pub(super) struct Applier {
     pub(crate) captures: HashMap<u64, Result<Capture, Arc<DeadLetterError>>>,
 }
 
+/// Whether any of `messages` is a delivery advisory (the rest only need an
+/// acknowledgement). A wider stream on a pre-2.10 server, which ignores the
+/// consumer's filter, also hands out the API audit advisories of the
+/// exporter's own JetStream requests: a request made for those would make
+/// the next one, for ever.
+pub(super) fn counts_any(messages: &[Message]) -> bool {
+    messages
+        .iter()
+        .any(|m| SUBJECTS.iter().any(|p| subject_covers(p, &m.subject)))
+}
+
 impl Applier {
     /// Works out what `messages` change, against `store`.
     pub(super) async fn apply(&mut self, store: &TotalsStore, messages: &[Message]) -> Work {

@@ -20,7 +20,7 @@ use async_nats::jetstream::{self, consumer};
 use futures::StreamExt;
 use tokio::sync::watch;
 
-use super::batch::Applier;
+use super::batch::{counts_any, Applier};
 pub use super::durable_setup::{ensure_stream, DurableError};
 use super::durable_setup::{setup, DurableSession, BATCH};
 use super::metrics::AdvisoryMetrics;
@@ -104,8 +104,9 @@ async fn session(
                 };
                 let (batch, failed) = gather_batch(chunk, &mut messages).await;
                 // The ack floor bounds what the bucket must remember; asking
-                // for it per batch keeps each stored value small.
-                if !batch.is_empty() {
+                // for it per batch keeps each stored value small. Only for
+                // a batch that counts something: see `counts_any`.
+                if counts_any(&batch) {
                     match check(&consumer).await {
                         Ok(floor) => ack_floor = floor,
                         Err(e) => break Err(e),

@@ -169,15 +169,27 @@ pub async fn advisory_consumer(
 /// to hand out and nothing awaiting an acknowledgement: every advisory ADV
 /// holds was counted, stored and shown (commit first, acknowledge last), so
 /// a count read afterwards is final.
+///
+/// Or until its ack floor reaches what ADV held when the wait began. A wider
+/// stream on a pre-2.10 server (which ignores the consumer's filter) also
+/// hands the consumer the API audit advisory of each JetStream request,
+/// this wait's own among them: a request's audit is still awaiting an ack
+/// when the next request asks, so "nothing awaiting an ack" never holds
+/// there, while a floor past every advisory stored before the wait does.
 pub async fn wait_all_acknowledged(js: &async_nats::jetstream::Context, consumer: &str) {
+    let mut adv = js.get_stream("ADV").await.expect("the advisory stream");
+    let stored = adv.info().await.expect("ADV's state").state.last_sequence;
     Wait::secs(format!("every advisory acknowledged by {consumer}"), 30)
         .every(Duration::from_millis(100))
         .until_async(async || {
             let info = advisory_consumer(js, consumer).await?;
             let left = (info.num_pending, info.num_ack_pending);
-            (left == (0, 0))
+            let floor = info.ack_floor.stream_sequence;
+            (left == (0, 0) || floor >= stored)
                 .then_some(())
-                .ok_or(format!("pending, awaiting ack: {left:?}"))
+                .ok_or(format!(
+                    "pending, awaiting ack: {left:?}; ack floor {floor} of {stored}"
+                ))
         })
         .await;
 }
