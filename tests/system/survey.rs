@@ -116,7 +116,10 @@ async fn a_late_reply_is_counted_and_its_server_expected() {
     // survey has given up, as a server far away or overloaded would.
     let slow = system_client(&server).await;
     let mut requests = slow.subscribe("$SYS.REQ.SERVER.PING.VARZ").await.unwrap();
-    slow.flush().await.unwrap();
+    // The server must know the subscription before the first survey: a
+    // flush only empties the client's buffer, and a responder that missed
+    // the first request would answer the second at once, not late.
+    nats_test_server::app::sync_with_server(&slow).await;
     let (given_up, late) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         if let Some(request) = requests.next().await {

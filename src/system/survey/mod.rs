@@ -148,6 +148,29 @@ struct Routing {
     unexpected: u64,
 }
 
+impl Routing {
+    /// Counts a reply that came after its survey ended, its sender to be
+    /// expected from the next survey on.
+    fn count_late(&mut self, payload: &[u8]) {
+        self.late += 1;
+        if let Ok(answer) = parse_reply(payload) {
+            self.late_servers.push(answer.server);
+        }
+    }
+
+    /// Ends the survey under way. Replies already routed to it that it did
+    /// not read (it had all it expected, or its time was up) are late like
+    /// any other: dropped with the channel, a server answering after the
+    /// expected count would never be counted nor learned.
+    fn end(&mut self, unread: &mut mpsc::UnboundedReceiver<Bytes>) {
+        // The router routes under this lock: nothing more comes once cleared.
+        self.current = None;
+        while let Ok(payload) = unread.try_recv() {
+            self.count_late(&payload);
+        }
+    }
+}
+
 /// One system-account connection's surveys, one at a time.
 #[derive(Debug)]
 pub struct Survey {
@@ -192,12 +215,7 @@ impl Survey {
                         (Some((current, to)), Some(n)) if *current == n => {
                             let _ = to.send(m.payload);
                         }
-                        (_, Some(_)) => {
-                            r.late += 1;
-                            if let Ok(answer) = parse_reply(&m.payload) {
-                                r.late_servers.push(answer.server);
-                            }
-                        }
+                        (_, Some(_)) => r.count_late(&m.payload),
                         (_, None) => r.unexpected += 1,
                     }
                 }
@@ -255,7 +273,7 @@ impl Survey {
                         Err(_) => broken += 1,
                     },
                     Ok(None) => {
-                        self.end_survey();
+                        self.end_survey(&mut replies);
                         return Err(SurveyError::Closed);
                     }
                     Err(_) => break,
@@ -265,15 +283,15 @@ impl Survey {
                 }
             }
         }
-        self.end_survey();
+        self.end_survey(&mut replies);
         sent?;
         let late = self.routing.lock_or_recover().late;
         let mut roster = self.roster.lock_or_recover();
         Ok(roster.account(answers, broken, late, std::time::Instant::now()))
     }
 
-    fn end_survey(&self) {
-        self.routing.lock_or_recover().current = None;
+    fn end_survey(&self, unread: &mut mpsc::UnboundedReceiver<Bytes>) {
+        self.routing.lock_or_recover().end(unread);
     }
 }
 

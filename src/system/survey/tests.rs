@@ -119,3 +119,30 @@ fn a_server_silent_for_the_bound_is_forgotten() {
     );
     assert_eq!((back.missing.len(), back.expected), (0, 2));
 }
+
+#[test]
+fn replies_routed_to_a_survey_but_not_read_when_it_ends_are_late() {
+    let mut routing = Routing::default();
+    let (to, mut replies) = mpsc::unbounded_channel();
+    routing.current = Some((1, to.clone()));
+    let reply = |name: &str| {
+        Bytes::from(format!(
+            r#"{{"server":{{"name":"{name}","id":"ID-{name}"}},"data":{{}}}}"#
+        ))
+    };
+    // The survey expects one server: it reads "a" and ends, while "b"
+    // and a broken reply wait in its channel.
+    for payload in [reply("a"), reply("b"), Bytes::from_static(b"garbage")] {
+        to.send(payload).unwrap();
+    }
+    assert!(replies.try_recv().is_ok());
+    routing.end(&mut replies);
+    assert!(routing.current.is_none());
+    assert_eq!(routing.late, 2);
+    let late: Vec<_> = routing
+        .late_servers
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(late, ["b"]);
+}
