@@ -122,7 +122,10 @@ pub fn python_with_reporter() -> (tempfile::TempDir, PathBuf) {
     let package = dir.path().join("package");
     copy_tree(&workspace_root().join("examples/python-reporter"), &package);
     let venv = dir.path().join("venv");
-    let mut make = Command::new("python3");
+    // The interpreter of install-deps.sh's own virtual environment, not a
+    // `python3` found on PATH: a version manager's shim there (pyenv's) is a
+    // shell script that a loaded machine can hold up for minutes.
+    let mut make = Command::new(workspace_root().join(".tools/pip/bin/python"));
     make.args(["-m", "venv"]).arg(&venv);
     run_to_end(make, "python3 -m venv", dir.path(), 120);
     let python = venv.join("bin/python");
