@@ -19,6 +19,13 @@ pub const NOT_IN_LAB: &[(&str, &str)] = &[
          alerts/tests/loss.test.yml pages for sustained loss and not for one or two events",
     ),
     (
+        "NatsJetStreamApiRequestsDropped",
+        "the lab polls its server over HTTP, and the API limit advisories are read through \
+         the system account; tests/listeners/api_limit.rs floods a real server's JetStream \
+         API past its request_queue_limit and checks the count, \
+         alerts/tests/api_requests_dropped.test.yml the rule",
+    ),
+    (
         "NatsJetStreamTwoReplicas",
         "the lab runs one server, so no stream has replicas; \
          alerts/tests/replica_margin.test.yml covers the rule",

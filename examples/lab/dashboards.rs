@@ -28,6 +28,12 @@ const EMPTY_IN_LAB: &[(&str, &str)] = &[
          stopped server and checks the gauges and counters",
     ),
     (
+        "JetStream: API requests dropped, batches abandoned, pins lost",
+        "the lab reads no system-account events and drives no atomic batch or pinned \
+         group; tests/listeners/api_limit.rs and tests/listeners/since_2_11.rs make each \
+         happen on real servers and check the counts",
+    ),
+    (
         "Servers answering the system-account survey",
         "the lab polls its server over HTTP; tests/system/system_polling.rs checks the \
          survey gauges on a real 3-node cluster",
