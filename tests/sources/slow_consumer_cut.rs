@@ -57,6 +57,9 @@ async fn cut_scenario(version: &str) {
     // The server counts detections, not connections: one cut connection can
     // be detected twice (pending bytes, then the write deadline). The
     // exporter must repeat the server's count exactly, and name one connection.
+    // The server counts the detection before it has closed the connection:
+    // the scrape that must name it comes once the server lists it closed.
+    closed_reason(&server, "stuck-reader").await;
     let (after, detections) = scrape_matching_varz(&exporter, &server).await;
     check_detections(&after, detections, version);
     check_the_cut_connection(&after, &server).await;
