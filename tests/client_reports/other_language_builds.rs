@@ -122,10 +122,15 @@ pub fn python_with_reporter() -> (tempfile::TempDir, PathBuf) {
     let package = dir.path().join("package");
     copy_tree(&workspace_root().join("examples/python-reporter"), &package);
     let venv = dir.path().join("venv");
-    // The interpreter of install-deps.sh's own virtual environment, not a
-    // `python3` found on PATH: a version manager's shim there (pyenv's) is a
-    // shell script that a loaded machine can hold up for minutes.
-    let mut make = Command::new(workspace_root().join(".tools/pip/bin/python"));
+    // The interpreter of install-deps.sh's own virtual environment where it
+    // made one, before a `python3` found on PATH: a version manager's shim
+    // there (pyenv's) is a shell script a loaded machine can hold up.
+    let tools_python = workspace_root().join(".tools/pip/bin/python");
+    let mut make = if tools_python.exists() {
+        Command::new(tools_python)
+    } else {
+        Command::new("python3")
+    };
     make.args(["-m", "venv"]).arg(&venv);
     run_to_end(make, "python3 -m venv", dir.path(), 120);
     let python = venv.join("bin/python");
