@@ -122,21 +122,25 @@ pub fn python_with_reporter() -> (tempfile::TempDir, PathBuf) {
     let package = dir.path().join("package");
     copy_tree(&workspace_root().join("examples/python-reporter"), &package);
     let venv = dir.path().join("venv");
-    // The interpreter of install-deps.sh's own virtual environment where it
-    // made one, before a `python3` found on PATH: a version manager's shim
-    // there (pyenv's) is a shell script a loaded machine can hold up.
+    // install-deps.sh's own environment makes the new one without pip and
+    // installs into it from outside (`pip --python`), with no bytecode
+    // compiled: `ensurepip` and compiling pip's thousand files are the
+    // CPU-heavy part, and took over 120 s on a loaded 2-core machine.
     let tools_python = workspace_root().join(".tools/pip/bin/python");
-    let mut make = if tools_python.exists() {
-        Command::new(tools_python)
-    } else {
-        Command::new("python3")
-    };
-    make.args(["-m", "venv"]).arg(&venv);
+    assert!(
+        tools_python.exists(),
+        "no {}: run scripts/install-deps.sh",
+        tools_python.display()
+    );
+    let mut make = Command::new(&tools_python);
+    make.args(["-m", "venv", "--without-pip"]).arg(&venv);
     run_to_end(make, "python3 -m venv", dir.path(), 120);
     let python = venv.join("bin/python");
-    let mut install = Command::new(&python);
+    let mut install = Command::new(&tools_python);
     install
-        .args(["-m", "pip", "install", "--disable-pip-version-check"])
+        .args(["-m", "pip", "--python"])
+        .arg(&python)
+        .args(["install", "--no-compile", "--disable-pip-version-check"])
         .args(["--no-index", "--find-links"])
         .arg(python_wheels())
         .arg(&package);
