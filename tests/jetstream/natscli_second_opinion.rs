@@ -101,12 +101,26 @@ fn from_exporter(text: &str, consumer: &str) -> Numbers {
         .collect()
 }
 
-/// `nats consumer info STREAM consumer --json` against every server.
+/// `nats consumer info STREAM consumer --json` against every server; a
+/// failure panics with the CLI's words.
 async fn cli_info(
     servers: &[NatsServer],
     consumer: &str,
     home: &std::path::Path,
 ) -> serde_json::Value {
+    try_cli_info(servers, consumer, home)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`cli_info`] for a wait: just after a leader steps down, the group may
+/// answer "not found" or nothing until its election ends, and the CLI then
+/// says it cannot pick a consumer; that is a try to repeat.
+async fn try_cli_info(
+    servers: &[NatsServer],
+    consumer: &str,
+    home: &std::path::Path,
+) -> Result<serde_json::Value, String> {
     let nats = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/natscli/bin/nats");
     assert!(
         nats.is_file(),
@@ -123,12 +137,13 @@ async fn cli_info(
         .output()
         .await
         .expect("the nats CLI runs");
-    assert!(
-        out.status.success(),
-        "nats consumer info {consumer}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("consumer info as JSON")
+    if !out.status.success() {
+        return Err(format!(
+            "nats consumer info {consumer}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(serde_json::from_slice(&out.stdout).expect("consumer info as JSON"))
 }
 
 /// The R3 stream of 10 messages, created once the cluster takes R3 assets.
@@ -221,7 +236,7 @@ async fn move_leader(app: &async_nats::Client, servers: &[NatsServer], home: &st
             let subject = format!("$JS.API.CONSUMER.LEADER.STEPDOWN.{STREAM}.moved");
             let _ =
                 tokio::time::timeout(Duration::from_secs(5), app.request(subject, "".into())).await;
-            let now = cli_info(servers, "moved", home).await["cluster"]["leader"].clone();
+            let now = try_cli_info(servers, "moved", home).await?["cluster"]["leader"].clone();
             match now.is_string() && now != before {
                 true => Ok(()),
                 false => Err(format!("leader {now} (was {before})")),
@@ -255,9 +270,9 @@ async fn every_consumer_number_is_what_the_nats_cli_says() {
         let agreed = Wait::secs(format!("consumer {name} to hold still across a scrape"), 30)
             .every(Duration::from_millis(200))
             .until_async(|| async {
-                let before = from_cli(&cli_info(&servers, name, home.path()).await, pausing);
+                let before = from_cli(&try_cli_info(&servers, name, home.path()).await?, pausing);
                 let text = common::scrape(&exporter).await;
-                let after = from_cli(&cli_info(&servers, name, home.path()).await, pausing);
+                let after = from_cli(&try_cli_info(&servers, name, home.path()).await?, pausing);
                 if before != after {
                     return Err(format!(
                         "moved between the CLI's reads: {before:?} -> {after:?}"
