@@ -51,17 +51,21 @@ fn streams() -> [stream::Config; 4] {
     ]
 }
 
-/// Publishes to `stream` at [`RATE`] until dropped, each message stored
-/// before the next. On a fixed schedule: a publish held up is made up at
-/// once, so that every second has its [`RATE`] messages, as steady
-/// publishing has.
+/// Publishes to `stream` at [`RATE`] until dropped. On a fixed schedule: a
+/// publish held up is made up at once, so that every second has its
+/// [`RATE`] messages, as steady publishing has. Acknowledgements are awaited
+/// beside, not before the next publish: waiting for each, a loaded machine
+/// published below [`RATE`] and unevenly, and the removal came later than
+/// any rate measured earlier could tell. The truth is read from the stream
+/// itself ([`removal_moment`]), not from the acknowledgements.
 async fn publish_steadily(js: jetstream::Context, stream: String) {
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / RATE));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     loop {
         tick.tick().await;
         let ack = js.publish(format!("{stream}.x"), vec![b'x'; 64].into());
-        ack.await.unwrap().await.unwrap();
+        let ack = ack.await.unwrap();
+        tokio::spawn(async move { ack.await.unwrap() });
     }
 }
 
