@@ -13,6 +13,7 @@ use super::{unix_seconds, ServerLink, Source};
 use super::{MonitoringSource, NatsOption, TargetSnapshot};
 use crate::poll_error::PollError;
 
+mod config_background;
 mod config_memory;
 mod config_on_demand;
 mod cut;
@@ -54,6 +55,9 @@ pub(crate) struct JszPoll {
     /// Configuration reads of this server that failed so far, each poll
     /// then answered without configuration, with what was kept.
     pub(crate) config_read_failures: u64,
+    /// Seconds since the last read of every account's configuration
+    /// began (`None`: none yet).
+    pub(crate) config_age: Option<f64>,
     /// The server sends `leader_since` (2.11+): a claim without it is a
     /// Raft leader not yet serving ([`view::Claim::serving`]).
     pub(crate) reports_leader_since: bool,
