@@ -21,9 +21,8 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
 use super::config_memory::Memory;
-use super::config_on_demand::{Reader, Which};
 use super::de::Kept;
-use super::{JszFilter, JszPoll};
+use super::{JszFilter, JszPoll, Reader, Which};
 use crate::lock::LockOrRecover;
 use crate::poll_error::PollError;
 use crate::sources::kept::KeptBudget;

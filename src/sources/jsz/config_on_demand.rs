@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use super::config_background::{Background, Finished, Job};
 use super::config_memory::{own_name, Memory, RemovalCheck};
 use super::de::Kept;
-use super::{AccountDetail, JszFilter, JszPoll};
+use super::{AccountDetail, JszFilter, JszPoll, Reader, Which};
 use crate::lock::LockOrRecover;
 use crate::poll_error::PollError;
 use crate::sources::kept::KeptBudget;
@@ -80,21 +80,6 @@ impl Drop for Taken<'_> {
     fn drop(&mut self) {
         *self.home.lock_or_recover() = std::mem::take(&mut self.memory);
     }
-}
-
-/// Which accounts to read: all, or these (by the name the server knows).
-#[derive(Clone, Copy)]
-pub(super) enum Which<'s> {
-    All,
-    Accounts(&'s BTreeSet<String>),
-}
-
-/// What one poll reads with: the link, the page size, the filter.
-#[derive(Clone, Copy)]
-pub(super) struct Reader<'r, 'l> {
-    pub(super) link: &'r ServerLink<'l>,
-    pub(super) page_size: u32,
-    pub(super) filter: &'r JszFilter,
 }
 
 impl ConfigOnDemand {
@@ -415,22 +400,4 @@ fn let_go(link: &ServerLink<'_>, polled: &mut JszPoll, which: Which<'_>) {
 fn release(link: &ServerLink<'_>, accounts: &[AccountDetail]) {
     link.kept()
         .release(accounts.iter().map(Kept::kept_bytes).sum());
-}
-
-impl Reader<'_, '_> {
-    /// Reads `which` accounts, with their configuration if `config`.
-    pub(super) async fn read(self, which: Which<'_>, config: bool) -> Result<JszPoll, PollError> {
-        let Which::Accounts(accounts) = which else {
-            return super::poll(self.link, self.page_size, self.filter, config).await;
-        };
-        let mut out = JszPoll::default();
-        for account in accounts {
-            let mut one =
-                super::poll_account(self.link, self.page_size, self.filter, account, config)
-                    .await?;
-            out.now = out.now.or(one.now);
-            out.accounts.append(&mut one.accounts);
-        }
-        Ok(out)
-    }
 }

@@ -6,7 +6,7 @@
 //! leader). Accounts are read in pages (`offset`, `limit`) so that servers
 //! with more accounts than one page are read whole.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use super::kept::KeptBudget;
 use super::{unix_seconds, ServerLink, Source};
@@ -210,6 +210,38 @@ async fn read_pages(
         {
             return Ok((out, in_order || pages == 1));
         }
+    }
+}
+
+/// Which accounts to read: all, or these (by the name the server knows).
+#[derive(Clone, Copy)]
+enum Which<'s> {
+    All,
+    Accounts(&'s BTreeSet<String>),
+}
+
+/// What one poll reads with: the link, the page size, the filter.
+#[derive(Clone, Copy)]
+struct Reader<'r, 'l> {
+    link: &'r ServerLink<'l>,
+    page_size: u32,
+    filter: &'r JszFilter,
+}
+
+impl Reader<'_, '_> {
+    /// Reads `which` accounts, with their configuration if `config`.
+    async fn read(self, which: Which<'_>, config: bool) -> Result<JszPoll, PollError> {
+        let Which::Accounts(accounts) = which else {
+            return poll(self.link, self.page_size, self.filter, config).await;
+        };
+        let mut out = JszPoll::default();
+        for account in accounts {
+            let mut one =
+                poll_account(self.link, self.page_size, self.filter, account, config).await?;
+            out.now = out.now.or(one.now);
+            out.accounts.append(&mut one.accounts);
+        }
+        Ok(out)
     }
 }
 
