@@ -152,8 +152,10 @@ impl ConfigOnDemand {
         Ok(polled)
     }
 
-    /// Once a configuration was read: a poll without configuration, the
-    /// reads a removal count needs on the scrape path, the others beside.
+    /// A poll without configuration, the reads a removal count needs on the
+    /// scrape path and the others beside it; all on the scrape path for the
+    /// first read, with `--jsz-config-interval 0`, and after a read beside
+    /// did not fit.
     async fn poll_with(
         &self,
         memory: &mut Memory,
