@@ -168,3 +168,71 @@ fn learn(part: &mut Memory, kept: &KeptBudget, polled: JszPoll) -> Result<(), Po
     kept.release(polled.accounts.iter().map(Kept::kept_bytes).sum());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::Fetcher;
+
+    /// A job against `base`, with a deadline of `deadline`.
+    fn job(base: &str, deadline: Duration) -> Job {
+        let fetch = Fetcher::new(reqwest::Client::builder(), deadline, 1 << 20).unwrap();
+        Job {
+            link: DetachedLink::Http {
+                fetch,
+                base: base.parse().unwrap(),
+            },
+            page_size: 1024,
+            filter: JszFilter::default(),
+            accounts: BTreeSet::from(["A".to_string()]),
+            refresh: true,
+            budget: 1 << 20,
+            deadline,
+        }
+    }
+
+    #[tokio::test]
+    async fn one_read_at_a_time_its_outcome_taken_once() {
+        // Nothing listens on a port just given back.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let background = Background::default();
+        let url = format!("http://127.0.0.1:{port}/");
+        assert!(background.start(job(&url, Duration::from_secs(60))));
+        assert_eq!(background.reserved(), 1 << 20);
+        assert!(!background.start(job(&url, Duration::from_secs(60))));
+        let finished = loop {
+            if let Some(f) = background.take() {
+                break f;
+            }
+            tokio::task::yield_now().await;
+        };
+        assert_eq!(finished.outcome.unwrap_err().kind(), "connect");
+        assert!(finished.refreshed.is_some());
+        assert!(!background.busy() && background.take().is_none());
+        assert_eq!(background.reserved(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_read_that_hangs_ends_at_its_deadline_or_when_stopped() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let background = Background::default();
+        assert!(background.start(job(&url, Duration::from_millis(200))));
+        let finished = loop {
+            if let Some(f) = background.take() {
+                break f;
+            }
+            tokio::task::yield_now().await;
+        };
+        assert_eq!(finished.outcome.unwrap_err().kind(), "timeout");
+        assert!(background.start(job(&url, Duration::from_secs(3600))));
+        background.abort();
+        assert!(!background.busy());
+        assert!(background.start(job(&url, Duration::from_secs(3600))));
+        drop(listener);
+    }
+}
