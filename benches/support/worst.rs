@@ -210,8 +210,20 @@ impl Figures {
         let (med, p95, max, full) = self.times();
         let n = self.rounds.len();
         let failed = self.rounds.iter().filter(|r| !r.jsz).count();
+        let without: Vec<usize> = (0..n).filter(|&i| !self.rounds[i].jsz).collect();
         let reads: Vec<usize> = (0..n).filter(|&i| self.rounds[i].config_read).collect();
-        let refresh = reads.iter().any(|&i| i > 0 && i + 1 < n);
+        // Reads that failed (late), each answered without configuration:
+        // where the exporter's counter grew (the new exporter's own from 0).
+        let failed_reads: Vec<usize> = (0..n)
+            .filter(|&i| {
+                let before = if i == 0 || i + 1 == n {
+                    0.0
+                } else {
+                    self.rounds[i - 1].read_failures
+                };
+                self.rounds[i].read_failures > before
+            })
+            .collect();
         let fulls: Vec<f64> = self.rounds.iter().map(|r| r.full).collect();
         let peak_mb = self.peak_kib.0.max(self.peak_kib.1) as f64 * 1024.0 / 1e6;
         let (before, after) = self.window;
@@ -223,11 +235,10 @@ impl Figures {
         println!(
             "scrape             median {med:.3} s, p95 {p95:.3} s, max {max:.3} s ({n} scrapes)"
         );
-        println!("failed scrapes     {failed} of {n} (no /jsz, or no whole answer)");
+        println!("failed scrapes     {failed} of {n} (no /jsz, or no whole answer): {without:?}");
         println!(
-            "configuration      read in scrapes {reads:?} (0: after the jump; a refresh in the window: {}), {} failed reads",
-            if refresh { "yes" } else { "NO" },
-            self.rounds[n.saturating_sub(2)].read_failures
+            "configuration      read in scrapes {reads:?}, failed (answered without it) in {failed_reads:?} (0: the first after the jump; {}: the new exporter's)",
+            n - 1
         );
         println!(
             "full /jsz fetch    median {full:.3} s, p95 {:.3} s, max {:.3} s",
