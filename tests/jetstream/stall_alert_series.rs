@@ -56,6 +56,8 @@ async fn no_scrape_loses_a_stalled_consumer_while_configuration_is_read_again() 
         .unwrap();
     stall.create_consumer(durable("canary", 100)).await.unwrap();
     common::publish_acked(&js, (0..3).map(|i| format!("stall.{i}")), "x").await;
+    // A long timeout: what is under test is the refresh, not a loaded
+    // machine's slow reply (a late read is config_read_fails.rs's case).
     let exporter = common::exporter(
         &[server.monitor_url()],
         &[
@@ -65,6 +67,8 @@ async fn no_scrape_loses_a_stalled_consumer_while_configuration_is_read_again() 
             "2s",
             "--consumer-status-window",
             "3s",
+            "--timeout",
+            "30s",
         ],
     );
     Wait::secs("the exporter to say STALL/stopped is stopped", 120)
