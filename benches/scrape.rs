@@ -21,6 +21,13 @@
 //! beside the exporter's (`scrape/peer.rs`). `BENCH_HOLD=1`
 //! only sets up the first size and keeps its server running, for profiling
 //! an exporter started by hand.
+//!
+//! Then the worst-case window (`support/worst.rs`): a jump from 10,000 to
+//! 100,000 consumers, 21 rounds 2 s apart with a full `/jsz` fetch beside
+//! each scrape, a configuration refresh among them and a new exporter's
+//! first scrape; its median, p95 and maximum scrape time and its failed
+//! scrapes, beside the targets. `BENCH_WORST_CONSUMERS` sets its size (0
+//! skips it), `BENCH_WORST_BEFORE` and `BENCH_WORST_ROUNDS` the rest.
 
 #[path = "scrape/peer.rs"]
 mod peer;
@@ -33,6 +40,7 @@ use std::time::Duration;
 use nats_test_server::NatsServer;
 use peer::Peer;
 use samples::Samples;
+use support::worst::{self, Window};
 use support::{
     create_consumers, env_args, env_or, median, min, status_kib, timed_read, wait_until_up,
 };
@@ -81,6 +89,10 @@ async fn main() {
     for (streams, consumers) in sizes {
         rows.push(measure(streams, consumers, rounds).await);
     }
+    let worst = match Window::from_env() {
+        Some(window) => Some(worst::measure(&window).await),
+        None => None,
+    };
     println!();
     println!("consumers   raw /jsz   scrape    scrape/raw (median, min)   peak RSS   text       gzip scrape  gzip/raw  on the wire");
     for r in rows {
@@ -97,6 +109,9 @@ async fn main() {
                 r.consumers
             );
         }
+    }
+    if let Some(figures) = worst {
+        figures.print();
     }
 }
 

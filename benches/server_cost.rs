@@ -24,6 +24,14 @@
 //! twice, `/jsz`, `/accstatz`); its `/jsz` asks for configuration on the
 //! first poll (the warm-up) and then every `--jsz-config-interval` (5m):
 //! the rounds measure the polls in between.
+//!
+//! Last, the worst-case window (`support/worst.rs`): a jump from 10,000 to
+//! 100,000 consumers, 21 rounds 2 s apart with a full `/jsz` fetch beside
+//! each scrape, a configuration refresh among them and a new exporter's
+//! first scrape: the median, p95 and maximum scrape time, the failed
+//! scrapes and the server's CPU a round, beside the targets.
+//! `BENCH_WORST_CONSUMERS` sets its size (0 skips it), `BENCH_WORST_BEFORE`
+//! and `BENCH_WORST_ROUNDS` the rest.
 
 #[path = "server_cost/cluster.rs"]
 mod cluster;
@@ -38,6 +46,7 @@ mod system_raw;
 use std::time::Duration;
 
 use nats_test_server::NatsServer;
+use support::worst::{self, Window};
 use support::{
     cpu_seconds, create_consumers, env_args, env_or, median, spawn_exporter, status_kib,
     timed_read, wait_until_up,
@@ -69,6 +78,10 @@ async fn main() {
     for consumers in sizes {
         table.push((consumers, measure(consumers / 100, rounds).await));
     }
+    let worst = match Window::from_env() {
+        Some(window) => Some(worst::measure(&window).await),
+        None => None,
+    };
     println!();
     println!("consumers  kind                  server CPU (median)  wall (median)  body read");
     for (consumers, kinds) in &table {
@@ -93,6 +106,10 @@ async fn main() {
             "{consumers:>9}  exporter peak RSS (VmHWM, after the warm-up and every round): {:.1} MB",
             kinds.1
         );
+    }
+    if let Some(figures) = worst {
+        figures.print();
+        figures.print_server_cpu();
     }
 }
 

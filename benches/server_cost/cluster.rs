@@ -187,7 +187,7 @@ async fn alternate(
             k.cpu.push(cluster_cpu(servers) - before);
             k.bytes = bytes;
         }
-        eprintln!("round {round}: load {}", loadavg());
+        eprintln!("round {round}: load {}", support::load_average());
     }
     kinds
 }
@@ -202,13 +202,6 @@ async fn print_own_cost(http: &reqwest::Client, url: &str, pid: u32) {
     let bytes = samples(&body, "nats_delivery_scrape_reply_bytes", &[]);
     let peak = support::status_kib(pid, "VmHWM:") as f64 / 1024.0;
     println!("{url}: peak RSS {peak:.1} MiB; config read {config:?}; reply bytes {bytes:?}");
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_string()
 }
 
 /// The cluster's table: each kind's medians, and the scrapes against the

@@ -9,6 +9,12 @@ use async_nats::jetstream::{self, consumer::pull, stream};
 use futures::stream::{self as fstream, StreamExt};
 use nats_test_server::NatsServer;
 
+#[allow(
+    dead_code,
+    reason = "only the scrape, server_cost and scrape_worst benchmarks use it"
+)]
+pub mod worst;
+
 /// The number in the environment variable `name`, or `default`.
 pub fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -30,6 +36,24 @@ pub fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
+}
+
+/// The value at fraction `q` of `v` (nearest rank): 0.95 the p95, 1.0 the
+/// maximum.
+#[allow(dead_code, reason = "not every benchmark takes quantiles")]
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+/// The machine's load averages (1, 5 and 15 minutes), for the record.
+#[allow(dead_code, reason = "not every benchmark prints the load")]
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 #[allow(dead_code, reason = "not every benchmark takes minima")]
@@ -106,11 +130,30 @@ pub async fn timed_read_gzip(http: &reqwest::Client, url: &str) -> TimedRead {
 }
 
 async fn timed_request(request: reqwest::RequestBuilder, keep: usize) -> TimedRead {
+    try_request(request, keep).await.unwrap()
+}
+
+/// As [`timed_read`], but a request that fails (no answer in the client's
+/// timeout, an error status, a body cut off) is an error, not a panic:
+/// where failed scrapes are counted.
+#[allow(dead_code, reason = "only the worst-case window counts failures")]
+pub async fn try_timed_read(
+    http: &reqwest::Client,
+    url: &str,
+    keep: usize,
+) -> Result<TimedRead, reqwest::Error> {
+    try_request(http.get(url), keep).await
+}
+
+async fn try_request(
+    request: reqwest::RequestBuilder,
+    keep: usize,
+) -> Result<TimedRead, reqwest::Error> {
     let start = Instant::now();
-    let mut response = request.send().await.unwrap();
+    let mut response = request.send().await?.error_for_status()?;
     let (mut bytes, mut head, mut first_byte) = (0, Vec::new(), None);
     let (mut samples, mut line_start) = (0, true);
-    while let Some(chunk) = response.chunk().await.unwrap() {
+    while let Some(chunk) = response.chunk().await? {
         first_byte.get_or_insert_with(|| start.elapsed().as_secs_f64());
         bytes += chunk.len();
         let room = keep.saturating_sub(head.len()).min(chunk.len());
@@ -121,13 +164,13 @@ async fn timed_request(request: reqwest::RequestBuilder, keep: usize) -> TimedRe
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    TimedRead {
+    Ok(TimedRead {
         seconds,
         first_byte: first_byte.unwrap_or(seconds),
         bytes,
         head,
         samples,
-    }
+    })
 }
 
 /// The exporter binary of this build.
@@ -137,12 +180,24 @@ pub const EXPORTER: &str = env!("CARGO_BIN_EXE_nats-delivery-exporter");
 /// it polls) and a 60 s timeout, logging warnings only.
 #[allow(dead_code, reason = "scrape_worst keeps the default timeout")]
 pub fn spawn_exporter(binary: &str, args: &[String]) -> (Child, SocketAddr) {
+    let mut all = vec!["--timeout".to_string(), "60s".into()];
+    all.extend_from_slice(args);
+    spawn_as_given(binary, &all)
+}
+
+/// Starts the exporter `binary` on a free port with `args` and nothing
+/// else (its default timeout), logging warnings only.
+#[allow(
+    dead_code,
+    reason = "only the benchmarks that run the worst-case window use it"
+)]
+pub fn spawn_as_given(binary: &str, args: &[String]) -> (Child, SocketAddr) {
     let listen = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
     let child = std::process::Command::new(binary)
-        .args(["--listen", &listen.to_string(), "--timeout", "60s"])
+        .args(["--listen", &listen.to_string()])
         .args(args)
         .env("NATS_DELIVERY_LOG", "warn")
         .spawn()

@@ -1,5 +1,6 @@
 //! JetStream consumers and streams: the `/jsz` families, cardinality limits,
-//! consumer health, message timestamps, priority groups, lost stream data.
+//! consumer health, message timestamps, priority groups, lost stream data, what
+//! an alert sees of a stalled consumer.
 mod cardinality;
 mod cardinality_budget;
 mod cardinality_request;
@@ -31,4 +32,5 @@ mod removed_before_delivery_cluster_truth;
 mod removed_before_delivery_restart;
 mod removed_before_delivery_support;
 mod series_per_consumer;
+mod stall_alert_series;
 mod stream_lost;
