@@ -252,6 +252,10 @@ pub struct Config {
     #[command(flatten)]
     pub advisories: crate::listeners::advisories::AdvisoryArgs,
 
+    /// The end-to-end canary.
+    #[command(flatten)]
+    pub canary: crate::listeners::canary::CanaryArgs,
+
     /// Log level and format.
     #[command(flatten)]
     pub log: crate::cli::logging::LogArgs,
