@@ -9,7 +9,8 @@
 //! while the link is down and more than a deadline before it comes back
 //! is lost, so the loss is at least those; and at every reading `produced
 //! == received + lost + pending`, so no message is counted twice or not at
-//! all.
+//! all. NatsDeliveryCanaryLoss is run with promtool on the lost counts
+//! the test read.
 use crate::advisories_support::ACCOUNTS;
 use crate::canary::{errors, Canary};
 
@@ -76,4 +77,54 @@ async fn a_partition_is_counted_as_loss_and_the_canary_comes_back() {
     println!("healthy {healthy:?}\ncut {cut:?}\nduring {during:?}\nback {back:?}\nafter {after:?}");
     assert_eq!(after.lost, settled.lost, "lost stopped growing");
     canary.stop().await;
+    let readings = [healthy, cut, during, back, settled, after].map(|c| c.lost);
+    alert_fires_on(&readings);
+}
+
+/// Runs NatsDeliveryCanaryLoss (alerts/opt-in.rules.yml) with promtool on
+/// `lost`, the lost counts this test read, one a minute: the alert fires
+/// at the last, with the loss as its value, and not before the loss.
+fn alert_fires_on(lost: &[f64]) {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = nats_test_server::workspace_root().join("alerts/opt-in.rules.yml");
+    let values: Vec<String> = lost.iter().map(|v| v.to_string()).collect();
+    let last = lost.len() - 1;
+    let total = lost[last] - lost[0];
+    let test = format!(
+        r#"rule_files: ["{rules}"]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'nats_delivery_canary_lost_messages_total{{job="nats-delivery-exporter",instance="exporter:7777",account="APP"}}'
+        values: '{values}'
+    alert_rule_test:
+      - eval_time: 0m
+        alertname: NatsDeliveryCanaryLoss
+        exp_alerts: []
+      - eval_time: {last}m
+        alertname: NatsDeliveryCanaryLoss
+        exp_alerts:
+          - exp_labels: {{severity: warning, category: loss_event, account: APP}}
+            exp_annotations:
+              summary: "The delivery canary lost messages in account APP"
+              description: "The exporter's canary lost {total} of its own messages in account APP over the last 10 minutes: published to its stream and not read back within its deadline. Something between the exporter and the servers, or inside them, is losing or holding up messages. (Read only with --canary.)"
+              runbook_url: https://github.com/nats-delivery-exporter/nats-delivery-exporter/blob/main/docs/runbook.md#natsdeliverycanaryloss
+"#,
+        rules = rules.display(),
+        values = values.join(" "),
+    );
+    let file = dir.path().join("canary.test.yml");
+    std::fs::write(&file, &test).unwrap();
+    let out = std::process::Command::new("promtool")
+        .args(["test", "rules"])
+        .arg(&file)
+        .output()
+        .expect("promtool on PATH (scripts/install-deps.sh installs it)");
+    assert!(
+        out.status.success(),
+        "NatsDeliveryCanaryLoss on {lost:?}:\n{}{}\n{test}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
