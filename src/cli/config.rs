@@ -418,6 +418,12 @@ mod tests {
                 "nats_delivery_consumer_status",
             ],
             vec!["x", "--max-kept-size", "0"],
+            vec!["x", "--canary-interval", "1ms"],
+            vec!["x", "--canary-deadline", "50ms"],
+            vec!["x", "--canary-subject", "a.*"],
+            vec!["x", "--canary-subject", "a..b"],
+            vec!["x", "--canary-stream", "a.b"],
+            vec!["x", "--canary-replicas", "6"],
         ] {
             assert!(
                 Config::try_parse_from(&bad).is_err(),

@@ -194,6 +194,42 @@ async fn a_healthy_server_loses_nothing_and_everything_comes_back() {
     assert_eq!(config.subjects, ["nats_delivery.canary.>"]);
 }
 
+/// In a 3-node cluster with an R3 stream, the canary goes through the
+/// stream's Raft group (its server list names all three servers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_cluster_loses_nothing() {
+    let servers = nats_test_server::cluster(3, advisories_support::ACCOUNTS);
+    let urls: Vec<String> = servers.iter().map(|s| s.client_url()).collect();
+    let urls = urls.join(",");
+    let canary = Canary::start(&[
+        "--nats-servers",
+        &urls,
+        "--nats-account",
+        "APP=user:app:app-secret",
+        "--canary-interval",
+        "50ms",
+        "--canary-replicas",
+        "3",
+    ]);
+    canary
+        .until("APP", "100 messages back", 60, |c| c.received >= 100.0)
+        .await;
+    let registry = canary.stop().await;
+    let text = encode(&registry);
+    let c = counts_in(&text, "APP");
+    println!("cluster: {c:?}");
+    assert_eq!((c.lost, c.late), (0.0, 0.0), "{c:?}");
+    assert!(c.pending <= 2.0, "{c:?}");
+    for kind in ["connect", "read", "publish", "unexpected"] {
+        assert_eq!(errors(&text, "APP", kind), 0.0, "{kind}");
+    }
+    let js = async_nats::jetstream::new(advisories_support::client(&servers[1], "app").await);
+    let mut stream = js.get_stream("NATS_DELIVERY_CANARY").await.unwrap();
+    let info = stream.info().await.unwrap();
+    assert_eq!(info.config.num_replicas, 3);
+    assert_eq!(info.state.consumer_count, 0, "the consumer is deleted");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_server_restart_the_canary_recovers_by_itself() {
     let mut s = advisories_support::server();

@@ -130,3 +130,50 @@ pub fn start_canary(
     }
     Ok(tasks)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn flags(args: &[&str]) -> crate::cli::config::Config {
+        let mut all = vec!["x"];
+        all.extend_from_slice(args);
+        crate::cli::config::Config::try_parse_from(all).unwrap()
+    }
+
+    #[test]
+    fn off_registers_nothing_and_an_unknown_account_is_refused() {
+        let (_stop, rx) = watch::channel(false);
+        let mut registry = Registry::default();
+        let off = flags(&[]);
+        assert!(
+            start_canary(&off.nats, &off.canary, &mut registry, rx.clone())
+                .unwrap()
+                .is_empty()
+        );
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(!text.contains("canary"), "{text}");
+        let c = flags(&[
+            "--canary",
+            "--nats-account",
+            "APP=token:t",
+            "--canary-account",
+            "OTHER",
+        ]);
+        let e = start_canary(&c.nats, &c.canary, &mut registry, rx).unwrap_err();
+        assert!(e.to_string().contains("--canary-account OTHER"), "{e}");
+    }
+
+    #[test]
+    fn the_stream_keeps_a_message_for_the_deadline() {
+        let c = flags(&["--canary-deadline", "2s"]);
+        assert_eq!(c.canary.interval, Duration::from_secs(1));
+        let b = StreamBounds::for_deadline(c.canary.deadline);
+        assert_eq!(
+            (b.max_messages, b.max_bytes, b.max_age),
+            (1000, 1 << 20, Duration::from_secs(2))
+        );
+    }
+}
