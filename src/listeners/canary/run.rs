@@ -185,7 +185,7 @@ async fn read(
 
 type SetupError = (&'static str, String);
 
-/// The canary stream (created with [`StreamBounds`] when missing) and a new
+/// The canary stream (created with [`super::StreamBounds`] when missing) and a new
 /// ephemeral consumer of `subject`, delivering from now on.
 async fn set_up(
     js: &jetstream::Context,
