@@ -265,7 +265,7 @@ fn alerts_the_defaults_cannot_fire_are_opt_in_and_name_their_flag() {
             ));
         }
     }
-    assert_eq!(opt_in, 4, "the opt-in group's alerts");
+    assert_eq!(opt_in, 5, "the opt-in group's alerts");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
