@@ -50,6 +50,8 @@ scen = {
  'NatsRouteNearMaxPending': ([(f'nats_delivery_route_pending_ratio{{{E},server="nats-0",remote="nats-1",rid="5"}}','0.6x10')], '5m'),
  'NatsGatewayNearMaxPending': ([(f'nats_delivery_gateway_pending_ratio{{{E},server="nats-0",gateway="B",direction="outbound",cid="11"}}','0.6x10')], '5m'),
  'NatsJetStreamStreamDataLost': ([(f'nats_delivery_stream_lost_messages{{{E},{S}}}','5x10')], '5m'),
+ 'NatsDeliveryCanaryDown': ([(f'nats_delivery_canary_up{{{E},account="$G"}}','0x10')], '6m'),
+ 'NatsDeliveryCanaryLoss': ([(f'nats_delivery_canary_lost_messages_total{{{E},account="$G"}}','0x5 4x20')], '8m'),
 }
 NS=['nats-a','nats-b']
 def series(lbls, ns): return lbls.replace('{', '{namespace="%s",' % ns, 1)

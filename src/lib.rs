@@ -58,6 +58,7 @@ pub use listeners::advisories::metrics::AccountLabels;
 pub use listeners::advisories::store::TotalsStore;
 pub use listeners::advisories::totals::Totals;
 pub use listeners::advisories::{AccountListener, AdvisoryArgs, AdvisoryMetrics, Listeners};
+pub use listeners::canary::{start_canary, CanaryArgs};
 pub use listeners::client_reports::{
     connect as connect_client_reports, run_client_reports, ClientReports, ReportLimits,
 };

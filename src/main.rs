@@ -5,8 +5,9 @@ use anyhow::Context;
 use nats_delivery_exporter::{
     bind_listener, cause_layer, connect_client_reports, connect_message_timestamps,
     connect_system_polling, init_logging, redacted, router_at, run_client_reports, serve,
-    with_web_config, BuildInfo, ClientReports, Config, ConnectionLimits, Exporter, ExporterBuilder,
-    Listeners, ProcessCollector, ReportLimits, Stopped, StreamLostReader, WebConfig,
+    start_canary, with_web_config, BuildInfo, ClientReports, Config, ConnectionLimits, Exporter,
+    ExporterBuilder, Listeners, ProcessCollector, ReportLimits, Stopped, StreamLostReader,
+    WebConfig,
 };
 
 /// Why the exporter stopped with an error: at start (a setting that cannot
@@ -68,10 +69,19 @@ async fn start(
     if !config.disable_exporter_metrics {
         registry.register_collector(Box::new(ProcessCollector));
     }
-    let nats_listeners =
+    let mut nats_listeners =
         Listeners::start(&config.nats, &config.advisories, exporter.registry_mut())
             .context("cannot start the NATS listeners")
             .map_err(Failure::Start)?;
+    let canary = start_canary(
+        &config.nats,
+        &config.canary,
+        exporter.registry_mut(),
+        nats_listeners.stop_signal(),
+    )
+    .context("cannot start the canary")
+    .map_err(Failure::Start)?;
+    nats_listeners.adopt(canary);
     // Timestamp reads need a NATS server to ask: without --nats-servers the
     // default address is a guess, and nothing is read; with both kinds of
     // read at 0 no connection is opened at all.

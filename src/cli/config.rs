@@ -252,6 +252,10 @@ pub struct Config {
     #[command(flatten)]
     pub advisories: crate::listeners::advisories::AdvisoryArgs,
 
+    /// The end-to-end canary.
+    #[command(flatten)]
+    pub canary: crate::listeners::canary::CanaryArgs,
+
     /// Log level and format.
     #[command(flatten)]
     pub log: crate::cli::logging::LogArgs,
@@ -414,6 +418,12 @@ mod tests {
                 "nats_delivery_consumer_status",
             ],
             vec!["x", "--max-kept-size", "0"],
+            vec!["x", "--canary-interval", "1ms"],
+            vec!["x", "--canary-deadline", "50ms"],
+            vec!["x", "--canary-subject", "a.*"],
+            vec!["x", "--canary-subject", "a..b"],
+            vec!["x", "--canary-stream", "a.b"],
+            vec!["x", "--canary-replicas", "6"],
         ] {
             assert!(
                 Config::try_parse_from(&bad).is_err(),

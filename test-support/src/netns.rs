@@ -160,3 +160,18 @@ pub fn cluster_in_namespaces(n: usize, config: &str) -> (Vec<NatsServer>, Networ
     .remove(0);
     (servers, net)
 }
+
+/// One JetStream server in a network namespace of its own (outside any
+/// cluster), with `config` added: [`Network::cut`] with index 0 cuts every
+/// connection to it, clients' included, without the server noticing.
+pub fn server_in_namespace(config: &str) -> (NatsServer, Network) {
+    let net = Network::new(1);
+    let addr = net.address(0);
+    let server = NatsServer::builder()
+        .host(&addr)
+        .netns(&net.namespace(0))
+        .jetstream()
+        .config(config)
+        .start();
+    (server, net)
+}

@@ -213,11 +213,13 @@ fn every_alert_fires_once_per_namespace() {
 
 /// The metrics that only flags beyond the defaults produce, and the flag
 /// each alert reading them must name. The default `--sources` leave out
-/// routez and gatewayz (docs/configuration.md), `--stream-lost-reads` is 0.
-const OPT_IN_METRICS: [(&str, &str); 3] = [
+/// routez and gatewayz (docs/configuration.md), `--stream-lost-reads` is 0,
+/// the canary is off.
+const OPT_IN_METRICS: [(&str, &str); 4] = [
     ("nats_delivery_route_", "--sources includes routez"),
     ("nats_delivery_gateway_", "--sources includes gatewayz"),
     ("nats_delivery_stream_lost_", "--stream-lost-reads"),
+    ("nats_delivery_canary_", "--canary"),
 ];
 
 /// Nothing in the default groups reads what the defaults cannot feed; the
@@ -263,7 +265,7 @@ fn alerts_the_defaults_cannot_fire_are_opt_in_and_name_their_flag() {
             ));
         }
     }
-    assert_eq!(opt_in, 3, "the opt-in group's alerts");
+    assert_eq!(opt_in, 5, "the opt-in group's alerts");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 

@@ -1,6 +1,6 @@
 //! The NATS listeners against real servers: JetStream advisories (live and
-//! durable mode, dead-letter copies, faults and clusters), system events and
-//! the account label check.
+//! durable mode, dead-letter copies, faults and clusters), system events, the
+//! end-to-end canary and the account label check.
 mod advisories_binary;
 mod advisories_connection;
 mod advisories_dead_letter;
@@ -13,6 +13,8 @@ mod advisories_live;
 mod advisories_support;
 mod api_audits;
 mod api_limit;
+mod canary;
+mod canary_partition;
 mod durable_cluster;
 mod durable_faults;
 mod durable_identity;

@@ -233,6 +233,17 @@ impl Listeners {
         Ok(Listeners { stop, tasks })
     }
 
+    /// The stop signal, for tasks started beside the listeners (the canary).
+    pub fn stop_signal(&self) -> watch::Receiver<bool> {
+        self.stop.subscribe()
+    }
+
+    /// Takes tasks started beside the listeners: [`Self::stop`] waits for
+    /// them too.
+    pub fn adopt(&mut self, tasks: Vec<JoinHandle<()>>) {
+        self.tasks.extend(tasks);
+    }
+
     /// Signals every listener to stop and waits for them (at most 10 s).
     pub async fn stop(self) {
         let _ = self.stop.send(true);
