@@ -1,5 +1,6 @@
 //! JetStream consumers and streams: the `/jsz` families, cardinality limits,
 //! consumer health, message timestamps, priority groups, lost stream data.
+mod account_storage;
 mod cardinality;
 mod cardinality_budget;
 mod cardinality_request;
