@@ -7,8 +7,11 @@
 //! refuses the first publish within 20% of the time then left.
 use crate::common;
 
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
 use async_nats::jetstream::{self, stream};
-use nats_test_server::sample::exact;
+use nats_test_server::sample::{exact, value};
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 const USED: &str = "nats_delivery_account_jetstream_used_bytes";
@@ -99,4 +102,119 @@ async fn usage_and_limits_are_the_servers_own_over_http_and_the_system_account()
         }
         nats_test_server::reference::assert_documented(&text);
     }
+}
+
+/// The two streams that fill account `A`: name, storage kind, messages a
+/// second. Each fills its kind's limit in about 10 s with 1000-byte
+/// payloads (a message takes some 30 bytes more in the store).
+const FILLS: [(&str, stream::StorageType, &str, f64); 2] = [
+    ("AF", stream::StorageType::File, "file", 100.0),
+    ("AM", stream::StorageType::Memory, "memory", 50.0),
+];
+
+/// Publishes to `stream` at `rate` until the server refuses a message and
+/// returns when it did, as Unix seconds, with the error. Paced by count:
+/// message `n` goes out `n / rate` seconds after the start, at once when
+/// late, so that a stall on a loaded machine is made up and the rate over
+/// any second or more stays `rate`.
+async fn fill_until_refused(js: jetstream::Context, stream: &str, rate: f64) -> (f64, String) {
+    let start = Instant::now();
+    let payload = bytes::Bytes::from(vec![b'x'; 1000]);
+    for n in 0u64.. {
+        let due = start + Duration::from_secs_f64(n as f64 / rate);
+        tokio::time::sleep_until(due.into()).await;
+        let ack = js.publish(format!("{stream}.x"), payload.clone()).await;
+        if let Err(e) = ack.unwrap().await {
+            return (unix_now(), e.to_string());
+        }
+    }
+    unreachable!("the account's limit refuses a message")
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+// Several threads: a scrape (in this process) must not hold up the
+// publishers, whose refusals are the truth the forecasts are held to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_forecast_names_the_moment_the_full_account_refuses_a_publish() {
+    let server = NatsServer::builder()
+        .jetstream()
+        .name("acc")
+        .config(&accounts())
+        .start();
+    let a = connect(&server, "a").await;
+    for (name, storage, ..) in FILLS {
+        stream_in(&a, name, storage).await;
+    }
+    // An 8 s status window: rates are measured over 1 s spans.
+    let flags = ["--sources", "varz,jsz", "--consumer-status-window", "8s"];
+    let exporter = common::exporter(&[server.monitor_url()], &flags);
+    let started = unix_now();
+    let mut fills: Vec<_> = (FILLS.iter())
+        .map(|&(name, _, _, rate)| tokio::spawn(fill_until_refused(a.clone(), name, rate)))
+        .collect();
+    // (when the exporter polled /jsz, forecast) per kind, until both refused.
+    let mut readings: Vec<Vec<(f64, Option<f64>)>> = vec![Vec::new(); FILLS.len()];
+    Wait::secs("both kinds of storage refusing", 60)
+        .every(Duration::from_millis(250))
+        .until_async(async || {
+            let text = common::scrape(&exporter).await;
+            // The time of the poll the forecast was made from, not of the
+            // scrape's answer: a slow scrape does not shift it.
+            let polled = [("server", "acc"), ("source", "jsz")];
+            let at = value(
+                &text,
+                "nats_delivery_last_success_timestamp_seconds",
+                &polled,
+            );
+            for (i, (_, _, kind, _)) in FILLS.iter().enumerate() {
+                let forecast = exact(&text, FORECAST, &labels("acc", "A", kind));
+                readings[i].push((at.expect("a /jsz poll"), forecast));
+            }
+            fills.iter().all(|f| f.is_finished()).then_some(())
+        })
+        .await;
+    for (i, (name, _, kind, _)) in FILLS.iter().enumerate() {
+        let (refused_at, error) = (&mut fills[i]).await.unwrap();
+        assert!(
+            error.contains("resource limits exceeded"),
+            "{name}: {error}"
+        );
+        check_approach(kind, (started, refused_at), &readings[i]);
+    }
+}
+
+/// How precisely the test knows a forecast's moment: the exporter's clock
+/// when it took the poll, a little after the server's `now`.
+const RESOLUTION: f64 = 0.25;
+
+/// Every reading from 40% to 85% of the approach (from `start` to the
+/// refusal) names the refusal within 20% of the time then left, plus
+/// [`RESOLUTION`]. (The first second has no rate yet; near the end the
+/// time left is too short for a percentage to mean much.)
+fn check_approach(kind: &str, (start, refused_at): (f64, f64), readings: &[(f64, Option<f64>)]) {
+    let approach = refused_at - start;
+    let (from, to) = (start + 0.4 * approach, start + 0.85 * approach);
+    let mut errors = Vec::new();
+    for &(at, forecast) in readings.iter().filter(|(at, _)| (from..to).contains(at)) {
+        let left = refused_at - at;
+        let forecast =
+            forecast.unwrap_or_else(|| panic!("{kind}: no forecast {left:.2} s before refusal"));
+        errors.push((left, forecast, (forecast - left) / left));
+    }
+    let worst = errors.iter().map(|e| e.2.abs()).fold(0.0, f64::max);
+    println!(
+        "{kind}: approach {approach:.2} s, {} readings checked, worst relative error {:.1}% (time left, forecast, error): {errors:.2?}",
+        errors.len(),
+        worst * 100.0
+    );
+    let beyond =
+        |&(left, forecast, _): &(f64, f64, f64)| (forecast - left).abs() > 0.2 * left + RESOLUTION;
+    assert!(errors.len() >= 4, "{kind}: {errors:?}");
+    assert!(!errors.iter().any(beyond), "{kind}: {errors:?}");
 }
