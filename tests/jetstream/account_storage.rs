@@ -218,3 +218,47 @@ fn check_approach(kind: &str, (start, refused_at): (f64, f64), readings: &[(f64,
     assert!(errors.len() >= 4, "{kind}: {errors:?}");
     assert!(!errors.iter().any(beyond), "{kind}: {errors:?}");
 }
+
+/// In a cluster, every server reports the account's whole usage, each
+/// replica counted: an R3 stream's bytes three times, on each server.
+#[tokio::test]
+async fn each_server_of_a_cluster_reports_every_replica_of_the_account() {
+    let limit = format!(
+        "accounts {{ A {{ users: [ {{ user: a, password: a }} ], jetstream: {{ max_file: {MAX_FILE} }} }} }}"
+    );
+    let servers = nats_test_server::cluster(3, &limit);
+    let a = connect(&servers[0], "a").await;
+    let config = stream::Config {
+        name: "R3".into(),
+        subjects: vec!["R3.>".into()],
+        num_replicas: 3,
+        ..Default::default()
+    };
+    Wait::secs("a JetStream cluster ready for replicated streams", 30)
+        .every(Duration::from_millis(200))
+        .until_async(|| {
+            let (a, config) = (a.clone(), config.clone());
+            async move { a.get_or_create_stream(config).await.ok() }
+        })
+        .await;
+    common::publish_acked(&a, (0..9).map(|i| format!("R3.{i}")), "replicated").await;
+    let bytes = stored(&a, "R3").await;
+    assert!(bytes > 0);
+    let urls: Vec<String> = servers.iter().map(|s| s.monitor_url()).collect();
+    let exporter = common::exporter(&urls, &["--sources", "varz,jsz"]);
+    let names = ["n0", "n1", "n2"];
+    // The servers tell one another their usage now and then: awaited.
+    Wait::secs("every server to report the three replicas", 30)
+        .every(Duration::from_millis(200))
+        .until_async(async || {
+            let text = common::scrape(&exporter).await;
+            let seen = names.map(|n| exact(&text, USED, &labels(n, "A", "file")));
+            let limits = names.map(|n| exact(&text, LIMIT, &labels(n, "A", "file")));
+            let want = (3 * bytes) as f64;
+            match (seen, limits) {
+                (s, l) if s == [Some(want); 3] && l == [Some(MAX_FILE as f64); 3] => Ok(()),
+                other => Err(format!("want {want} and {MAX_FILE} on each: {other:?}")),
+            }
+        })
+        .await;
+}
