@@ -27,7 +27,7 @@ fn accounts() -> String {
         r#"
 accounts {{
   SYS {{ users: [ {{ user: sys, password: sys-secret }} ] }}
-  A {{ users: [ {{ user: a, password: a }} ], jetstream: {{ max_file: {MAX_FILE}, max_mem: {MAX_MEM} }} }}
+  A {{ users: [ {{ user: a, password: a }} ], jetstream: {{ max_file: {MAX_FILE}, max_mem: {MAX_MEM}, max_streams: 5, max_consumers: 7 }} }}
   U {{ users: [ {{ user: u, password: u }} ], jetstream: enabled }}
 }}
 system_account: SYS
@@ -261,4 +261,55 @@ async fn each_server_of_a_cluster_reports_every_replica_of_the_account() {
             }
         })
         .await;
+}
+
+/// With a NATS connection (the timestamp reader's), its account's streams
+/// and consumers and their limits, from `$JS.API.INFO`: `A` limited, `U` not.
+#[tokio::test]
+async fn the_connections_account_has_its_streams_consumers_and_their_limits() {
+    let server = NatsServer::builder()
+        .jetstream()
+        .name("acc")
+        .config(&accounts())
+        .start();
+    let a = connect(&server, "a").await;
+    let u = connect(&server, "u").await;
+    for name in ["S1", "S2"] {
+        stream_in(&a, name, stream::StorageType::File).await;
+    }
+    stream_in(&u, "UF", stream::StorageType::File).await;
+    let s1 = a.get_stream("S1").await.unwrap();
+    for c in ["c1", "c2"] {
+        let config = async_nats::jetstream::consumer::pull::Config {
+            durable_name: Some(c.into()),
+            ..Default::default()
+        };
+        s1.create_consumer(config).await.unwrap();
+    }
+    // (user, account, streams, consumers, max_streams, max_consumers)
+    let cases = [
+        ("a", "A", 2.0, 2.0, Some(5.0), Some(7.0)),
+        ("u", "U", 1.0, 0.0, None, None),
+    ];
+    for (user, account, streams, consumers, max_streams, max_consumers) in cases {
+        let options = async_nats::ConnectOptions::with_user_and_password(user.into(), user.into());
+        let client = options.connect(server.client_url()).await.unwrap();
+        let mut exporter =
+            common::exporter_builder(&[server.monitor_url()], &["--sources", "varz,jsz"]);
+        exporter.read_timestamps(nats_delivery_exporter::MessageTimestamps::new(
+            client, account, 100,
+        ));
+        let text = common::scrape(&exporter.build()).await;
+        let l = [("account", account)];
+        let got = [
+            "nats_delivery_account_jetstream_streams",
+            "nats_delivery_account_jetstream_consumers",
+            "nats_delivery_account_jetstream_max_streams",
+            "nats_delivery_account_jetstream_max_consumers",
+        ]
+        .map(|name| exact(&text, name, &l));
+        let want = [Some(streams), Some(consumers), max_streams, max_consumers];
+        assert_eq!(got, want, "{account}\n{text}");
+        nats_test_server::reference::assert_documented(&text);
+    }
 }
