@@ -40,6 +40,8 @@ impl Config {
                 jsz_config_timeout: self.server_cost.jsz_config_timeout,
                 jsz_removal_check: None,
                 jsz_poll_timeout: None,
+                // As the consumers' removal forecast measures its rates.
+                jsz_fill_span: self.consumer_status_window / 8,
             },
             consumer_status_window: self.consumer_status_window,
             consumer_timestamp_reads: self.consumer_timestamp_reads,

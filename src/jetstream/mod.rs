@@ -3,6 +3,7 @@
 //! message timestamps read over NATS, data a stream lost, and the families
 //! written from the chosen streams and consumers.
 
+pub(crate) mod account_info;
 pub(crate) mod cardinality;
 pub(crate) mod consumer_health;
 pub(crate) mod consumer_status;

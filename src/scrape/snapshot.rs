@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
+use crate::jetstream::account_info::AccountCounts;
 use crate::jetstream::cardinality::budget::{self, plan, priority, BudgetReport};
 use crate::jetstream::cardinality::fold::{is_ephemeral, EphemeralFolds, FoldedRow};
 use crate::jetstream::cardinality::series::ConsumerSeries;
@@ -46,6 +47,8 @@ pub(crate) struct Snapshot {
     pub(crate) survey: Option<SurveyReport>,
     /// Lost data of the streams read so far (account, stream, lost).
     pub(crate) stream_lost: Vec<(String, String, LostData)>,
+    /// The streams and consumers of the timestamp reader's account.
+    pub(crate) account_counts: Option<AccountCounts>,
     /// Which per-consumer series are written.
     pub(crate) series: ConsumerSeries,
     /// Streams and consumers written from their last leader's figures.
@@ -70,6 +73,7 @@ impl Snapshot {
             budget: None,
             survey: None,
             stream_lost: Vec::new(),
+            account_counts: None,
             series: ConsumerSeries::default(),
             held: Held::default(),
         }
@@ -227,7 +231,8 @@ impl Collector for SnapshotCollector {
         jsz_families::encode_streams(&mut enc, &streams)?;
         snap.held.encode(&mut enc)?;
         crate::jetstream::replicas::encode(&mut enc, &snap.named_polls())?;
-        crate::jetstream::stream_lost::encode(&mut enc, &snap.stream_lost)
+        crate::jetstream::stream_lost::encode(&mut enc, &snap.stream_lost)?;
+        crate::jetstream::account_info::encode(&mut enc, snap.account_counts.as_ref())
     }
 }
 

@@ -115,8 +115,9 @@ source_table! {
         made by |s| connz::ConnzSource::new(s.connz_top, s.max_client_names),
         encoded by connz::encode_targets;
     Jsz "jsz" jsz::JszSource,
-        made by |s| jsz::JszSource::new(s.jsz_page_size, s.jsz_filter.clone(), s.jsz_config()),
-        encoded by written_from_leaders;
+        made by |s| jsz::JszSource::new(
+            s.jsz_page_size, s.jsz_filter.clone(), s.jsz_config(), s.jsz_fill_span),
+        encoded by jsz::accounts::encode_targets;
     Accstatz "accstatz" accstatz::AccstatzSource,
         made by |_s| accstatz::AccstatzSource,
         encoded by accstatz::encode_targets;
@@ -140,13 +141,6 @@ impl clap::ValueEnum for Source {
     fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
         Some(clap::builder::PossibleValue::new(self.as_str()).help(self.help()))
     }
-}
-
-/// `/jsz` writes nothing per server: its streams and consumers are written
-/// once from their leaders' replies (`jetstream::jsz_families`), after the
-/// scrape has chosen the leaders and the series budget.
-fn written_from_leaders(_: &mut DescriptorEncoder, _: &[TargetSnapshot]) -> std::fmt::Result {
-    Ok(())
 }
 
 /// Each server's reply from one source, with its `server` label, for the
@@ -231,6 +225,9 @@ pub struct SourceSettings {
     pub jsz_poll_timeout: Option<std::time::Duration>,
     /// The deadline of a configuration read beside the scrapes.
     pub jsz_config_timeout: std::time::Duration,
+    /// The shortest span the growth of an account's storage is measured
+    /// over, for its forecast of when it is full.
+    pub jsz_fill_span: std::time::Duration,
 }
 
 impl SourceSettings {

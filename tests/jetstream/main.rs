@@ -1,6 +1,7 @@
 //! JetStream consumers and streams: the `/jsz` families, cardinality limits,
 //! consumer health, message timestamps, priority groups, lost stream data, what
-//! an alert sees of a stalled consumer.
+//! an alert sees of a stalled consumer, accounts filling.
+mod account_storage;
 mod cardinality;
 mod cardinality_budget;
 mod cardinality_request;

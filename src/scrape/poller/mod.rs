@@ -147,6 +147,7 @@ impl Poller {
         }
         self.judge_consumer_health(&mut snapshot, started).await;
         self.find_stream_lost(&mut snapshot, started).await;
+        self.read_account_counts(&mut snapshot, started).await;
         if let Some(limit) = self.settings.max_jetstream_series {
             snapshot.apply_budget(limit);
         }
@@ -235,6 +236,18 @@ impl Poller {
             .into_iter()
             .map(|(stream, lost)| (account.clone(), stream, lost))
             .collect();
+    }
+
+    /// The streams and consumers of the timestamp reader's account, and
+    /// their limits.
+    async fn read_account_counts(&self, snapshot: &mut Snapshot, started: Instant) {
+        let Some(timestamps) = &self.timestamps else {
+            return;
+        };
+        let left = self.settings.timeout.saturating_sub(started.elapsed());
+        let (client, account) = (timestamps.client(), timestamps.account());
+        snapshot.account_counts =
+            crate::jetstream::account_info::read(&client, &account, left).await;
     }
 
     /// Polls every source of `target` through `link` at once, each within

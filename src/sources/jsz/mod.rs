@@ -13,6 +13,7 @@ use super::{unix_seconds, ServerLink, Source};
 use super::{MonitoringSource, NatsOption, TargetSnapshot};
 use crate::poll_error::PollError;
 
+pub(crate) mod accounts;
 mod config_background;
 mod config_memory;
 mod config_on_demand;
@@ -61,6 +62,8 @@ pub(crate) struct JszPoll {
     /// The server sends `leader_since` (2.11+): a claim without it is a
     /// Raft leader not yet serving ([`view::Claim::serving`]).
     pub(crate) reports_leader_since: bool,
+    /// Each account's storage of each kind, with its limit and forecast.
+    pub(crate) account_storage: Vec<accounts::AccountStorage>,
 }
 
 /// Reads every page of accounts with streams, consumers and, if `config`,
@@ -251,16 +254,25 @@ pub(crate) struct JszSource {
     page_size: u32,
     filter: JszFilter,
     config: ConfigOnDemand,
+    /// The growth of each account's storage, between polls.
+    fill: accounts::FillRates,
 }
 
 impl JszSource {
     /// Reads `page_size` accounts per request, keeps what `filter` keeps,
-    /// and reads the configuration as `config` says.
-    pub(crate) fn new(page_size: u32, filter: JszFilter, config: ConfigOnDemand) -> JszSource {
+    /// and reads the configuration as `config` says; measures the accounts'
+    /// storage growth over `fill_span`.
+    pub(crate) fn new(
+        page_size: u32,
+        filter: JszFilter,
+        config: ConfigOnDemand,
+        fill_span: std::time::Duration,
+    ) -> JszSource {
         JszSource {
             page_size,
             filter,
             config,
+            fill: accounts::FillRates::new(fill_span),
         }
     }
 }
@@ -289,7 +301,8 @@ impl MonitoringSource for JszSource {
         self.config.poll(link, self.page_size, &self.filter)
     }
 
-    fn absorb(&self, jsz: JszPoll, snap: &mut TargetSnapshot) {
+    fn absorb(&self, mut jsz: JszPoll, snap: &mut TargetSnapshot) {
+        jsz.account_storage = self.fill.update(&jsz.accounts, jsz.now);
         snap.jsz = Some(jsz);
     }
 

@@ -38,6 +38,16 @@ pub struct AccountDetail<S = StreamDetail> {
     /// The account's own name (its public key in operator mode), by which
     /// servers from 2.10 on order the pages.
     pub(crate) id: String,
+    /// Bytes of memory storage its streams use, every replica counted
+    /// (the server's cluster-wide total, not only its own share).
+    pub(crate) memory: Option<u64>,
+    /// Bytes of file storage its streams use, every replica counted.
+    pub(crate) storage: Option<u64>,
+    /// Its account-wide `max_mem` limit; `u64::MAX` (-1) when unlimited, 0
+    /// when its limits are tiered (R1, R3: `/jsz` does not show them).
+    pub(crate) reserved_memory: Option<u64>,
+    /// Its account-wide `max_file` limit, written as `reserved_memory`.
+    pub(crate) reserved_storage: Option<u64>,
     /// The account's streams.
     #[serde(deserialize_with = "de::list")]
     pub stream_detail: Vec<S>,

@@ -176,6 +176,10 @@ fn put_back(skeleton: &[u8], streams: Vec<StreamDetail>) -> Result<Jsz, ParseErr
         account_details.push(AccountDetail {
             name: a.name,
             id: a.id,
+            memory: a.memory,
+            storage: a.storage,
+            reserved_memory: a.reserved_memory,
+            reserved_storage: a.reserved_storage,
             stream_detail: a
                 .stream_detail
                 .into_iter()

@@ -1,0 +1,167 @@
+//! The streams and consumers of the timestamp reader's account, and their
+//! limits, from `$JS.API.INFO`: `/jsz` gives every account's storage
+//! (`sources/jsz/accounts.rs`) but not these, and a server answers
+//! `$JS.API.INFO` only within the account itself, so only the account of
+//! the reader's connection is read, once per poll.
+//!
+//! The account's `max_consumers` caps the consumers of each stream (the
+//! server checks it against the stream's own count when a consumer is
+//! made), while `consumers` counts the whole account's: the two are not a
+//! ratio.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_nats::Client;
+use bytes::Bytes;
+use prometheus_client::encoding::DescriptorEncoder;
+use serde::Deserialize;
+
+use crate::text::families::gauge_family;
+
+/// What one `$JS.API.INFO` reply says of its account's streams and consumers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct AccountCounts {
+    /// The account (the reader's, as its flags name it).
+    pub(crate) account: String,
+    /// Streams of the account.
+    pub(crate) streams: u64,
+    /// Consumers of every stream of the account.
+    pub(crate) consumers: u64,
+    /// `max_streams`; `None` when unlimited or tiered.
+    pub(crate) max_streams: Option<u64>,
+    /// `max_consumers` (per stream); `None` when unlimited or tiered.
+    pub(crate) max_consumers: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct InfoReply {
+    #[serde(default)]
+    streams: Option<u64>,
+    #[serde(default)]
+    consumers: Option<u64>,
+    #[serde(default)]
+    limits: Limits,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct Limits {
+    #[serde(default)]
+    max_streams: Option<i64>,
+    #[serde(default)]
+    max_consumers: Option<i64>,
+}
+
+/// Reads one `$JS.API.INFO` reply: `None` for an error reply or one
+/// without the counts.
+pub(crate) fn parse(account: &str, payload: &[u8]) -> Option<AccountCounts> {
+    let reply: InfoReply = serde_json::from_slice(payload).ok()?;
+    if reply.error.is_some() {
+        return None;
+    }
+    // -1 is unlimited; a tiered account's top-level limits are 0.
+    let limit = |v: Option<i64>| v.filter(|n| *n > 0).map(|n| n as u64);
+    Some(AccountCounts {
+        account: account.to_string(),
+        streams: reply.streams?,
+        consumers: reply.consumers?,
+        max_streams: limit(reply.limits.max_streams),
+        max_consumers: limit(reply.limits.max_consumers),
+    })
+}
+
+/// Asks `client`'s account for its JetStream info within `deadline`;
+/// `None` when it does not answer in time or answers with an error (a
+/// warning says why).
+pub(crate) async fn read(
+    client: &Client,
+    account: &str,
+    deadline: Duration,
+) -> Option<AccountCounts> {
+    let asked = client.request("$JS.API.INFO", Bytes::new());
+    match tokio::time::timeout(deadline, asked).await {
+        Ok(Ok(reply)) => {
+            let counts = parse(account, &reply.payload);
+            if counts.is_none() {
+                tracing::warn!(
+                    account,
+                    "$JS.API.INFO answered without the account's counts"
+                );
+            }
+            counts
+        }
+        Ok(Err(error)) => {
+            tracing::warn!(account, %error, "$JS.API.INFO failed");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(account, "$JS.API.INFO did not answer in time");
+            None
+        }
+    }
+}
+
+/// Writes the account's counts, when read this poll.
+pub(crate) fn encode(enc: &mut DescriptorEncoder, counts: Option<&AccountCounts>) -> fmt::Result {
+    let rows = || {
+        counts
+            .into_iter()
+            .map(|c| ([("account", c.account.as_str())], c))
+    };
+    gauge_family(
+        enc,
+        "nats_delivery_account_jetstream_streams",
+        "Streams of the account, from $JS.API.INFO in the account of the exporter's NATS connection.",
+        rows().map(|(l, c)| (l, c.streams)),
+    )?;
+    gauge_family(
+        enc,
+        "nats_delivery_account_jetstream_consumers",
+        "Consumers of every stream of the account, from $JS.API.INFO.",
+        rows().map(|(l, c)| (l, c.consumers)),
+    )?;
+    gauge_family(
+        enc,
+        "nats_delivery_account_jetstream_max_streams",
+        "Streams the account may have (max_streams); absent when unlimited or tiered.",
+        rows().filter_map(|(l, c)| Some((l, c.max_streams?))),
+    )?;
+    gauge_family(
+        enc,
+        "nats_delivery_account_jetstream_max_consumers",
+        "Consumers each stream of the account may have (max_consumers, a cap per stream); absent when unlimited or tiered.",
+        rows().filter_map(|(l, c)| Some((l, c.max_consumers?))),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_unlimited_or_tiered_are_absent_and_errors_give_nothing() {
+        let got = parse(
+            "A",
+            br#"{"memory":0,"storage":10,"streams":2,"consumers":3,
+                "limits":{"max_streams":5,"max_consumers":-1}}"#,
+        );
+        let want = AccountCounts {
+            account: "A".into(),
+            streams: 2,
+            consumers: 3,
+            max_streams: Some(5),
+            max_consumers: None,
+        };
+        assert_eq!(got, Some(want));
+        let tiered = parse(
+            "T",
+            br#"{"streams":1,"consumers":0,"limits":{"max_streams":0}}"#,
+        );
+        assert_eq!(tiered.unwrap().max_streams, None);
+        let error = br#"{"error":{"code":503,"description":"JetStream not enabled for account"}}"#;
+        assert_eq!(parse("A", error), None);
+        assert_eq!(parse("A", b"garbage"), None);
+    }
+}
