@@ -15,3 +15,4 @@ pub(crate) mod removed_before_delivery;
 pub(crate) mod replicas;
 pub(crate) mod seq_ranges;
 pub(crate) mod stream_lost;
+pub(crate) mod stream_origins;

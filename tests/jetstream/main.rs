@@ -31,3 +31,4 @@ mod removed_before_delivery_restart;
 mod removed_before_delivery_support;
 mod series_per_consumer;
 mod stream_lost;
+mod stream_origins;
