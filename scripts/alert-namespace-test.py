@@ -42,6 +42,8 @@ scen = {
  'NatsJetStreamConsumerStuck': ([(f'nats_delivery_consumer_pending_messages{{{E},{C}}}','10x30'),(f'nats_delivery_consumer_delivered_stream_sequence{{{E},{C}}}','42x30')], '25m'),
  'NatsJetStreamConsumerStopped': ([(f'nats_delivery_consumer_status{{{E},{C},status="stopped"}}','1x20')], '10m'),
  'NatsJetStreamConsumerStalled': ([(f'nats_delivery_consumer_status{{{E},{C},status="stalled"}}','1x20')], '10m'),
+ 'NatsJetStreamOriginInactive': ([(f'nats_delivery_stream_origin_contact_age_seconds{{{E},{S},kind="mirror",origin_stream="SRC",origin_api=""}}','300x20')], '10m'),
+ 'NatsJetStreamOriginLagHigh': ([(f'nats_delivery_stream_origin_lag_messages{{{E},{S},kind="mirror",origin_stream="SRC",origin_api=""}}','20000x30')], '20m'),
  'NatsJetStreamConsumerDeliveryLagHigh': ([(f'nats_delivery_consumer_delivery_lag_seconds{{{E},{C}}}','600x20')], '10m'),
  'NatsJetStreamRemovalForecast': ([(f'nats_delivery_consumer_removal_forecast_seconds{{{E},{C}}}','600x20')], '10m'),
  'NatsJetStreamReplicaMarginExhausted': ([(f'nats_delivery_stream_replica_margin{{{E},{S}}}','0x20'),(f'nats_delivery_stream_replicas{{{E},{S}}}','3x20')], '10m'),
