@@ -11,6 +11,7 @@ pub(crate) mod leaderless;
 pub(crate) mod limit_forecast;
 pub(crate) mod message_timestamps;
 pub(crate) mod metadata_families;
+pub(crate) mod origin_gaps;
 pub(crate) mod removed_before_delivery;
 pub(crate) mod replicas;
 pub(crate) mod seq_ranges;

@@ -24,7 +24,7 @@ type OriginLabels<'a> = [(&'static str, &'a str); 5];
 /// Each origin of `s` once: a second mirror or source with the same labels
 /// (the same origin under another subject filter) is left out, since its
 /// series would repeat the first one's labels.
-fn distinct(s: &StreamDetail) -> impl Iterator<Item = (bool, &OriginInfo)> {
+pub(crate) fn distinct(s: &StreamDetail) -> impl Iterator<Item = (bool, &OriginInfo)> {
     let mut seen = HashSet::new();
     s.origins()
         .filter(move |(mirror, o)| seen.insert((*mirror, &*o.name, origin_api(o))))
@@ -90,9 +90,14 @@ pub(crate) fn encode(enc: &mut DescriptorEncoder, streams: &[StreamRow]) -> fmt:
 }
 
 /// How many series [`encode`] writes for `s`.
+/// and for the count of what its origins removed before it copied them
+/// (`origin_gaps.rs`: a counter and its `_exact` gauge).
 pub(crate) fn series(s: &StreamDetail) -> u64 {
     distinct(s)
-        .map(|(_, o)| FAMILIES.iter().filter(|(_, _, v)| v(o).is_some()).count() as u64)
+        .map(|(mirror, o)| {
+            let gauges = FAMILIES.iter().filter(|(_, _, v)| v(o).is_some()).count() as u64;
+            gauges + 2 * u64::from(super::origin_gaps::countable(s, mirror, o))
+        })
         .sum()
 }
 
@@ -123,6 +128,8 @@ mod tests {
             ]
         );
         assert_eq!(series(&s), 3);
+        let m = stream(r#"{"name":"M","mirror":{"name":"O","lag":0,"active":1}}"#);
+        assert_eq!(series(&m), 4);
     }
 
     #[test]

@@ -195,3 +195,127 @@ async fn lag_and_contact_of_a_mirror_and_a_source_from_another_account() {
     assert_eq!(value(&text, LAG, &m), Some(0.0));
     assert_eq!(server_stream(&server, "B", "S")["state"]["last_seq"], 3);
 }
+
+const REMOVED: &str = "nats_delivery_stream_origin_removed_before_copy_messages_total";
+const EXACT: &str = "nats_delivery_stream_origin_removed_before_copy_exact";
+
+/// The payloads stream `name` of account B holds, read message by message.
+async fn payloads(b: &async_nats::Client, name: &str) -> Vec<String> {
+    let stream = jetstream::new(b.clone()).get_stream(name).await.unwrap();
+    let st = server_state(&stream).await;
+    let mut out = Vec::new();
+    for seq in st.0..=st.1 {
+        if let Ok(m) = stream.get_raw_message(seq).await {
+            out.push(String::from_utf8(m.payload.to_vec()).unwrap());
+        }
+    }
+    out
+}
+
+async fn server_state(stream: &jetstream::stream::Stream) -> (u64, u64) {
+    let info = stream.get_info().await.unwrap();
+    (info.state.first_sequence, info.state.last_sequence)
+}
+
+#[tokio::test]
+async fn what_the_origin_removed_while_a_mirror_and_a_source_were_cut_off_is_counted() {
+    let version = nats_test_server::version_numbers(&nats_test_server::version_under_test());
+    let server = NatsServer::builder()
+        .jetstream()
+        .config(&accounts())
+        .start();
+    let (a, b) = (connect(&server, "a").await, connect(&server, "b").await);
+    let plain = json!({"storage": "file", "num_replicas": 1, "max_msgs": -1});
+    let mut orig = plain.clone();
+    orig.as_object_mut().unwrap().extend(
+        json!({"name": "ORIG", "subjects": ["orig.>"], "max_msgs": 5})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    create(&a, orig).await;
+    let external = json!({"api": "$JS.A.API", "deliver": "deliver.B"});
+    for (name, how) in [
+        (
+            "MB",
+            json!({"mirror": {"name": "ORIG", "external": external}}),
+        ),
+        (
+            "S1",
+            json!({"sources": [{"name": "ORIG", "external": external}]}),
+        ),
+    ] {
+        let mut c = plain.clone();
+        c.as_object_mut()
+            .unwrap()
+            .extend(how.as_object().unwrap().clone());
+        c["name"] = name.into();
+        create(&b, c).await;
+    }
+    let js = jetstream::new(a.clone());
+    // Payloads m1 to m15: ORIG's sequences.
+    let publish = async |range: std::ops::RangeInclusive<u32>| {
+        for i in range {
+            let ack = js.publish("orig.x", format!("m{i}").into()).await.unwrap();
+            ack.await.unwrap();
+        }
+    };
+    publish(1..=3).await;
+    let copied = |name: &str, n: u64| server_stream(&server, "B", name)["state"]["messages"] == n;
+    Wait::secs("MB and S1 to copy 3 messages", 20)
+        .until(|| copied("MB", 3) && copied("S1", 3))
+        .await;
+    let exporter = common::exporter(&[server.monitor_url()], &[]);
+    let mb = labels("B", "MB", "mirror", "ORIG", "$JS.A.API");
+    let s1 = labels("B", "S1", "source", "ORIG", "$JS.A.API");
+    let text = common::scrape(&exporter).await;
+    assert_eq!(value(&text, REMOVED, &mb), Some(0.0), "{text}");
+    if version < vec![2, 10] {
+        return; // 2.9.10 keeps delivering through the reload (above).
+    }
+    server.reload_with(DELIVERY_IMPORT, "");
+    server.reload_with(DELIVERY_EXPORT, "");
+    Wait::secs("MB's contact age to pass 5 s", 30)
+        .every(std::time::Duration::from_millis(250))
+        .until_async(async || {
+            let text = common::scrape(&exporter).await;
+            value(&text, AGE, &mb).is_some_and(|a| a > 5.0)
+        })
+        .await;
+    // ORIG keeps 11 to 15: 4 to 10 are removed before either copies them.
+    publish(4..=15).await;
+    let text = common::scrape(&exporter).await;
+    assert_eq!(value(&text, REMOVED, &mb), Some(0.0), "{text}");
+    // Contact again: the export first, then the import.
+    let (export_end, import_end) = (
+        r#"{service: "$JS.FC.>"} ]"#,
+        r#"{service: {account: A, subject: "$JS.FC.>"}} ]"#,
+    );
+    let restored = |end: &str, back: &str| format!("{}{back} ]", end.trim_end_matches(" ]"));
+    server.reload_with(export_end, &restored(export_end, DELIVERY_EXPORT));
+    server.reload_with(import_end, &restored(import_end, DELIVERY_IMPORT));
+    Wait::secs("MB and S1 to copy 11 to 15", 30)
+        .until(|| copied("MB", 8) && copied("S1", 8))
+        .await;
+
+    // The truth, from what each holds.
+    let all: Vec<String> = (1..=15).map(|i| format!("m{i}")).collect();
+    let never: Vec<String> = (4..=10).map(|i| format!("m{i}")).collect();
+    for name in ["MB", "S1"] {
+        let got = payloads(&b, name).await;
+        let missing: Vec<String> = all.iter().filter(|m| !got.contains(m)).cloned().collect();
+        assert_eq!(missing, never, "{name} holds {got:?}");
+    }
+    let text = common::scrape(&exporter).await;
+    nats_test_server::reference::assert_documented(&text);
+    assert_eq!(value(&text, REMOVED, &mb), Some(7.0), "{text}");
+    assert_eq!(value(&text, EXACT, &mb), Some(1.0), "{text}");
+    // Sources say which origin sequence they copied last from 2.15 on.
+    let (removed, exact) = if version >= vec![2, 15] {
+        (Some(7.0), Some(1.0))
+    } else {
+        (None, None)
+    };
+    assert_eq!(value(&text, REMOVED, &s1), removed, "{text}");
+    assert_eq!(value(&text, EXACT, &s1), exact, "{text}");
+}
