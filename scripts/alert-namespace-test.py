@@ -34,6 +34,7 @@ scen = {
  'NatsJetStreamMaxDeliveriesExceeded': ([up(E), (f'nats_delivery_jetstream_max_deliveries_total{{{E},{C}}}','0x5 1x20')], '8m'),
  'NatsJetStreamUnackedMessagesDeleted': ([up(E), (f'nats_delivery_jetstream_terminated_total{{{E},{C},reason="stream_limits"}}','0x5 1x20')], '8m'),
  'NatsJetStreamMessagesRemovedBeforeDelivery': ([(f'nats_delivery_consumer_removed_before_delivery_messages_total{{{E},{C}}}','0x5 7x20')], '8m'),
+ 'NatsJetStreamOriginMessagesRemovedBeforeCopy': ([(f'nats_delivery_stream_origin_removed_before_copy_messages_total{{{E},{S},kind="mirror",origin_stream="SRC",origin_api=""}}','0x5 7x20')], '8m'),
  'NatsJetStreamPublishRefused': ([up(A), (f'nats_delivery_client_jetstream_publish_failures_total{{{A},client="orders",reason="max_bytes"}}','0x5 2x20')], '8m'),
  'NatsDeliveryLossSustained': ([(f'nats_delivery_server_slow_consumers_total{{{E},server="nats-0"}}',R)], '30m'),
  'NatsConnectionNearMaxPending': ([(f'nats_delivery_connection_pending_ratio{{{E},server="nats-0",account="$G",client_name="orders",cid="7"}}','0.6x10')], '5m'),

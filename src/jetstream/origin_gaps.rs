@@ -26,6 +26,7 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
+use super::stream_origins::{countable, distinct};
 use crate::sources::jsz::{OriginInfo, StreamDetail, StreamRow};
 use crate::text::families::{counter_family, gauge_family};
 
@@ -68,12 +69,6 @@ pub(crate) struct OriginGaps {
 
 /// How long a mirror or source no poll shows is remembered.
 const FORGET_AFTER_SECONDS: f64 = 600.0;
-
-/// Whether its skips can be counted: a mirror always; a source when the
-/// server reports `seq`, it is its stream's only origin and has no filter.
-pub(crate) fn countable(s: &StreamDetail, mirror: bool, o: &OriginInfo) -> bool {
-    mirror || (o.seq.is_some() && o.filter_subject.is_empty() && s.origins().count() == 1)
-}
 
 fn position(s: &StreamDetail, mirror: bool, o: &OriginInfo) -> Position {
     Position {
@@ -146,7 +141,7 @@ impl OriginGaps {
     pub(crate) fn poll(&mut self, streams: &[StreamRow], now: f64) -> Vec<(GapKey, Gaps)> {
         let mut out = Vec::new();
         for (account, s) in streams {
-            for (mirror, o) in super::stream_origins::distinct(s) {
+            for (mirror, o) in distinct(s) {
                 if !countable(s, mirror, o) {
                     continue;
                 }

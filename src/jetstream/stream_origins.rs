@@ -49,6 +49,12 @@ fn labels<'a>(
     ]
 }
 
+/// Whether its skips can be counted (`origin_gaps.rs`): a mirror always; a source when the
+/// server reports `seq`, it is its stream's only origin and has no filter.
+pub(crate) fn countable(s: &StreamDetail, mirror: bool, o: &OriginInfo) -> bool {
+    mirror || (o.seq.is_some() && o.filter_subject.is_empty() && s.origins().count() == 1)
+}
+
 /// The lag a mirror or source reports.
 fn lag(o: &OriginInfo) -> Option<Num> {
     o.lag.map(Num::U)
@@ -96,7 +102,7 @@ pub(crate) fn series(s: &StreamDetail) -> u64 {
     distinct(s)
         .map(|(mirror, o)| {
             let gauges = FAMILIES.iter().filter(|(_, _, v)| v(o).is_some()).count() as u64;
-            gauges + 2 * u64::from(super::origin_gaps::countable(s, mirror, o))
+            gauges + 2 * u64::from(countable(s, mirror, o))
         })
         .sum()
 }

@@ -142,7 +142,7 @@ async fn lag_and_contact_of_a_mirror_and_a_source_from_another_account() {
         };
         o["lag"].as_f64()
     };
-    assert_eq!(value(&text, LAG, &m), server_lag("A", "M", None));
+    assert_eq!(value(&text, LAG, &m), server_lag("A", "M", None), "{text}");
     assert_eq!(value(&text, LAG, &s), server_lag("B", "S", Some("ORIG")));
     assert_eq!(value(&text, LAG, &gone), server_lag("B", "S", Some("GONE")));
     assert!(value(&text, AGE, &m).is_some(), "{text}");
