@@ -89,7 +89,7 @@ pub use text::families::gauge_family;
 // (fetched, bounded, parsed) and consumer health's update; the source
 // names, which the tests of every source iterate over.
 pub use jetstream::consumer_health::{ConsumerHealth, Replies};
-pub use sources::jsz::{ConsumerInfo, StreamDetail};
+pub use sources::jsz::{ConsumerInfo, ExternalOrigin, OriginInfo, StreamDetail};
 pub use sources::kept::KeptBudget;
 pub use sources::parse_error::ParseError;
 pub use sources::{Fetcher, Source, SourceSettings};

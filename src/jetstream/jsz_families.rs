@@ -7,7 +7,7 @@ use prometheus_client::metrics::MetricType;
 
 use crate::jetstream::cardinality::fold::FoldedRow;
 use crate::jetstream::cardinality::series::{ConsumerSeries, OptIn};
-use crate::jetstream::metadata_families;
+use crate::jetstream::{metadata_families, stream_origins};
 use crate::sources::jsz::{ConsumerConfig, ConsumerInfo, ConsumerRow, StreamDetail, StreamRow};
 use crate::text::consumer_labels::{push_label, write_family, BlockLabels};
 use crate::text::families::{gauge_family, Num};
@@ -82,7 +82,8 @@ pub(crate) fn encode_streams(enc: &mut DescriptorEncoder, streams: &[StreamRow])
         "The stream's max_age limit; absent when unlimited.",
         &|s| limit(s.config.as_ref()?.max_age).map(|ns| Num::F(ns as f64 / 1e9)),
     )?;
-    metadata_families::encode_streams(enc, streams)
+    metadata_families::encode_streams(enc, streams)?;
+    stream_origins::encode(enc, streams)
 }
 
 /// How many series [`encode_streams`] writes for `s`.
@@ -91,7 +92,9 @@ pub(crate) fn stream_series(s: &StreamDetail) -> u64 {
     let limits = s.config.as_ref().map_or(0, |c| {
         limited(c.max_msgs) + limited(c.max_bytes) + limited(c.max_age)
     });
-    5 + limits + u64::from(metadata_families::stream_metadata(s).is_some())
+    5 + limits
+        + u64::from(metadata_families::stream_metadata(s).is_some())
+        + stream_origins::series(s)
 }
 
 /// How many series the per-consumer families in `series` write for consumer `c`.

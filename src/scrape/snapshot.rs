@@ -18,6 +18,7 @@ use crate::jetstream::consumer_health::encode::{
 use crate::jetstream::consumer_health::ConsumerHealthRow;
 use crate::jetstream::jsz_families;
 use crate::jetstream::leaderless::{Held, LastLed};
+use crate::jetstream::origin_gaps::{GapKey, Gaps};
 use crate::jetstream::stream_lost::LostData;
 use crate::lock::LockOrRecover;
 use crate::sources::jsz;
@@ -49,6 +50,8 @@ pub(crate) struct Snapshot {
     pub(crate) stream_lost: Vec<(String, String, LostData)>,
     /// The streams and consumers of the timestamp reader's account.
     pub(crate) account_counts: Option<AccountCounts>,
+    /// What each countable mirror and source skipped, so far.
+    pub(crate) origin_gaps: Vec<(GapKey, Gaps)>,
     /// Which per-consumer series are written.
     pub(crate) series: ConsumerSeries,
     /// Streams and consumers written from their last leader's figures.
@@ -74,6 +77,7 @@ impl Snapshot {
             survey: None,
             stream_lost: Vec::new(),
             account_counts: None,
+            origin_gaps: Vec::new(),
             series: ConsumerSeries::default(),
             held: Held::default(),
         }
@@ -231,6 +235,7 @@ impl Collector for SnapshotCollector {
         jsz_families::encode_streams(&mut enc, &streams)?;
         snap.held.encode(&mut enc)?;
         crate::jetstream::replicas::encode(&mut enc, &snap.named_polls())?;
+        crate::jetstream::origin_gaps::encode(&mut enc, &snap.origin_gaps)?;
         crate::jetstream::stream_lost::encode(&mut enc, &snap.stream_lost)?;
         crate::jetstream::account_info::encode(&mut enc, snap.account_counts.as_ref())
     }

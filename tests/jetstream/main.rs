@@ -35,3 +35,4 @@ mod removed_before_delivery_support;
 mod series_per_consumer;
 mod stall_alert_series;
 mod stream_lost;
+mod stream_origins;

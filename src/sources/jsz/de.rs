@@ -11,7 +11,7 @@ use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::{
-    AccountDetail, ClusterInfo, ConsumerConfig, ConsumerInfo, Metadata, PriorityGroup,
+    AccountDetail, ClusterInfo, ConsumerConfig, ConsumerInfo, Metadata, OriginInfo, PriorityGroup,
     StreamDetail, PINNED_CLIENT_POLICY,
 };
 use crate::sources::kept::{self, KeptBudget};
@@ -106,6 +106,16 @@ impl Kept for String {
     }
 }
 
+impl Kept for OriginInfo {
+    fn own_heap(&self) -> usize {
+        let api = self
+            .external
+            .as_ref()
+            .map_or(0, |e| string_bytes(e.api.len()));
+        string_bytes(self.name.len()) + string_bytes(self.filter_subject.len()) + api
+    }
+}
+
 impl Kept for PriorityGroup {
     fn own_heap(&self) -> usize {
         string_bytes(self.group.len()) + string_bytes(self.pinned_client_id.len())
@@ -148,11 +158,20 @@ impl Kept for StreamDetail {
             .config
             .as_ref()
             .map_or(0, |c| metadata_bytes(&c.metadata));
-        string_bytes(self.name.len()) + cluster_bytes(&self.cluster) + metadata
+        let mirror = self
+            .mirror
+            .as_deref()
+            .map_or(0, |m| string_bytes(m.kept_bytes()));
+        let sources = self
+            .sources
+            .as_ref()
+            .map_or(0, |_| string_bytes(size_of::<Box<[OriginInfo]>>()));
+        string_bytes(self.name.len()) + cluster_bytes(&self.cluster) + metadata + mirror + sources
     }
 
     fn lists(&self) -> usize {
-        listed(&self.consumer_detail)
+        let sources = self.sources.as_deref().map_or(&[][..], |s| s);
+        listed(&self.consumer_detail) + listed(sources)
     }
 }
 

@@ -98,6 +98,50 @@ pub struct StreamDetail {
     /// Consumers.
     #[serde(deserialize_with = "de::list")]
     pub consumer_detail: Vec<ConsumerInfo>,
+    /// The stream's mirror, when it is one: what it copies and how far along.
+    pub mirror: Option<Box<OriginInfo>>,
+    /// The streams it sources from, kept only when there are some.
+    #[serde(deserialize_with = "de::list_if_any")]
+    pub sources: de::ThinList<OriginInfo>,
+}
+
+/// A mirror's or a source's state as the stream's leader reports it (every
+/// version from 2.9 on; `seq` from 2.15).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct OriginInfo {
+    /// The origin stream's name.
+    pub(crate) name: Box<str>,
+    /// Where the origin is reached when not in the same account and domain.
+    pub(crate) external: Option<ExternalOrigin>,
+    /// Origin messages beyond the last one copied, as of the last copy:
+    /// the server updates it only when a message arrives.
+    pub(crate) lag: Option<u64>,
+    /// Nanoseconds since the origin was last heard from; -1 when never.
+    pub(crate) active: de::Nanos,
+    /// The origin sequence last copied (sources, 2.15+; absent before the
+    /// first copy).
+    pub(crate) seq: Option<u64>,
+    /// The source's subject filter (empty for none).
+    pub(crate) filter_subject: Box<str>,
+}
+
+/// The API prefix through which a mirror or source reaches its origin in
+/// another account or domain.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ExternalOrigin {
+    /// The API prefix, as `$JS.<domain>.API`.
+    pub(crate) api: Box<str>,
+}
+
+impl StreamDetail {
+    /// The stream's mirror and sources, each with whether it is the mirror.
+    pub(crate) fn origins(&self) -> impl Iterator<Item = (bool, &OriginInfo)> {
+        let sources = self.sources.as_deref().map_or(&[][..], |s| s);
+        let mirror = self.mirror.as_deref().map(|m| (true, m));
+        mirror.into_iter().chain(sources.iter().map(|s| (false, s)))
+    }
 }
 
 /// Stream limits; negative means unlimited.
