@@ -306,6 +306,7 @@ async fn listen(
                     );
                     audit.reported = lower;
                 }
+                l.metrics.drop_audits.inc();
             }
         }
     }

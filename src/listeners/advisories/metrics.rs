@@ -149,6 +149,11 @@ pub struct AdvisoryMetrics {
     pub(crate) api_audit: ApiAuditMetrics,
     /// Abandoned batches and priority-group pins ([`super::since_2_11`]).
     pub(crate) since_2_11: super::since_2_11::Since211Metrics,
+    /// Drop audits of the live listener that completed (a round trip to
+    /// the server, then the buffers drained), not exported: an audit leaves
+    /// no other trace, and a test checking that no late audit over-counts
+    /// waits on this instead of on a clock.
+    pub drop_audits: Counter,
 }
 
 impl AdvisoryMetrics {
