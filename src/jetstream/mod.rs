@@ -3,6 +3,8 @@
 //! message timestamps read over NATS, data a stream lost, and the families
 //! written from the chosen streams and consumers.
 
+#[cfg(test)]
+mod arithmetic_properties;
 pub(crate) mod cardinality;
 pub(crate) mod consumer_health;
 pub(crate) mod consumer_status;
