@@ -69,11 +69,28 @@ async fn advisories_made_while_the_exporter_is_stopped_are_counted_after_restart
     nats_test_server::reference::assert_documented(&text);
     second.stop().await;
 
-    // The stream the exporter created has the advisory subjects and max age asked for.
+    // The stream the exporter created has the advisory subjects (delivery,
+    // then abandoned batches and pins) and the max age asked for.
     let mut adv = js.get_stream("ADV").await.unwrap();
     let cfg = adv.info().await.unwrap().config.clone();
     assert_eq!(cfg.max_age, Duration::from_secs(3600));
-    assert_eq!(cfg.subjects.len(), 3, "{:?}", cfg.subjects);
+    let subjects = [
+        "MAX_DELIVERIES",
+        "MSG_TERMINATED",
+        "MSG_NAKED",
+        "BATCH_ABANDONED",
+        "PINNED",
+        "UNPINNED",
+    ]
+    .map(|kind| {
+        let of = if kind == "BATCH_ABANDONED" {
+            "STREAM"
+        } else {
+            "CONSUMER"
+        };
+        format!("$JS.EVENT.ADVISORY.{of}.{kind}.>")
+    });
+    assert_eq!(cfg.subjects, subjects);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

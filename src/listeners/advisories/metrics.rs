@@ -274,8 +274,13 @@ impl AdvisoryMetrics {
         }
     }
 
-    /// Shows the stored totals of one (stream, consumer) series.
+    /// Shows the stored totals of one (stream, consumer) series, or of one
+    /// stream's advisories of [`super::since_2_11`] (no consumer).
     pub(crate) fn show_series(&self, account: &str, t: &Totals) {
+        if t.consumer.is_empty() {
+            self.since_2_11.show(account, t);
+            return;
+        }
         let l = ConsumerLabels {
             account: account.to_string(),
             stream: t.stream.clone(),
@@ -324,6 +329,10 @@ impl AdvisoryMetrics {
             family.remove(&l);
         }
         for (stream, consumer) in series {
+            if consumer.is_empty() {
+                self.since_2_11.forget(account, stream);
+                continue;
+            }
             let c = ConsumerLabels {
                 account: account.to_string(),
                 stream: stream.clone(),
