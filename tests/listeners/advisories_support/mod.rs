@@ -5,6 +5,10 @@
 
 pub mod binary;
 pub mod dead_letter;
+pub mod system;
+
+#[allow(unused_imports)]
+pub use system::SystemListener;
 
 use std::time::Duration;
 
