@@ -63,7 +63,7 @@ pub struct StreamFit {
     pub exact: bool,
     /// Its creation time in Unix ns (what its sequences belong to).
     pub created: i64,
-    /// It captures the advisories of [`super::since_2_11`] too (a stream
+    /// It captures the abandoned-batch and pin advisories too (a stream
     /// the exporter made before they were counted does not).
     pub since_2_11: bool,
 }
@@ -74,8 +74,8 @@ fn all_subjects() -> impl Iterator<Item = &'static str> {
 }
 
 /// Finds or creates the advisory stream: it must capture the delivery
-/// advisories ([`SUBJECTS`]); those of [`super::since_2_11`] are counted
-/// from it when it captures them too.
+/// advisories ([`SUBJECTS`]); abandoned batches and pins are counted from
+/// it when it captures them too.
 pub async fn ensure_stream(
     js: &jetstream::Context,
     name: &str,
