@@ -53,7 +53,7 @@ pub use jetstream::message_timestamps::{
     TimestampRequest,
 };
 pub use jetstream::stream_lost::{LostRecord, StreamLostReader};
-pub use listeners::advisories::durable::{ensure_stream, DurableError};
+pub use listeners::advisories::durable::{ensure_stream, DurableError, StreamFit};
 pub use listeners::advisories::metrics::AccountLabels;
 pub use listeners::advisories::store::TotalsStore;
 pub use listeners::advisories::totals::Totals;

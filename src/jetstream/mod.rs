@@ -4,6 +4,8 @@
 //! written from the chosen streams and consumers.
 
 pub(crate) mod account_info;
+#[cfg(test)]
+mod arithmetic_properties;
 pub(crate) mod cardinality;
 pub(crate) mod consumer_health;
 pub(crate) mod consumer_status;

@@ -69,6 +69,27 @@ async fn counts_one(s: &Started, account: &str, publisher: async_nats::Client) {
         20,
     )
     .await;
+    // Up says the listener subscribed; a probe of a type no one counts,
+    // received, says its subscription delivers: the listener's flush after
+    // subscribing does not wait for the server (async-nats), so `up` can
+    // come before the server took its subscriptions.
+    let received = "nats_delivery_advisories_received_total";
+    Wait::secs("a probe received by the listener", 20)
+        .every(std::time::Duration::from_millis(200))
+        .until_async(async || {
+            let got = exact(&encode(&s.registry), received, &acc).unwrap_or(0.0);
+            if got >= 1.0 {
+                return Ok(());
+            }
+            let probe = r#"{"type":"io.nats.test.marker","stream":"MARK","consumer":"MARK"}"#;
+            publisher
+                .publish(MAX_DELIVERIES_SUBJECT, probe.into())
+                .await
+                .unwrap();
+            publisher.flush().await.unwrap();
+            Err(got)
+        })
+        .await;
     publisher
         .publish(
             "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C",

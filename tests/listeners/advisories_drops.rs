@@ -70,8 +70,16 @@ async fn burst_counted_or_dropped(flags: &[&str], n: u64, bound: &str) {
             Ok(())
         })
         .await;
-    // And it stays exact: no late over-count.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // And it stays exact: no late over-count. A drop audit that started
+    // before the counts settled may still be running; the one after it
+    // started after them and read every message the connection had.
+    let audits = running.metrics.drop_audits.get();
+    Wait::secs("two more drop audits", 20)
+        .until(|| {
+            let done = running.metrics.drop_audits.get();
+            (done >= audits + 2).then_some(()).ok_or(done)
+        })
+        .await;
     let text = running.text();
     let (counted, dropped) = counted_and_dropped(&text);
     assert_eq!(counted + dropped, n as f64, "{text}");

@@ -57,6 +57,8 @@ async fn advisories_made_while_the_exporter_is_stopped_are_counted_after_restart
     // A new process starts from the stored 5 and counts exactly those 30.
     let second = start_listener(&s, "APP", "app", advisory_args(&flags)).await;
     wait_value(&second.registry, name, &labels, 35.0, 20).await;
+    // Everything ADV holds was handed out and counted: nothing more comes.
+    wait_all_acknowledged(&js, "nats-delivery-exporter").await;
     let text = second.text();
     assert_eq!(
         exact(&text, "nats_delivery_advisories_received_total", APP),
@@ -69,11 +71,28 @@ async fn advisories_made_while_the_exporter_is_stopped_are_counted_after_restart
     nats_test_server::reference::assert_documented(&text);
     second.stop().await;
 
-    // The stream the exporter created has the advisory subjects and max age asked for.
+    // The stream the exporter created has the advisory subjects (delivery,
+    // then abandoned batches and pins) and the max age asked for.
     let mut adv = js.get_stream("ADV").await.unwrap();
     let cfg = adv.info().await.unwrap().config.clone();
     assert_eq!(cfg.max_age, Duration::from_secs(3600));
-    assert_eq!(cfg.subjects.len(), 3, "{:?}", cfg.subjects);
+    let subjects = [
+        "MAX_DELIVERIES",
+        "MSG_TERMINATED",
+        "MSG_NAKED",
+        "BATCH_ABANDONED",
+        "PINNED",
+        "UNPINNED",
+    ]
+    .map(|kind| {
+        let of = if kind == "BATCH_ABANDONED" {
+            "STREAM"
+        } else {
+            "CONSUMER"
+        };
+        format!("$JS.EVENT.ADVISORY.{of}.{kind}.>")
+    });
+    assert_eq!(cfg.subjects, subjects);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -323,6 +342,9 @@ async fn deaths_announced_again_by_a_new_leader_are_counted_once() {
     // A message that really dies now is still counted.
     let_die(&js, &consumer, 40, 1, 111).await;
     wait_value(&second.registry, name, &labels, 41.0, 30).await;
+    wait_all_acknowledged(&js, "nats-delivery-exporter").await;
+    let text = second.text();
+    assert_eq!(exact(&text, name, &labels), Some(41.0), "{text}");
     second.stop().await;
 }
 

@@ -145,7 +145,8 @@ async fn totals_written_while_no_stream_answers_are_sent_again() {
     use nats_delivery_exporter::{Totals, TotalsStore};
     use std::collections::HashMap;
     let s = server();
-    let js = jetstream::new(client(&s, "app").await);
+    let app = client(&s, "app").await;
+    let js = jetstream::new(app.clone());
     let one = |n: u64| {
         let t = Totals {
             ack_floor: n,
@@ -165,18 +166,38 @@ async fn totals_written_while_no_stream_answers_are_sent_again() {
         err.message
     );
 
-    // The stream comes back while the write is being sent again: it is stored.
+    // The stream comes back while the write is being sent again: it is
+    // stored. "Again" is read from the server: the messages it took from
+    // this connection (`/connz` `in_msgs`) grow by two once the write was
+    // sent, unheard, and sent once more.
     let (mut store, _watch) = TotalsStore::open(&js, "t", 1).await.unwrap();
     js.delete_stream("KV_t").await.unwrap();
-    let again = tokio::spawn({
-        let js = js.clone();
-        async move {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            TotalsStore::open(&js, "t", 1).await.unwrap();
-        }
+    let connz = format!(
+        "{}/connz?cid={}",
+        s.monitor_url(),
+        app.server_info().client_id
+    );
+    let sent = || {
+        let body = tokio::task::block_in_place(|| nats_test_server::http_get(&connz));
+        let reply: serde_json::Value = serde_json::from_str(&body).expect("connz JSON");
+        reply["connections"][0]["in_msgs"]
+            .as_u64()
+            .expect("in_msgs")
+    };
+    let before = sent();
+    let commit = tokio::spawn(async move {
+        let result = store.commit(one(3)).await;
+        (store, result)
     });
-    assert!(store.commit(one(3)).await.unwrap().is_empty());
-    again.await.unwrap();
+    Wait::secs("the write sent, unheard, and sent again", 20)
+        .until(|| {
+            let now = sent();
+            (now >= before + 2).then_some(()).ok_or(now)
+        })
+        .await;
+    TotalsStore::open(&js, "t", 1).await.unwrap();
+    let (store, result) = commit.await.unwrap();
+    assert!(result.unwrap().is_empty());
     let stored = store.entries.get("account").unwrap();
     assert_eq!((stored.revision, stored.totals.ack_floor), (1, 3));
 }

@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use advisories_support::*;
 use futures::{FutureExt, StreamExt};
-use nats_delivery_exporter::{run_system_events, SystemEventMetrics};
 use nats_test_server::NatsServer;
-use prometheus_client::registry::Registry;
 
 const DROPPED: &str = "nats_delivery_jetstream_api_requests_dropped_total";
 const EVENTS: &str = "nats_delivery_jetstream_api_limit_reached_total";
@@ -44,22 +42,7 @@ async fn dropped_api_requests_are_counted_exactly() {
             store.path().display()
         ))
         .start();
-    let mut registry = Registry::default();
-    let metrics = SystemEventMetrics::register(&mut registry);
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(run_system_events(
-        nats_args(&s),
-        "user:sys:sys-secret".parse().unwrap(),
-        10,
-        metrics.clone(),
-        rx,
-    ));
-    Wait::secs("the system listener up", 10)
-        .until(|| {
-            let up = metrics.listener_up.get();
-            (up == 1).then_some(()).ok_or(up)
-        })
-        .await;
+    let listener = SystemListener::start(&s, 10).await;
 
     // The server's own word, read beside the exporter.
     let sys = client(&s, "sys").await;
@@ -113,12 +96,12 @@ async fn dropped_api_requests_are_counted_exactly() {
     let received = "nats_delivery_system_events_received_total";
     Wait::secs("the barrier's disconnect event", 20)
         .until(|| {
-            let text = encode(&registry);
+            let text = listener.text();
             let n = exact(&text, received, &[]).unwrap_or(0.0);
             (n >= 1.0).then_some(()).ok_or(Text(text))
         })
         .await;
-    let text = encode(&registry);
+    let text = listener.text();
     let server = [("server", s.name.as_str())];
     if has_advisory {
         assert!(told.1 > 0, "no request dropped in {sent}: {text}");
@@ -148,11 +131,7 @@ async fn dropped_api_requests_are_counted_exactly() {
         told.0
     );
     nats_test_server::reference::assert_documented(&text);
-    stop.send(true).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), task)
-        .await
-        .unwrap()
-        .unwrap();
+    listener.stop().await;
 }
 
 async fn client_version(s: &NatsServer) -> String {
@@ -165,22 +144,7 @@ async fn client_version(s: &NatsServer) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_garbage_api_limit_advisory_is_malformed() {
     let s = NatsServer::builder().config(ACCOUNTS).start();
-    let mut registry = Registry::default();
-    let metrics = SystemEventMetrics::register(&mut registry);
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(run_system_events(
-        nats_args(&s),
-        "user:sys:sys-secret".parse().unwrap(),
-        10,
-        metrics.clone(),
-        rx,
-    ));
-    Wait::secs("the system listener up", 10)
-        .until(|| {
-            let up = metrics.listener_up.get();
-            (up == 1).then_some(()).ok_or(up)
-        })
-        .await;
+    let listener = SystemListener::start(&s, 10).await;
     let sys = client(&s, "sys").await;
     for garbage in [
         "not json",
@@ -192,19 +156,15 @@ async fn a_garbage_api_limit_advisory_is_malformed() {
     }
     sys.flush().await.unwrap();
     wait_value(
-        &registry,
+        &listener.registry,
         "nats_delivery_jetstream_api_limit_advisories_malformed_total",
         &[],
         2.0,
         20,
     )
     .await;
-    let text = encode(&registry);
+    let text = listener.text();
     assert!(!text.contains(DROPPED), "{text}");
-    assert_eq!(metrics.listener_up.get(), 1);
-    stop.send(true).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), task)
-        .await
-        .unwrap()
-        .unwrap();
+    assert_eq!(listener.metrics.listener_up.get(), 1);
+    listener.stop().await;
 }

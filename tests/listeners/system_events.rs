@@ -6,9 +6,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use advisories_support::*;
-use nats_delivery_exporter::{run_system_events, SystemEventMetrics};
 use nats_test_server::NatsServer;
-use prometheus_client::registry::Registry;
 
 /// A raw client that subscribes to `flood` and never reads its socket.
 fn stuck_client(s: &NatsServer, name: Option<&str>) -> TcpStream {
@@ -61,22 +59,8 @@ async fn slow_consumer_cuts_are_counted_by_bounded_client_name() {
         .max_pending(2 * 1024 * 1024)
         .config(ACCOUNTS)
         .start();
-    let mut registry = Registry::default();
-    let metrics = SystemEventMetrics::register(&mut registry);
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(run_system_events(
-        nats_args(&s),
-        "user:sys:sys-secret".parse().unwrap(),
-        1, // one distinct name, then "__overflow__"
-        metrics.clone(),
-        rx,
-    ));
-    Wait::secs("the system listener up", 10)
-        .until(|| {
-            let up = metrics.listener_up.get();
-            (up == 1).then_some(()).ok_or(up)
-        })
-        .await;
+    // One distinct client name, then "__overflow__".
+    let listener = SystemListener::start(&s, 1).await;
 
     // A client that closes normally is not a slow consumer.
     client(&s, "app").await.drain().await.unwrap();
@@ -102,7 +86,7 @@ async fn slow_consumer_cuts_are_counted_by_bounded_client_name() {
     Wait::secs("3 slow consumers cut", 60)
         .every(Duration::ZERO)
         .until_async(async || {
-            let text = encode(&registry);
+            let text = listener.text();
             if total(&text) >= 3.0 {
                 return Ok(());
             }
@@ -118,8 +102,8 @@ async fn slow_consumer_cuts_are_counted_by_bounded_client_name() {
     client(&s, "app").await.drain().await.unwrap();
     let received = "nats_delivery_system_events_received_total";
     // The first client drained, three cuts, this one.
-    wait_value(&registry, received, &[], 5.0, 20).await;
-    let text = encode(&registry);
+    wait_value(&listener.registry, received, &[], 5.0, 20).await;
+    let text = listener.text();
     // The first name cut is kept, the second goes to the overflow value, the
     // unnamed client stays unnamed: 1 each, exactly.
     let a = slow_count(&text, &s.name, "slow-a");
@@ -139,11 +123,8 @@ async fn slow_consumer_cuts_are_counted_by_bounded_client_name() {
     .unwrap();
     assert_eq!(varz["slow_consumers"], 3, "{text}");
     nats_test_server::reference::assert_documented(&text);
-    stop.send(true).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), task)
-        .await
-        .unwrap()
-        .unwrap();
+    let metrics = listener.metrics.clone();
+    listener.stop().await;
     assert_eq!(metrics.listener_up.get(), 0);
 }
 
@@ -156,30 +137,17 @@ async fn run_until(
     what: &str,
     mut done: impl FnMut(&NatsServer, &str) -> bool,
 ) -> (String, i64) {
-    let mut registry = Registry::default();
-    let metrics = SystemEventMetrics::register(&mut registry);
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(run_system_events(
-        nats_args(s),
-        credentials.parse().unwrap(),
-        10,
-        metrics.clone(),
-        rx,
-    ));
+    let listener = SystemListener::spawn(s, credentials, 10);
     Wait::secs(what, 30)
         .every(Duration::from_millis(100))
         .until(|| {
-            let text = encode(&registry);
+            let text = listener.text();
             done(s, &text).then_some(()).ok_or(Text(text))
         })
         .await;
-    let text = encode(&registry);
-    let up = metrics.listener_up.get();
-    stop.send(true).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), task)
-        .await
-        .unwrap()
-        .unwrap();
+    let text = listener.text();
+    let up = listener.metrics.listener_up.get();
+    listener.stop().await;
     (text, up)
 }
 

@@ -47,13 +47,22 @@ async fn a_route_to_a_stopped_server_holds_pending_bytes_as_the_server_reports()
     sub.flush().await.unwrap();
     let publisher = async_nats::connect(n0.client_url()).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    Wait::before("interest from n1 on n0", deadline)
+    // n0 sends `burst` on the route that lists n1's subscription to it
+    // (one of a pool from 2.10): once listed, the burst takes that route.
+    Wait::before("n1's interest in burst on one of n0's routes", deadline)
         .every(Duration::from_millis(100))
         .until(|| {
-            json(n0, "subsz")["num_subscriptions"].as_u64() >= Some(1) && !routes_of(n0).is_empty()
+            json(n0, "routez?subs=1")["routes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| {
+                    r["subscriptions_list"]
+                        .as_array()
+                        .is_some_and(|subs| subs.iter().any(|s| s == "burst"))
+                })
         })
         .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
 
     signal(&n1_pid, "-STOP");
     burst(&publisher).await;
@@ -120,6 +129,8 @@ async fn a_gateway_to_a_stopped_server_holds_pending_bytes_as_the_server_reports
     let _s = sub.subscribe("burst").await.unwrap();
     sub.flush().await.unwrap();
     let publisher = async_nats::connect(a.client_url()).await.unwrap();
+    // a lists its outbound gateway once it is registered, and from then
+    // on sends it everything (optimistic mode: b said no "no interest").
     Wait::secs("the gateways to come up", 20)
         .every(Duration::from_millis(100))
         .until(|| {
@@ -127,7 +138,6 @@ async fn a_gateway_to_a_stopped_server_holds_pending_bytes_as_the_server_reports
             (counts.0 >= 2 && counts.1 >= 2).then_some(()).ok_or(counts)
         })
         .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
 
     signal(&pids.path().join("b0.pid"), "-STOP");
     burst(&publisher).await;

@@ -15,9 +15,10 @@ use super::counting::OVERFLOW;
 use super::dead_letter::{Capture, DeadLetter, DeadLetterError, CAPTURE_ATTEMPTS};
 use super::incarnation::{parse_timestamp, Incarnations};
 use super::parse::{self, Advisory, AdvisoryKind, ParseError, SUBJECTS};
+use super::since_2_11::{self, Since211Counter};
 use super::store::TotalsStore;
 use super::subject_covers;
-use super::totals::{series_key, EventId, Totals, ACCOUNT_KEY};
+use super::totals::{is_stream_key, series_key, stream_key, EventId, Totals, ACCOUNT_KEY};
 
 /// What applying a batch produced.
 #[derive(Debug, Default)]
@@ -63,6 +64,9 @@ pub(super) struct Applier {
     /// Copy outcomes by advisory sequence, kept while a batch is applied
     /// again after a conflict, so a copy is made and counted once.
     pub(crate) captures: HashMap<u64, Result<Capture, Arc<DeadLetterError>>>,
+    /// Whether the advisories of [`since_2_11`] are counted from the
+    /// advisory stream (it captures them) rather than live.
+    pub(crate) since_2_11: bool,
 }
 
 /// Whether any of `messages` is a delivery advisory (the rest only need an
@@ -71,16 +75,23 @@ pub(super) struct Applier {
 /// exporter's own JetStream requests: a request made for those would make
 /// the next one, for ever.
 pub(super) fn counts_any(messages: &[Message]) -> bool {
-    messages
-        .iter()
-        .any(|m| SUBJECTS.iter().any(|p| subject_covers(p, &m.subject)))
+    messages.iter().any(|m| {
+        SUBJECTS.iter().any(|p| subject_covers(p, &m.subject)) || Since211Counter::wants(&m.subject)
+    })
 }
 
 impl Applier {
     /// Works out what `messages` change, against `store`.
     pub(super) async fn apply(&mut self, store: &TotalsStore, messages: &[Message]) -> Work {
         let mut work = Work::default();
-        let mut series = store.entries.len() - usize::from(store.entries.contains_key(ACCOUNT_KEY));
+        let keys = |stream: bool| {
+            store
+                .entries
+                .keys()
+                .filter(|k| *k != ACCOUNT_KEY && is_stream_key(k) == stream)
+                .count()
+        };
+        let (mut series, mut streams) = (keys(false), keys(true));
         for (i, msg) in messages.iter().enumerate() {
             let (aseq, delivered) = match msg.info() {
                 Ok(info) => (info.stream_sequence, info.delivered),
@@ -89,6 +100,11 @@ impl Applier {
                     continue;
                 }
             };
+            if self.since_2_11 && Since211Counter::wants(&msg.subject) {
+                self.count_since(store, &mut work, msg, aseq, &mut streams);
+                work.ack.push(i);
+                continue;
+            }
             // A wider stream holds other advisories too; the consumer filters
             // them out on 2.10+, older servers ignore the filter.
             if !SUBJECTS.iter().any(|p| subject_covers(p, &msg.subject)) {
@@ -142,6 +158,61 @@ impl Applier {
             work.ack.push(i);
         }
         work
+    }
+
+    /// Adds one advisory of [`since_2_11`] to its stream's key: each
+    /// advisory stream sequence once, each `id` once among the key's recent
+    /// events; garbage to the account's malformed count. `streams`: the
+    /// stream keys so far, at most `max_series` (then `__overflow__`).
+    fn count_since(
+        &self,
+        store: &TotalsStore,
+        work: &mut Work,
+        msg: &Message,
+        aseq: u64,
+        streams: &mut usize,
+    ) {
+        let event = match since_2_11::parse(&msg.subject, &msg.payload) {
+            Ok(e) => e,
+            Err(why) => {
+                let acc = work.entry(store, ACCOUNT_KEY);
+                if !acc.applied(self.source, aseq) {
+                    acc.malformed += 1;
+                    acc.mark_applied(self.source, aseq);
+                    tracing::warn!(account = %self.account, subject = %msg.subject, "malformed advisory: {why}");
+                }
+                return;
+            }
+        };
+        let mut stream = event.stream.as_str();
+        let mut key = stream_key(stream);
+        if !store.entries.contains_key(&key) && !work.changed.contains_key(&key) {
+            if *streams >= self.max_series {
+                stream = since_2_11::OVERFLOW;
+                key = stream_key(stream);
+            }
+            if !store.entries.contains_key(&key) && !work.changed.contains_key(&key) {
+                *streams += 1;
+            }
+        }
+        let id = EventId {
+            kind: 3,
+            seq: event.id_hash(),
+            deliveries: 0,
+            incarnation: 0,
+        };
+        let t = work.entry(store, &key);
+        if t.applied(self.source, aseq) {
+            return;
+        }
+        if !t.recent.contains(&id) {
+            if t.stream.is_empty() {
+                t.stream = stream.to_string();
+            }
+            event.add_to(t);
+            t.remember(id);
+        }
+        t.mark_applied(self.source, aseq);
     }
 
     /// Adds one advisory to its series. `None`: leave it unacknowledged.

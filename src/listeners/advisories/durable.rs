@@ -14,6 +14,8 @@
 //! consumer gone, JetStream off or a refused subject ends the session with
 //! its reason counted, and setup starts again.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer};
@@ -21,7 +23,7 @@ use futures::StreamExt;
 use tokio::sync::watch;
 
 use super::batch::{counts_any, Applier};
-pub use super::durable_setup::{ensure_stream, DurableError};
+pub use super::durable_setup::{ensure_stream, DurableError, StreamFit};
 use super::durable_setup::{setup, DurableSession, BATCH};
 use super::metrics::AdvisoryMetrics;
 use super::store::TotalsStore;
@@ -44,9 +46,16 @@ pub(crate) const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
 pub(crate) const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Runs the durable listener of one account until shutdown.
-pub(crate) async fn run(l: AccountListener, mut shutdown: watch::Receiver<bool>) {
+/// `since_live` is set to whether the advisories of
+/// [`super::since_2_11`] are to be counted live (the advisory stream does
+/// not capture them) at each session's start.
+pub(crate) async fn run(
+    l: AccountListener,
+    mut shutdown: watch::Receiver<bool>,
+    since_live: Arc<AtomicBool>,
+) {
     let mut shown: Option<Shown> = None;
-    while let Err(e) = session(&l, &mut shown, &mut shutdown).await {
+    while let Err(e) = session(&l, &mut shown, &mut shutdown, &since_live).await {
         if retry_after(&l, "durable advisory listener", e, &mut shutdown).await {
             break;
         }
@@ -64,6 +73,7 @@ async fn session(
     l: &AccountListener,
     shown: &mut Option<Shown>,
     shutdown: &mut watch::Receiver<bool>,
+    since_live: &AtomicBool,
 ) -> Result<(), ListenerError> {
     let client = l
         .connect("advisories-durable", SUBSCRIPTION_CAPACITY)
@@ -78,6 +88,7 @@ async fn session(
     else {
         return Ok(());
     };
+    since_live.store(!applier.since_2_11, Ordering::Relaxed);
     show_store(l, &store, shown);
     let watcher = tokio::spawn(mirror(l.clone(), watch));
     l.metrics.set_up(&l.account, true);

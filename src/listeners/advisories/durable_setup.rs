@@ -11,6 +11,7 @@ use super::batch::Applier;
 use super::dead_letter::DeadLetter;
 use super::incarnation::Incarnations;
 use super::parse::SUBJECTS;
+use super::since_2_11;
 use super::store::TotalsStore;
 use super::totals::ACCOUNT_KEY;
 use super::{subject_covers, AccountListener};
@@ -54,15 +55,33 @@ impl DurableError {
     }
 }
 
-/// Finds or creates the advisory stream; returns whether its subjects are
-/// exactly the advisory subjects (then the consumer needs no filter) and
-/// its creation time in Unix ns (what its sequences belong to).
+/// What the advisory stream captures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamFit {
+    /// Its subjects are exactly those the exporter creates it with: the
+    /// consumer needs no filter.
+    pub exact: bool,
+    /// Its creation time in Unix ns (what its sequences belong to).
+    pub created: i64,
+    /// It captures the abandoned-batch and pin advisories too (a stream
+    /// the exporter made before they were counted does not).
+    pub since_2_11: bool,
+}
+
+/// Every subject the exporter's own advisory stream captures.
+fn all_subjects() -> impl Iterator<Item = &'static str> {
+    SUBJECTS.iter().chain(&since_2_11::SUBJECTS).copied()
+}
+
+/// Finds or creates the advisory stream: it must capture the delivery
+/// advisories ([`SUBJECTS`]); abandoned batches and pins are counted from
+/// it when it captures them too.
 pub async fn ensure_stream(
     js: &jetstream::Context,
     name: &str,
     max_age: Duration,
     replicas: usize,
-) -> Result<(bool, i64), DurableError> {
+) -> Result<StreamFit, DurableError> {
     match js.get_stream(name).await {
         Ok(mut s) => {
             let info = s
@@ -83,15 +102,23 @@ pub async fn ensure_stream(
                     missing,
                 });
             }
-            let exact = subjects.len() == SUBJECTS.len()
-                && SUBJECTS.iter().all(|s| subjects.iter().any(|f| f == s));
-            Ok((exact, created))
+            let all: Vec<&str> = all_subjects().collect();
+            let exact =
+                subjects.len() == all.len() && all.iter().all(|s| subjects.iter().any(|f| f == s));
+            let since_2_11 = since_2_11::SUBJECTS
+                .iter()
+                .all(|needed| subjects.iter().any(|f| subject_covers(f, needed)));
+            Ok(StreamFit {
+                exact,
+                created,
+                since_2_11,
+            })
         }
         Err(e) if is_stream_not_found(&e) => {
             let mut created = js
                 .create_stream(stream::Config {
                     name: name.to_string(),
-                    subjects: SUBJECTS.iter().map(|s| s.to_string()).collect(),
+                    subjects: all_subjects().map(str::to_string).collect(),
                     max_age,
                     storage: stream::StorageType::File,
                     num_replicas: replicas,
@@ -106,7 +133,11 @@ pub async fn ensure_stream(
                 .info()
                 .await
                 .map_err(DurableError::request(format!("advisory stream {name:?}")))?;
-            Ok((true, unix_nanos(info.created)))
+            Ok(StreamFit {
+                exact: true,
+                created: unix_nanos(info.created),
+                since_2_11: true,
+            })
         }
         Err(e) => Err(DurableError::request(format!("advisory stream {name:?}"))(
             e,
@@ -140,7 +171,7 @@ pub(super) async fn setup(
 ) -> Result<DurableSession, ListenerError> {
     let stream_name = l.args.stream.as_deref().unwrap_or_default();
     let replicas = usize::from(l.args.replicas);
-    let (exact, source) = ensure_stream(js, stream_name, l.args.stream_max_age, replicas)
+    let fit = ensure_stream(js, stream_name, l.args.stream_max_age, replicas)
         .await
         .map_err(|e| match e {
             DurableError::StreamMismatch { .. } => {
@@ -148,6 +179,7 @@ pub(super) async fn setup(
             }
             DurableError::Request { .. } => ListenerError::request("advisory stream", &e),
         })?;
+    let source = fit.created;
     let (store, watch) = TotalsStore::open(js, &l.args.totals_bucket(), replicas).await?;
     let dead_letter = open_dead_letter(l, js).await?;
     // A consumer created again (deleted, or lost) starts after the ack floor
@@ -164,8 +196,17 @@ pub(super) async fn setup(
         .get_stream_no_info(stream_name)
         .await
         .map_err(|e| ListenerError::request("advisory stream", &e))?;
-    let consumer = durable_consumer(l, &advisory_stream, exact, deliver_policy).await?;
+    let consumer = durable_consumer(l, &advisory_stream, fit, deliver_policy).await?;
     log_resume(l, &store, source, &consumer);
+    let since_2_11 = fit.since_2_11 && hands_out_since_2_11(&consumer);
+    if !since_2_11 {
+        tracing::warn!(
+            account = %l.account,
+            stream = stream_name,
+            "the advisory stream or its consumer does not capture {:?}: abandoned batches and pins are counted live, only while the exporter runs (add the subjects to count them across restarts)",
+            since_2_11::SUBJECTS
+        );
+    }
     let messages = consumer
         .stream()
         .max_messages_per_batch(BATCH)
@@ -182,6 +223,7 @@ pub(super) async fn setup(
         incarnations: Incarnations::default(),
         dead_letter,
         captures: Default::default(),
+        since_2_11,
     };
     Ok(DurableSession {
         store,
@@ -217,7 +259,7 @@ async fn open_dead_letter(
 async fn durable_consumer(
     l: &AccountListener,
     advisory_stream: &jetstream::stream::Stream<()>,
-    exact: bool,
+    fit: StreamFit,
     deliver_policy: consumer::DeliverPolicy,
 ) -> Result<consumer::PullConsumer, ListenerError> {
     let resumes = matches!(
@@ -235,10 +277,10 @@ async fn durable_consumer(
         max_deliver: -1,
         max_ack_pending: (BATCH * 10) as i64,
         num_replicas: usize::from(l.args.replicas),
-        filter_subjects: if exact {
-            Vec::new()
-        } else {
-            SUBJECTS.iter().map(|s| s.to_string()).collect()
+        filter_subjects: match (fit.exact, fit.since_2_11) {
+            (true, _) => Vec::new(),
+            (false, true) => all_subjects().map(str::to_string).collect(),
+            (false, false) => SUBJECTS.iter().map(|s| s.to_string()).collect(),
         },
         ..Default::default()
     };
@@ -267,6 +309,21 @@ async fn durable_consumer(
         }
         Err(e) => Err(failed(e.as_ref())),
     }
+}
+
+/// Whether the consumer hands out the advisories of [`since_2_11`]: it has
+/// no filter, or its filters cover them (one made before they were counted
+/// filters them out).
+fn hands_out_since_2_11(consumer: &consumer::PullConsumer) -> bool {
+    let config = &consumer.cached_info().config;
+    let filters: Vec<&str> = std::iter::once(config.filter_subject.as_str())
+        .filter(|f| !f.is_empty())
+        .chain(config.filter_subjects.iter().map(String::as_str))
+        .collect();
+    filters.is_empty()
+        || since_2_11::SUBJECTS
+            .iter()
+            .all(|needed| filters.iter().any(|f| subject_covers(f, needed)))
 }
 
 /// One line per session says where counting resumes: enough to tell, after

@@ -15,7 +15,7 @@
 //! never over-counts and catches up when traffic pauses. Dead-letter
 //! capture uses a second connection to stay out of this arithmetic.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,18 +69,24 @@ struct Counters {
     delivery: Option<AdvisoryCounter>,
     api: ApiAuditCounter,
     since_2_11: Since211Counter,
+    /// Whether [`since_2_11`] advisories are counted here (durable mode
+    /// counts them from its stream when that captures them).
+    since_live: Arc<AtomicBool>,
 }
 
 /// Runs the live listener of one account until shutdown.
 pub(super) async fn run(l: AccountListener, shutdown: watch::Receiver<bool>) {
-    run_scope(l, shutdown, Scope::Everything).await
+    let since_live = Arc::new(AtomicBool::new(true));
+    run_scope(l, shutdown, Scope::Everything, since_live).await
 }
 
-/// Runs a live session of `scope` for one account until shutdown.
+/// Runs a live session of `scope` for one account until shutdown; the
+/// advisories of [`since_2_11`] are counted while `since_live` holds.
 pub(super) async fn run_scope(
     l: AccountListener,
     mut shutdown: watch::Receiver<bool>,
     scope: Scope,
+    since_live: Arc<AtomicBool>,
 ) {
     let counters = Arc::new(Mutex::new(Counters {
         delivery: (scope == Scope::Everything).then(|| {
@@ -103,6 +109,7 @@ pub(super) async fn run_scope(
                 .clone(),
             l.args.max_series,
         ),
+        since_live,
     }));
     let health = Health { l: &l, scope };
     while let Err(e) = session(&l, scope, &counters, &mut shutdown).await {
@@ -306,6 +313,7 @@ async fn listen(
                     );
                     audit.reported = lower;
                 }
+                l.metrics.drop_audits.inc();
             }
         }
     }
@@ -371,7 +379,9 @@ async fn handle(counters: &mut Counters, dead_letter: Option<&DeadLetter>, msg: 
         return;
     }
     if Since211Counter::wants(&msg.subject) {
-        counters.since_2_11.record(&msg.subject, &msg.payload);
+        if counters.since_live.load(Ordering::Relaxed) {
+            counters.since_2_11.record(&msg.subject, &msg.payload);
+        }
         return;
     }
     let Some(counter) = counters.delivery.as_mut() else {

@@ -149,6 +149,11 @@ pub struct AdvisoryMetrics {
     pub(crate) api_audit: ApiAuditMetrics,
     /// Abandoned batches and priority-group pins ([`super::since_2_11`]).
     pub(crate) since_2_11: super::since_2_11::Since211Metrics,
+    /// Drop audits of the live listener that completed (a round trip to
+    /// the server, then the buffers drained), not exported: an audit leaves
+    /// no other trace, and a test checking that no late audit over-counts
+    /// waits on this instead of on a clock.
+    pub drop_audits: Counter,
 }
 
 impl AdvisoryMetrics {
@@ -269,8 +274,13 @@ impl AdvisoryMetrics {
         }
     }
 
-    /// Shows the stored totals of one (stream, consumer) series.
+    /// Shows the stored totals of one (stream, consumer) series, or of one
+    /// stream's advisories of [`super::since_2_11`] (no consumer).
     pub(crate) fn show_series(&self, account: &str, t: &Totals) {
+        if t.consumer.is_empty() {
+            self.since_2_11.show(account, t);
+            return;
+        }
         let l = ConsumerLabels {
             account: account.to_string(),
             stream: t.stream.clone(),
@@ -319,6 +329,10 @@ impl AdvisoryMetrics {
             family.remove(&l);
         }
         for (stream, consumer) in series {
+            if consumer.is_empty() {
+                self.since_2_11.forget(account, stream);
+                continue;
+            }
             let c = ConsumerLabels {
                 account: account.to_string(),
                 stream: stream.clone(),

@@ -34,6 +34,9 @@ mod since_2_11;
 pub(crate) mod store;
 pub(crate) mod totals;
 
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
 use tokio::sync::watch;
 
 pub use args::AdvisoryArgs;
@@ -148,9 +151,17 @@ impl AccountListener {
         if self.args.stream.is_some() {
             // The advisory stream does not capture the API audits (changing
             // its subjects would break existing deployments): they are
-            // read live, on a connection of their own.
-            let audits = live::run_scope(self.clone(), shutdown.clone(), live::Scope::ApiAudits);
-            tokio::join!(durable::run(self, shutdown), audits);
+            // read live, on a connection of their own, with abandoned
+            // batches and pins when the stream does not capture those
+            // (durable mode says which once set up; until then, none).
+            let since_live = Arc::new(AtomicBool::new(false));
+            let audits = live::run_scope(
+                self.clone(),
+                shutdown.clone(),
+                live::Scope::ApiAudits,
+                since_live.clone(),
+            );
+            tokio::join!(durable::run(self, shutdown, since_live), audits);
         } else {
             live::run(self, shutdown).await
         }

@@ -13,10 +13,14 @@
 //!   `reason`, `timeout` when the pinned client stopped pulling): a group
 //!   switching clients holds its messages back until the next pin.
 //!
-//! Read live in both modes, like the API audits: the durable mode's advisory
-//! stream does not capture these subjects, and changing its subjects would
-//! break existing deployments. Each advisory is counted once (by its `id`);
-//! the series are per stream, not per consumer.
+//! In durable mode the advisory stream the exporter creates captures these
+//! subjects too, and they are counted from it, stored with the other totals
+//! ([`super::batch`]): made while the exporter is stopped, counted after it
+//! starts; handed out again, not counted again. An advisory stream made
+//! before, which does not capture them, is left as it is, and they are read
+//! live instead (as in live mode: only while the exporter runs). Each
+//! advisory is counted once (by its `id`); the series are per stream, not
+//! per consumer.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -27,9 +31,10 @@ use prometheus_client::registry::Registry;
 use serde::Deserialize;
 
 use super::parse::MAX_NAME_LEN;
+use super::totals::Totals;
 
 /// Subject prefix of abandoned-batch advisories (`.<stream>` follows).
-const BATCH_PREFIX: &str = "$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.";
+pub(crate) const BATCH_PREFIX: &str = "$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.";
 /// Subject prefix of pinned advisories (`.<stream>.<consumer>` follows).
 const PINNED_PREFIX: &str = "$JS.EVENT.ADVISORY.CONSUMER.PINNED.";
 /// Subject prefix of unpinned advisories.
@@ -50,7 +55,7 @@ const UNPIN_REASONS: [&str; 2] = ["timeout", "admin"];
 /// Stream label value beyond the cap of distinct streams (as for the
 /// delivery advisories; not imported, so that the metrics can name this
 /// module without a cycle).
-const OVERFLOW: &str = "__overflow__";
+pub(crate) const OVERFLOW: &str = "__overflow__";
 /// Advisory ids remembered to count each advisory once.
 const ID_WINDOW: usize = 4096;
 
@@ -77,21 +82,59 @@ pub(crate) struct Since211Metrics {
 }
 
 impl Since211Metrics {
+    /// Shows one stream's stored totals (durable mode): each counter rises
+    /// to the stored value and never falls.
+    pub(crate) fn show(&self, account: &str, t: &Totals) {
+        let labels = |reason: &str| StreamReasonLabels {
+            account: account.to_string(),
+            stream: t.stream.clone(),
+            reason: reason.to_string(),
+        };
+        let raise = |c: &Counter, v: u64| {
+            c.inner().fetch_max(v, std::sync::atomic::Ordering::Relaxed);
+        };
+        for (reason, v) in &t.batches_abandoned {
+            raise(&self.batches_abandoned.get_or_create(&labels(reason)), *v);
+        }
+        if t.pins > 0 {
+            raise(&self.pins.get_or_create(&labels("pinned")), t.pins);
+        }
+        for (reason, v) in &t.unpins {
+            raise(&self.unpins.get_or_create(&labels(reason)), *v);
+        }
+    }
+
+    /// Removes one stream's series (its stored totals are gone).
+    pub(crate) fn forget(&self, account: &str, stream: &str) {
+        let of = |f: &Family<StreamReasonLabels, Counter>, reasons: &[&str]| {
+            for reason in reasons.iter().chain(&["other"]) {
+                f.remove(&StreamReasonLabels {
+                    account: account.to_string(),
+                    stream: stream.to_string(),
+                    reason: reason.to_string(),
+                });
+            }
+        };
+        of(&self.batches_abandoned, &BATCH_REASONS);
+        of(&self.pins, &["pinned"]);
+        of(&self.unpins, &UNPIN_REASONS);
+    }
+
     /// Registers the families.
     pub(crate) fn register(&self, registry: &mut Registry) {
         registry.register(
             "nats_delivery_jetstream_batches_abandoned",
-            "Atomic batch publishes the stream abandoned without storing them, by reason (timeout, large, incomplete, unsupported, other), from advisories while the exporter runs (servers 2.12+)",
+            "Atomic batch publishes the stream abandoned without storing them, by reason (timeout, large, incomplete, unsupported, other), from advisories (servers 2.12+)",
             self.batches_abandoned.clone(),
         );
         registry.register(
             "nats_delivery_jetstream_priority_group_pins",
-            "Times a consumer of the stream pinned a client of a pinned_client priority group, from advisories while the exporter runs (servers 2.11+)",
+            "Times a consumer of the stream pinned a client of a pinned_client priority group, from advisories (servers 2.11+)",
             self.pins.clone(),
         );
         registry.register(
             "nats_delivery_jetstream_priority_group_unpins",
-            "Times a consumer of the stream unpinned the client of a priority group, by reason (timeout, admin, other), from advisories while the exporter runs (servers 2.11+)",
+            "Times a consumer of the stream unpinned the client of a priority group, by reason (timeout, admin, other), from advisories (servers 2.11+)",
             self.unpins.clone(),
         );
     }
@@ -112,10 +155,33 @@ struct Wire {
 /// What one advisory counts.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Event {
-    id: String,
-    kind: &'static str,
-    stream: String,
-    reason: String,
+    /// The advisory's `id`.
+    pub(crate) id: String,
+    /// `batch`, `pinned` or `unpinned`.
+    pub(crate) kind: &'static str,
+    /// The stream it is about.
+    pub(crate) stream: String,
+    /// Its reason label.
+    pub(crate) reason: String,
+}
+
+impl Event {
+    /// Adds this event to a stream's stored totals.
+    pub(crate) fn add_to(&self, t: &mut Totals) {
+        match self.kind {
+            "batch" => *t.batches_abandoned.entry(self.reason.clone()).or_default() += 1,
+            "pinned" => t.pins += 1,
+            _ => *t.unpins.entry(self.reason.clone()).or_default() += 1,
+        }
+    }
+
+    /// A stable number for the `id` (FNV-1a), to remember it among a
+    /// stored key's recent events across restarts.
+    pub(crate) fn id_hash(&self) -> u64 {
+        self.id.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+    }
 }
 
 fn known(reason: &str, known: &[&str]) -> String {

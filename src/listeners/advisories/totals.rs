@@ -35,7 +35,8 @@ pub(crate) const DEAD_RANGES: usize = 1024;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(from = "(u8, u64, u64, i64)", into = "(u8, u64, u64, i64)")]
 pub struct EventId {
-    /// 0 max deliveries, 1 terminated, 2 NAK.
+    /// 0 max deliveries, 1 terminated, 2 NAK, 3 an advisory of
+    /// [`super::since_2_11`] (`seq`: a hash of its `id`).
     pub(crate) kind: u8,
     /// The message's stream sequence.
     pub(crate) seq: u64,
@@ -91,6 +92,15 @@ pub struct Totals {
     /// Dead-letter copies given up.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dead_letter_failed: u64,
+    /// Stream keys: atomic batches abandoned, by reason label.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub batches_abandoned: BTreeMap<String, u64>,
+    /// Stream keys: priority group pins.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pins: u64,
+    /// Stream keys: priority group unpins, by reason label.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unpins: BTreeMap<String, u64>,
     /// Account key: advisory messages received.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub received: u64,
@@ -211,6 +221,20 @@ pub(crate) fn series_key(stream: &str, consumer: &str) -> String {
     key.push('.');
     escape_into(&mut key, consumer);
     key
+}
+
+/// A bucket key for one stream's abandoned batches and priority-group
+/// pins ([`super::since_2_11`]): `e.<stream>`, escaped as [`series_key`].
+pub(crate) fn stream_key(stream: &str) -> String {
+    let mut key = String::with_capacity(stream.len() + 2);
+    key.push_str("e.");
+    escape_into(&mut key, stream);
+    key
+}
+
+/// Whether `key` is a stream key ([`stream_key`]).
+pub(crate) fn is_stream_key(key: &str) -> bool {
+    key.starts_with("e.")
 }
 
 /// The bucket key of the account's own totals.
