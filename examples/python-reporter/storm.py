@@ -25,6 +25,8 @@ from nats.aio.client import __version__ as nats_py_version
 from nats_delivery_reporter import DeliveryReporter
 
 PAYLOAD = b"x" * 100
+# nats-py gives up connecting after 2 s by default, which a loaded machine can pass.
+CONNECT_TIMEOUT = 30
 LIMITS = {
     "by_messages": {"pending_msgs_limit": 100, "pending_bytes_limit": 0},
     # A queue without a message limit, so only bytes can overflow it.
@@ -34,7 +36,9 @@ LIMITS = {
 
 async def storm(args):
     reporter = DeliveryReporter(args.client, args.instance, args.subject, args.interval)
-    nc = await nats.connect(args.server, name="storm-subscriber", **reporter.callbacks())
+    nc = await nats.connect(
+        args.server, name="storm-subscriber", connect_timeout=CONNECT_TIMEOUT, **reporter.callbacks()
+    )
     reporter.start(nc)
     received = {}
     subs = {}
@@ -57,7 +61,7 @@ async def storm(args):
                                             **LIMITS["by_messages"])
     await nc.flush()
 
-    publisher = await nats.connect(args.server, name="storm-publisher")
+    publisher = await nats.connect(args.server, name="storm-publisher", connect_timeout=CONNECT_TIMEOUT)
     for i in range(args.messages):
         await publisher.publish("storm.data", PAYLOAD)
         if i % 1000 == 999:

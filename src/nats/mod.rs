@@ -202,6 +202,26 @@ pub(crate) fn is_connected(client: &Client) -> bool {
     )
 }
 
+/// Waits until the server has taken everything `client` sent before: a
+/// message to a new inbox of the client's own comes back only after the
+/// server processed the earlier SUBs (it reads one connection's commands in
+/// order), which async-nats' `flush`, a socket write, does not tell.
+/// `Ok(false)` when nothing came back within `within`, as for a user who may
+/// not publish to `_INBOX.>`.
+pub(crate) async fn round_trip(
+    client: &Client,
+    within: std::time::Duration,
+) -> Result<bool, async_nats::Error> {
+    use futures::StreamExt;
+    let inbox = client.new_inbox();
+    let mut echo = client.subscribe(inbox.clone()).await?;
+    client.publish(inbox, bytes::Bytes::new()).await?;
+    client.flush().await?;
+    let back = matches!(tokio::time::timeout(within, echo.next()).await, Ok(Some(_)));
+    let _ = echo.unsubscribe().await;
+    Ok(back)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

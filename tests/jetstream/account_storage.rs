@@ -116,17 +116,30 @@ const FILLS: [(&str, stream::StorageType, &str, f64); 2] = [
 /// returns when it did, as Unix seconds, with the error. Paced by count:
 /// message `n` goes out `n / rate` seconds after the start, at once when
 /// late, so that a stall on a loaded machine is made up and the rate over
-/// any second or more stays `rate`.
+/// any second or more stays `rate`. Acknowledgements are awaited beside the
+/// publishes: waiting for each before the next, a loaded machine published
+/// below `rate` and the refusal came later than any forecast could tell.
 async fn fill_until_refused(js: jetstream::Context, stream: &str, rate: f64) -> (f64, String) {
     let start = Instant::now();
     let payload = bytes::Bytes::from(vec![b'x'; 1000]);
+    let (refused, mut first_refusal) = tokio::sync::mpsc::unbounded_channel();
     for n in 0u64.. {
         let due = start + Duration::from_secs_f64(n as f64 / rate);
-        tokio::time::sleep_until(due.into()).await;
-        let ack = js.publish(format!("{stream}.x"), payload.clone()).await;
-        if let Err(e) = ack.unwrap().await {
-            return (unix_now(), e.to_string());
+        tokio::select! {
+            biased;
+            Some(refusal) = first_refusal.recv() => return refusal,
+            _ = tokio::time::sleep_until(due.into()) => {}
         }
+        let ack = js
+            .publish(format!("{stream}.x"), payload.clone())
+            .await
+            .unwrap();
+        let refused = refused.clone();
+        tokio::spawn(async move {
+            if let Err(e) = ack.await {
+                let _ = refused.send((unix_now(), e.to_string()));
+            }
+        });
     }
     unreachable!("the account's limit refuses a message")
 }

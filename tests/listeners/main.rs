@@ -10,6 +10,7 @@ mod advisories_durable_repair;
 mod advisories_incarnation;
 mod advisories_listeners;
 mod advisories_live;
+mod advisories_startup;
 mod advisories_support;
 mod api_audits;
 mod api_limit;

@@ -30,6 +30,10 @@ import (
 
 var payload = make([]byte, 100)
 
+// connectTimeout: nats.go gives up connecting after 2 s by default, which a
+// loaded machine can pass.
+const connectTimeout = 30 * time.Second
+
 // limits: pending messages, pending bytes (-1: none).
 var limits = []struct {
 	name       string
@@ -57,7 +61,7 @@ func main() {
 	check(err)
 	reporter.Subject = *subject
 	reporter.Interval = time.Duration(*interval * float64(time.Second))
-	nc, err := nats.Connect(server, append(reporter.Options(), nats.Name("storm-subscriber"))...)
+	nc, err := nats.Connect(server, append(reporter.Options(), nats.Name("storm-subscriber"), nats.Timeout(connectTimeout))...)
 	check(err)
 	reporter.Start(nc)
 	// One count per subscription: the limits' and the plain one.
@@ -82,7 +86,7 @@ func main() {
 	subs = append(subs, plain)
 	check(nc.Flush())
 
-	publisher, err := nats.Connect(server, nats.Name("storm-publisher"))
+	publisher, err := nats.Connect(server, nats.Name("storm-publisher"), nats.Timeout(connectTimeout))
 	check(err)
 	for i := 0; i < *messages; i++ {
 		check(publisher.Publish("storm.data", payload))

@@ -47,6 +47,10 @@ pub(super) const SUBSCRIPTION_CAPACITY: usize = 1 << 20;
 /// queue as it arrives.
 const CONNECTION_CAPACITY: usize = 4_096;
 
+/// How long the listener waits for the echo that says the server took its
+/// subscriptions.
+const ECHO_WITHIN: Duration = Duration::from_secs(5);
+
 /// How often the listener updates `listener_up` and audits its own drops.
 pub(super) const AUDIT_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -227,7 +231,7 @@ async fn session(
         },
         _ => None,
     };
-    let audit = DropAudit {
+    let mut audit = DropAudit {
         baseline: client.statistics().in_messages.load(Ordering::Relaxed),
         received: 0,
         reported: 0,
@@ -238,6 +242,18 @@ async fn session(
     match or_stop(shutdown, client.flush()).await {
         None => return Ok(()),
         Some(r) => r.map_err(|e| ListenerError::request("subscribe", &e))?,
+    }
+    // `flush` only writes: `up` waits for an echo, which the server sends
+    // after it took the SUBs (an advisory sent before then reaches no one).
+    match or_stop(shutdown, nats::round_trip(&client, ECHO_WITHIN)).await {
+        None => return Ok(()),
+        // The echo came on this connection: not an advisory, not a drop.
+        Some(Ok(true)) => audit.baseline += 1,
+        Some(Ok(false)) => tracing::warn!(
+            account = %l.account,
+            "no echo from the server on the listener's own inbox within {ECHO_WITHIN:?} (may its user publish to _INBOX.>?): advisories sent while it subscribed may be missed"
+        ),
+        Some(Err(e)) => return Err(ListenerError::request("subscribe", &*e)),
     }
     let (queue, received) = live_queue::queue(l.args.buffer.max(1), l.args.buffer_bytes);
     let counting = tokio::spawn(count(received, counters.clone(), dead_letter));

@@ -142,11 +142,17 @@ pub async fn wait_subscribed(s: &NatsServer, account: &str, running: &Running) {
 /// (`user:USER:PASSWORD`, ...), without waiting for anything: for listeners
 /// that are meant to fail.
 pub fn spawn_listener(s: &NatsServer, account: &str, auth: &str, args: AdvisoryArgs) -> Running {
+    spawn_listener_at(nats_args(s), account, auth, args)
+}
+
+/// [`spawn_listener`] with its own connection flags (`nats`): a server
+/// reached through something in between.
+pub fn spawn_listener_at(nats: NatsArgs, account: &str, auth: &str, args: AdvisoryArgs) -> Running {
     let mut registry = Registry::default();
     let metrics = AdvisoryMetrics::register(&mut registry);
     let (stop, rx) = watch::channel(false);
     let listener = AccountListener {
-        nats: nats_args(s),
+        nats,
         account: account.to_string(),
         auth: auth.parse().expect("credentials"),
         args,

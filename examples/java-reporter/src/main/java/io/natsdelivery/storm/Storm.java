@@ -32,6 +32,8 @@ import java.util.concurrent.locks.LockSupport;
  */
 public final class Storm {
     private static final byte[] PAYLOAD = new byte[100];
+    /** jnats gives up connecting after 2 s by default, which a loaded machine passed. */
+    private static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(30);
     private static final String SUBJECT = "storm.data";
     /** The server's MSG line and CRLFs, which jnats counts in a message's bytes. */
     private static final int WIRE_OVERHEAD = 32;
@@ -57,7 +59,8 @@ public final class Storm {
         DeliveryReporter reporter = new DeliveryReporter(flags.get("--client"), flags.get("--instance"))
                 .subject(flags.get("--subject"))
                 .interval(seconds(flags.get("--interval")));
-        Options.Builder options = new Options.Builder().server(args[0]).connectionName("storm-subscriber");
+        Options.Builder options = new Options.Builder().server(args[0]).connectionName("storm-subscriber")
+                .connectionTimeout(CONNECT_TIMEOUT);
         Connection nc = Nats.connect(reporter.options(options, null).build());
         reporter.start(nc);
 
@@ -88,7 +91,7 @@ public final class Storm {
         nc.flush(Duration.ofSeconds(10));
 
         Connection publisher = Nats.connect(new Options.Builder().server(args[0])
-                .connectionName("storm-publisher").build());
+                .connectionName("storm-publisher").connectionTimeout(CONNECT_TIMEOUT).build());
         for (int i = 0; i < messages; i++) {
             publisher.publish(SUBJECT, PAYLOAD);
         }
