@@ -78,6 +78,44 @@ pub const NOT_IN_LAB: &[(&str, &str)] = &[
          the rule, and tests/system/system_polling.rs the survey gauges",
     ),
     (
+        "NatsJetStreamOriginInactive",
+        "the lab has no mirror or source; tests/jetstream/stream_origins.rs cuts a source \
+         off on a real server and checks the age the rule reads, \
+         alerts/tests/stream_origins.test.yml the rule",
+    ),
+    (
+        "NatsJetStreamOriginLagHigh",
+        "the lab has no mirror or source; tests/jetstream/stream_origins.rs checks the lag \
+         the rule reads, alerts/tests/stream_origins.test.yml the rule",
+    ),
+    (
+        "NatsJetStreamOriginMessagesRemovedBeforeCopy",
+        "the lab has no mirror or source; tests/jetstream/stream_origins.rs counts what an \
+         origin removed before a mirror and a source copied it, \
+         alerts/tests/stream_origins.test.yml the rule",
+    ),
+    (
+        "NatsJetStreamAccountFullForecast",
+        "the lab's accounts have no JetStream limit; tests/jetstream/account_storage.rs \
+         checks the forecast the rule reads, alerts/tests/account_full.test.yml the rule",
+    ),
+    (
+        "NatsJetStreamAccountNearlyFull",
+        "the lab's accounts have no JetStream limit; tests/jetstream/account_storage.rs \
+         checks usage and limits, alerts/tests/account_full.test.yml the rule",
+    ),
+    (
+        "NatsDeliveryCanaryLoss",
+        "the lab's exporter runs without --canary (opt-in); \
+         tests/listeners/canary_partition.rs cuts a server off and runs the rule with \
+         promtool on the counts, alerts/tests/canary.test.yml the rule",
+    ),
+    (
+        "NatsDeliveryCanaryDown",
+        "the lab's exporter runs without --canary (opt-in); alerts/tests/canary.test.yml \
+         covers the rule, tests/listeners/canary.rs the gauge",
+    ),
+    (
         "NatsGatewayNearMaxPending",
         "the lab runs one server, without gateways; tests/sources/link_pending_held.rs holds \
          bytes on a real gateway and alerts/tests/pressure.test.yml covers the rule",

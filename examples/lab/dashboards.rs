@@ -34,6 +34,46 @@ const EMPTY_IN_LAB: &[(&str, &str)] = &[
          happen on real servers and check the counts",
     ),
     (
+        "Canary: lost and received",
+        "the lab's exporter runs without --canary (opt-in); tests/listeners/canary.rs and \
+         canary_partition.rs run the canary against real servers, a restart and a cut",
+    ),
+    (
+        "Canary: publish to receive latency",
+        "the lab's exporter runs without --canary (opt-in); tests/listeners/canary.rs checks \
+         the histogram on a real server",
+    ),
+    (
+        "Canary: what it costs the servers",
+        "the lab's exporter runs without --canary (opt-in); tests/listeners/canary.rs checks \
+         the bytes sent and the stream's bounds on a real server",
+    ),
+    (
+        "Account JetStream storage against its limit",
+        "the lab's accounts have no JetStream limit; tests/jetstream/account_storage.rs sets \
+         limits on a real server and checks usage and limits",
+    ),
+    (
+        "Time until an account's JetStream storage is full",
+        "the lab's accounts have no JetStream limit; tests/jetstream/account_storage.rs fills \
+         a limited account and checks the forecast against the first refused publish",
+    ),
+    (
+        "Mirrors and sources: seconds since the origin was last heard from",
+        "the lab has no mirror or source; tests/jetstream/stream_origins.rs cuts a source \
+         from another account on a real server",
+    ),
+    (
+        "Mirrors and sources: messages behind the origin",
+        "the lab has no mirror or source; tests/jetstream/stream_origins.rs checks the lag \
+         against the server's own",
+    ),
+    (
+        "Mirrors and sources: messages their origin removed before they copied them",
+        "the lab has no mirror or source; tests/jetstream/stream_origins.rs counts what an \
+         origin removed while a mirror and a source were cut off",
+    ),
+    (
         "Servers answering the system-account survey",
         "the lab polls its server over HTTP; tests/system/system_polling.rs checks the \
          survey gauges on a real 3-node cluster",

@@ -140,9 +140,15 @@ async fn check_counted_or_dropped(lab: &mut Lab, live: &LiveExporter) -> anyhow:
     let both_q = format!("{counted_q} + {dropped_q}");
     let got = lab.prom.settle(&both_q, BURST as f64, WAIT).await?;
     let server = delivered_by_server(lab).await?;
+    // Beside the burst the connection carries the API audits of the
+    // exporter's own JetStream requests and its start-up echo: at least the
+    // burst, all of it delivered, so every drop is the exporter's.
     lab.report.check(
-        server == Some(BURST),
-        &format!("the server delivered {server:?} advisories to the live exporter's connection"),
+        server.is_some_and(|n| n >= BURST),
+        &format!(
+            "the server delivered {server:?} messages to the live exporter's connection, \
+             the {BURST} advisories among them"
+        ),
     );
     lab.report.count(
         "advisories counted + dropped by the exporter",
