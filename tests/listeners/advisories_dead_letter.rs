@@ -308,10 +308,12 @@ async fn a_dead_letter_stream_that_refuses_copies_does_not_stall_counting() {
         exact(&text, "nats_delivery_dead_letter_stored_total", WORKER),
         Some(1.0)
     );
-    assert_eq!(
-        exact(&text, "nats_delivery_dead_letter_errors_total", APP),
-        Some(10.0)
-    );
+    // Each given-up copy failed at every delivery the listener handled:
+    // at most 5 (the server's delivery count gives up), fewer when the
+    // server redelivered before a slow handling of the last one ended
+    // (2.9.10 on a loaded machine: 8).
+    let errors = exact(&text, "nats_delivery_dead_letter_errors_total", APP).unwrap_or(0.0);
+    assert!((2.0..=10.0).contains(&errors), "{errors} errors:\n{text}");
     // A message whose copy failed is counted when its copy is stored or
     // given up, not before: its redeliveries are not duplicates.
     assert_eq!(
