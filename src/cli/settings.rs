@@ -37,6 +37,7 @@ impl Config {
                 jsz_page_size: self.jsz_page_size,
                 jsz_filter: self.cardinality.filter(),
                 jsz_config_interval: self.server_cost.jsz_config_interval,
+                jsz_config_timeout: self.server_cost.jsz_config_timeout,
                 jsz_removal_check: None,
                 jsz_poll_timeout: None,
                 // As the consumers' removal forecast measures its rates.

@@ -290,7 +290,7 @@ fn encode_health(enc: &mut DescriptorEncoder, snap: &Snapshot) -> fmt::Result {
     gauge_family(
         enc,
         "nats_delivery_jsz_config_read",
-        "Whether the last /jsz poll of this server asked for the streams' and consumers' configuration (1), of every account or of some, or took it all from the last read (0).",
+        "Whether the last /jsz poll of this server asked for the streams' and consumers' configuration (1), of every account or of some, or took in what a read beside the scrapes brought, or took it all from the last read (0).",
         snap.targets.iter().filter_map(|t| {
             let jsz = t.jsz.as_ref()?;
             Some(([("server", t.server.as_str())], u64::from(jsz.config_read)))
@@ -299,10 +299,19 @@ fn encode_health(enc: &mut DescriptorEncoder, snap: &Snapshot) -> fmt::Result {
     counter_family(
         enc,
         "nats_delivery_jsz_config_read_failures",
-        "Reads of the streams' and consumers' configuration from this server that failed (too large for --max-kept-size, or late), each /jsz poll then answered without it, with the configuration kept from the last read.",
+        "Reads of the streams' and consumers' configuration from this server that failed (too large for --max-kept-size, or late), on the scrape path or beside it; the /jsz polls were answered without it, with the configuration kept from the last read.",
         snap.targets.iter().filter_map(|t| {
             let jsz = t.jsz.as_ref()?;
             Some(([("server", t.server.as_str())], jsz.config_read_failures))
+        }),
+    )?;
+    gauge_family(
+        enc,
+        "nats_delivery_jsz_config_age_seconds",
+        "Seconds since the last read of the configuration of every account of this server began: how old the configuration kept between reads can be.",
+        snap.targets.iter().filter_map(|t| {
+            let age = t.jsz.as_ref()?.config_age?;
+            Some(([("server", t.server.as_str())], age))
         }),
     )?;
     gauge_family(

@@ -55,6 +55,15 @@ impl Fetcher {
         })
     }
 
+    /// The same client with `timeout` per request instead: for reads
+    /// beside the scrapes, which have a deadline of their own.
+    pub(crate) fn with_timeout(&self, timeout: Duration) -> Fetcher {
+        Fetcher {
+            timeout,
+            ..self.clone()
+        }
+    }
+
     /// GETs `url` and parses its JSON body as `T` as it arrives (see
     /// [`Fetcher::get_streamed`]), all within the timeout: the body is
     /// never held whole, and what the parse can keep is charged to `kept`
@@ -162,6 +171,7 @@ impl Fetcher {
         let response = self
             .http
             .get(url)
+            .timeout(self.timeout)
             .send()
             .await
             .map_err(|e| PollError::from_reqwest(e, self.timeout))?;

@@ -39,6 +39,8 @@ pub(crate) const MAX_STRING: usize = 64 << 10;
 pub struct KeptBudget {
     limit: usize,
     used: AtomicUsize,
+    /// The most charged at once (kept for a budget of its own only).
+    peak: AtomicUsize,
     /// The budget this one is a share of: every charge is its charge too,
     /// and what is still charged here is given back to it on drop.
     parent: Option<Arc<KeptBudget>>,
@@ -50,6 +52,7 @@ impl KeptBudget {
         Arc::new(KeptBudget {
             limit,
             used: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
             parent: None,
         })
     }
@@ -61,6 +64,7 @@ impl KeptBudget {
         Arc::new(KeptBudget {
             limit: parent.limit,
             used: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
             parent: Some(parent.clone()),
         })
     }
@@ -85,11 +89,21 @@ impl KeptBudget {
             self.used.fetch_add(bytes, Ordering::AcqRel);
             return true;
         }
-        self.used
+        let charged = self
+            .used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
                 used.checked_add(bytes).filter(|after| *after <= self.limit)
-            })
-            .is_ok()
+            });
+        if let Ok(before) = charged {
+            self.peak.fetch_max(before + bytes, Ordering::AcqRel);
+        }
+        charged.is_ok()
+    }
+
+    /// The most charged at once so far: what was held at the worst moment,
+    /// parses under way included.
+    pub(crate) fn peak(&self) -> usize {
+        self.peak.load(Ordering::Acquire)
     }
 
     /// The error of a reply stopped by a refused charge.

@@ -53,7 +53,61 @@ pub(crate) struct SystemLink<'a> {
     pub(crate) kept: &'a Arc<KeptBudget>,
 }
 
+/// One server's link held apart from any poll, for a read that runs
+/// beside the scrapes ([`ServerLink::detached`]).
+#[derive(Debug, Clone)]
+pub(crate) enum DetachedLink {
+    /// Its monitoring port.
+    Http {
+        /// The HTTP client, with the read's own timeout.
+        fetch: Fetcher,
+        /// The monitoring base URL.
+        base: Url,
+    },
+    /// Requests to it alone over a system-account connection.
+    System {
+        /// The connection, with the read's own timeout.
+        requests: SystemRequests,
+        /// The server's name.
+        name: String,
+        /// The server's ID.
+        id: String,
+    },
+}
+
+impl DetachedLink {
+    /// The link of one read, its replies charged to `kept`.
+    pub(crate) fn link<'b>(&'b self, kept: &'b Arc<KeptBudget>) -> ServerLink<'b> {
+        match self {
+            DetachedLink::Http { fetch, base } => ServerLink::Http { fetch, base, kept },
+            DetachedLink::System { requests, name, id } => ServerLink::System(SystemLink {
+                requests,
+                name,
+                id,
+                varz: None,
+                kept,
+            }),
+        }
+    }
+}
+
 impl<'a> ServerLink<'a> {
+    /// The same server for reads beside the scrapes: owned, with `timeout`
+    /// per request instead of the scrape's.
+    pub(crate) fn detached(&self, timeout: std::time::Duration) -> DetachedLink {
+        match *self {
+            ServerLink::Http { fetch, base, .. } => DetachedLink::Http {
+                fetch: fetch.with_timeout(timeout),
+                base: base.clone(),
+            },
+            ServerLink::System(link) => DetachedLink::System {
+                requests: link.requests.with_timeout(timeout),
+                name: link.name.to_string(),
+                id: link.id.to_string(),
+            },
+        }
+    }
+
     /// What this poll's replies may keep.
     pub(crate) fn kept(&self) -> &'a Arc<KeptBudget> {
         match self {

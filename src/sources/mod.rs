@@ -19,7 +19,7 @@ mod shape;
 pub(crate) mod varz;
 
 pub use fetch::Fetcher;
-pub(crate) use link::{ServerLink, SystemLink};
+pub(crate) use link::{DetachedLink, ServerLink, SystemLink};
 pub(crate) use shape::{Absorb, AnySource, MonitoringSource, NatsOption};
 
 use std::collections::BTreeMap;
@@ -223,6 +223,8 @@ pub struct SourceSettings {
     /// to a poll without configuration, which answers when that read
     /// fails. `None`: the poller sets the scrape's `timeout`.
     pub jsz_poll_timeout: Option<std::time::Duration>,
+    /// The deadline of a configuration read beside the scrapes.
+    pub jsz_config_timeout: std::time::Duration,
     /// The shortest span the growth of an account's storage is measured
     /// over, for its forecast of when it is full.
     pub jsz_fill_span: std::time::Duration,
@@ -231,7 +233,12 @@ pub struct SourceSettings {
 impl SourceSettings {
     fn jsz_config(&self) -> jsz::ConfigOnDemand {
         let timeout = self.jsz_poll_timeout.unwrap_or_default();
-        jsz::ConfigOnDemand::new(self.jsz_config_interval, self.jsz_removal_check, timeout)
+        jsz::ConfigOnDemand::new(
+            self.jsz_config_interval,
+            self.jsz_removal_check,
+            timeout,
+            self.jsz_config_timeout,
+        )
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::flags::duration::parse_window;
+use crate::flags::duration::{parse_duration, parse_window};
 
 /// Flags that lower the work the servers do for the exporter.
 #[derive(Debug, Clone, clap::Args)]
@@ -27,6 +27,13 @@ pub(crate) struct ServerCostArgs {
     /// is counted. 0 reads it on every poll.
     #[arg(long, env = "NATS_DELIVERY_JSZ_CONFIG_INTERVAL", default_value = "5m", value_parser = parse_window)]
     pub(crate) jsz_config_interval: Duration,
+
+    /// Deadline of a configuration read that runs beside the scrapes (the
+    /// refresh, and the reads for new or re-created streams and consumers,
+    /// once a server's configuration has been read): such a read never
+    /// delays a scrape, so it is not bound by --timeout.
+    #[arg(long, env = "NATS_DELIVERY_JSZ_CONFIG_TIMEOUT", default_value = "1m", value_parser = parse_duration)]
+    pub(crate) jsz_config_timeout: Duration,
 }
 
 tokio::task_local! {

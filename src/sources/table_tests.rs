@@ -29,6 +29,7 @@ fn made(enabled: Vec<Source>) -> Vec<Source> {
         jsz_config_interval: Default::default(),
         jsz_removal_check: None,
         jsz_poll_timeout: None,
+        jsz_config_timeout: std::time::Duration::from_secs(60),
         jsz_fill_span: std::time::Duration::ZERO,
     };
     per_target(&settings).iter().map(|s| s.kind()).collect()

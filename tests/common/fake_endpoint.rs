@@ -32,6 +32,33 @@ pub enum Reply {
     Redirect(String),
     /// Reads the request and never answers.
     Hang,
+    /// `200 OK` with the body the future gives, once it gives it: a reply
+    /// held back until something else happened.
+    After(Later),
+}
+
+/// A body that comes later ([`Reply::After`]), served once.
+#[derive(Clone)]
+pub struct Later(Arc<std::sync::Mutex<Option<LaterBody>>>);
+
+type LaterBody = std::pin::Pin<Box<dyn std::future::Future<Output = String> + Send>>;
+
+impl Later {
+    /// The body `body` gives.
+    pub fn new(body: impl std::future::Future<Output = String> + Send + 'static) -> Later {
+        Later(Arc::new(std::sync::Mutex::new(Some(Box::pin(body)))))
+    }
+
+    async fn body(self) -> String {
+        let body = self.0.lock().unwrap().take();
+        body.expect("a body held back is served once").await
+    }
+}
+
+impl std::fmt::Debug for Later {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Later")
+    }
 }
 
 /// A running fake endpoint.
@@ -83,14 +110,8 @@ async fn serve(
     };
     counted.fetch_add(1, Ordering::SeqCst);
     match reply(&path) {
-        Reply::Fixed(status, body) => {
-            let head = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            s.write_all(head.as_bytes()).await?;
-            s.write_all(body.as_bytes()).await?;
-        }
+        Reply::Fixed(status, body) => fixed(&mut s, status, &body).await?,
+        Reply::After(later) => fixed(&mut s, "200 OK", &later.body().await).await?,
         Reply::LyingLength(announced) => {
             let head = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {announced}\r\n\r\n{{}}"
@@ -135,6 +156,16 @@ async fn serve(
         Reply::Hang => std::future::pending::<()>().await,
     }
     s.shutdown().await
+}
+
+/// `status` with `body` and an honest Content-Length.
+async fn fixed(s: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await?;
+    s.write_all(body.as_bytes()).await
 }
 
 /// Reads a request's head; its path, or None when the client left first.

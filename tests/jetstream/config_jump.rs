@@ -4,17 +4,21 @@
 //! a budget (`--max-kept-size`) that holds a first poll of the server as it
 //! now is holds the poll after the jump too. Before, the poll held both
 //! copies, failed `too_large`, kept nothing, and the next poll did the
-//! same, for good. Scaled down: 3,000 consumers in one account, and a
+//! same, for good. (The read after the jump runs beside the scrapes, and
+//! on the scrape path when it does not fit what they leave of the budget,
+//! as here.) Scaled down: 3,000 consumers in one account, and a
 //! budget a quarter above the least a new exporter needs for them; over
 //! HTTP and through the system account.
 use crate::common;
 
 use std::future::Future;
+use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, stream};
 use futures::StreamExt;
 use nats_delivery_exporter::Exporter;
 use nats_test_server::sample::{samples, value};
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 /// Streams before the jump, and after it; consumers in each.
@@ -169,9 +173,16 @@ where
     assert_eq!(jsz_seen(&exporter, name).await, (1.0, Some(1.0), before));
     assert_eq!(jsz_seen(&exporter, name).await, (1.0, Some(0.0), before));
     make_streams(&js, STREAMS_BEFORE, STREAMS_AFTER).await;
-    // The account is read again with its configuration, then kept.
-    let seen = jsz_seen(&exporter, name).await;
-    assert_eq!(seen, (1.0, Some(1.0), all), "{account}, budget {budget}");
+    // The account is read again with its configuration: beside the
+    // scrapes, or, when that read does not fit what the scrapes leave of
+    // the budget, on the scrape path at the next poll; then kept.
+    Wait::new("the new consumers' configuration", Duration::from_secs(240))
+        .until_async(async || {
+            let (up, _, configured) = jsz_seen(&exporter, name).await;
+            assert_eq!(up, 1.0, "{account}, budget {budget}");
+            (configured == all).then_some(()).ok_or(configured)
+        })
+        .await;
     for _ in 1..SCRAPES_AFTER {
         let seen = jsz_seen(&exporter, name).await;
         assert_eq!(seen, (1.0, Some(0.0), all), "{account}, budget {budget}");

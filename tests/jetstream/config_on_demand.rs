@@ -1,8 +1,9 @@
 //! The streams' and consumers' configuration read on demand
 //! (`--jsz-config-interval`), against real servers: a new consumer has its
-//! configuration on its first poll, a changed limit is seen at the first
-//! poll past the interval, a server restarted empty is read afresh, and a
-//! filter added between reads is never counted as removed messages.
+//! configuration once the read beside the scrapes ends, a changed limit is
+//! seen after the first poll past the interval, a server restarted empty is
+//! read afresh, and a filter added between reads is never counted as
+//! removed messages.
 use crate::common;
 use crate::removed_before_delivery_support::{exporter, Acks, Lab, Reader, COUNTER};
 
@@ -46,8 +47,8 @@ fn with_max_ack_pending(name: &str, max_ack_pending: i64) -> pull::Config {
     }
 }
 
-/// Asks for the configuration on the first poll, not on the next, and at
-/// once for an account with a consumer not seen before (over HTTP; polling
+/// Asks for the configuration on the first poll, not on the next, and
+/// beside the scrapes for an account with a consumer not seen before (over HTTP; polling
 /// through the system account below).
 #[tokio::test]
 async fn a_new_consumer_has_its_configuration_on_its_first_poll() {
@@ -73,7 +74,7 @@ async fn a_new_consumer_has_its_configuration_on_its_first_poll_through_the_syst
 }
 
 /// Consumer `first` (max_ack_pending 5) read, then kept; consumer `late`
-/// (7) made between two polls and read at once, in `account`.
+/// (7) made between two polls and read beside the scrapes, in `account`.
 async fn new_consumer_read_at_once(
     server: &NatsServer,
     js: jetstream::Context,
@@ -110,10 +111,20 @@ async fn new_consumer_read_at_once(
     st.create_consumer(with_max_ack_pending("late", 7))
         .await
         .unwrap();
-    let text = common::scrape(&exporter).await;
+    // Read beside the scrapes: until it is taken in, `late` has none.
+    let text = Wait::secs("late's configuration", 60)
+        .until_async(async || {
+            let text = common::scrape(&exporter).await;
+            assert_eq!(max_ack_pending(&text, "first"), Some(5.0));
+            if max_ack_pending(&text, "late") == Some(7.0) {
+                return Ok(text);
+            }
+            assert_eq!(max_ack_pending(&text, "late"), None, "{text}");
+            assert_eq!(config_read(&text, name), Some(0.0));
+            Err(Text(text))
+        })
+        .await;
     assert_eq!(config_read(&text, name), Some(1.0));
-    assert_eq!(max_ack_pending(&text, "late"), Some(7.0));
-    assert_eq!(max_ack_pending(&text, "first"), Some(5.0));
     let text = common::scrape(&exporter).await;
     assert_eq!(config_read(&text, name), Some(0.0));
     assert_eq!(max_ack_pending(&text, "late"), Some(7.0));
@@ -165,22 +176,20 @@ async fn a_changed_limit_is_seen_within_the_interval() {
         (max(&text), config_read(&text, name)),
         (Some(100.0), Some(0.0))
     );
-    // Past it: every poll that did not read keeps 100 and began before the
-    // interval could have passed; the one that reads ended after it had.
+    // Past it: the first poll past the interval starts a read beside the
+    // scrapes, a later one takes it in. Every poll before keeps 100, and
+    // one that began before the interval could have passed never takes in.
     let interval = Duration::from_secs(2);
-    let (ended, text) = Wait::secs("a poll that reads the configuration again", 20)
+    let (ended, text) = Wait::secs("a poll that takes in the configuration again", 20)
         .every(Duration::from_millis(200))
         .until_async(async || {
             let began = Instant::now();
             let text = common::scrape(&short).await;
             if config_read(&text, name) == Some(1.0) {
+                assert!(began >= read_by + interval, "read before the interval");
                 return Ok((Instant::now(), text));
             }
             assert_eq!(max(&text), Some(100.0), "kept until read again");
-            assert!(
-                began < read_by + interval,
-                "a poll past the interval kept:\n{text}"
-            );
             Err(Text(text))
         })
         .await;
@@ -226,7 +235,16 @@ async fn a_server_restarted_empty_is_read_afresh() {
     assert_eq!(max_ack_pending(&exporter).await, Some(5.0));
     server.kill_and_restart(true);
     make(&server, 9).await;
-    assert_eq!(max_ack_pending(&exporter).await, Some(9.0));
+    // Read beside the scrapes: never the 5 kept for the consumer before.
+    Wait::secs("the new consumer's configuration", 60)
+        .until_async(async || match max_ack_pending(&exporter).await {
+            Some(9.0) => Ok(()),
+            seen => {
+                assert_eq!(seen, None, "the configuration of the one before");
+                Err(seen)
+            }
+        })
+        .await;
     let text = common::scrape(&exporter).await;
     assert_eq!(config_read(&text, &server.name), Some(0.0));
     let labels = [("account", "$G"), ("stream", "R"), ("consumer", "c")];

@@ -10,11 +10,13 @@ use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, stream};
 use common::fake_endpoint::{self, FakeEndpoint, Reply};
 use nats_delivery_exporter::Exporter;
 use nats_test_server::sample::value;
+use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
 
 /// Forwards to `monitor_url`, but a request for configuration is answered
@@ -101,17 +103,23 @@ async fn stream_with_consumer(server: &NatsServer, messages: usize) -> jetstream
     st
 }
 
-/// The read for an account with a new consumer fails: the new consumer is
-/// served without configuration, the one before with the one kept.
+/// The read for an account with a new consumer (beside the scrapes) fails:
+/// the new consumer is served without configuration, the one before with
+/// the one kept.
 #[tokio::test]
 async fn a_failed_read_for_a_new_consumer_serves_the_counts_with_what_is_kept() {
     let server = NatsServer::builder().jetstream().start();
     let st = stream_with_consumer(&server, 3).await;
     let fake = answering_config_once(server.monitor_url()).await;
-    let exporter = common::exporter(
-        std::slice::from_ref(&fake.url),
-        &["--sources", "varz,jsz", "--timeout", "6s"],
-    );
+    let flags = [
+        "--sources",
+        "varz,jsz",
+        "--timeout",
+        "6s",
+        "--jsz-config-timeout",
+        "1s",
+    ];
+    let exporter = common::exporter(std::slice::from_ref(&fake.url), &flags);
     let name = server.name.as_str();
     let first = seen(&exporter, name, &["first"]).await;
     let want = Seen {
@@ -122,15 +130,17 @@ async fn a_failed_read_for_a_new_consumer_serves_the_counts_with_what_is_kept() 
     };
     assert_eq!(first, want);
     st.create_consumer(consumer("late", 7)).await.unwrap();
-    for failures in [1.0, 2.0] {
-        let want = Seen {
-            up: Some(1.0),
-            read: Some(0.0),
-            failures: Some(failures),
-            consumers: vec![(Some(3.0), Some(5.0)), (Some(3.0), None)],
-        };
-        assert_eq!(seen(&exporter, name, &["first", "late"]).await, want);
-    }
+    // Read beside the scrapes, again after each failure; every scrape
+    // meanwhile has the counts.
+    Wait::new("two failed reads", Duration::from_secs(120))
+        .until_async(async || {
+            let now = seen(&exporter, name, &["first", "late"]).await;
+            let consumers = vec![(Some(3.0), Some(5.0)), (Some(3.0), None)];
+            assert_eq!((now.up, now.read), (Some(1.0), Some(0.0)), "{now:?}");
+            assert_eq!(now.consumers, consumers, "{now:?}");
+            now.failures.filter(|f| *f >= 2.0).ok_or(now)
+        })
+        .await;
 }
 
 /// The periodic read of every account fails (`--jsz-config-interval 0s`:

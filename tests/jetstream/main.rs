@@ -7,6 +7,7 @@ mod cardinality_budget;
 mod cardinality_request;
 #[path = "../common/mod.rs"]
 mod common;
+mod config_beside;
 mod config_jump;
 mod config_on_demand;
 mod config_read_fails;

@@ -30,6 +30,7 @@ fn settings(monitor_url: &str) -> ScrapeSettings {
             jsz_config_interval: Duration::from_secs(300),
             jsz_removal_check: None,
             jsz_poll_timeout: None,
+            jsz_config_timeout: Duration::from_secs(60),
             jsz_fill_span: std::time::Duration::ZERO,
         },
         consumer_status_window: Duration::ZERO,

@@ -29,6 +29,22 @@ struct Remembered<C, A> {
     at: A,
 }
 
+/// The accounts whose configuration a poll lacks ([`Memory::stale_accounts`]).
+#[derive(Debug, Default)]
+pub(super) struct Stale {
+    /// A stream or consumer whose configuration is not known.
+    pub(super) unknown: BTreeSet<String>,
+    /// A consumer whose removal count could grow.
+    pub(super) counting: BTreeSet<String>,
+}
+
+impl Stale {
+    /// Every account, either way.
+    pub(super) fn all(&self) -> BTreeSet<String> {
+        self.unknown.union(&self.counting).cloned().collect()
+    }
+}
+
 /// By a hash of (account, stream) and of (account, stream, consumer), each
 /// with its `created`: one made again under its name is another entry, and
 /// two would have to agree on all of that to be mistaken.
@@ -39,6 +55,9 @@ pub(super) struct Memory {
     consumers: HashMap<u64, Remembered<Arc<ConsumerConfig>, ConsumerAt>>,
     /// Every distinct consumer configuration kept, once.
     configs: HashSet<Arc<ConsumerConfig>>,
+    /// Consumers whose configuration a read beside the scrapes found
+    /// changed for the removal count: it starts again at their next poll.
+    changed: HashSet<u64>,
 }
 
 fn key(names: &[&str], created: u64) -> u64 {
@@ -52,6 +71,11 @@ impl Memory {
     /// Whether the configuration is due: never read, or `interval` ago.
     pub(super) fn due(&self, interval: Duration) -> bool {
         self.read_at.is_none_or(|at| at.elapsed() >= interval)
+    }
+
+    /// Seconds since the last read of every account's configuration began.
+    pub(super) fn age(&self) -> Option<f64> {
+        self.read_at.map(|at| at.elapsed().as_secs_f64())
     }
 
     /// Whether a configuration was ever read into it.
@@ -73,9 +97,9 @@ impl Memory {
                 }
                 let stream_now = StreamAt::of(&s.state);
                 for c in &mut s.consumer_detail {
-                    let kept = self
-                        .consumers
-                        .get(&key(&[&a.name, &s.name, &c.name], c.created));
+                    let consumer_key = key(&[&a.name, &s.name, &c.name], c.created);
+                    c.reconfigured |= self.changed.contains(&consumer_key);
+                    let kept = self.consumers.get(&consumer_key);
                     let (Some(ks), Some(kc), Some(config)) =
                         (kept_stream, kept, kept.and_then(|k| k.config.as_ref()))
                     else {
@@ -96,35 +120,39 @@ impl Memory {
     }
 
     /// The accounts (as the server names them) whose configuration this
-    /// poll must read: a stream or consumer not kept or made again, or a
-    /// consumer whose removal count `check` says could grow.
-    pub(super) fn stale_accounts(
-        &self,
-        polled: &JszPoll,
-        check: Option<RemovalCheck>,
-    ) -> BTreeSet<String> {
-        let mut stale = BTreeSet::new();
+    /// poll lacks: `unknown`, where a stream or consumer is not kept, has
+    /// none kept, or was made again; `counting`, where a consumer's removal
+    /// count `check` says could grow (read before it is counted).
+    pub(super) fn stale_accounts(&self, polled: &JszPoll, check: Option<RemovalCheck>) -> Stale {
+        let mut stale = Stale::default();
         for a in &polled.accounts {
-            let needs = a.stream_detail.iter().any(|s| {
-                let Some(ks) = self.streams.get(&key(&[&a.name, &s.name], s.created)) else {
-                    return true;
+            let (mut unknown, mut counting) = (false, false);
+            for s in &a.stream_detail {
+                let kept = self.streams.get(&key(&[&a.name, &s.name], s.created));
+                let Some(ks) = kept.filter(|k| k.config.is_some()) else {
+                    unknown = true;
+                    continue;
                 };
-                s.consumer_detail.iter().any(|c| {
+                for c in &s.consumer_detail {
                     let kept = self
                         .consumers
                         .get(&key(&[&a.name, &s.name, &c.name], c.created));
-                    let Some(kc) = kept else {
-                        return true;
+                    let Some((kc, config)) = kept.and_then(|k| Some((k, k.config.as_ref()?)))
+                    else {
+                        unknown = true;
+                        continue;
                     };
-                    let (Some(check), Some(config)) = (check, &kc.config) else {
-                        return false;
-                    };
-                    let now = (StreamAt::of(&s.state), ConsumerAt::of(c));
-                    check((ks.at, kc.at), now, CountingKind::of(Some(config)))
-                })
-            });
-            if needs {
-                stale.insert(own_name(a).clone());
+                    if let Some(check) = check.filter(|_| !counting) {
+                        let now = (StreamAt::of(&s.state), ConsumerAt::of(c));
+                        counting = check((ks.at, kc.at), now, CountingKind::of(Some(config)));
+                    }
+                }
+            }
+            if unknown {
+                stale.unknown.insert(own_name(a).clone());
+            }
+            if counting {
+                stale.counting.insert(own_name(a).clone());
             }
         }
         stale
@@ -156,6 +184,9 @@ impl Memory {
                     let consumer_key = key(&[&a.name, &s.name, &c.name], c.created);
                     let before = old.consumers.remove(&consumer_key);
                     fill_consumer(c, before.and_then(|k| k.config));
+                    // Not known, or changed since the poll before: no count
+                    // across it.
+                    c.reconfigured |= c.config.is_none() || old.changed.contains(&consumer_key);
                     c.config = c.config.take().map(|k| self.shared(&old.configs, k));
                     let kept = Remembered {
                         config: c.config.clone(),
@@ -169,6 +200,67 @@ impl Memory {
                 };
                 self.streams.insert(stream_key, kept);
             }
+        }
+    }
+
+    /// Takes in a read beside the scrapes: each stream's and consumer's
+    /// configuration, with its figures at the read.
+    pub(super) fn learn(&mut self, polled: &JszPoll) {
+        let empty = HashSet::new();
+        for a in &polled.accounts {
+            for s in &a.stream_detail {
+                let at = StreamAt::of(&s.state);
+                let kept = Remembered {
+                    config: s.config.clone(),
+                    at,
+                };
+                self.streams
+                    .insert(key(&[&a.name, &s.name], s.created), kept);
+                for c in &s.consumer_detail {
+                    let config = c.config.clone().map(|k| self.shared(&empty, k));
+                    let kept = Remembered {
+                        config,
+                        at: ConsumerAt::of(c),
+                    };
+                    let names = [a.name.as_str(), &s.name, &c.name];
+                    self.consumers.insert(key(&names, c.created), kept);
+                }
+            }
+        }
+    }
+
+    /// Takes in what a read beside the scrapes learned (`refreshed`: of
+    /// every account, begun then): its configuration replaces the one kept
+    /// (a consumer's changed for the removal count starts that count
+    /// again); the figures kept stay those of the last poll.
+    pub(super) fn absorb(&mut self, part: Memory, refreshed: Option<Instant>) {
+        let empty = HashSet::new();
+        for (k, fresh) in part.streams {
+            let entry = self.streams.entry(k).or_insert(Remembered {
+                config: None,
+                at: fresh.at,
+            });
+            entry.config = fresh.config.or(entry.config.take());
+        }
+        for (k, fresh) in part.consumers {
+            let Some(config) = fresh.config else {
+                continue;
+            };
+            let config = self.shared(&empty, config);
+            let entry = self.consumers.entry(k).or_insert(Remembered {
+                config: None,
+                at: fresh.at,
+            });
+            if let Some(was) = &entry.config {
+                let kind = |c: &ConsumerConfig| CountingKind::of(Some(c));
+                if kind(was) != kind(&config) || was.filters() != config.filters() {
+                    self.changed.insert(k);
+                }
+            }
+            entry.config = Some(config);
+        }
+        if let Some(at) = refreshed {
+            self.read_at = Some(self.read_at.map_or(at, |was| was.max(at)));
         }
     }
 
@@ -205,7 +297,8 @@ impl Memory {
             .filter_map(|s| s.config.as_ref())
             .map(|c| metadata_bytes(&c.metadata))
             .sum();
-        streams + consumers + configs + metadata
+        let changed = room(self.changed.capacity(), size_of::<u64>());
+        streams + consumers + configs + metadata + changed
     }
 }
 
@@ -232,72 +325,5 @@ pub(super) fn own_name(a: &AccountDetail) -> &String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sources::jsz::Jsz;
-
-    /// A poll of stream S with consumers `names` (`max_ack_pending` 5 each
-    /// when `config`), each at delivered stream sequence `delivered`.
-    fn poll(names: &[&str], config: bool, delivered: u64) -> JszPoll {
-        let consumers: Vec<String> = names
-            .iter()
-            .map(|n| {
-                let config = if config {
-                    r#","config":{"durable_name":"d","max_ack_pending":5}"#
-                } else {
-                    ""
-                };
-                format!(r#"{{"name":"{n}","created":"t"{config},"delivered":{{"stream_seq":{delivered}}}}}"#)
-            })
-            .collect();
-        let json = format!(
-            r#"{{"account_details":[{{"name":"A","stream_detail":[{{"name":"S","created":"t",
-            "state":{{"last_seq":9}},"consumer_detail":[{}]}}]}}]}}"#,
-            consumers.join(",")
-        );
-        let jsz: Jsz = serde_json::from_str(&json).unwrap();
-        JszPoll {
-            accounts: jsz.account_details,
-            ..JszPoll::default()
-        }
-    }
-
-    fn consumers(polled: &JszPoll) -> Vec<(Option<i64>, bool)> {
-        let s = &polled.accounts[0].stream_detail[0];
-        let of = |c: &ConsumerInfo| {
-            (
-                c.config.as_ref().and_then(|k| k.max_ack_pending),
-                c.reconfigured,
-            )
-        };
-        s.consumer_detail.iter().map(of).collect()
-    }
-
-    /// Any change of the delivered sequence could count a removal.
-    fn moved(before: (StreamAt, ConsumerAt), now: (StreamAt, ConsumerAt), _: CountingKind) -> bool {
-        before.1.delivered != now.1.delivered
-    }
-
-    #[test]
-    fn a_poll_without_configuration_is_filled_and_what_is_kept_stays() {
-        let mut memory = Memory::default();
-        memory.remember(&mut poll(&["a", "b"], true, 1), true);
-        let kept = memory.kept_bytes();
-        // "a" known, "c" new: the new one has no configuration and starts
-        // its count again.
-        let mut later = poll(&["a", "c"], false, 1);
-        memory.fill(&mut later, Some(moved));
-        assert_eq!(consumers(&later), [(Some(5), false), (None, true)]);
-        // "a" moved since the read: its count could grow, so it starts
-        // again; the figures kept stay those of the read.
-        let mut moved_on = poll(&["a"], false, 2);
-        memory.fill(&mut moved_on, Some(moved));
-        assert_eq!(consumers(&moved_on), [(Some(5), true)]);
-        let mut again = poll(&["a"], false, 2);
-        memory.fill(&mut again, Some(moved));
-        assert_eq!(consumers(&again), [(Some(5), true)]);
-        assert_eq!(memory.kept_bytes(), kept);
-        assert!(memory.read_before());
-        assert!(!Memory::default().read_before());
-    }
-}
+#[path = "config_memory_tests.rs"]
+mod tests;

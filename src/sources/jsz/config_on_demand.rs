@@ -1,30 +1,38 @@
 //! The streams' and consumers' configuration read on demand: half of a
 //! `/jsz` reply and of the server's work for it, and it seldom changes.
 //!
-//! The configuration is asked for (`config=true`) on the first poll, at
-//! least every `--jsz-config-interval`, and at once for an account where a
-//! stream or consumer is new or made again (its `created` changed), or
-//! where a consumer's removal count could grow: a filter added since the
-//! last read would otherwise pass for removed messages. Between reads each
-//! stream's and consumer's configuration is kept, charged to the poll's
-//! `--max-kept-size` budget, and filled into the polls that did not ask.
+//! The configuration is asked for on the first poll of a server, at
+//! least every `--jsz-config-interval`, for an account where a stream or
+//! consumer is new or made again (its `created` changed), and at once for
+//! one where a consumer's removal count could grow: a filter added since
+//! the last read would otherwise pass for removed messages. Between reads
+//! each stream's and consumer's configuration is kept, charged to the
+//! poll's `--max-kept-size` budget, and filled into the polls that did not
+//! ask.
 //!
-//! An account read again with its configuration is let go from the poll
-//! first: the poll never holds two copies of it. Once a configuration has
-//! been read, a read that fails (too large for the budget, or late: it
-//! leaves a poll without configuration what the last one took and a
-//! quarter more of the poll's time, at least a quarter of what is left) leaves the poll to be
+//! Once a server's configuration has been read, the refresh and the reads
+//! for new or re-created streams and consumers run beside the scrapes
+//! ([`config_background`](super::config_background)); a consumer whose
+//! configuration is not known yet starts its removal count again. The
+//! read a removal count needs, the first read, and every read with
+//! `--jsz-config-interval 0` stay on the scrape path: there, an account read
+//! again with its configuration is let go from the poll first (the poll
+//! never holds two copies of it), and once a configuration has been read,
+//! a read that fails (too large for the budget, or late: it leaves a poll
+//! without configuration what the last one took and a quarter more of the
+//! poll's time, at least a quarter of what is left) leaves the poll to be
 //! answered without configuration, with what is kept, and is tried again
 //! at the next poll.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::config_background::{Background, Finished, Job};
 use super::config_memory::{own_name, Memory, RemovalCheck};
 use super::de::Kept;
-use super::{AccountDetail, JszFilter, JszPoll};
+use super::{AccountDetail, JszFilter, JszPoll, Reader, Which};
 use crate::lock::LockOrRecover;
 use crate::poll_error::PollError;
 use crate::sources::kept::KeptBudget;
@@ -51,6 +59,13 @@ pub(crate) struct ConfigOnDemand {
     /// leaves for the poll that answers when it fails.
     plain_nanos: AtomicU64,
     memory: Mutex<Memory>,
+    /// The deadline of a read beside the scrapes.
+    beside_timeout: Duration,
+    /// The read beside the scrapes.
+    background: Background,
+    /// The last read beside the scrapes did not fit its budget: the next
+    /// poll reads on the scrape path.
+    here_next: AtomicBool,
 }
 
 /// The memory taken out of its place for one poll, put back however the
@@ -67,28 +82,15 @@ impl Drop for Taken<'_> {
     }
 }
 
-/// Which accounts to read: all, or these (by the name the server knows).
-#[derive(Clone, Copy)]
-enum Which<'s> {
-    All,
-    Accounts(&'s BTreeSet<String>),
-}
-
-/// What one poll reads with: the link, the page size, the filter.
-#[derive(Clone, Copy)]
-struct Reader<'r, 'l> {
-    link: &'r ServerLink<'l>,
-    page_size: u32,
-    filter: &'r JszFilter,
-}
-
 impl ConfigOnDemand {
     /// Reads configuration every `interval`, and before a removal `check`
-    /// says could be counted; a poll has `timeout` (zero: no deadline).
+    /// says could be counted; a poll has `timeout` (zero: no deadline), a
+    /// read beside the scrapes `beside_timeout`.
     pub(crate) fn new(
         interval: Duration,
         check: Option<RemovalCheck>,
         timeout: Duration,
+        beside_timeout: Duration,
     ) -> ConfigOnDemand {
         ConfigOnDemand {
             interval,
@@ -97,6 +99,9 @@ impl ConfigOnDemand {
             failures: AtomicU64::new(0),
             plain_nanos: AtomicU64::new(0),
             memory: Mutex::default(),
+            beside_timeout,
+            background: Background::default(),
+            here_next: AtomicBool::new(false),
         }
     }
 
@@ -119,18 +124,131 @@ impl ConfigOnDemand {
             page_size,
             filter,
         };
-        // What is kept is held all through the poll: charged from its start.
+        let took_in = self.take_in(&mut taken.memory);
+        // What is kept, and what a read beside the scrapes may keep, are
+        // held all through the poll: charged from its start.
         let before = taken.memory.kept_bytes();
         if !link.kept().charge(before) {
             taken.memory = Memory::default();
             return Err(PollError::TooMuchKept(link.kept().limit()));
         }
-        let mut polled = self.poll_with(&mut taken.memory, reader, started).await?;
+        let mut reserved = self.background.reserved();
+        if !link.kept().charge(reserved) {
+            self.give_way();
+            reserved = 0;
+        }
+        let mut polled = self.poll_with(&mut taken.memory, reader, started).await;
+        if matches!(polled, Err(PollError::TooMuchKept(_))) && reserved > 0 {
+            // The scrape comes first: the read beside it gives way, and
+            // this poll reads on the scrape path.
+            self.give_way();
+            link.kept().release(reserved);
+            polled = self.poll_with(&mut taken.memory, reader, started).await;
+        }
+        let mut polled = polled?;
+        polled.config_read |= took_in;
         polled.config_read_failures = self.failures.load(Ordering::Relaxed);
+        polled.config_age = taken.memory.age();
         Ok(polled)
     }
 
+    /// A poll without configuration, the reads a removal count needs on the
+    /// scrape path and the others beside it; all on the scrape path for the
+    /// first read, with `--jsz-config-interval 0`, and after a read beside
+    /// did not fit.
     async fn poll_with(
+        &self,
+        memory: &mut Memory,
+        reader: Reader<'_, '_>,
+        started: Instant,
+    ) -> Result<JszPoll, PollError> {
+        let here = self.here_next.swap(false, Ordering::Relaxed);
+        if here || self.interval.is_zero() || !memory.read_before() {
+            return self.poll_here(memory, reader, started).await;
+        }
+        let polled = self.plain_poll(reader).await?;
+        let stale = memory.stale_accounts(&polled, self.check);
+        let due = memory.due(self.interval);
+        let beside = if due {
+            polled.accounts.iter().map(own_name).cloned().collect()
+        } else {
+            stale.unknown
+        };
+        let polled = self
+            .read_here(memory, reader, polled, stale.counting, started)
+            .await?;
+        if due || !beside.is_empty() {
+            self.start_beside(reader, beside, due);
+        }
+        Ok(polled)
+    }
+
+    /// Starts a read of `accounts` (`refresh`: all) beside the scrapes,
+    /// unless one is under way, with what this poll leaves of its budget
+    /// at its worst moment so far (less a quarter of that, at least an
+    /// eighth of the limit, for the next polls), charged to it.
+    fn start_beside(&self, reader: Reader<'_, '_>, accounts: BTreeSet<String>, refresh: bool) {
+        if self.background.busy() {
+            return;
+        }
+        let kept = reader.link.kept();
+        let held = kept.peak();
+        let margin = (held / 4).max(kept.limit() / 8);
+        let budget = kept.limit().saturating_sub(held.saturating_add(margin));
+        let job = Job {
+            link: reader.link.detached(self.beside_timeout),
+            page_size: reader.page_size,
+            filter: reader.filter.clone(),
+            accounts,
+            refresh,
+            budget,
+            deadline: self.beside_timeout,
+        };
+        if self.background.start(job) && !kept.charge(budget) {
+            self.give_way();
+        }
+    }
+
+    /// The read beside the scrapes stops; the next poll reads here.
+    fn give_way(&self) {
+        self.background.abort();
+        self.here_next.store(true, Ordering::Relaxed);
+    }
+
+    /// Takes in what the last read beside the scrapes brought; whether it
+    /// brought configuration.
+    fn take_in(&self, memory: &mut Memory) -> bool {
+        let Some(Finished { outcome, refreshed }) = self.background.take() else {
+            return false;
+        };
+        match outcome {
+            Ok(part) => {
+                memory.absorb(part, refreshed);
+                true
+            }
+            Err(error) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                if matches!(error, PollError::TooMuchKept(_)) {
+                    self.here_next.store(true, Ordering::Relaxed);
+                }
+                tracing::warn!(%error, "/jsz configuration read beside the scrapes failed; the scrapes go on with the configuration kept");
+                false
+            }
+        }
+    }
+
+    /// Every account without configuration; the time it took is kept.
+    async fn plain_poll(&self, reader: Reader<'_, '_>) -> Result<JszPoll, PollError> {
+        let plain = Instant::now();
+        let polled = reader.read(Which::All, false).await?;
+        let took = u64::try_from(plain.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.plain_nanos.store(took, Ordering::Relaxed);
+        Ok(polled)
+    }
+
+    /// Every read on the scrape path: the first, a due one, and the
+    /// accounts found stale.
+    async fn poll_here(
         &self,
         memory: &mut Memory,
         reader: Reader<'_, '_>,
@@ -151,11 +269,21 @@ impl ConfigOnDemand {
                 }
             };
         }
-        let plain = Instant::now();
-        let mut polled = reader.read(Which::All, false).await?;
-        let took = u64::try_from(plain.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.plain_nanos.store(took, Ordering::Relaxed);
-        let stale = memory.stale_accounts(&polled, self.check);
+        let polled = self.plain_poll(reader).await?;
+        let stale = memory.stale_accounts(&polled, self.check).all();
+        self.read_here(memory, reader, polled, stale, started).await
+    }
+
+    /// Reads the `stale` accounts of `polled` again with their
+    /// configuration (more than a few: all), then keeps the poll.
+    async fn read_here(
+        &self,
+        memory: &mut Memory,
+        reader: Reader<'_, '_>,
+        mut polled: JszPoll,
+        stale: BTreeSet<String>,
+        started: Instant,
+    ) -> Result<JszPoll, PollError> {
         if stale.is_empty() {
             return keep(memory, reader.link, polled, false);
         }
@@ -274,22 +402,4 @@ fn let_go(link: &ServerLink<'_>, polled: &mut JszPoll, which: Which<'_>) {
 fn release(link: &ServerLink<'_>, accounts: &[AccountDetail]) {
     link.kept()
         .release(accounts.iter().map(Kept::kept_bytes).sum());
-}
-
-impl Reader<'_, '_> {
-    /// Reads `which` accounts, with their configuration if `config`.
-    async fn read(self, which: Which<'_>, config: bool) -> Result<JszPoll, PollError> {
-        let Which::Accounts(accounts) = which else {
-            return super::poll(self.link, self.page_size, self.filter, config).await;
-        };
-        let mut out = JszPoll::default();
-        for account in accounts {
-            let mut one =
-                super::poll_account(self.link, self.page_size, self.filter, account, config)
-                    .await?;
-            out.now = out.now.or(one.now);
-            out.accounts.append(&mut one.accounts);
-        }
-        Ok(out)
-    }
 }

@@ -6,7 +6,7 @@
 //! leader). Accounts are read in pages (`offset`, `limit`) so that servers
 //! with more accounts than one page are read whole.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use super::kept::KeptBudget;
 use super::{unix_seconds, ServerLink, Source};
@@ -14,6 +14,7 @@ use super::{MonitoringSource, NatsOption, TargetSnapshot};
 use crate::poll_error::PollError;
 
 pub(crate) mod accounts;
+mod config_background;
 mod config_memory;
 mod config_on_demand;
 mod cut;
@@ -55,6 +56,9 @@ pub(crate) struct JszPoll {
     /// Configuration reads of this server that failed so far, each poll
     /// then answered without configuration, with what was kept.
     pub(crate) config_read_failures: u64,
+    /// Seconds since the last read of every account's configuration
+    /// began (`None`: none yet).
+    pub(crate) config_age: Option<f64>,
     /// The server sends `leader_since` (2.11+): a claim without it is a
     /// Raft leader not yet serving ([`view::Claim::serving`]).
     pub(crate) reports_leader_since: bool,
@@ -209,6 +213,38 @@ async fn read_pages(
         {
             return Ok((out, in_order || pages == 1));
         }
+    }
+}
+
+/// Which accounts to read: all, or these (by the name the server knows).
+#[derive(Clone, Copy)]
+enum Which<'s> {
+    All,
+    Accounts(&'s BTreeSet<String>),
+}
+
+/// What one poll reads with: the link, the page size, the filter.
+#[derive(Clone, Copy)]
+struct Reader<'r, 'l> {
+    link: &'r ServerLink<'l>,
+    page_size: u32,
+    filter: &'r JszFilter,
+}
+
+impl Reader<'_, '_> {
+    /// Reads `which` accounts, with their configuration if `config`.
+    async fn read(self, which: Which<'_>, config: bool) -> Result<JszPoll, PollError> {
+        let Which::Accounts(accounts) = which else {
+            return poll(self.link, self.page_size, self.filter, config).await;
+        };
+        let mut out = JszPoll::default();
+        for account in accounts {
+            let mut one =
+                poll_account(self.link, self.page_size, self.filter, account, config).await?;
+            out.now = out.now.or(one.now);
+            out.accounts.append(&mut one.accounts);
+        }
+        Ok(out)
     }
 }
 

@@ -46,6 +46,15 @@ impl SystemRequests {
         }
     }
 
+    /// The same connection with `timeout` per request instead: for reads
+    /// beside the scrapes, which have a deadline of their own.
+    pub(crate) fn with_timeout(&self, timeout: Duration) -> Self {
+        SystemRequests {
+            timeout,
+            ..self.clone()
+        }
+    }
+
     /// Asks the server `id` (named `name`) for `endpoint` with `options`,
     /// and returns the reply's data: what the endpoint returns over HTTP.
     pub(crate) async fn ask(
