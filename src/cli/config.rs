@@ -58,7 +58,8 @@ pub struct Config {
     pub(crate) system_expected_servers: u32,
 
     /// A system-account survey ends this long after the last reply, when
-    /// not every expected server has answered (within `--timeout` anyway).
+    /// not every expected server has answered (within `--timeout` anyway;
+    /// before the first reply it waits up to `--timeout`).
     #[arg(long, env = "NATS_DELIVERY_SYSTEM_SURVEY_GAP", default_value = "1s", value_parser = parse_duration)]
     pub(crate) system_survey_gap: Duration,
 

@@ -44,6 +44,12 @@ pub(crate) trait MonitoringSource: Send + Sync + fmt::Debug {
     /// Runs after every source absorbed its reply and `snap.server` is
     /// settled, whether this poll succeeded or not.
     fn finish(&self, _snap: &mut TargetSnapshot) {}
+
+    /// Whether a request of this source to the server is under way beside
+    /// the scrapes (outside any poll).
+    fn reading_beside(&self) -> bool {
+        false
+    }
 }
 
 /// What a successful poll hands back: its absorb step, ready to run.
@@ -61,6 +67,8 @@ pub(crate) trait AnySource: Send + Sync + fmt::Debug {
     ) -> BoxFuture<'a, Result<Absorb<'a>, PollError>>;
     /// [`MonitoringSource::finish`].
     fn finish_boxed(&self, snap: &mut TargetSnapshot);
+    /// [`MonitoringSource::reading_beside`].
+    fn reading_beside(&self) -> bool;
 }
 
 impl<S: MonitoringSource> AnySource for S {
@@ -81,6 +89,10 @@ impl<S: MonitoringSource> AnySource for S {
 
     fn finish_boxed(&self, snap: &mut TargetSnapshot) {
         self.finish(snap)
+    }
+
+    fn reading_beside(&self) -> bool {
+        MonitoringSource::reading_beside(self)
     }
 }
 

@@ -168,3 +168,79 @@ async fn a_late_reply_is_counted_and_its_server_expected() {
     let missing: Vec<_> = second.missing.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(missing, ["far"]);
 }
+
+/// Stops (`-STOP`) or resumes (`-CONT`) the server's process.
+fn signal(server: &NatsServer, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &server.pid().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_known_server_slow_to_answer_first_is_awaited_past_the_gap() {
+    let server = NatsServer::builder().name("solo").config(ACCOUNTS).start();
+    let survey = Survey::new(system_client(&server).await, 0).await.unwrap();
+    let waiting = Waiting {
+        gap: Duration::from_millis(300),
+        deadline: Duration::from_secs(60),
+    };
+    let first = survey
+        .ask("VARZ", &serde_json::json!({}), waiting)
+        .await
+        .unwrap();
+    assert_eq!(names(&first), ["solo"]);
+    // Stopped, the server reads the request only when resumed, well after
+    // the gap: before any reply the gap does not run.
+    signal(&server, "-STOP");
+    let asked = Instant::now();
+    let resume = async {
+        while asked.elapsed() < waiting.gap * 4 {
+            tokio::time::sleep(waiting.gap).await;
+        }
+        signal(&server, "-CONT");
+    };
+    let options = serde_json::json!({});
+    let (second, ()) = tokio::join!(survey.ask("VARZ", &options, waiting), resume);
+    let second = second.unwrap();
+    assert_eq!(names(&second), ["solo"]);
+    assert_eq!((second.missing.len(), second.late_total), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_busy_with_our_request_is_awaited_and_only_it() {
+    let server = NatsServer::builder().name("solo").config(ACCOUNTS).start();
+    let survey = Survey::new(system_client(&server).await, 0).await.unwrap();
+    // A responder answering each survey a second after it, as a server
+    // still handling another system request of ours would.
+    let busy = system_client(&server).await;
+    let mut requests = busy.subscribe("$SYS.REQ.SERVER.PING.VARZ").await.unwrap();
+    nats_test_server::app::sync_with_server(&busy).await;
+    tokio::spawn(async move {
+        while let Some(request) = requests.next().await {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let reply = r#"{"server":{"name":"busy","id":"NBUSY"},"data":{"server_name":"busy"}}"#;
+            let _ = busy.publish(request.reply.unwrap(), reply.into()).await;
+            let _ = busy.flush().await;
+        }
+    });
+    let waiting = Waiting {
+        gap: Duration::from_millis(300),
+        deadline: Duration::from_secs(60),
+    };
+    let options = serde_json::json!({});
+    let awaited = ["busy".to_string()];
+    let outcome = survey
+        .ask_awaiting("VARZ", &options, waiting, &awaited)
+        .await
+        .unwrap();
+    assert_eq!(names(&outcome), ["busy", "solo"]);
+    assert_eq!((outcome.missing.len(), outcome.late_total), (0, 0));
+    // Not awaited, it answers after the gap: missing from this survey.
+    let outcome = survey.ask("VARZ", &options, waiting).await.unwrap();
+    assert_eq!(names(&outcome), ["solo"]);
+    let missing: Vec<_> = outcome.missing.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(missing, ["busy"]);
+}

@@ -102,7 +102,16 @@ impl Poller {
         &self,
         system: &SystemSide,
     ) -> (Vec<Answer>, Vec<(Arc<Target>, String)>, SurveyReport) {
-        match system.polling.survey(self.settings.timeout).await {
+        // A server still answering a read of ours beside the scrapes
+        // answers the survey after it.
+        let busy: Vec<String> = system
+            .targets
+            .lock_or_recover()
+            .iter()
+            .filter(|(_, t)| t.sources.iter().any(|s| s.reading_beside()))
+            .map(|(name, _)| name.clone())
+            .collect();
+        match system.polling.survey(self.settings.timeout, &busy).await {
             Ok(outcome) => {
                 let mut totals = system.totals.lock_or_recover();
                 totals.0 += outcome.broken;

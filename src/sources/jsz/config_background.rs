@@ -81,6 +81,11 @@ impl Background {
         slot.running.as_ref().map_or(0, |(_, budget)| *budget)
     }
 
+    /// Whether a read is under way.
+    pub(super) fn running(&self) -> bool {
+        self.slot.lock_or_recover().running.is_some()
+    }
+
     /// Whether a read is under way, or its result not yet taken in.
     pub(super) fn busy(&self) -> bool {
         let slot = self.slot.lock_or_recover();

@@ -152,6 +152,11 @@ impl ConfigOnDemand {
         Ok(polled)
     }
 
+    /// Whether a read beside the scrapes is under way.
+    pub(crate) fn reading_beside(&self) -> bool {
+        self.background.running()
+    }
+
     /// A poll without configuration, the reads a removal count needs on the
     /// scrape path and the others beside it; all on the scrape path for the
     /// first read, with `--jsz-config-interval 0`, and after a read beside

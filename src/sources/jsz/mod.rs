@@ -306,6 +306,10 @@ impl MonitoringSource for JszSource {
         snap.jsz = Some(jsz);
     }
 
+    fn reading_beside(&self) -> bool {
+        self.config.reading_beside()
+    }
+
     /// `paused` is sent only when true: on a server known to report pausing
     /// its absence means "not paused"; on older or unknown ones it stays absent.
     fn finish(&self, snap: &mut TargetSnapshot) {

@@ -197,7 +197,13 @@ impl SystemPolling {
     /// connection is down the survey fails at once: a request queued for a
     /// later connection would only wait out the deadline and then name
     /// every server missing, when the exporter is the one cut off.
-    pub(crate) async fn survey(&self, deadline: Duration) -> Result<SurveyOutcome, SurveyError> {
+    /// The servers named in `awaited` are busy with another request of
+    /// ours: they are awaited up to `deadline`.
+    pub(crate) async fn survey(
+        &self,
+        deadline: Duration,
+        awaited: &[String],
+    ) -> Result<SurveyOutcome, SurveyError> {
         let state = self.requests.client.connection_state();
         if state != async_nats::connection::State::Connected {
             return Err(SurveyError::NotConnected(state));
@@ -206,6 +212,8 @@ impl SystemPolling {
             gap: self.gap.min(deadline),
             deadline,
         };
-        self.survey.ask("VARZ", &self.filter, waiting).await
+        self.survey
+            .ask_awaiting("VARZ", &self.filter, waiting, awaited)
+            .await
     }
 }

@@ -128,7 +128,8 @@ pub enum SurveyError {
 /// How a survey waits for replies.
 #[derive(Debug, Clone, Copy)]
 pub struct Waiting {
-    /// Ends the survey this long after the last reply (or the request).
+    /// Ends the survey this long after the last reply (or the request,
+    /// when no server has been seen yet).
     pub gap: Duration,
     /// Ends the survey at the latest this long after the request.
     pub deadline: Duration,
@@ -242,6 +243,20 @@ impl Survey {
         options: &serde_json::Value,
         waiting: Waiting,
     ) -> Result<SurveyOutcome, SurveyError> {
+        self.ask_awaiting(kind, options, waiting, &[]).await
+    }
+
+    /// [`Survey::ask`], waiting up to the deadline for the servers named in
+    /// `awaited` as long as one has not answered: a server handles the
+    /// system account's requests one at a time, so one still answering
+    /// another request of ours answers the survey only after it.
+    pub async fn ask_awaiting(
+        &self,
+        kind: &str,
+        options: &serde_json::Value,
+        waiting: Waiting,
+        awaited: &[String],
+    ) -> Result<SurveyOutcome, SurveyError> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let (to, mut replies) = mpsc::unbounded_channel();
         let late_servers = {
@@ -266,7 +281,16 @@ impl Survey {
         if sent.is_ok() {
             let deadline = tokio::time::Instant::now() + waiting.deadline;
             loop {
-                let until = deadline.min(tokio::time::Instant::now() + waiting.gap);
+                // The gap runs from a reply: before the first, a server
+                // seen before is awaited up to the deadline, as is one in
+                // `awaited` that has not answered.
+                let silent =
+                    |name: &String| !answers.iter().any(|a: &Answer| a.server.name == *name);
+                let hold = (answers.is_empty() && expected > 0) || awaited.iter().any(silent);
+                let until = match hold {
+                    true => deadline,
+                    false => deadline.min(tokio::time::Instant::now() + waiting.gap),
+                };
                 match tokio::time::timeout_at(until, replies.recv()).await {
                     Ok(Some(payload)) => match parse_reply(&payload) {
                         Ok(answer) => answers.push(answer),
