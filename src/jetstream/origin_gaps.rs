@@ -162,18 +162,20 @@ impl OriginGaps {
     }
 }
 
+/// The labels of the mirror or source kept under a key.
+pub(crate) fn labels((a, s, mirror, o, api): &GapKey) -> [(&'static str, String); 5] {
+    let kind = if *mirror { "mirror" } else { "source" };
+    [
+        ("account", a.clone()),
+        ("stream", s.clone()),
+        ("kind", kind.to_string()),
+        ("origin_stream", o.clone()),
+        ("origin_api", api.clone()),
+    ]
+}
+
 /// Writes the counts of one poll.
 pub(crate) fn encode(enc: &mut DescriptorEncoder, rows: &[(GapKey, Gaps)]) -> fmt::Result {
-    let labels = |(a, s, mirror, o, api): &'_ GapKey| {
-        let kind = if *mirror { "mirror" } else { "source" };
-        [
-            ("account", a.clone()),
-            ("stream", s.clone()),
-            ("kind", kind.to_string()),
-            ("origin_stream", o.clone()),
-            ("origin_api", api.clone()),
-        ]
-    };
     counter_family(
         enc,
         "nats_delivery_stream_origin_removed_before_copy_messages",
