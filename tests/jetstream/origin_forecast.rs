@@ -1,0 +1,173 @@
+//! The removal forecast of mirrors, against a real server: account A's
+//! file storage is full, so its three file mirrors cannot store what their
+//! memory origins (one per limit: max_msgs, max_bytes, max_age) take at a
+//! steady rate. Each mirror copied 5 messages before the account filled
+//! and none after (the server logs "resource limits exceeded for account"
+//! at each try): the origin removes the 6th, which the mirror never gets.
+//! The moment is taken from the origin's first sequence; every forecast
+//! read in the second half of the approach must name it within 20% of the
+//! time then left, as for consumers (`removal_forecast.rs`, whose steady
+//! publisher, watch and check this test shares).
+use crate::common;
+use crate::removal_forecast::{
+    check_approach, publish_steadily, removal_moment, AGE_TIMER, RESOLUTION,
+};
+use crate::stream_origins::{create, labels, server_stream};
+
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+use nats_test_server::sample::value;
+use nats_test_server::wait::Wait;
+use nats_test_server::NatsServer;
+use serde_json::json;
+
+const FORECAST: &str = "nats_delivery_stream_origin_removal_forecast_seconds";
+
+/// Account A, its file storage limited ([`FILE_LIMIT`]).
+const ACCOUNT: &str = "accounts {\n\
+     A: { jetstream: { max_mem: 64M, max_file: 16K }, users: [{user: a, password: a}] }\n\
+     }\n";
+
+/// The origins (memory): name and the limit that removes from it.
+fn origins() -> [(&'static str, serde_json::Value); 3] {
+    [
+        ("BY_MSGS", json!({"max_msgs": 200})),
+        ("BY_BYTES", json!({"max_bytes": 20_000})),
+        ("BY_AGE", json!({"max_age": 10_000_000_000_u64})),
+    ]
+}
+
+/// The mirror of origin `name`.
+fn mirror(name: &str) -> String {
+    format!("M_{name}")
+}
+
+/// Fills account A's file storage through FILL, a file mirror of a memory
+/// stream, until a message of FILL's size no longer fits (a mirror, like a
+/// publish, stores a message only while it fits under the limit). From
+/// then on no mirror of the account stores anything: the origins'
+/// messages are no smaller.
+async fn fill_the_account(server: &NatsServer, a: &async_nats::Client) {
+    let memory = json!({"name": "FILL_SRC", "subjects": ["fill.>"], "storage": "memory",
+        "num_replicas": 1});
+    create(a, memory).await;
+    create(
+        a,
+        json!({"name": "FILL", "mirror": {"name": "FILL_SRC"}, "storage": "file"}),
+    )
+    .await;
+    let js = jetstream::new(a.clone());
+    // 300 of about 100 bytes each: twice the limit.
+    common::publish_acked(&js, (0..300).map(|_| "fill.x".to_string()), PAYLOAD).await;
+    // Full: no room for one more of FILL's messages, the smallest of the
+    // account's (the origins' subjects are longer).
+    Wait::secs("account A's file storage full", 20)
+        .until_async(async || {
+            let jsz = common::monitor_json(&server.monitor_url(), "jsz?accounts=true");
+            let accounts = jsz["account_details"].as_array().unwrap();
+            let a = accounts.iter().find(|a| a["name"] == "A").unwrap();
+            let used = a["storage"].as_u64().unwrap_or(0);
+            let fill = &server_stream(server, "A", "FILL")["state"];
+            let (bytes, messages) = (fill["bytes"].as_u64(), fill["messages"].as_u64());
+            let record = bytes.zip(messages.filter(|m| *m > 0)).map(|(b, m)| b / m);
+            match record.is_some_and(|r| used + r > FILE_LIMIT) {
+                true => Ok(()),
+                false => Err((used, fill.clone())),
+            }
+        })
+        .await;
+}
+
+/// Account A's `max_file` (16K: 16,000 bytes).
+const FILE_LIMIT: u64 = 16_000;
+
+const PAYLOAD: &str = "0123456789012345678901234567890123456789012345678901234567890123";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_forecast_names_the_moment_each_origin_removes_what_its_mirror_has_not_copied() {
+    let server = NatsServer::builder().jetstream().config(ACCOUNT).start();
+    let a = crate::stream_origins::connect(&server, "a").await;
+    let js = jetstream::new(a.clone());
+    let names: Vec<&str> = origins().iter().map(|(n, _)| *n).collect();
+    for (name, limit) in origins() {
+        let mut config = json!({"name": name, "subjects": [format!("{name}.>")],
+            "storage": "memory", "num_replicas": 1});
+        config
+            .as_object_mut()
+            .unwrap()
+            .extend(limit.as_object().unwrap().clone());
+        create(&a, config).await;
+        let m = json!({"name": mirror(name), "mirror": {"name": name}, "storage": "file"});
+        create(&a, m).await;
+        common::publish_acked(&js, (1..=5).map(|_| format!("{name}.x")), PAYLOAD).await;
+    }
+    Wait::secs("each mirror to copy 5 messages", 20)
+        .until(|| {
+            let copied =
+                |n: &&str| server_stream(&server, "A", &mirror(n))["state"]["last_seq"] == 5;
+            names.iter().all(copied)
+        })
+        .await;
+    fill_the_account(&server, &a).await;
+
+    // A 16 s status window: rates over 2 s spans, as for consumers.
+    let flags = ["--sources", "varz,jsz", "--consumer-status-window", "16s"];
+    let exporter = common::exporter(&[server.monitor_url()], &flags);
+    let start = Instant::now();
+    let publishers: Vec<_> = (names.iter())
+        .map(|s| tokio::spawn(publish_steadily(js.clone(), s.to_string())))
+        .collect();
+    let mut removals: Vec<_> = (names.iter())
+        .map(|s| tokio::spawn(removal_moment(js.clone(), s.to_string())))
+        .collect();
+    let mut readings: Vec<Vec<(Instant, Option<f64>)>> = vec![Vec::new(); names.len()];
+    let text = Wait::before(
+        "each origin's removal of the 6th",
+        start + Duration::from_secs(40),
+    )
+    .every(Duration::from_millis(250))
+    .until_async(async || {
+        let before = Instant::now();
+        let done = removals.iter().all(|r| r.is_finished());
+        let text = common::scrape(&exporter).await;
+        let at = before + before.elapsed() / 2;
+        for (i, s) in names.iter().enumerate() {
+            let m = mirror(s);
+            let forecast = value(&text, FORECAST, &labels("A", &m, "mirror", s, ""));
+            readings[i].push((at, forecast));
+        }
+        match done {
+            true => Ok(text),
+            false => Err(format!("readings: {readings:?}")),
+        }
+    })
+    .await;
+    publishers.iter().for_each(|p| p.abort());
+    nats_test_server::reference::assert_documented(&text);
+    for (i, s) in names.iter().enumerate() {
+        // The premise: the mirror stored nothing past the 5th. (Once the
+        // origin removed the 6th, its retries skip to what the origin
+        // still holds, recording the rest as deleted: its `last_seq`
+        // moves, its messages do not.)
+        let stored = &server_stream(&server, "A", &mirror(s))["state"]["messages"];
+        assert_eq!(
+            stored, 5,
+            "{s}: the mirror stored more once the account was full"
+        );
+        let removed_at = (&mut removals[i]).await.unwrap();
+        let by_age = *s == "BY_AGE";
+        let allowance = RESOLUTION + if by_age { AGE_TIMER } else { 0.0 };
+        check_approach(s, (start, removed_at), &readings[i], allowance);
+    }
+    // FILL keeps up with FILL_SRC, which is not published to: the three
+    // mirrors alone have a forecast.
+    let series = text
+        .lines()
+        .filter(|l| l.starts_with(&format!("{FORECAST}{{")));
+    assert!(series.clone().count() > 0, "{text}");
+    assert!(
+        series.clone().all(|l| l.contains(r#"stream="M_"#)),
+        "{text}"
+    );
+}
