@@ -20,7 +20,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 
 use super::consumer_health::history::StreamHistory;
 use super::limit_forecast::{forecast_for, stream_front, BehindRate};
-use super::origin_gaps::{labels, GapKey};
+use super::origin_gaps::{labels, GapKey, FORGET_AFTER_SECONDS};
 use super::stream_origins::distinct;
 use crate::sources::jsz::{JszPoll, OriginInfo, StreamDetail, StreamRow};
 use crate::text::families::gauge_family;
@@ -39,9 +39,6 @@ struct Tracked {
 pub(crate) struct OriginForecasts {
     tracked: HashMap<GapKey, Tracked>,
 }
-
-/// How long a mirror or source no poll forecast is remembered.
-const FORGET_AFTER_SECONDS: f64 = 600.0;
 
 /// The copying stream's position in its origin, where a forecast can use
 /// it: the last origin sequence it copied.

@@ -67,8 +67,9 @@ pub(crate) struct OriginGaps {
     tracked: HashMap<GapKey, Tracked>,
 }
 
-/// How long a mirror or source no poll shows is remembered.
-const FORGET_AFTER_SECONDS: f64 = 600.0;
+/// How long a mirror or source no poll shows is remembered (its count
+/// here, its forecast's rate in `origin_forecast.rs`).
+pub(crate) const FORGET_AFTER_SECONDS: f64 = 600.0;
 
 fn position(s: &StreamDetail, mirror: bool, o: &OriginInfo) -> Position {
     Position {
