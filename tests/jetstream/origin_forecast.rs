@@ -147,7 +147,7 @@ async fn the_forecast_names_the_moment_each_origin_removes_what_its_mirror_has_n
     let publishers: Vec<_> = (names.iter())
         .map(|s| tokio::spawn(publish_steadily(js.clone(), s.to_string())))
         .collect();
-    let mut removals: Vec<_> = (names.iter())
+    let removals: Vec<_> = (names.iter())
         .map(|s| tokio::spawn(removal_moment(js.clone(), s.to_string())))
         .collect();
     let copies = copies();
