@@ -48,6 +48,7 @@ scen = {
  'NatsJetStreamOriginLagHigh': ([(f'nats_delivery_stream_origin_lag_messages{{{E},{S},kind="mirror",origin_stream="SRC",origin_api=""}}','20000x30')], '20m'),
  'NatsJetStreamConsumerDeliveryLagHigh': ([(f'nats_delivery_consumer_delivery_lag_seconds{{{E},{C}}}','600x20')], '10m'),
  'NatsJetStreamRemovalForecast': ([(f'nats_delivery_consumer_removal_forecast_seconds{{{E},{C}}}','600x20')], '10m'),
+ 'NatsJetStreamOriginRemovalForecast': ([(f'nats_delivery_stream_origin_removal_forecast_seconds{{{E},{S},kind="mirror",origin_stream="SRC",origin_api=""}}','600x20')], '10m'),
  'NatsJetStreamAccountFullForecast': ([(f'nats_delivery_account_jetstream_full_forecast_seconds{{{E},server="nats-0",account="$G",storage="file"}}','600x20')], '10m'),
  'NatsJetStreamAccountNearlyFull': ([(f'nats_delivery_account_jetstream_used_bytes{{{E},server="nats-0",account="$G",storage="file"}}','95x20'),(f'nats_delivery_account_jetstream_limit_bytes{{{E},server="nats-0",account="$G",storage="file"}}','100x20')], '20m'),
  'NatsJetStreamReplicaMarginExhausted': ([(f'nats_delivery_stream_replica_margin{{{E},{S}}}','0x20'),(f'nats_delivery_stream_replicas{{{E},{S}}}','3x20')], '10m'),

@@ -95,6 +95,12 @@ pub const NOT_IN_LAB: &[(&str, &str)] = &[
          alerts/tests/stream_origins.test.yml the rule",
     ),
     (
+        "NatsJetStreamOriginRemovalForecast",
+        "the lab has no mirror or source; tests/jetstream/origin_forecast.rs checks the \
+         forecast the rule reads against each origin's removal, \
+         alerts/tests/origin_removal_forecast.test.yml the rule",
+    ),
+    (
         "NatsJetStreamAccountFullForecast",
         "the lab's accounts have no JetStream limit; tests/jetstream/account_storage.rs \
          checks the forecast the rule reads, alerts/tests/account_full.test.yml the rule",

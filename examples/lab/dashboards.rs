@@ -74,6 +74,11 @@ const EMPTY_IN_LAB: &[(&str, &str)] = &[
          origin removed while a mirror and a source were cut off",
     ),
     (
+        "Mirrors and sources: time until their origin removes what they have not copied",
+        "the lab has no mirror or source; tests/jetstream/origin_forecast.rs stops three \
+         mirrors in a full account and checks the forecast against each origin's removal",
+    ),
+    (
         "Servers answering the system-account survey",
         "the lab polls its server over HTTP; tests/system/system_polling.rs checks the \
          survey gauges on a real 3-node cluster",

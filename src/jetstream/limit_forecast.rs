@@ -19,7 +19,9 @@
 //! all the same: it is forecast by age alone.
 //!
 //! The soonest of these is the forecast; 0 once the stream's first message
-//! is above `n` (removal is happening).
+//! is above `n` (removal is happening). A mirror or source is such a
+//! reader too ([`forecast_for`]): `origin_forecast.rs` forecasts with the
+//! same arithmetic what an origin removes before it is copied.
 
 use crate::sources::jsz::{ConsumerInfo, StreamDetail};
 
@@ -114,12 +116,26 @@ pub(crate) fn forecast(
     rate: &mut BehindRate,
     c: &ConsumerInfo,
     delivery_lag: Option<f64>,
+    clock: (f64, f64),
+) -> Option<f64> {
+    let reader = (c.delivered.stream_seq, c.num_pending > 0);
+    forecast_for(front, rate, reader, delivery_lag, clock)
+}
+
+/// [`forecast`] for any reader of the stream: `delivered` is the last
+/// stream sequence it took, `pending` whether anything waits for it (a
+/// consumer's `num_pending`; a mirror's or source's origin messages past
+/// its position, `stream_origins.rs`).
+pub(crate) fn forecast_for(
+    front: &StreamFront,
+    rate: &mut BehindRate,
+    (delivered, pending): (u64, bool),
+    delivery_lag: Option<f64>,
     (now, span): (f64, f64),
 ) -> Option<f64> {
-    let delivered = c.delivered.stream_seq;
     let behind = front.last_seq.saturating_sub(delivered);
     let falling_behind = rate.record(now, behind, span).filter(|r| *r > 0.0);
-    if c.num_pending == 0 {
+    if !pending {
         return None;
     }
     // Nothing follows `u64::MAX` (no server reaches it): nothing to lose.

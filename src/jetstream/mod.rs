@@ -14,6 +14,7 @@ pub(crate) mod leaderless;
 pub(crate) mod limit_forecast;
 pub(crate) mod message_timestamps;
 pub(crate) mod metadata_families;
+pub(crate) mod origin_forecast;
 pub(crate) mod origin_gaps;
 pub(crate) mod removed_before_delivery;
 pub(crate) mod replicas;

@@ -67,8 +67,9 @@ pub(crate) struct OriginGaps {
     tracked: HashMap<GapKey, Tracked>,
 }
 
-/// How long a mirror or source no poll shows is remembered.
-const FORGET_AFTER_SECONDS: f64 = 600.0;
+/// How long a mirror or source no poll shows is remembered (its count
+/// here, its forecast's rate in `origin_forecast.rs`).
+pub(crate) const FORGET_AFTER_SECONDS: f64 = 600.0;
 
 fn position(s: &StreamDetail, mirror: bool, o: &OriginInfo) -> Position {
     Position {
@@ -162,18 +163,20 @@ impl OriginGaps {
     }
 }
 
+/// The labels of the mirror or source kept under a key.
+pub(crate) fn labels((a, s, mirror, o, api): &GapKey) -> [(&'static str, String); 5] {
+    let kind = if *mirror { "mirror" } else { "source" };
+    [
+        ("account", a.clone()),
+        ("stream", s.clone()),
+        ("kind", kind.to_string()),
+        ("origin_stream", o.clone()),
+        ("origin_api", api.clone()),
+    ]
+}
+
 /// Writes the counts of one poll.
 pub(crate) fn encode(enc: &mut DescriptorEncoder, rows: &[(GapKey, Gaps)]) -> fmt::Result {
-    let labels = |(a, s, mirror, o, api): &'_ GapKey| {
-        let kind = if *mirror { "mirror" } else { "source" };
-        [
-            ("account", a.clone()),
-            ("stream", s.clone()),
-            ("kind", kind.to_string()),
-            ("origin_stream", o.clone()),
-            ("origin_api", api.clone()),
-        ]
-    };
     counter_family(
         enc,
         "nats_delivery_stream_origin_removed_before_copy_messages",

@@ -52,6 +52,9 @@ pub(crate) struct Snapshot {
     pub(crate) account_counts: Option<AccountCounts>,
     /// What each countable mirror and source skipped, so far.
     pub(crate) origin_gaps: Vec<(GapKey, Gaps)>,
+    /// Seconds until each origin's limits remove what its mirror or source
+    /// has not copied, where one poll shows both.
+    pub(crate) origin_forecasts: Vec<(GapKey, f64)>,
     /// Which per-consumer series are written.
     pub(crate) series: ConsumerSeries,
     /// Streams and consumers written from their last leader's figures.
@@ -78,6 +81,7 @@ impl Snapshot {
             stream_lost: Vec::new(),
             account_counts: None,
             origin_gaps: Vec::new(),
+            origin_forecasts: Vec::new(),
             series: ConsumerSeries::default(),
             held: Held::default(),
         }
@@ -116,7 +120,8 @@ impl Snapshot {
             .sum::<u64>()
             + self.folded.len() as u64 * jsz_families::folded_series(series)
             + crate::jetstream::replicas::series(&self.named_polls())
-            + self.held.series();
+            + self.held.series()
+            + self.origin_forecasts.len() as u64;
         let detail: Vec<u64> = consumers
             .iter()
             .map(|(_, _, c, now)| jsz_families::consumer_series(c, *now, series))
@@ -236,6 +241,7 @@ impl Collector for SnapshotCollector {
         snap.held.encode(&mut enc)?;
         crate::jetstream::replicas::encode(&mut enc, &snap.named_polls())?;
         crate::jetstream::origin_gaps::encode(&mut enc, &snap.origin_gaps)?;
+        crate::jetstream::origin_forecast::encode(&mut enc, &snap.origin_forecasts)?;
         crate::jetstream::stream_lost::encode(&mut enc, &snap.stream_lost)?;
         crate::jetstream::account_info::encode(&mut enc, snap.account_counts.as_ref())
     }

@@ -22,6 +22,7 @@ mod message_timestamps_access;
 mod message_timestamps_support;
 mod metadata_labels;
 mod natscli_second_opinion;
+mod origin_forecast;
 mod priority_groups;
 mod removal_forecast;
 mod removed_before_delivery;

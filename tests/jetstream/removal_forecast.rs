@@ -19,7 +19,7 @@ use nats_test_server::NatsServer;
 const FORECAST: &str = "nats_delivery_consumer_removal_forecast_seconds";
 const REMOVED: &str = "nats_delivery_consumer_removed_before_delivery_messages_total";
 /// Messages a second, per stream.
-const RATE: f64 = 20.0;
+pub(crate) const RATE: f64 = 20.0;
 
 /// The four streams: name and limits.
 fn streams() -> [stream::Config; 4] {
@@ -58,7 +58,7 @@ fn streams() -> [stream::Config; 4] {
 /// published below [`RATE`] and unevenly, and the removal came later than
 /// any rate measured earlier could tell. The truth is read from the stream
 /// itself ([`removal_moment`]), not from the acknowledgements.
-async fn publish_steadily(js: jetstream::Context, stream: String) {
+pub(crate) async fn publish_steadily(js: jetstream::Context, stream: String) {
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / RATE));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     loop {
@@ -91,7 +91,7 @@ async fn read_five_and_stop(js: &jetstream::Context, stream: &str) {
 }
 
 /// When the stream's first sequence passed 6, the consumer's next message.
-async fn removal_moment(js: jetstream::Context, stream: String) -> Instant {
+pub(crate) async fn removal_moment(js: jetstream::Context, stream: String) -> Instant {
     let s = js.get_stream(&stream).await.unwrap();
     // A spawned task: `until_spawned`, each check with its own handle.
     Wait::secs(format!("{stream}'s first sequence past 6"), 40)
@@ -170,17 +170,17 @@ async fn the_forecast_names_the_moment_each_limit_removes_the_next_message() {
 
 /// How precisely the test knows the moments: the stream is polled every
 /// 20 ms and a reading's time is the middle of its scrape.
-const RESOLUTION: f64 = 0.25;
+pub(crate) const RESOLUTION: f64 = 0.25;
 
 /// How late the server may remove by age: on a timer of its own, after the
 /// limit (in these runs 0 s on 2.9.10, 0.16 to 0.21 s on 2.15.1, 0.7 s on
 /// 2.10.26), which nothing in `/jsz` tells.
-const AGE_TIMER: f64 = 1.0;
+pub(crate) const AGE_TIMER: f64 = 1.0;
 
 /// Every reading in the second half of the approach (from `start` to
 /// `removed_at`) forecasts `removed_at` within 20% of the time left, plus
 /// `allowance`.
-fn check_approach(
+pub(crate) fn check_approach(
     stream: &str,
     (start, removed_at): (Instant, Instant),
     readings: &[(Instant, Option<f64>)],

@@ -196,6 +196,10 @@ async fn lag_and_contact_of_a_mirror_and_a_source_from_another_account() {
     assert_eq!(value(&text, LAG, &s), Some(0.0));
     assert_eq!(value(&text, LAG, &m), Some(0.0));
     assert_eq!(server_stream(&server, "B", "S")["state"]["last_seq"], 3);
+    // S is 12 behind an origin that removes (max_msgs 5), but reaches it
+    // through `$JS.A.API`: no /jsz of S's shows it, so nothing is forecast.
+    let forecast = "nats_delivery_stream_origin_removal_forecast_seconds";
+    assert_eq!(value(&text, forecast, &s), None, "{text}");
 }
 
 const REMOVED: &str = "nats_delivery_stream_origin_removed_before_copy_messages_total";

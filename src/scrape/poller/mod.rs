@@ -19,7 +19,6 @@ use crate::jetstream::cardinality::fold::EphemeralFolds;
 use crate::jetstream::consumer_health::{ConsumerHealth, Replies};
 use crate::jetstream::leaderless::LastLed;
 use crate::jetstream::message_timestamps::MessageTimestamps;
-use crate::jetstream::origin_gaps::OriginGaps;
 use crate::jetstream::stream_lost::StreamLostReader;
 use crate::lock::LockOrRecover;
 use crate::poll_error::PollError;
@@ -31,7 +30,9 @@ use crate::sources::server_cost::counting_reply_bytes;
 use crate::sources::{self, AnySource, Fetcher, ServerLink, Source, SourceHealth, TargetSnapshot};
 use crate::system::poll::{SurveyReport, SystemPolling};
 
+mod origins;
 mod system;
+use origins::OriginWatch;
 use system::SystemSide;
 
 /// One server and what the exporter remembers about it between scrapes.
@@ -76,8 +77,8 @@ pub(crate) struct Poller {
     system: Option<SystemSide>,
     /// The figures each replicated group's leader last gave.
     last_led: Mutex<LastLed>,
-    /// What each mirror and source skipped, across polls.
-    origin_gaps: Mutex<OriginGaps>,
+    /// What each mirror and source skipped, and its removal forecast.
+    origins: OriginWatch,
 }
 
 impl Poller {
@@ -111,7 +112,7 @@ impl Poller {
             stream_lost: None,
             system: None,
             last_led: Mutex::default(),
-            origin_gaps: Mutex::default(),
+            origins: OriginWatch::default(),
         }
     }
 
@@ -150,14 +151,8 @@ impl Poller {
             snapshot.fold_ephemerals(&mut folds.lock_or_recover());
         }
         self.judge_consumer_health(&mut snapshot, started).await;
-        let gaps = {
-            let (streams, _) = snapshot.rows();
-            let (led, _) = snapshot.led();
-            self.origin_gaps
-                .lock_or_recover()
-                .poll(&streams[..led], unix_now())
-        };
-        snapshot.origin_gaps = gaps;
+        let window = self.settings.consumer_status_window;
+        self.origins.watch(&mut snapshot, window, unix_now());
         self.find_stream_lost(&mut snapshot, started).await;
         self.read_account_counts(&mut snapshot, started).await;
         if let Some(limit) = self.settings.max_jetstream_series {
