@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 
 use super::de::{config_bytes, metadata_bytes};
 use super::removal_figures::{ConsumerAt, CountingKind, StreamAt};
-use super::{AccountDetail, ConsumerConfig, ConsumerInfo, JszPoll, StreamConfig};
+use super::de::Kept;
+use super::{AccountDetail, ConsumerConfig, ConsumerInfo, JszPoll, StreamConfig, Which};
+use crate::poll_error::PollError;
+use crate::sources::ServerLink;
 
 /// Whether a consumer's removal count could grow between two polls, each
 /// its stream's figures and its own, given what its configuration says
@@ -322,6 +325,43 @@ pub(super) fn own_name(a: &AccountDetail) -> &String {
     } else {
         &a.id
     }
+}
+
+/// Keeps `polled`'s configuration and figures (`whole`: every account was
+/// read with its configuration) in place of what was kept, charged.
+pub(super) fn keep(
+    memory: &mut Memory,
+    link: &ServerLink<'_>,
+    mut polled: JszPoll,
+    whole: bool,
+) -> Result<JszPoll, PollError> {
+    polled.config_read |= whole;
+    let before = memory.kept_bytes();
+    memory.remember(&mut polled, whole);
+    link.kept().release(before);
+    if !link.kept().charge(memory.kept_bytes()) {
+        *memory = Memory::default();
+        return Err(PollError::TooMuchKept(link.kept().limit()));
+    }
+    Ok(polled)
+}
+
+/// Takes `which` accounts out of `polled`, giving back what they charged.
+pub(super) fn let_go(link: &ServerLink<'_>, polled: &mut JszPoll, which: Which<'_>) {
+    let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut polled.accounts)
+        .into_iter()
+        .partition(|a| match which {
+            Which::All => true,
+            Which::Accounts(names) => names.contains(own_name(a)),
+        });
+    release(link, &gone);
+    polled.accounts = kept;
+}
+
+/// Gives back what `accounts` charged, as they are let go.
+fn release(link: &ServerLink<'_>, accounts: &[AccountDetail]) {
+    link.kept()
+        .release(accounts.iter().map(Kept::kept_bytes).sum());
 }
 
 #[cfg(test)]

@@ -30,9 +30,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::config_background::{Background, Finished, Job};
-use super::config_memory::{own_name, Memory, RemovalCheck};
+use super::config_memory::{keep, let_go, own_name, Memory, RemovalCheck};
 use super::de::Kept;
-use super::{AccountDetail, JszFilter, JszPoll, Reader, Which};
+use super::{JszFilter, JszPoll, Reader, Which};
 use crate::lock::LockOrRecover;
 use crate::poll_error::PollError;
 use crate::sources::kept::KeptBudget;
@@ -370,41 +370,4 @@ impl ConfigOnDemand {
         polled.config_read = false;
         Ok(polled)
     }
-}
-
-/// Keeps `polled`'s configuration and figures (`whole`: every account was
-/// read with its configuration) in place of what was kept, charged.
-fn keep(
-    memory: &mut Memory,
-    link: &ServerLink<'_>,
-    mut polled: JszPoll,
-    whole: bool,
-) -> Result<JszPoll, PollError> {
-    polled.config_read |= whole;
-    let before = memory.kept_bytes();
-    memory.remember(&mut polled, whole);
-    link.kept().release(before);
-    if !link.kept().charge(memory.kept_bytes()) {
-        *memory = Memory::default();
-        return Err(PollError::TooMuchKept(link.kept().limit()));
-    }
-    Ok(polled)
-}
-
-/// Takes `which` accounts out of `polled`, giving back what they charged.
-fn let_go(link: &ServerLink<'_>, polled: &mut JszPoll, which: Which<'_>) {
-    let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut polled.accounts)
-        .into_iter()
-        .partition(|a| match which {
-            Which::All => true,
-            Which::Accounts(names) => names.contains(own_name(a)),
-        });
-    release(link, &gone);
-    polled.accounts = kept;
-}
-
-/// Gives back what `accounts` charged, as they are let go.
-fn release(link: &ServerLink<'_>, accounts: &[AccountDetail]) {
-    link.kept()
-        .release(accounts.iter().map(Kept::kept_bytes).sum());
 }
