@@ -229,7 +229,14 @@ pub async fn create_consumers(server: &NatsServer, streams: usize, consumers: us
 /// [`create_consumers`] for the streams numbered `from..to`.
 #[allow(dead_code, reason = "the benchmarks against one server use it")]
 pub async fn create_more_consumers(server: &NatsServer, from: usize, to: usize, consumers: usize) {
-    let client = async_nats::connect(server.client_url()).await.unwrap();
+    create_more_consumers_at(&server.client_url(), from, to, consumers).await;
+}
+
+/// [`create_more_consumers`] through the NATS URL `url` (credentials in
+/// it, for an account of the server's configuration).
+#[allow(dead_code, reason = "the benchmarks against one server use it")]
+pub async fn create_more_consumers_at(url: &str, from: usize, to: usize, consumers: usize) {
+    let client = async_nats::connect(url).await.unwrap();
     let js = jetstream::new(client);
     let setup = Instant::now();
     let streams = to - from;

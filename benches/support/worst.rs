@@ -12,6 +12,16 @@
 //! beside it too: the window's last scrape. `BENCH_EXPORTER_ARGS` adds flags
 //! to both exporters.
 //!
+//! `BENCH_WORST_SYSTEM=1` polls through the system account instead (the
+//! consumers in an account `APP`, the exporters with
+//! `--system-account-polling`). `BENCH_WORST_STALL=1` watches what an
+//! alert sees: with `--consumer-status-window 10s` and
+//! `--jsz-config-interval 4s` (the rounds laid 30 s apart, as a scrape
+//! interval, that is a refresh every minute over some 10 minutes), every
+//! scrape must carry the status series of the consumer `S0`/`C0`, stopped
+//! since before the jump (one message waits, nobody reads), or
+//! `NatsJetStreamConsumerStopped`'s `for` would start again.
+//!
 //! A scrape fails when it has no `/jsz` (`nats_delivery_up{source="jsz"}`
 //! is not 1) or no whole answer at all. The figures are printed beside the
 //! targets (0 failed scrapes; the maximum scrape at most 2x the full
@@ -24,8 +34,8 @@ use nats_test_server::sample::value;
 use nats_test_server::NatsServer;
 
 use super::{
-    cpu_seconds, create_consumers, create_more_consumers, env_args, env_or, load_average, median,
-    quantile, spawn_as_given, status_kib, timed_read, try_timed_read, wait_until_up, EXPORTER,
+    cpu_seconds, create_more_consumers_at, env_args, env_or, load_average, median, quantile,
+    spawn_as_given, status_kib, timed_read, try_timed_read, wait_until_up, EXPORTER,
 };
 
 /// The first bytes of a scrape kept: the exporter's own families come first.
@@ -40,7 +50,20 @@ pub struct Window {
     pub rounds: usize,
     /// Flags given to both exporters.
     pub extra: Vec<String>,
+    /// Polled through the system account.
+    pub system: bool,
+    /// Each scrape's stall series looked for.
+    pub stall: bool,
 }
+
+/// The accounts of a server polled through the system account.
+const ACCOUNTS: &str = r#"
+accounts {
+  SYS { users: [ { user: sys, password: sys-secret } ] }
+  APP { users: [ { user: app, password: app-secret } ], jetstream: enabled }
+}
+system_account: SYS
+"#;
 
 impl Window {
     /// The window `BENCH_WORST_*` asks for; `None` when
@@ -52,13 +75,20 @@ impl Window {
             after == 0 || (before >= 100 && before < after),
             "BENCH_WORST_BEFORE {before} must be at least 100 and below BENCH_WORST_CONSUMERS {after}"
         );
-        let mut extra = vec!["--jsz-config-interval".to_string(), "30s".into()];
+        let stall = env_or("BENCH_WORST_STALL", 0) == 1;
+        let interval = if stall { "4s" } else { "30s" };
+        let mut extra = vec!["--jsz-config-interval".to_string(), interval.into()];
+        if stall {
+            extra.extend(["--consumer-status-window".to_string(), "10s".into()]);
+        }
         extra.extend(env_args("BENCH_EXPORTER_ARGS"));
         (after > 0).then(|| Window {
             before,
             after,
             rounds: env_or("BENCH_WORST_ROUNDS", 21),
             extra,
+            system: env_or("BENCH_WORST_SYSTEM", 0) == 1,
+            stall,
         })
     }
 }
@@ -74,6 +104,8 @@ pub struct Round {
     pub read_failures: f64,
     /// Why it failed, when it had no answer.
     pub error: Option<String>,
+    /// Whether it carried the stall series (`None`: not looked for).
+    pub stall: Option<bool>,
     /// The full fetch's seconds.
     pub full: f64,
     /// The server's CPU seconds over the round (both requests together).
@@ -92,32 +124,57 @@ pub struct Figures {
 
 /// Runs the window on a fresh server and returns its figures.
 pub async fn measure(w: &Window) -> Figures {
-    let server = NatsServer::builder().jetstream().start();
-    create_consumers(&server, w.before / 100, 100).await;
+    let server = match w.system {
+        true => NatsServer::builder().jetstream().config(ACCOUNTS).start(),
+        false => NatsServer::builder().jetstream().start(),
+    };
+    let app = match w.system {
+        true => server
+            .client_url()
+            .replacen("nats://", "nats://app:app-secret@", 1),
+        false => server.client_url(),
+    };
+    create_more_consumers_at(&app, 0, w.before / 100, 100).await;
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(120))
         .build()
         .unwrap();
     let url = server.monitor_url();
     let jsz = format!("{url}/jsz?accounts=true&streams=true&consumers=true&config=true");
-    let (mut exporter, metrics) = start(&http, &url, &w.extra).await;
+    let polled = match w.system {
+        true => vec![
+            "--system-account-polling".to_string(),
+            "--system-account".into(),
+            "user:sys:sys-secret".into(),
+            "--nats-servers".into(),
+            server.client_url(),
+        ],
+        false => vec!["--monitor-url".to_string(), url.clone()],
+    };
+    let args = [polled, w.extra.clone()].concat();
+    let (mut exporter, metrics) = start(&http, &args).await;
+    let at = Probe {
+        server: &server,
+        jsz: &jsz,
+        stall: w.stall,
+    };
     for _ in 0..2 {
-        let r = round(&http, &server, &metrics, &jsz).await;
+        let r = round(&http, &at, &metrics).await;
         assert!(r.jsz, "the exporter reads /jsz before the jump");
     }
-    create_more_consumers(&server, w.before / 100, w.after / 100, 100).await;
+    create_more_consumers_at(&app, w.before / 100, w.after / 100, 100).await;
     let mut rounds = Vec::new();
     let started = Instant::now();
     for n in 0..w.rounds {
         tokio::time::sleep_until((started + Duration::from_secs(2 * n as u64)).into()).await;
-        let r = round(&http, &server, &metrics, &jsz).await;
+        let r = round(&http, &at, &metrics).await;
         print_round(&format!("round {n:>2}"), &r);
         rounds.push(r);
     }
     let peak = status_kib(exporter.id(), "VmHWM:");
     stop(&mut exporter);
-    let (mut fresh, metrics) = start(&http, &url, &w.extra).await;
-    let first = round(&http, &server, &metrics, &jsz).await;
+    let (mut fresh, metrics) = start(&http, &args).await;
+    let first = round(&http, &at, &metrics).await;
     print_round("new exporter's first scrape", &first);
     rounds.push(first);
     let fresh_peak = status_kib(fresh.id(), "VmHWM:");
@@ -129,12 +186,10 @@ pub async fn measure(w: &Window) -> Figures {
     }
 }
 
-/// Starts an exporter polling `url` with default flags but `extra`; its
-/// process and metrics URL.
-async fn start(http: &reqwest::Client, url: &str, extra: &[String]) -> (Child, String) {
-    let mut args = vec!["--monitor-url".to_string(), url.to_string()];
-    args.extend_from_slice(extra);
-    let (child, listen) = spawn_as_given(EXPORTER, &args);
+/// Starts an exporter with default flags but `args`; its process and
+/// metrics URL.
+async fn start(http: &reqwest::Client, args: &[String]) -> (Child, String) {
+    let (child, listen) = spawn_as_given(EXPORTER, args);
     wait_until_up(http, listen).await;
     (child, format!("http://{listen}/metrics"))
 }
@@ -144,18 +199,27 @@ fn stop(child: &mut Child) {
     let _ = child.wait();
 }
 
-/// A scrape of `metrics` and a full fetch of `jsz` at once.
-async fn round(http: &reqwest::Client, server: &NatsServer, metrics: &str, jsz: &str) -> Round {
-    let cpu = cpu_seconds(server.pid());
+/// What a round measures: the server, its full fetch's URL, and whether
+/// the stall series is looked for (the whole scrape then kept).
+struct Probe<'a> {
+    server: &'a NatsServer,
+    jsz: &'a str,
+    stall: bool,
+}
+
+/// A scrape of `metrics` and a full fetch at once.
+async fn round(http: &reqwest::Client, at: &Probe<'_>, metrics: &str) -> Round {
+    let cpu = cpu_seconds(at.server.pid());
     let began = Instant::now();
+    let kept = if at.stall { usize::MAX } else { HEAD_KEPT };
     let (scrape, full) = tokio::join!(
         async {
-            let read = try_timed_read(http, metrics, HEAD_KEPT).await;
+            let read = try_timed_read(http, metrics, kept).await;
             (read, began.elapsed().as_secs_f64())
         },
-        async { timed_read(http, jsz, 0).await.seconds }
+        async { timed_read(http, at.jsz, 0).await.seconds }
     );
-    let server_cpu = cpu_seconds(server.pid()) - cpu;
+    let server_cpu = cpu_seconds(at.server.pid()) - cpu;
     let (read, seconds) = scrape;
     let (text, error) = match read {
         Ok(r) => (String::from_utf8_lossy(&r.head).into_owned(), None),
@@ -168,10 +232,16 @@ async fn round(http: &reqwest::Client, server: &NatsServer, metrics: &str, jsz: 
         config_read: of("nats_delivery_jsz_config_read", &[]) == Some(1.0),
         read_failures: of("nats_delivery_jsz_config_read_failures_total", &[]).unwrap_or(0.0),
         error,
+        stall: at
+            .stall
+            .then(|| of("nats_delivery_consumer_status", STALLED) == Some(1.0)),
         full,
         server_cpu,
     }
 }
+
+/// The stall series: `S0`/`C0` stopped.
+const STALLED: &[(&str, &str)] = &[("stream", "S0"), ("consumer", "C0"), ("status", "stopped")];
 
 fn print_round(name: &str, r: &Round) {
     println!(
@@ -236,6 +306,15 @@ impl Figures {
             "scrape             median {med:.3} s, p95 {p95:.3} s, max {max:.3} s ({n} scrapes)"
         );
         println!("failed scrapes     {failed} of {n} (no /jsz, or no whole answer): {without:?}");
+        if self.rounds.iter().any(|r| r.stall.is_some()) {
+            let lost: Vec<usize> = (0..n)
+                .filter(|&i| self.rounds[i].stall != Some(true))
+                .collect();
+            println!(
+                "stall series       lost in {} of {n} scrapes: {lost:?}",
+                lost.len()
+            );
+        }
         println!(
             "configuration      read in scrapes {reads:?}, failed (answered without it) in {failed_reads:?} (0: the first after the jump; {}: the new exporter's)",
             n - 1
