@@ -229,14 +229,26 @@ pub async fn create_consumers(server: &NatsServer, streams: usize, consumers: us
 /// [`create_consumers`] for the streams numbered `from..to`.
 #[allow(dead_code, reason = "the benchmarks against one server use it")]
 pub async fn create_more_consumers(server: &NatsServer, from: usize, to: usize, consumers: usize) {
-    create_more_consumers_at(&server.client_url(), from, to, consumers).await;
+    create_more_consumers_at(&server.client_url(), None, from, to, consumers).await;
 }
 
-/// [`create_more_consumers`] through the NATS URL `url` (credentials in
-/// it, for an account of the server's configuration).
+/// [`create_more_consumers`] through the NATS URL `url`, as the user
+/// `user` (name, password) of the server's configuration when given.
 #[allow(dead_code, reason = "the benchmarks against one server use it")]
-pub async fn create_more_consumers_at(url: &str, from: usize, to: usize, consumers: usize) {
-    let client = async_nats::connect(url).await.unwrap();
+pub async fn create_more_consumers_at(
+    url: &str,
+    user: Option<(&str, &str)>,
+    from: usize,
+    to: usize,
+    consumers: usize,
+) {
+    let options = match user {
+        Some((name, password)) => {
+            async_nats::ConnectOptions::with_user_and_password(name.into(), password.into())
+        }
+        None => async_nats::ConnectOptions::new(),
+    };
+    let client = options.connect(url).await.unwrap();
     let js = jetstream::new(client);
     let setup = Instant::now();
     let streams = to - from;

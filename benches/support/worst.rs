@@ -128,13 +128,9 @@ pub async fn measure(w: &Window) -> Figures {
         true => NatsServer::builder().jetstream().config(ACCOUNTS).start(),
         false => NatsServer::builder().jetstream().start(),
     };
-    let app = match w.system {
-        true => server
-            .client_url()
-            .replacen("nats://", "nats://app:app-secret@", 1),
-        false => server.client_url(),
-    };
-    create_more_consumers_at(&app, 0, w.before / 100, 100).await;
+    let app = w.system.then_some(("app", "app-secret"));
+    let client_url = server.client_url();
+    create_more_consumers_at(&client_url, app, 0, w.before / 100, 100).await;
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(120))
         .build()
@@ -162,7 +158,7 @@ pub async fn measure(w: &Window) -> Figures {
         let r = round(&http, &at, &metrics).await;
         assert!(r.jsz, "the exporter reads /jsz before the jump");
     }
-    create_more_consumers_at(&app, w.before / 100, w.after / 100, 100).await;
+    create_more_consumers_at(&client_url, app, w.before / 100, w.after / 100, 100).await;
     let mut rounds = Vec::new();
     let started = Instant::now();
     for n in 0..w.rounds {

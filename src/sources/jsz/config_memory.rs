@@ -11,9 +11,9 @@ use std::mem::size_of;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::de::Kept;
 use super::de::{config_bytes, metadata_bytes};
 use super::removal_figures::{ConsumerAt, CountingKind, StreamAt};
-use super::de::Kept;
 use super::{AccountDetail, ConsumerConfig, ConsumerInfo, JszPoll, StreamConfig, Which};
 use crate::poll_error::PollError;
 use crate::sources::ServerLink;
