@@ -21,6 +21,8 @@ mod message_timestamps_access;
 mod message_timestamps_support;
 mod metadata_labels;
 mod natscli_second_opinion;
+mod origin_leaf_cut;
+mod origin_leaf_cut_alert;
 mod priority_groups;
 mod removal_forecast;
 mod removed_before_delivery;
