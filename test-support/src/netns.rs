@@ -1,8 +1,10 @@
 //! A JetStream cluster whose servers each run in a network namespace of
 //! their own, joined by a bridge in the test's namespace, so that a test
-//! can cut one server's links (routes, clients, monitoring) and restore
-//! them. Needs root and `ip` (iproute2); every name is unique to the run
-//! and removed on drop, even when the test fails.
+//! can cut one server's links (routes, clients, monitoring, leaf node
+//! connections) and restore them; also one server so, or a leaf node so
+//! beside a hub in the test's own namespace. Needs root and `ip`
+//! (iproute2); every name is unique to the run and removed on drop, even
+//! when the test fails.
 
 use std::future::Future;
 use std::os::fd::AsRawFd;
