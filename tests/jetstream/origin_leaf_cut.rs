@@ -163,28 +163,7 @@ async fn a_leaf_node_cut_off_stops_its_copies_and_what_it_removed_meanwhile_is_c
         NatsServer::builder().jetstream_domain("hub").config(PINGS),
         NatsServer::builder().jetstream_domain("leaf").config(PINGS),
     );
-    on_leaf(&net, &leaf, async |js| {
-        for (name, max_msgs) in [("ALL", -1), ("FEW", 5)] {
-            let subject = format!("{}.>", name.to_lowercase());
-            js.create_stream(jetstream::stream::Config {
-                name: name.into(),
-                subjects: vec![subject],
-                max_messages: max_msgs,
-                ..Default::default()
-            })
-            .await
-            .expect("an origin on the leaf");
-        }
-    });
-    let hub_client = async_nats::connect(hub.client_url()).await.unwrap();
-    for (stream, kind, origin) in COPIES {
-        let from = json!({"name": origin, "external": {"api": API}});
-        let how = match kind {
-            "mirror" => json!({"name": stream, "mirror": from}),
-            _ => json!({"name": stream, "sources": [from]}),
-        };
-        create(&hub_client, how).await;
-    }
+    let hub_client = origins_and_copies(&net, &leaf, &hub).await;
     publish(&net, &leaf, 1..=3);
     Wait::secs("every copy to take m1 to m3", 30)
         .until(|| {
@@ -207,24 +186,7 @@ async fn a_leaf_node_cut_off_stops_its_copies_and_what_it_removed_meanwhile_is_c
 
     net.cut(0);
     assert_eq!(publish(&net, &leaf, 4..=15), [(1, 15), (11, 15)]);
-    let mut earlier: Option<Reading> = None;
-    while !served.fires_during_cut() {
-        assert!(served.cut.len() < 40, "40 scrapes in the cut: {served:?}");
-        pace.tick().await;
-        let r = read(&exporter).await;
-        for (i, (stream, _, _)) in COPIES.iter().enumerate() {
-            let (origin, state) = hub_view(&hub, stream);
-            assert_eq!(state["last_seq"], 3, "{stream} copies nothing while cut");
-            assert_eq!(r.lags[i], origin["lag"].as_f64(), "{stream}: the hub's lag");
-        }
-        if let Some(earlier) = &earlier {
-            r.grew_as_time_passed(earlier);
-        }
-        // 12 messages wait on the leaf; the hub's lag stays as it was.
-        assert_eq!(r.lags, [Some(0.0); 4], "{}", r.text);
-        served.cut.push(r.ages);
-        earlier = Some(r);
-    }
+    while_cut(&hub, &exporter, &mut pace, &mut served).await;
 
     net.restore(0);
     let back = resumed(&hub, &exporter, &mut pace, &mut served).await;
@@ -238,6 +200,66 @@ async fn a_leaf_node_cut_off_stops_its_copies_and_what_it_removed_meanwhile_is_c
         back.ages
     );
     alert_fires_and_resolves(&served);
+}
+
+/// ALL and FEW on the leaf, their copies on the hub; a client of the hub.
+async fn origins_and_copies(
+    net: &Network,
+    leaf: &NatsServer,
+    hub: &NatsServer,
+) -> async_nats::Client {
+    on_leaf(net, leaf, async |js| {
+        for (name, max_msgs) in [("ALL", -1), ("FEW", 5)] {
+            let subject = format!("{}.>", name.to_lowercase());
+            js.create_stream(jetstream::stream::Config {
+                name: name.into(),
+                subjects: vec![subject],
+                max_messages: max_msgs,
+                ..Default::default()
+            })
+            .await
+            .expect("an origin on the leaf");
+        }
+    });
+    let hub_client = async_nats::connect(hub.client_url()).await.unwrap();
+    for (stream, kind, origin) in COPIES {
+        let from = json!({"name": origin, "external": {"api": API}});
+        let how = match kind {
+            "mirror" => json!({"name": stream, "mirror": from}),
+            _ => json!({"name": stream, "sources": [from]}),
+        };
+        create(&hub_client, how).await;
+    }
+    hub_client
+}
+
+/// Scrapes at the pace while the leaf is cut off, until the alert fires
+/// for every copy: each scrape serves the hub's lag, 0, and ages grown by
+/// the time between the polls.
+async fn while_cut(
+    hub: &NatsServer,
+    exporter: &Exporter,
+    pace: &mut tokio::time::Interval,
+    served: &mut Inactive,
+) {
+    let mut earlier: Option<Reading> = None;
+    while !served.fires_during_cut() {
+        assert!(served.cut.len() < 40, "40 scrapes in the cut: {served:?}");
+        pace.tick().await;
+        let r = read(exporter).await;
+        for (i, (stream, _, _)) in COPIES.iter().enumerate() {
+            let (origin, state) = hub_view(hub, stream);
+            assert_eq!(state["last_seq"], 3, "{stream} copies nothing while cut");
+            assert_eq!(r.lags[i], origin["lag"].as_f64(), "{stream}: the hub's lag");
+        }
+        if let Some(earlier) = &earlier {
+            r.grew_as_time_passed(earlier);
+        }
+        // 12 messages wait on the leaf; the hub's lag stays as it was.
+        assert_eq!(r.lags, [Some(0.0); 4], "{}", r.text);
+        served.cut.push(r.ages);
+        earlier = Some(r);
+    }
 }
 
 /// Whether every copy holds what it can: ALL's copies m1 to m15, FEW's its
@@ -262,15 +284,16 @@ async fn resumed(
     served: &mut Inactive,
 ) -> Reading {
     let below = served.rule.threshold / served.dilation();
+    let mut copied = Ok(());
     loop {
         assert!(
-            served.back.len() < 60,
-            "60 scrapes after the restore: {served:?}"
+            served.back.len() < 40,
+            "40 scrapes after the restore: {copied:?} {served:?}"
         );
         pace.tick().await;
         let r = read(exporter).await;
         served.back.push(r.ages);
-        let copied = all_copied(hub);
+        copied = all_copied(hub);
         if copied.is_ok() && r.ages.iter().all(|a| *a < below) {
             return r;
         }
