@@ -20,11 +20,12 @@
 //! Both servers ping every second (`ping_max` 2), so the cut closes the
 //! leaf connection within seconds, as the default 2-minute pings do in a
 //! cut of minutes: what the leaf delivered into the dead connection is
-//! gone, and the copies resume from the origin's store. The ages served,
-//! scraped about a second apart, are fed to NatsJetStreamOriginInactive
+//! gone, and the copies resume from the origin's store. The ages and counts
+//! served, scraped about a second apart, are fed to
+//! NatsJetStreamOriginInactive and NatsJetStreamOriginMessagesRemovedBeforeCopy
 //! (`origin_leaf_cut_alert.rs`).
 use crate::common;
-use crate::origin_leaf_cut_alert::{alert_fires_and_resolves, Inactive};
+use crate::origin_leaf_cut_alert::{alerts_fire_and_resolve, Served};
 use crate::stream_origins::{create, labels, payloads, server_stream};
 
 use std::ops::RangeInclusive;
@@ -116,6 +117,7 @@ pub(crate) struct Reading {
     pub(crate) text: String,
     pub(crate) ages: [f64; 4],
     pub(crate) lags: [Option<f64>; 4],
+    pub(crate) removed: [Option<f64>; 4],
     window: (Instant, Instant),
 }
 
@@ -143,15 +145,18 @@ async fn read(exporter: &Exporter) -> Reading {
     let window = (start, Instant::now());
     let mut ages = [0.0; 4];
     let mut lags = [None; 4];
+    let mut removed = [None; 4];
     for (i, (stream, kind, origin)) in COPIES.iter().enumerate() {
         let l = labels(ACCOUNT, stream, kind, origin, API);
         ages[i] = value(&text, AGE, &l).unwrap_or_else(|| panic!("{stream}'s age:\n{text}"));
         lags[i] = value(&text, LAG, &l);
+        removed[i] = value(&text, REMOVED, &l);
     }
     Reading {
         text,
         ages,
         lags,
+        removed,
         window,
     }
 }
@@ -176,12 +181,13 @@ async fn a_leaf_node_cut_off_stops_its_copies_and_what_it_removed_meanwhile_is_c
     let exporter = common::exporter(&[hub.monitor_url()], &[]);
     let mut pace = tokio::time::interval(PACE);
     pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut served = Inactive::default();
+    let mut served = Served::default();
     for _ in 0..3 {
         pace.tick().await;
         let r = read(&exporter).await;
         assert_eq!(r.lags, [Some(0.0); 4], "{}", r.text);
         served.healthy.push(r.ages);
+        served.removed.push(r.removed);
     }
 
     net.cut(0);
@@ -199,7 +205,7 @@ async fn a_leaf_node_cut_off_stops_its_copies_and_what_it_removed_meanwhile_is_c
         served.back.len(),
         back.ages
     );
-    alert_fires_and_resolves(&served);
+    alerts_fire_and_resolve(&served);
 }
 
 /// ALL and FEW on the leaf, their copies on the hub; a client of the hub.
@@ -240,7 +246,7 @@ async fn while_cut(
     hub: &NatsServer,
     exporter: &Exporter,
     pace: &mut tokio::time::Interval,
-    served: &mut Inactive,
+    served: &mut Served,
 ) {
     let mut earlier: Option<Reading> = None;
     while !served.fires_during_cut() {
@@ -258,6 +264,7 @@ async fn while_cut(
         // 12 messages wait on the leaf; the hub's lag stays as it was.
         assert_eq!(r.lags, [Some(0.0); 4], "{}", r.text);
         served.cut.push(r.ages);
+        served.removed.push(r.removed);
         earlier = Some(r);
     }
 }
@@ -281,7 +288,7 @@ async fn resumed(
     hub: &NatsServer,
     exporter: &Exporter,
     pace: &mut tokio::time::Interval,
-    served: &mut Inactive,
+    served: &mut Served,
 ) -> Reading {
     let below = served.rule.threshold / served.dilation();
     let mut copied = Ok(());
@@ -293,6 +300,7 @@ async fn resumed(
         pace.tick().await;
         let r = read(exporter).await;
         served.back.push(r.ages);
+        served.removed.push(r.removed);
         copied = all_copied(hub);
         if copied.is_ok() && r.ages.iter().all(|a| *a < below) {
             return r;

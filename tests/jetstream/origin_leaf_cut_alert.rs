@@ -7,12 +7,19 @@
 //! age still grows by one second a second). The alert must fire at each
 //! step where the dilated age has been over the threshold for `for` and at
 //! no other: not before the cut, and not once the copies resumed.
+//! NatsJetStreamOriginMessagesRemovedBeforeCopy (alerts/loss.rules.yml), on
+//! the removed-before-copy counts served beside them, fires at the end for
+//! the copies that skipped messages, with their number, and not before.
 use crate::origin_leaf_cut::{ACCOUNT, API, COPIES, PACE};
 
 use nats_test_server::promtool;
 
 const ALERT: &str = "NatsJetStreamOriginInactive";
+const AGE: &str = "nats_delivery_stream_origin_contact_age_seconds";
+const REMOVED: &str = "nats_delivery_stream_origin_removed_before_copy_messages_total";
 const RULES: &str = include_str!("../../alerts/pressure.rules.yml");
+const REMOVED_ALERT: &str = "NatsJetStreamOriginMessagesRemovedBeforeCopy";
+const LOSS_RULES: &str = include_str!("../../alerts/loss.rules.yml");
 /// The dilated scrape interval: a common Prometheus one.
 const STEP_SECONDS: u64 = 30;
 
@@ -42,27 +49,30 @@ fn rule() -> Rule {
     }
 }
 
-/// The ages served, each scrape's four (in the order of `COPIES`).
+/// The ages served, each scrape's four (in the order of `COPIES`), by
+/// phase, and the removed-before-copy counts of every scrape.
 #[derive(Debug)]
-pub(crate) struct Inactive {
+pub(crate) struct Served {
     pub(crate) healthy: Vec<[f64; 4]>,
     pub(crate) cut: Vec<[f64; 4]>,
     pub(crate) back: Vec<[f64; 4]>,
+    pub(crate) removed: Vec<[Option<f64>; 4]>,
     pub(crate) rule: Rule,
 }
 
-impl Default for Inactive {
+impl Default for Served {
     fn default() -> Self {
-        Inactive {
+        Served {
             healthy: Vec::new(),
             cut: Vec::new(),
             back: Vec::new(),
+            removed: Vec::new(),
             rule: rule(),
         }
     }
 }
 
-impl Inactive {
+impl Served {
     /// How many times longer the dilated series is than the scrapes.
     pub(crate) fn dilation(&self) -> f64 {
         STEP_SECONDS as f64 / PACE.as_secs_f64()
@@ -107,10 +117,22 @@ fn humanize(v: f64) -> String {
     }
 }
 
-/// The alert promtool must show for copy `i` at dilated age `v`.
-fn firing(i: usize, v: f64) -> String {
+/// The labels of copy `i`'s series as served, as PromQL writes them.
+fn series(name: &str, i: usize) -> String {
     let (stream, kind, origin) = COPIES[i];
-    let ago = humanize(v);
+    let series = format!(
+        "{name}{{job=\"nats-delivery-exporter\",instance=\"exporter:7777\",account=\"{ACCOUNT}\",stream=\"{stream}\",kind=\"{kind}\",origin_stream=\"{origin}\",origin_api=\"{API}\"}}"
+    );
+    json(&series)
+}
+
+fn json(s: &str) -> String {
+    serde_json::to_string(s).expect("a string encodes")
+}
+
+/// The labels an alert of copy `i` carries, as promtool expects them.
+fn alert_labels(i: usize, extra: &str) -> String {
+    let (stream, kind, origin) = COPIES[i];
     let labels = [
         ("severity", "warning"),
         ("account", ACCOUNT),
@@ -119,71 +141,140 @@ fn firing(i: usize, v: f64) -> String {
         ("origin_stream", origin),
         ("origin_api", API),
     ];
+    let labels: Vec<String> = labels
+        .iter()
+        .map(|(k, v)| format!("{k}: {}", json(v)))
+        .collect();
+    format!("{{{}{extra}}}", labels.join(", "))
+}
+
+/// The alert promtool must show for copy `i` at dilated age `v`.
+fn firing_alert(i: usize, v: f64) -> String {
+    let (stream, kind, origin) = COPIES[i];
+    let ago = humanize(v);
     let summary = format!("The {kind} {stream} has not heard from {origin} for {ago}");
     let description = format!(
         "Stream {stream} (account {ACCOUNT}) is a {kind} of {origin} (through {API}) and last heard from it {ago} ago: it copies nothing, and what the origin's limits remove meanwhile it will never get."
     );
     let runbook = "https://github.com/nats-delivery-exporter/nats-delivery-exporter/blob/main/docs/runbook.md#natsjetstreamorigininactive";
-    let json = |s: &str| serde_json::to_string(s).expect("a string encodes");
-    let labels: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| format!("{k}: {}", json(v)))
-        .collect();
     format!(
-        "          - exp_labels: {{{}}}\n            exp_annotations: {{summary: {}, description: {}, runbook_url: {}}}\n",
-        labels.join(", "),
+        "          - exp_labels: {}\n            exp_annotations: {{summary: {}, description: {}, runbook_url: {}}}\n",
+        alert_labels(i, ""),
         json(&summary),
         json(&description),
         json(runbook)
     )
 }
 
-/// Runs the alert on the served series: at each step, the alerts of the
-/// copies whose dilated age was over the threshold for `for`; none before
-/// the cut, all four at its end, none at the last scrape after it.
-pub(crate) fn alert_fires_and_resolves(served: &Inactive) {
+/// The alert promtool must show for copy `i` that skipped `n` messages.
+fn skipped(i: usize, n: f64) -> String {
+    let (stream, kind, origin) = COPIES[i];
+    let summary = format!("The {kind} {stream} never got messages {origin} removed");
+    let description = format!(
+        "Stream {stream} (account {ACCOUNT}), a {kind} of {origin}, skipped about {n} origin messages in the last 10 minutes: the origin had removed them (limits or a purge) before it copied them. It will never hold them."
+    );
+    let runbook = "https://github.com/nats-delivery-exporter/nats-delivery-exporter/blob/main/docs/runbook.md#natsjetstreamoriginmessagesremovedbeforecopy";
+    format!(
+        "          - exp_labels: {}\n            exp_annotations: {{summary: {}, description: {}, runbook_url: {}}}\n",
+        alert_labels(i, ", category: loss_event"),
+        json(&summary),
+        json(&description),
+        json(runbook)
+    )
+}
+
+/// One check of `alert` at `step`: the alerts expected, as written.
+fn check(step: usize, alert: &str, alerts: String) -> String {
+    let alerts = if alerts.is_empty() {
+        " []\n".to_string()
+    } else {
+        format!("\n{alerts}")
+    };
+    format!(
+        "      - eval_time: {}s\n        alertname: {alert}\n        exp_alerts:{alerts}",
+        step as u64 * STEP_SECONDS
+    )
+}
+
+/// The removed-before-copy counts of each copy that has them, one a scrape
+/// (every scrape, or none: a version without them for sources).
+fn counts(served: &Served) -> Vec<(usize, Vec<f64>)> {
+    (0..4)
+        .filter_map(|i| {
+            let column: Vec<Option<f64>> = served.removed.iter().map(|r| r[i]).collect();
+            let present: Vec<f64> = column.iter().flatten().copied().collect();
+            match present.len() {
+                0 => None,
+                n if n == column.len() => Some((i, present)),
+                _ => panic!("{}'s count in some scrapes only: {column:?}", COPIES[i].0),
+            }
+        })
+        .collect()
+}
+
+/// Runs both alerts on the served series. NatsJetStreamOriginInactive: at
+/// each step, the alerts of the copies whose dilated age was over the
+/// threshold for `for`; none before the cut, all four at its end, none at
+/// the last scrape after it. NatsJetStreamOriginMessagesRemovedBeforeCopy:
+/// nothing counted until the copies resume, then an alert for each copy
+/// whose count grew, with the growth.
+pub(crate) fn alerts_fire_and_resolve(served: &Served) {
     let values = served.dilated();
     let parsed = |step: usize, i: usize| values[step][i].parse::<f64>().expect("a number");
     let over = |step: usize, i: usize| parsed(step, i) > served.rule.threshold;
     let fires = |step: usize, i: usize| {
         step >= served.for_steps() && (step - served.for_steps()..=step).all(|s| over(s, i))
     };
-    let last_cut = served.healthy.len() + served.cut.len() - 1;
+    let (last_cut, last) = (
+        served.healthy.len() + served.cut.len() - 1,
+        values.len() - 1,
+    );
     let none = |step: usize| (0..4).all(|i| !fires(step, i));
     assert!((0..served.healthy.len()).all(none), "{served:?}");
     assert!((0..4).all(|i| fires(last_cut, i)), "{served:?}");
-    assert!(none(values.len() - 1), "{served:?}");
+    assert!(none(last), "{served:?}");
+    let counts = counts(served);
+    for (i, c) in &counts {
+        assert_eq!(
+            c[last_cut], c[0],
+            "{}: nothing counted while cut",
+            COPIES[*i].0
+        );
+    }
 
     let mut test = format!(
-        "rule_files: [pressure.rules.yml]\nevaluation_interval: {STEP_SECONDS}s\ntests:\n  - interval: {STEP_SECONDS}s\n    input_series:\n"
+        "rule_files: [pressure.rules.yml, loss.rules.yml]\nevaluation_interval: {STEP_SECONDS}s\ntests:\n  - interval: {STEP_SECONDS}s\n    input_series:\n"
     );
-    for (i, (stream, kind, origin)) in COPIES.iter().enumerate() {
-        let series = format!(
-            "nats_delivery_stream_origin_contact_age_seconds{{job=\"nats-delivery-exporter\",instance=\"exporter:7777\",account=\"{ACCOUNT}\",stream=\"{stream}\",kind=\"{kind}\",origin_stream=\"{origin}\",origin_api=\"{API}\"}}"
-        );
-        let column: Vec<&str> = values.iter().map(|v| v[i].as_str()).collect();
+    let mut input = |name: &str, i: usize, column: Vec<String>| {
         test.push_str(&format!(
             "      - series: {}\n        values: '{}'\n",
-            serde_json::to_string(&series).expect("a string encodes"),
+            series(name, i),
             column.join(" ")
         ));
+    };
+    for i in 0..4 {
+        input(AGE, i, values.iter().map(|v| v[i].clone()).collect());
+    }
+    for (i, c) in &counts {
+        input(REMOVED, *i, c.iter().map(f64::to_string).collect());
     }
     test.push_str("    alert_rule_test:\n");
     for step in 0..values.len() {
-        let alerts: String = (0..4)
-            .filter(|i| fires(step, *i))
-            .map(|i| firing(i, parsed(step, i)))
-            .collect();
-        let alerts = if alerts.is_empty() {
-            " []\n".to_string()
-        } else {
-            format!("\n{alerts}")
-        };
-        test.push_str(&format!(
-            "      - eval_time: {}s\n        alertname: {ALERT}\n        exp_alerts:{alerts}",
-            step as u64 * STEP_SECONDS
+        let firing = (0..4).filter(|i| fires(step, *i));
+        test.push_str(&check(
+            step,
+            ALERT,
+            firing.map(|i| firing_alert(i, parsed(step, i))).collect(),
         ));
     }
-    let (passed, said) = promtool::test_rules(&[("pressure.rules.yml", RULES)], &test);
-    assert!(passed, "promtool on the served ages:\n{said}\n{test}");
+    let grown = counts.iter().filter(|(_, c)| c[last] > c[0]);
+    let lost: String = grown.map(|(i, c)| skipped(*i, c[last] - c[0])).collect();
+    test.push_str(&check(last_cut, REMOVED_ALERT, String::new()));
+    test.push_str(&check(last, REMOVED_ALERT, lost));
+    let rules = [
+        ("pressure.rules.yml", RULES),
+        ("loss.rules.yml", LOSS_RULES),
+    ];
+    let (passed, said) = promtool::test_rules(&rules, &test);
+    assert!(passed, "promtool on the served series:\n{said}\n{test}");
 }
