@@ -27,7 +27,7 @@ pub mod wait;
 pub use binary::{binary, version_numbers, version_under_test, workspace_root, DEFAULT_VERSION};
 pub use cluster::cluster;
 pub use http::http_get;
-pub use netns::{cluster_in_namespaces, server_in_namespace, Network};
+pub use netns::{cluster_in_namespaces, hub_and_leaf, server_in_namespace, Network};
 pub use ports::free_port;
 pub use server::{Builder, NatsServer};
 pub use supercluster::supercluster;

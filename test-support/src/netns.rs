@@ -1,14 +1,20 @@
 //! A JetStream cluster whose servers each run in a network namespace of
 //! their own, joined by a bridge in the test's namespace, so that a test
-//! can cut one server's links (routes, clients, monitoring) and restore
-//! them. Needs root and `ip` (iproute2); every name is unique to the run
-//! and removed on drop, even when the test fails.
+//! can cut one server's links (routes, clients, monitoring, leaf node
+//! connections) and restore them; also one server so, or a leaf node so
+//! beside a hub in the test's own namespace. Needs root and `ip`
+//! (iproute2); every name is unique to the run and removed on drop, even
+//! when the test fails.
 
+use std::future::Future;
+use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use crate::cluster::formed;
-use crate::NatsServer;
+use crate::wait::Wait;
+use crate::{free_port, http_get, Builder, NatsServer};
 
 /// The route, client and monitoring ports inside each namespace: every
 /// server has its own address, so fixed ports cannot collide.
@@ -107,6 +113,49 @@ impl Network {
         format!("10.246.{}.{}", self.subnet, 10 + i)
     }
 
+    /// The bridge's own address, which every namespace reaches (until its
+    /// link is cut): a server in the test's namespace listening on it is
+    /// reachable from the others.
+    pub fn bridge_address(&self) -> String {
+        format!("10.246.{}.1", self.subnet)
+    }
+
+    /// Runs `f`'s future to its end on a thread of its own that entered
+    /// server `i`'s namespace, on a runtime of its own: the sockets it opens
+    /// are the namespace's, so a client there reaches the server on its
+    /// address while its link is cut, as an application beside a cut-off
+    /// leaf node does.
+    pub fn block_on_inside<F, T>(&self, i: usize, f: impl FnOnce() -> F + Send) -> T
+    where
+        F: Future<Output = T>,
+        T: Send,
+    {
+        let path = format!("/run/netns/{}", self.namespace(i));
+        std::thread::scope(|scope| {
+            let inside = scope.spawn(|| {
+                let ns = std::fs::File::open(&path)
+                    .unwrap_or_else(|e| panic!("open {path} (network namespaces need root): {e}"));
+                // SAFETY: setns(2) with a descriptor held open for the call;
+                // it moves this thread only, which ends with the scope.
+                let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+                assert_eq!(
+                    rc,
+                    0,
+                    "setns into {path}: {}",
+                    std::io::Error::last_os_error()
+                );
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a runtime")
+                    .block_on(f())
+            });
+            inside
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    }
+
     /// Takes server `i`'s link down: nothing reaches it or leaves it.
     pub fn cut(&self, i: usize) {
         ip(&["link", "set", &self.veth(i), "down"]);
@@ -174,4 +223,38 @@ pub fn server_in_namespace(config: &str) -> (NatsServer, Network) {
         .config(config)
         .start();
     (server, net)
+}
+
+/// A hub server in the test's own namespace and a leaf node of it in a
+/// namespace of its own (index 0 of the [`Network`]), each started from its
+/// builder (JetStream and its domain, accounts, ...): the hub listens for
+/// leaf nodes on the bridge ([`Network::bridge_address`]) and the leaf
+/// connects to it there. [`Network::cut`] with index 0 cuts the leaf off the
+/// hub and off the test's own clients; [`Network::block_on_inside`] runs a
+/// client on the leaf's side. Returned once the hub lists the leaf node.
+pub fn hub_and_leaf(hub: Builder, leaf: Builder) -> (NatsServer, NatsServer, Network) {
+    let net = Network::new(1);
+    let listen = format!("{}:{}", net.bridge_address(), free_port());
+    let hub = hub
+        .config(&format!("leafnodes {{ listen: \"{listen}\" }}"))
+        .start();
+    let leaf = leaf
+        .host(&net.address(0))
+        .netns(&net.namespace(0))
+        .config(&format!(
+            "leafnodes {{ remotes: [ {{ url: \"nats-leaf://{listen}\" }} ] }}"
+        ))
+        .start();
+    let leafz = format!("{}/leafz", hub.monitor_url());
+    Wait::secs("the hub to list its leaf node", 20)
+        .every(Duration::from_millis(100))
+        .until_blocking(|| {
+            let v: serde_json::Value = serde_json::from_str(&http_get(&leafz)).expect("leafz");
+            if v["leafnodes"] == 1 {
+                Ok(())
+            } else {
+                Err(v["leafnodes"].clone())
+            }
+        });
+    (hub, leaf, net)
 }

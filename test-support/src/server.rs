@@ -14,6 +14,7 @@ use crate::{binary, free_port};
 pub struct Builder {
     version: Option<String>,
     jetstream: bool,
+    domain: Option<String>,
     name: Option<String>,
     max_pending: Option<u64>,
     write_deadline: Option<String>,
@@ -32,6 +33,14 @@ impl Builder {
     /// Enable JetStream with a store in the server's temporary directory.
     pub fn jetstream(mut self) -> Self {
         self.jetstream = true;
+        self
+    }
+    /// Enable JetStream in its own domain `domain` (as [`Builder::jetstream`]
+    /// does otherwise): another domain's streams are reached through
+    /// `$JS.<domain>.API` across leaf node connections.
+    pub fn jetstream_domain(mut self, domain: &str) -> Self {
+        self.jetstream = true;
+        self.domain = Some(domain.to_string());
         self
     }
     /// Set `server_name` (default: a name derived from the process).
@@ -278,8 +287,12 @@ impl NatsServer {
             }
         };
         if b.jetstream {
+            let domain = b
+                .domain
+                .as_ref()
+                .map_or(String::new(), |d| format!(", domain: {d}"));
             conf.push_str(&format!(
-                "jetstream {{ store_dir: \"{}\" }}\n",
+                "jetstream {{ store_dir: \"{}\"{domain} }}\n",
                 dir.path().join("js").display()
             ));
         }

@@ -23,6 +23,8 @@ mod message_timestamps_support;
 mod metadata_labels;
 mod natscli_second_opinion;
 mod origin_forecast;
+mod origin_leaf_cut;
+mod origin_leaf_cut_alert;
 mod priority_groups;
 mod removal_forecast;
 mod removed_before_delivery;

@@ -205,8 +205,8 @@ async fn lag_and_contact_of_a_mirror_and_a_source_from_another_account() {
 const REMOVED: &str = "nats_delivery_stream_origin_removed_before_copy_messages_total";
 const EXACT: &str = "nats_delivery_stream_origin_removed_before_copy_exact";
 
-/// The payloads stream `name` of account B holds, read message by message.
-async fn payloads(b: &async_nats::Client, name: &str) -> Vec<String> {
+/// The payloads stream `name` of `b`'s account holds, read message by message.
+pub(crate) async fn payloads(b: &async_nats::Client, name: &str) -> Vec<String> {
     let stream = jetstream::new(b.clone()).get_stream(name).await.unwrap();
     let st = server_state(&stream).await;
     let mut out = Vec::new();
