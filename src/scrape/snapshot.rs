@@ -50,6 +50,9 @@ pub(crate) struct Snapshot {
     pub(crate) stream_lost: Vec<(String, String, LostData)>,
     /// The streams and consumers of the timestamp reader's account.
     pub(crate) account_counts: Option<AccountCounts>,
+    /// Each account's distinct streams and consumers over every server's
+    /// `/jsz` lists, by account name.
+    account_assets: std::collections::BTreeMap<String, (u64, u64)>,
     /// What each countable mirror and source skipped, so far.
     pub(crate) origin_gaps: Vec<(GapKey, Gaps)>,
     /// Which per-consumer series are written.
@@ -68,6 +71,8 @@ impl Snapshot {
     pub(crate) fn finished(targets: Vec<TargetSnapshot>) -> Snapshot {
         let names: Vec<&str> = targets.iter().filter_map(leader_name).collect();
         let leaders = jsz::select_leaders(&named_polls(&targets), &names);
+        let listed = targets.iter().filter_map(|t| t.jsz.as_ref());
+        let account_assets = jsz::account_assets::count(listed.map(|j| &j.account_assets[..]));
         Snapshot {
             targets,
             leaders,
@@ -77,6 +82,7 @@ impl Snapshot {
             survey: None,
             stream_lost: Vec::new(),
             account_counts: None,
+            account_assets,
             origin_gaps: Vec::new(),
             series: ConsumerSeries::default(),
             held: Held::default(),
@@ -237,7 +243,11 @@ impl Collector for SnapshotCollector {
         crate::jetstream::replicas::encode(&mut enc, &snap.named_polls())?;
         crate::jetstream::origin_gaps::encode(&mut enc, &snap.origin_gaps)?;
         crate::jetstream::stream_lost::encode(&mut enc, &snap.stream_lost)?;
-        crate::jetstream::account_info::encode(&mut enc, snap.account_counts.as_ref())
+        let counts = crate::jetstream::account_info::merged(
+            snap.account_counts.as_ref(),
+            &snap.account_assets,
+        );
+        crate::jetstream::account_info::encode(&mut enc, &counts)
     }
 }
 

@@ -169,6 +169,7 @@ impl ConfigOnDemand {
         match self.config_read(reader, which, started).await {
             Ok(mut fresh) => {
                 polled.accounts.append(&mut fresh.accounts);
+                polled.account_assets.append(&mut fresh.account_assets);
                 polled.config_read = true;
                 keep(memory, reader.link, polled, matches!(which, Which::All))
             }
@@ -233,6 +234,7 @@ impl ConfigOnDemand {
         let mut again = reader.read(which, false).await?;
         polled.now = polled.now.or(again.now);
         polled.accounts.append(&mut again.accounts);
+        polled.account_assets.append(&mut again.account_assets);
         memory.fill(&mut polled, self.check);
         polled.config_read = false;
         Ok(polled)
@@ -289,6 +291,7 @@ impl Reader<'_, '_> {
                     .await?;
             out.now = out.now.or(one.now);
             out.accounts.append(&mut one.accounts);
+            out.account_assets.append(&mut one.account_assets);
         }
         Ok(out)
     }

@@ -13,6 +13,7 @@ use super::{unix_seconds, ServerLink, Source};
 use super::{MonitoringSource, NatsOption, TargetSnapshot};
 use crate::poll_error::PollError;
 
+pub(crate) mod account_assets;
 pub(crate) mod accounts;
 mod config_memory;
 mod config_on_demand;
@@ -60,6 +61,9 @@ pub(crate) struct JszPoll {
     pub(crate) reports_leader_since: bool,
     /// Each account's storage of each kind, with its limit and forecast.
     pub(crate) account_storage: Vec<accounts::AccountStorage>,
+    /// The streams and consumers this server listed for each account,
+    /// before the name filters.
+    pub(crate) account_assets: Vec<account_assets::AccountAssets>,
 }
 
 /// Reads every page of accounts with streams, consumers and, if `config`,
@@ -192,6 +196,7 @@ async fn read_pages(
             }
         }
         let any_fresh = !fresh.is_empty();
+        (out.account_assets).append(&mut account_assets::record(&fresh, filter));
         filter.apply(&mut fresh);
         drop(share);
         let keeps = fresh.iter().map(de::Kept::kept_bytes).sum();
