@@ -14,7 +14,7 @@
 //! made), while `consumers` counts the whole account's: the two are not a
 //! ratio.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::time::Duration;
 
@@ -23,6 +23,7 @@ use bytes::Bytes;
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
+use super::account_tiers::Tier;
 use crate::text::families::gauge_family;
 
 /// What one `$JS.API.INFO` reply says of its account's streams and consumers.
@@ -38,6 +39,8 @@ pub(crate) struct AccountCounts {
     pub(crate) max_streams: Option<u64>,
     /// `max_consumers` (per stream); `None` when unlimited or tiered.
     pub(crate) max_consumers: Option<u64>,
+    /// A tiered account's tiers, by name (`R1`, `R3`); empty otherwise.
+    pub(crate) tiers: HashMap<String, Tier>,
 }
 
 #[derive(Deserialize)]
@@ -50,6 +53,8 @@ struct InfoReply {
     limits: Limits,
     #[serde(default)]
     error: Option<serde_json::Value>,
+    #[serde(default)]
+    tiers: HashMap<String, Tier>,
 }
 
 #[derive(Deserialize, Default)]
@@ -75,6 +80,7 @@ pub(crate) fn parse(account: &str, payload: &[u8]) -> Option<AccountCounts> {
         consumers: reply.consumers?,
         max_streams: limit(reply.limits.max_streams),
         max_consumers: limit(reply.limits.max_consumers),
+        tiers: reply.tiers,
     })
 }
 
@@ -122,8 +128,7 @@ pub(crate) fn merged(
             account: name.clone(),
             streams,
             consumers,
-            max_streams: None,
-            max_consumers: None,
+            ..AccountCounts::default()
         });
     info.cloned().into_iter().chain(others).collect()
 }
@@ -178,6 +183,7 @@ mod tests {
             consumers: 3,
             max_streams: Some(5),
             max_consumers: None,
+            tiers: HashMap::new(),
         };
         assert_eq!(got, Some(want));
         let tiered = parse(
@@ -202,8 +208,7 @@ mod tests {
             account: "B".into(),
             streams: 2,
             consumers: 3,
-            max_streams: None,
-            max_consumers: None,
+            ..AccountCounts::default()
         };
         assert_eq!(got, vec![info.clone().unwrap(), b.clone()]);
         let a = AccountCounts {

@@ -9,6 +9,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use crate::jetstream::account_info::AccountCounts;
+use crate::jetstream::account_tiers::TierFigures;
 use crate::jetstream::cardinality::budget::{self, plan, priority, BudgetReport};
 use crate::jetstream::cardinality::fold::{is_ephemeral, EphemeralFolds, FoldedRow};
 use crate::jetstream::cardinality::series::ConsumerSeries;
@@ -50,6 +51,8 @@ pub(crate) struct Snapshot {
     pub(crate) stream_lost: Vec<(String, String, LostData)>,
     /// The streams and consumers of the timestamp reader's account.
     pub(crate) account_counts: Option<AccountCounts>,
+    /// Its tiers, when tiered.
+    pub(crate) account_tiers: Vec<TierFigures>,
     /// Each account's distinct streams and consumers over every server's
     /// `/jsz` lists, by account name.
     account_assets: std::collections::BTreeMap<String, (u64, u64)>,
@@ -82,6 +85,7 @@ impl Snapshot {
             survey: None,
             stream_lost: Vec::new(),
             account_counts: None,
+            account_tiers: Vec::new(),
             account_assets,
             origin_gaps: Vec::new(),
             series: ConsumerSeries::default(),
@@ -247,7 +251,11 @@ impl Collector for SnapshotCollector {
             snap.account_counts.as_ref(),
             &snap.account_assets,
         );
-        crate::jetstream::account_info::encode(&mut enc, &counts)
+        crate::jetstream::account_info::encode(&mut enc, &counts)?;
+        if let Some(c) = &snap.account_counts {
+            crate::jetstream::account_tiers::encode(&mut enc, &c.account, &snap.account_tiers)?;
+        }
+        Ok(())
     }
 }
 

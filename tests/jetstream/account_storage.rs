@@ -22,7 +22,7 @@ const FORECAST: &str = "nats_delivery_account_jetstream_full_forecast_seconds";
 const MAX_FILE: u64 = 1024 * 1024;
 const MAX_MEM: u64 = 512 * 1024;
 
-fn accounts() -> String {
+pub(crate) fn accounts() -> String {
     format!(
         r#"
 accounts {{
@@ -35,13 +35,13 @@ system_account: SYS
     )
 }
 
-async fn connect(server: &NatsServer, user: &str) -> jetstream::Context {
+pub(crate) async fn connect(server: &NatsServer, user: &str) -> jetstream::Context {
     let options = async_nats::ConnectOptions::with_user_and_password(user.into(), user.into());
     let client = options.connect(server.client_url()).await.unwrap();
     jetstream::new(client)
 }
 
-async fn stream_in(js: &jetstream::Context, name: &str, storage: stream::StorageType) {
+pub(crate) async fn stream_in(js: &jetstream::Context, name: &str, storage: stream::StorageType) {
     let config = stream::Config {
         name: name.into(),
         subjects: vec![format!("{name}.>")],
@@ -52,7 +52,7 @@ async fn stream_in(js: &jetstream::Context, name: &str, storage: stream::Storage
 }
 
 /// The bytes `js`'s stream `name` stores, as the server reports them.
-async fn stored(js: &jetstream::Context, name: &str) -> u64 {
+pub(crate) async fn stored(js: &jetstream::Context, name: &str) -> u64 {
     let mut s = js.get_stream(name).await.unwrap();
     s.info().await.unwrap().state.bytes
 }
@@ -104,86 +104,6 @@ async fn usage_and_limits_are_the_servers_own_over_http_and_the_system_account()
     }
 }
 
-const STREAMS: &str = "nats_delivery_account_jetstream_streams";
-const CONSUMERS: &str = "nats_delivery_account_jetstream_consumers";
-
-/// Makes a durable pull consumer `name` on `js`'s stream `stream`.
-async fn consumer_on(js: &jetstream::Context, stream: &str, name: &str) {
-    let config = async_nats::jetstream::consumer::pull::Config {
-        durable_name: Some(name.into()),
-        ..Default::default()
-    };
-    let s = js.get_stream(stream).await.unwrap();
-    s.create_consumer(config).await.unwrap();
-}
-
-/// Without a NATS connection in the account, every account's streams and
-/// consumers are counted from `/jsz`, over HTTP and through the system
-/// account, whatever the stream and consumer filters leave out of the
-/// export; their limits, which no reply outside the account gives, are
-/// absent.
-#[tokio::test]
-async fn every_accounts_streams_and_consumers_are_counted_from_jsz() {
-    let server = NatsServer::builder()
-        .jetstream()
-        .name("acc")
-        .config(&accounts())
-        .start();
-    let a = connect(&server, "a").await;
-    let u = connect(&server, "u").await;
-    for name in ["S1", "S2"] {
-        stream_in(&a, name, stream::StorageType::File).await;
-    }
-    for name in ["U1", "U2", "U3"] {
-        stream_in(&u, name, stream::StorageType::File).await;
-    }
-    // Consumers named alike on two streams are two consumers.
-    for (js, stream, name) in [
-        (&a, "S1", "c1"),
-        (&a, "S1", "c2"),
-        (&u, "U1", "c1"),
-        (&u, "U2", "c1"),
-        (&u, "U2", "c2"),
-    ] {
-        consumer_on(js, stream, name).await;
-    }
-    // (account, streams, consumers)
-    let want = [("A", 2.0, 2.0), ("U", 3.0, 3.0)];
-    let filters = [
-        "--exclude-stream",
-        "^S2$|^U3$",
-        "--include-consumer",
-        "^c1$",
-    ];
-    let flags: Vec<&str> = ["--sources", "varz,jsz"]
-        .into_iter()
-        .chain(filters)
-        .collect();
-    let http = common::exporter(&[server.monitor_url()], &flags);
-    let url = server.client_url();
-    let system = common::system_polling::system_exporter_with(&url, "varz,jsz", &filters).await;
-    for (how, exporter) in [("HTTP", &http), ("system account", &system)] {
-        let text = common::scrape(exporter).await;
-        for (account, streams, consumers) in want {
-            let l = [("account", account)];
-            let got = [STREAMS, CONSUMERS].map(|name| exact(&text, name, &l));
-            assert_eq!(
-                got,
-                [Some(streams), Some(consumers)],
-                "{how}: {account}\n{text}"
-            );
-            for limit in ["max_streams", "max_consumers"] {
-                let name = format!("nats_delivery_account_jetstream_{limit}");
-                assert_eq!(exact(&text, &name, &l), None, "{how}: {account} {limit}");
-            }
-        }
-        // The filters did apply to what is exported.
-        let bytes = |stream| value(&text, "nats_delivery_stream_bytes", &[("stream", stream)]);
-        assert!(bytes("S1").is_some() && bytes("S2").is_none(), "{how}");
-        nats_test_server::reference::assert_documented(&text);
-    }
-}
-
 /// The two streams that fill account `A`: name, storage kind, messages a
 /// second. Each fills its kind's limit in about 10 s with 1000-byte
 /// payloads (a message takes some 30 bytes more in the store).
@@ -199,7 +119,11 @@ const FILLS: [(&str, stream::StorageType, &str, f64); 2] = [
 /// any second or more stays `rate`. Acknowledgements are awaited beside the
 /// publishes: waiting for each before the next, a loaded machine published
 /// below `rate` and the refusal came later than any forecast could tell.
-async fn fill_until_refused(js: jetstream::Context, stream: &str, rate: f64) -> (f64, String) {
+pub(crate) async fn fill_until_refused(
+    js: jetstream::Context,
+    stream: &str,
+    rate: f64,
+) -> (f64, String) {
     let start = Instant::now();
     let payload = bytes::Bytes::from(vec![b'x'; 1000]);
     let (refused, mut first_refusal) = tokio::sync::mpsc::unbounded_channel();
@@ -224,7 +148,7 @@ async fn fill_until_refused(js: jetstream::Context, stream: &str, rate: f64) -> 
     unreachable!("the account's limit refuses a message")
 }
 
-fn unix_now() -> f64 {
+pub(crate) fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -292,7 +216,11 @@ const RESOLUTION: f64 = 0.25;
 /// refusal) names the refusal within 20% of the time then left, plus
 /// [`RESOLUTION`]. (The first 3 s have no rate yet; near the end the
 /// time left is too short for a percentage to mean much.)
-fn check_approach(kind: &str, (start, refused_at): (f64, f64), readings: &[(f64, Option<f64>)]) {
+pub(crate) fn check_approach(
+    kind: &str,
+    (start, refused_at): (f64, f64),
+    readings: &[(f64, Option<f64>)],
+) {
     let approach = refused_at - start;
     let (from, to) = (start + 0.4 * approach, start + 0.85 * approach);
     let mut errors = Vec::new();
@@ -356,58 +284,6 @@ async fn each_server_of_a_cluster_reports_every_replica_of_the_account() {
             }
         })
         .await;
-}
-
-/// On a cluster each server lists only the streams it holds a replica of:
-/// account `U`'s R3 stream and three R2 streams, which the servers place
-/// so as to balance their replicated streams (two on each), are its four
-/// streams only when every server's list is counted; the consumers too.
-#[tokio::test]
-async fn a_clusters_accounts_count_the_streams_every_server_lists() {
-    let servers = nats_test_server::cluster(3, &accounts());
-    let u = connect(&servers[0], "u").await;
-    let config = |name: &str, replicas| stream::Config {
-        name: name.into(),
-        subjects: vec![format!("{name}.>")],
-        num_replicas: replicas,
-        ..Default::default()
-    };
-    Wait::secs("a JetStream cluster ready for replicated streams", 30)
-        .every(Duration::from_millis(200))
-        .until_async(|| {
-            let (u, config) = (u.clone(), config("R3", 3));
-            async move { u.get_or_create_stream(config).await.ok() }
-        })
-        .await;
-    for name in ["TWO0", "TWO1", "TWO2"] {
-        u.create_stream(config(name, 2)).await.unwrap();
-    }
-    for (stream, consumer) in [("R3", "c"), ("TWO1", "c"), ("TWO2", "d")] {
-        consumer_on(&u, stream, consumer).await;
-    }
-    // The premise: no server lists them all.
-    let listed: Vec<usize> = (servers.iter())
-        .map(|s| {
-            let path = "jsz?accounts=true&streams=true&acc=U";
-            let jsz = common::monitor_json(&s.monitor_url(), path);
-            let streams = &jsz["account_details"][0]["stream_detail"];
-            streams.as_array().map_or(0, Vec::len)
-        })
-        .collect();
-    assert!(
-        listed.iter().all(|n| *n < 4),
-        "one server lists all: {listed:?}"
-    );
-    let urls: Vec<String> = servers.iter().map(|s| s.monitor_url()).collect();
-    let exporter = common::exporter(&urls, &["--sources", "varz,jsz"]);
-    let text = common::scrape(&exporter).await;
-    let l = [("account", "U")];
-    let got = [STREAMS, CONSUMERS].map(|name| exact(&text, name, &l));
-    assert_eq!(
-        got,
-        [Some(4.0), Some(3.0)],
-        "servers list {listed:?}\n{text}"
-    );
 }
 
 /// With a NATS connection (the timestamp reader's), its account's streams

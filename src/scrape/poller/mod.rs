@@ -15,6 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::future::join_all;
 use url::Url;
 
+use crate::jetstream::account_tiers::TierRates;
 use crate::jetstream::cardinality::fold::EphemeralFolds;
 use crate::jetstream::consumer_health::{ConsumerHealth, Replies};
 use crate::jetstream::leaderless::LastLed;
@@ -78,6 +79,8 @@ pub(crate) struct Poller {
     last_led: Mutex<LastLed>,
     /// What each mirror and source skipped, across polls.
     origin_gaps: Mutex<OriginGaps>,
+    /// The growth of the reader's account's tiers, across polls.
+    tier_rates: TierRates,
 }
 
 impl Poller {
@@ -97,6 +100,7 @@ impl Poller {
                 state: Mutex::default(),
             })
             .collect();
+        let tier_rates = TierRates::new(settings.sources.jsz_fill_span);
         let window = settings.consumer_status_window;
         let health = (!window.is_zero()).then(|| Mutex::new(ConsumerHealth::new(window)));
         let folds =
@@ -112,6 +116,7 @@ impl Poller {
             system: None,
             last_led: Mutex::default(),
             origin_gaps: Mutex::default(),
+            tier_rates,
         }
     }
 
@@ -258,8 +263,11 @@ impl Poller {
         };
         let left = self.settings.timeout.saturating_sub(started.elapsed());
         let (client, account) = (timestamps.client(), timestamps.account());
-        snapshot.account_counts =
-            crate::jetstream::account_info::read(&client, &account, left).await;
+        let counts = crate::jetstream::account_info::read(&client, &account, left).await;
+        if let Some(c) = &counts {
+            snapshot.account_tiers = self.tier_rates.update(&c.account, &c.tiers, unix_now());
+        }
+        snapshot.account_counts = counts;
     }
 
     /// Polls every source of `target` through `link` at once, each within
