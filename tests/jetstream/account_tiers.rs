@@ -28,9 +28,11 @@ const R3_FILE: u64 = 3_000_000;
 
 /// A server trusting an operator with account `T`, tiered: R1 with 1 MiB
 /// of file storage, no memory storage, 5 streams and 7 consumers a stream;
-/// R3 with 3 MB of file storage a replica and 2 streams. Returns the server
-/// and `T`'s JetStream context.
-async fn tiered_server() -> (NatsServer, async_nats::Client) {
+/// R3 with 3 MB of file storage a replica and 2 streams, on the servers
+/// `start` starts. Returns them and a connection in `T` to the first.
+async fn tiered_server(
+    start: fn(&str) -> Vec<NatsServer>,
+) -> (Vec<NatsServer>, async_nats::Client) {
     let mut op = Operator::new();
     let t = Account {
         key: nkeys::KeyPair::new_account(),
@@ -43,14 +45,19 @@ async fn tiered_server() -> (NatsServer, async_nats::Client) {
     };
     let tiers = json!({"R1": tier(R1_FILE, 5, 7), "R3": tier(R3_FILE, 2, -1)});
     op.add(&t, json!({ "tiered_limits": tiers }));
-    let server = NatsServer::builder()
+    let servers = start(&op.config());
+    let options = async_nats::ConnectOptions::with_credentials(&op.user(Some(&t))).unwrap();
+    let client = options.connect(servers[0].client_url()).await.unwrap();
+    (servers, client)
+}
+
+/// One server in operator mode, named `op`.
+fn one(config: &str) -> Vec<NatsServer> {
+    vec![NatsServer::builder()
         .jetstream()
         .name("op")
-        .config(&op.config())
-        .start();
-    let options = async_nats::ConnectOptions::with_credentials(&op.user(Some(&t))).unwrap();
-    let client = options.connect(server.client_url()).await.unwrap();
-    (server, client)
+        .config(config)
+        .start()]
 }
 
 /// An exporter of `server` whose NATS connection is `client`'s, in `T`.
@@ -85,7 +92,8 @@ fn labels<'a>(tier: &'a str, kind: &'a str) -> [(&'a str, &'a str); 3] {
 
 #[tokio::test]
 async fn each_tiers_usage_streams_and_limits_are_the_servers_own() {
-    let (server, client) = tiered_server().await;
+    let (servers, client) = tiered_server(one).await;
+    let server = &servers[0];
     let js = jetstream::new(client.clone());
     r1_stream(&js, "S").await;
     common::publish_acked(
@@ -108,7 +116,7 @@ async fn each_tiers_usage_streams_and_limits_are_the_servers_own() {
     }
     let bytes = stored(&js, "S").await;
     assert!(bytes > 0);
-    let text = common::scrape(&exporter(&server, client, &["--sources", "varz,jsz"])).await;
+    let text = common::scrape(&exporter(server, client, &["--sources", "varz,jsz"])).await;
     // (tier, storage, used, limit)
     let want = [
         ("R1", "file", bytes, Some(R1_FILE)),
@@ -156,12 +164,13 @@ async fn each_tiers_usage_streams_and_limits_are_the_servers_own() {
 // Several threads: a scrape must not hold up the publisher.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_forecast_names_the_moment_the_full_r1_tier_refuses_a_publish() {
-    let (server, client) = tiered_server().await;
+    let (servers, client) = tiered_server(one).await;
+    let server = &servers[0];
     let js = jetstream::new(client.clone());
     r1_stream(&js, "F").await;
     // Rates over 3 s spans, as the account-wide forecast's test.
     let flags = ["--sources", "varz,jsz", "--consumer-status-window", "24s"];
-    let exporter = exporter(&server, client, &flags);
+    let exporter = exporter(server, client, &flags);
     let started = unix_now();
     // 1000-byte messages at 100 a second: the 1 MiB tier is full in ~10 s.
     let fill = tokio::spawn(fill_until_refused(js.clone(), "F", 100.0));
