@@ -7,7 +7,9 @@ use base64::Engine;
 use nkeys::KeyPair;
 use serde_json::{json, Value};
 
-/// A JWT of `claims` (`iss`, `iat`, `jti` added) signed by `issuer`.
+/// A JWT for `subject` named `name` with `nats` claims, signed by
+/// `issuer`. The server checks the signature, not that `jti` is the
+/// claims' hash, so `jti` is only made unique.
 fn sign(issuer: &KeyPair, subject: &str, name: &str, nats: Value) -> String {
     let header = json!({"typ": "JWT", "alg": "ed25519-nkey"});
     let claims = json!({
@@ -43,27 +45,29 @@ pub struct Operator {
 impl Operator {
     /// A new operator with its system account `SYS`.
     pub fn new() -> Operator {
-        let key = KeyPair::new_operator();
         let system = Account {
             key: KeyPair::new_account(),
             name: "SYS".into(),
         };
         let mut op = Operator {
-            key,
-            system: Account {
-                key: KeyPair::new_account(),
-                name: String::new(),
-            },
+            key: KeyPair::new_operator(),
             preload: Vec::new(),
+            system,
         };
-        op.add(&system, json!({}));
-        op.system = system;
+        let jwt = op.account_jwt(&op.system, json!({}));
+        op.preload.push((op.system.key.public_key(), jwt));
         op
     }
 
     /// Adds `account` with `limits` (the JWT's `nats.limits`, JetStream
     /// limits or `tiered_limits` among them; the rest unlimited).
     pub fn add(&mut self, account: &Account, limits: Value) {
+        let jwt = self.account_jwt(account, limits);
+        self.preload.push((account.key.public_key(), jwt));
+    }
+
+    /// `account`'s JWT, signed by the operator.
+    fn account_jwt(&self, account: &Account, limits: Value) -> String {
         let mut all = json!({
             "subs": -1, "data": -1, "payload": -1, "imports": -1,
             "exports": -1, "wildcards": true, "conn": -1, "leaf": -1,
@@ -77,8 +81,7 @@ impl Operator {
             "type": "account",
             "version": 2,
         });
-        let jwt = sign(&self.key, &account.key.public_key(), &account.name, nats);
-        self.preload.push((account.key.public_key(), jwt));
+        sign(&self.key, &account.key.public_key(), &account.name, nats)
     }
 
     /// The server configuration: the operator, its system account and the
