@@ -14,7 +14,8 @@
 //! They are recorded as each page is read, before the `--jsz-*` name
 //! filters drop anything (the counts are the account's, whatever is
 //! exported of it), for the accounts the account filter keeps. Names are
-//! kept as 64-bit hashes: 16 bytes a consumer.
+//! kept as 64-bit hashes, 8 bytes a stream or consumer, charged to the
+//! poll's kept budget (`--max-kept-size`).
 
 use std::collections::{BTreeMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -31,6 +32,14 @@ pub(crate) struct AccountAssets {
     streams: Vec<u64>,
     /// Each consumer, by the hash of its stream's name and its own.
     consumers: Vec<u64>,
+}
+
+impl AccountAssets {
+    /// The memory it holds, charged to the poll's kept budget.
+    pub(crate) fn kept_bytes(&self) -> usize {
+        let hashes = self.streams.capacity() + self.consumers.capacity();
+        std::mem::size_of::<Self>() + self.account.capacity() + 8 * hashes
+    }
 }
 
 fn hash(parts: &[&str]) -> u64 {

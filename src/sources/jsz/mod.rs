@@ -196,10 +196,12 @@ async fn read_pages(
             }
         }
         let any_fresh = !fresh.is_empty();
-        (out.account_assets).append(&mut account_assets::record(&fresh, filter));
+        let mut assets = account_assets::record(&fresh, filter);
+        let asset_bytes: usize = assets.iter().map(|a| a.kept_bytes()).sum();
+        out.account_assets.append(&mut assets);
         filter.apply(&mut fresh);
         drop(share);
-        let keeps = fresh.iter().map(de::Kept::kept_bytes).sum();
+        let keeps = asset_bytes + fresh.iter().map(de::Kept::kept_bytes).sum::<usize>();
         if !link.kept().charge(keeps) {
             return Err(PollError::TooMuchKept(link.kept().limit()));
         }
