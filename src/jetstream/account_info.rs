@@ -1,14 +1,20 @@
-//! The streams and consumers of the timestamp reader's account, and their
-//! limits, from `$JS.API.INFO`: `/jsz` gives every account's storage
-//! (`sources/jsz/accounts.rs`) but not these, and a server answers
-//! `$JS.API.INFO` only within the account itself, so only the account of
-//! the reader's connection is read, once per poll.
+//! Each account's streams and consumers, and their limits where a server
+//! gives them.
+//!
+//! For the timestamp reader's account, from `$JS.API.INFO`, once per poll:
+//! the server answers it only within the account itself, from its cluster's
+//! meta layer (every stream, wherever placed), with `max_streams` and
+//! `max_consumers`. For every other account `/jsz` lists of the polled
+//! servers are counted (`sources/jsz/account_assets.rs`), without limits:
+//! no reply outside the account gives those on any supported version (2.9
+//! to 2.15), so they are absent there.
 //!
 //! The account's `max_consumers` caps the consumers of each stream (the
 //! server checks it against the stream's own count when a consumer is
 //! made), while `consumers` counts the whole account's: the two are not a
 //! ratio.
 
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::time::Duration;
 
@@ -17,6 +23,7 @@ use bytes::Bytes;
 use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
+use super::account_tiers::Tier;
 use crate::text::families::gauge_family;
 
 /// What one `$JS.API.INFO` reply says of its account's streams and consumers.
@@ -32,6 +39,8 @@ pub(crate) struct AccountCounts {
     pub(crate) max_streams: Option<u64>,
     /// `max_consumers` (per stream); `None` when unlimited or tiered.
     pub(crate) max_consumers: Option<u64>,
+    /// A tiered account's tiers, by name (`R1`, `R3`); empty otherwise.
+    pub(crate) tiers: HashMap<String, Tier>,
 }
 
 #[derive(Deserialize)]
@@ -44,6 +53,8 @@ struct InfoReply {
     limits: Limits,
     #[serde(default)]
     error: Option<serde_json::Value>,
+    #[serde(default)]
+    tiers: HashMap<String, Tier>,
 }
 
 #[derive(Deserialize, Default)]
@@ -69,6 +80,7 @@ pub(crate) fn parse(account: &str, payload: &[u8]) -> Option<AccountCounts> {
         consumers: reply.consumers?,
         max_streams: limit(reply.limits.max_streams),
         max_consumers: limit(reply.limits.max_consumers),
+        tiers: reply.tiers,
     })
 }
 
@@ -103,35 +115,53 @@ pub(crate) async fn read(
     }
 }
 
-/// Writes the account's counts, when read this poll.
-pub(crate) fn encode(enc: &mut DescriptorEncoder, counts: Option<&AccountCounts>) -> fmt::Result {
+/// Every account's counts: `info`'s (the reader's account, from
+/// `$JS.API.INFO`) for its account, `listed`'s (from `/jsz`, by account
+/// name: streams, consumers) for the others.
+pub(crate) fn merged(
+    info: Option<&AccountCounts>,
+    listed: &BTreeMap<String, (u64, u64)>,
+) -> Vec<AccountCounts> {
+    let others = (listed.iter())
+        .filter(|(name, _)| info.is_none_or(|i| i.account != **name))
+        .map(|(name, &(streams, consumers))| AccountCounts {
+            account: name.clone(),
+            streams,
+            consumers,
+            ..AccountCounts::default()
+        });
+    info.cloned().into_iter().chain(others).collect()
+}
+
+/// Writes the accounts' counts.
+pub(crate) fn encode(enc: &mut DescriptorEncoder, counts: &[AccountCounts]) -> fmt::Result {
     let rows = || {
         counts
-            .into_iter()
+            .iter()
             .map(|c| ([("account", c.account.as_str())], c))
     };
     gauge_family(
         enc,
         "nats_delivery_account_jetstream_streams",
-        "Streams of the account, from $JS.API.INFO in the account of the exporter's NATS connection.",
+        "Streams of the account: from $JS.API.INFO in the account of the exporter's NATS connection, for the others the distinct streams the polled servers list in /jsz.",
         rows().map(|(l, c)| (l, c.streams)),
     )?;
     gauge_family(
         enc,
         "nats_delivery_account_jetstream_consumers",
-        "Consumers of every stream of the account, from $JS.API.INFO.",
+        "Consumers of every stream of the account: from $JS.API.INFO in the account of the exporter's NATS connection, for the others the distinct consumers the polled servers list in /jsz.",
         rows().map(|(l, c)| (l, c.consumers)),
     )?;
     gauge_family(
         enc,
         "nats_delivery_account_jetstream_max_streams",
-        "Streams the account may have (max_streams); absent when unlimited or tiered.",
+        "Streams the account may have (max_streams), for the account of the exporter's NATS connection only; absent when unlimited or tiered.",
         rows().filter_map(|(l, c)| Some((l, c.max_streams?))),
     )?;
     gauge_family(
         enc,
         "nats_delivery_account_jetstream_max_consumers",
-        "Consumers each stream of the account may have (max_consumers, a cap per stream); absent when unlimited or tiered.",
+        "Consumers each stream of the account may have (max_consumers, a cap per stream), for the account of the exporter's NATS connection only; absent when unlimited or tiered.",
         rows().filter_map(|(l, c)| Some((l, c.max_consumers?))),
     )
 }
@@ -153,6 +183,7 @@ mod tests {
             consumers: 3,
             max_streams: Some(5),
             max_consumers: None,
+            tiers: HashMap::new(),
         };
         assert_eq!(got, Some(want));
         let tiered = parse(
@@ -163,5 +194,29 @@ mod tests {
         let error = br#"{"error":{"code":503,"description":"JetStream not enabled for account"}}"#;
         assert_eq!(parse("A", error), None);
         assert_eq!(parse("A", b"garbage"), None);
+    }
+
+    #[test]
+    fn the_readers_account_keeps_its_info_and_the_others_come_from_the_lists() {
+        let info = parse(
+            "A",
+            br#"{"streams":9,"consumers":8,"limits":{"max_streams":10,"max_consumers":7}}"#,
+        );
+        let listed = BTreeMap::from([("A".to_string(), (1, 1)), ("B".to_string(), (2, 3))]);
+        let got = merged(info.as_ref(), &listed);
+        let b = AccountCounts {
+            account: "B".into(),
+            streams: 2,
+            consumers: 3,
+            ..AccountCounts::default()
+        };
+        assert_eq!(got, vec![info.clone().unwrap(), b.clone()]);
+        let a = AccountCounts {
+            account: "A".into(),
+            streams: 1,
+            consumers: 1,
+            ..b
+        };
+        assert_eq!(merged(None, &listed), vec![a, got[1].clone()]);
     }
 }

@@ -4,6 +4,7 @@
 //! written from the chosen streams and consumers.
 
 pub(crate) mod account_info;
+pub(crate) mod account_tiers;
 #[cfg(test)]
 mod arithmetic_properties;
 pub(crate) mod cardinality;

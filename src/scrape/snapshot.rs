@@ -9,6 +9,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use crate::jetstream::account_info::AccountCounts;
+use crate::jetstream::account_tiers::TierFigures;
 use crate::jetstream::cardinality::budget::{self, plan, priority, BudgetReport};
 use crate::jetstream::cardinality::fold::{is_ephemeral, EphemeralFolds, FoldedRow};
 use crate::jetstream::cardinality::series::ConsumerSeries;
@@ -50,6 +51,11 @@ pub(crate) struct Snapshot {
     pub(crate) stream_lost: Vec<(String, String, LostData)>,
     /// The streams and consumers of the timestamp reader's account.
     pub(crate) account_counts: Option<AccountCounts>,
+    /// Its tiers, when tiered.
+    pub(crate) account_tiers: Vec<TierFigures>,
+    /// Each account's distinct streams and consumers over every server's
+    /// `/jsz` lists, by account name.
+    account_assets: std::collections::BTreeMap<String, (u64, u64)>,
     /// What each countable mirror and source skipped, so far.
     pub(crate) origin_gaps: Vec<(GapKey, Gaps)>,
     /// Seconds until each origin's limits remove what its mirror or source
@@ -71,6 +77,8 @@ impl Snapshot {
     pub(crate) fn finished(targets: Vec<TargetSnapshot>) -> Snapshot {
         let names: Vec<&str> = targets.iter().filter_map(leader_name).collect();
         let leaders = jsz::select_leaders(&named_polls(&targets), &names);
+        let listed = targets.iter().filter_map(|t| t.jsz.as_ref());
+        let account_assets = jsz::account_assets::count(listed.map(|j| &j.account_assets[..]));
         Snapshot {
             targets,
             leaders,
@@ -80,6 +88,8 @@ impl Snapshot {
             survey: None,
             stream_lost: Vec::new(),
             account_counts: None,
+            account_tiers: Vec::new(),
+            account_assets,
             origin_gaps: Vec::new(),
             origin_forecasts: Vec::new(),
             series: ConsumerSeries::default(),
@@ -243,7 +253,15 @@ impl Collector for SnapshotCollector {
         crate::jetstream::origin_gaps::encode(&mut enc, &snap.origin_gaps)?;
         crate::jetstream::origin_forecast::encode(&mut enc, &snap.origin_forecasts)?;
         crate::jetstream::stream_lost::encode(&mut enc, &snap.stream_lost)?;
-        crate::jetstream::account_info::encode(&mut enc, snap.account_counts.as_ref())
+        let counts = crate::jetstream::account_info::merged(
+            snap.account_counts.as_ref(),
+            &snap.account_assets,
+        );
+        crate::jetstream::account_info::encode(&mut enc, &counts)?;
+        if let Some(c) = &snap.account_counts {
+            crate::jetstream::account_tiers::encode(&mut enc, &c.account, &snap.account_tiers)?;
+        }
+        Ok(())
     }
 }
 

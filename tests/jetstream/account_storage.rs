@@ -22,7 +22,7 @@ const FORECAST: &str = "nats_delivery_account_jetstream_full_forecast_seconds";
 const MAX_FILE: u64 = 1024 * 1024;
 const MAX_MEM: u64 = 512 * 1024;
 
-fn accounts() -> String {
+pub(crate) fn accounts() -> String {
     format!(
         r#"
 accounts {{
@@ -35,13 +35,13 @@ system_account: SYS
     )
 }
 
-async fn connect(server: &NatsServer, user: &str) -> jetstream::Context {
+pub(crate) async fn connect(server: &NatsServer, user: &str) -> jetstream::Context {
     let options = async_nats::ConnectOptions::with_user_and_password(user.into(), user.into());
     let client = options.connect(server.client_url()).await.unwrap();
     jetstream::new(client)
 }
 
-async fn stream_in(js: &jetstream::Context, name: &str, storage: stream::StorageType) {
+pub(crate) async fn stream_in(js: &jetstream::Context, name: &str, storage: stream::StorageType) {
     let config = stream::Config {
         name: name.into(),
         subjects: vec![format!("{name}.>")],
@@ -52,7 +52,7 @@ async fn stream_in(js: &jetstream::Context, name: &str, storage: stream::Storage
 }
 
 /// The bytes `js`'s stream `name` stores, as the server reports them.
-async fn stored(js: &jetstream::Context, name: &str) -> u64 {
+pub(crate) async fn stored(js: &jetstream::Context, name: &str) -> u64 {
     let mut s = js.get_stream(name).await.unwrap();
     s.info().await.unwrap().state.bytes
 }
@@ -119,7 +119,11 @@ const FILLS: [(&str, stream::StorageType, &str, f64); 2] = [
 /// any second or more stays `rate`. Acknowledgements are awaited beside the
 /// publishes: waiting for each before the next, a loaded machine published
 /// below `rate` and the refusal came later than any forecast could tell.
-async fn fill_until_refused(js: jetstream::Context, stream: &str, rate: f64) -> (f64, String) {
+pub(crate) async fn fill_until_refused(
+    js: jetstream::Context,
+    stream: &str,
+    rate: f64,
+) -> (f64, String) {
     let start = Instant::now();
     let payload = bytes::Bytes::from(vec![b'x'; 1000]);
     let (refused, mut first_refusal) = tokio::sync::mpsc::unbounded_channel();
@@ -144,7 +148,7 @@ async fn fill_until_refused(js: jetstream::Context, stream: &str, rate: f64) -> 
     unreachable!("the account's limit refuses a message")
 }
 
-fn unix_now() -> f64 {
+pub(crate) fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -212,7 +216,11 @@ const RESOLUTION: f64 = 0.25;
 /// refusal) names the refusal within 20% of the time then left, plus
 /// [`RESOLUTION`]. (The first 3 s have no rate yet; near the end the
 /// time left is too short for a percentage to mean much.)
-fn check_approach(kind: &str, (start, refused_at): (f64, f64), readings: &[(f64, Option<f64>)]) {
+pub(crate) fn check_approach(
+    kind: &str,
+    (start, refused_at): (f64, f64),
+    readings: &[(f64, Option<f64>)],
+) {
     let approach = refused_at - start;
     let (from, to) = (start + 0.4 * approach, start + 0.85 * approach);
     let mut errors = Vec::new();

@@ -1,7 +1,9 @@
 //! JetStream consumers and streams: the `/jsz` families, cardinality limits,
 //! consumer health, message timestamps, priority groups, lost stream data, what
 //! an alert sees of a stalled consumer, accounts filling.
+mod account_counts;
 mod account_storage;
+mod account_tiers;
 mod cardinality;
 mod cardinality_budget;
 mod cardinality_request;
@@ -22,6 +24,7 @@ mod message_timestamps_access;
 mod message_timestamps_support;
 mod metadata_labels;
 mod natscli_second_opinion;
+mod operator_jwts;
 mod origin_forecast;
 mod origin_leaf_cut;
 mod origin_leaf_cut_alert;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::future::join_all;
 use url::Url;
 
+use crate::jetstream::account_tiers::TierRates;
 use crate::jetstream::cardinality::fold::EphemeralFolds;
 use crate::jetstream::consumer_health::{ConsumerHealth, Replies};
 use crate::jetstream::leaderless::LastLed;
@@ -79,6 +80,8 @@ pub(crate) struct Poller {
     last_led: Mutex<LastLed>,
     /// What each mirror and source skipped, and its removal forecast.
     origins: OriginWatch,
+    /// The growth of the reader's account's tiers, across polls.
+    tier_rates: TierRates,
 }
 
 impl Poller {
@@ -98,6 +101,7 @@ impl Poller {
                 state: Mutex::default(),
             })
             .collect();
+        let tier_rates = TierRates::new(settings.sources.jsz_fill_span);
         let window = settings.consumer_status_window;
         let health = (!window.is_zero()).then(|| Mutex::new(ConsumerHealth::new(window)));
         let folds =
@@ -113,6 +117,7 @@ impl Poller {
             system: None,
             last_led: Mutex::default(),
             origins: OriginWatch::default(),
+            tier_rates,
         }
     }
 
@@ -253,8 +258,11 @@ impl Poller {
         };
         let left = self.settings.timeout.saturating_sub(started.elapsed());
         let (client, account) = (timestamps.client(), timestamps.account());
-        snapshot.account_counts =
-            crate::jetstream::account_info::read(&client, &account, left).await;
+        let counts = crate::jetstream::account_info::read(&client, &account, left).await;
+        if let Some(c) = &counts {
+            snapshot.account_tiers = self.tier_rates.update(&c.account, &c.tiers, unix_now());
+        }
+        snapshot.account_counts = counts;
     }
 
     /// Polls every source of `target` through `link` at once, each within

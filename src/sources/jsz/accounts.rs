@@ -53,7 +53,7 @@ pub(crate) struct AccountStorage {
 
 /// The growth of one figure, measured between polls at least a span apart.
 #[derive(Debug, Clone, Copy)]
-struct FillRate {
+pub(crate) struct FillRate {
     /// When the anchor was taken (the server's clock).
     anchor_time: f64,
     /// The usage then.
@@ -63,7 +63,7 @@ struct FillRate {
 }
 
 impl FillRate {
-    fn new(now: f64, used: u64) -> FillRate {
+    pub(crate) fn new(now: f64, used: u64) -> FillRate {
         FillRate {
             anchor_time: now,
             anchor_used: used,
@@ -73,7 +73,7 @@ impl FillRate {
 
     /// Takes `used` at `now`; measures the rate once `span` seconds have
     /// passed since the anchor. A clock gone back starts again.
-    fn record(&mut self, now: f64, used: u64, span: f64) -> Option<f64> {
+    pub(crate) fn record(&mut self, now: f64, used: u64, span: f64) -> Option<f64> {
         if now < self.anchor_time {
             *self = FillRate::new(now, used);
         } else if now - self.anchor_time >= span && now > self.anchor_time {
@@ -143,7 +143,7 @@ impl FillRates {
 
 /// Seconds until `used` reaches `limit` at `rate` bytes a second: 0 once
 /// it has, `None` while it does not grow.
-fn full_in(used: u64, limit: u64, rate: Option<f64>) -> Option<f64> {
+pub(crate) fn full_in(used: u64, limit: u64, rate: Option<f64>) -> Option<f64> {
     if used >= limit {
         return Some(0.0);
     }

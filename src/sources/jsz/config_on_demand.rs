@@ -302,6 +302,7 @@ impl ConfigOnDemand {
         match self.config_read(reader, which, started).await {
             Ok(mut fresh) => {
                 polled.accounts.append(&mut fresh.accounts);
+                polled.account_assets.append(&mut fresh.account_assets);
                 polled.config_read = true;
                 keep(memory, reader.link, polled, matches!(which, Which::All))
             }
@@ -366,8 +367,28 @@ impl ConfigOnDemand {
         let mut again = reader.read(which, false).await?;
         polled.now = polled.now.or(again.now);
         polled.accounts.append(&mut again.accounts);
+        polled.account_assets.append(&mut again.account_assets);
         memory.fill(&mut polled, self.check);
         polled.config_read = false;
         Ok(polled)
+    }
+}
+
+impl Reader<'_, '_> {
+    /// Reads `which` accounts, with their configuration if `config`.
+    pub(super) async fn read(self, which: Which<'_>, config: bool) -> Result<JszPoll, PollError> {
+        let Which::Accounts(accounts) = which else {
+            return super::poll(self.link, self.page_size, self.filter, config).await;
+        };
+        let mut out = JszPoll::default();
+        for account in accounts {
+            let mut one =
+                super::poll_account(self.link, self.page_size, self.filter, account, config)
+                    .await?;
+            out.now = out.now.or(one.now);
+            out.accounts.append(&mut one.accounts);
+            out.account_assets.append(&mut one.account_assets);
+        }
+        Ok(out)
     }
 }

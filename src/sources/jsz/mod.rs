@@ -13,6 +13,7 @@ use super::{unix_seconds, ServerLink, Source};
 use super::{MonitoringSource, NatsOption, TargetSnapshot};
 use crate::poll_error::PollError;
 
+pub(crate) mod account_assets;
 pub(crate) mod accounts;
 mod config_background;
 mod config_memory;
@@ -64,6 +65,9 @@ pub(crate) struct JszPoll {
     pub(crate) reports_leader_since: bool,
     /// Each account's storage of each kind, with its limit and forecast.
     pub(crate) account_storage: Vec<accounts::AccountStorage>,
+    /// The streams and consumers this server listed for each account,
+    /// before the name filters.
+    pub(crate) account_assets: Vec<account_assets::AccountAssets>,
 }
 
 /// Reads every page of accounts with streams, consumers and, if `config`,
@@ -196,9 +200,12 @@ async fn read_pages(
             }
         }
         let any_fresh = !fresh.is_empty();
+        let mut assets = account_assets::record(&fresh, filter);
+        let asset_bytes: usize = assets.iter().map(|a| a.kept_bytes()).sum();
+        out.account_assets.append(&mut assets);
         filter.apply(&mut fresh);
         drop(share);
-        let keeps = fresh.iter().map(de::Kept::kept_bytes).sum();
+        let keeps = asset_bytes + fresh.iter().map(de::Kept::kept_bytes).sum::<usize>();
         if !link.kept().charge(keeps) {
             return Err(PollError::TooMuchKept(link.kept().limit()));
         }
@@ -229,23 +236,6 @@ struct Reader<'r, 'l> {
     link: &'r ServerLink<'l>,
     page_size: u32,
     filter: &'r JszFilter,
-}
-
-impl Reader<'_, '_> {
-    /// Reads `which` accounts, with their configuration if `config`.
-    async fn read(self, which: Which<'_>, config: bool) -> Result<JszPoll, PollError> {
-        let Which::Accounts(accounts) = which else {
-            return poll(self.link, self.page_size, self.filter, config).await;
-        };
-        let mut out = JszPoll::default();
-        for account in accounts {
-            let mut one =
-                poll_account(self.link, self.page_size, self.filter, account, config).await?;
-            out.now = out.now.or(one.now);
-            out.accounts.append(&mut one.accounts);
-        }
-        Ok(out)
-    }
 }
 
 /// The `/jsz` source of one server.
