@@ -86,12 +86,18 @@ pub(crate) fn parse(account: &str, payload: &[u8]) -> Option<AccountCounts> {
 
 /// Asks `client`'s account for its JetStream info within `deadline`;
 /// `None` when it does not answer in time or answers with an error (a
-/// warning says why).
+/// warning says why), and at once while the connection is down (its own
+/// failures are logged): a request queued for a later connection would
+/// hold every scrape until its deadline.
 pub(crate) async fn read(
     client: &Client,
     account: &str,
     deadline: Duration,
 ) -> Option<AccountCounts> {
+    if !crate::nats::is_connected(client) {
+        tracing::debug!(account, "$JS.API.INFO not asked: the connection is down");
+        return None;
+    }
     let asked = client.request("$JS.API.INFO", Bytes::new());
     match tokio::time::timeout(deadline, asked).await {
         Ok(Ok(reply)) => {
@@ -169,6 +175,27 @@ pub(crate) fn encode(enc: &mut DescriptorEncoder, counts: &[AccountCounts]) -> f
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_connection_that_is_down_is_not_asked_and_holds_no_scrape() {
+        // Nothing listens on a port just given back: the client keeps
+        // trying in the background and never connects.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let client = async_nats::ConnectOptions::new()
+            .retry_on_initial_connect()
+            .request_timeout(None)
+            .connect(format!("127.0.0.1:{port}"))
+            .await
+            .unwrap();
+        // A request queued for a later connection would wait out the hour.
+        let asked = read(&client, "A", Duration::from_secs(3600));
+        let answered = tokio::time::timeout(Duration::from_secs(120), asked).await;
+        assert_eq!(answered.expect("returned at once"), None);
+    }
 
     #[test]
     fn limits_unlimited_or_tiered_are_absent_and_errors_give_nothing() {
