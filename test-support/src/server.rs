@@ -148,6 +148,17 @@ impl NatsServer {
         self.child.id()
     }
 
+    /// Sends the server's process `sig` (`-STOP`, `-CONT`, `-KILL`) with
+    /// `kill`; panics if it cannot be sent.
+    pub fn signal(&self, sig: &str) {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &self.pid().to_string()])
+            .status()
+            .expect("kill runs")
+            .success();
+        assert!(ok, "kill {sig} {}", self.pid());
+    }
+
     /// The server's temporary directory (config, log, JetStream store).
     pub fn dir(&self) -> &Path {
         self.dir.path()

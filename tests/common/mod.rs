@@ -81,3 +81,39 @@ impl Drop for KilledOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// Streams `S{i}` (subject `s.{i}`) for each `i` in `streams`, eight made
+/// at a time, each with `consumers` durable pull consumers `c0`, `c1`, ...
+/// configured by `consumer` (given the name), and one acknowledged message
+/// when `message`.
+pub async fn make_streams(
+    js: &async_nats::jetstream::Context,
+    streams: std::ops::Range<usize>,
+    consumers: usize,
+    consumer: impl Fn(String) -> async_nats::jetstream::consumer::pull::Config + Sync,
+    message: bool,
+) {
+    use futures::StreamExt;
+    let consumer = &consumer;
+    futures::stream::iter(streams)
+        .for_each_concurrent(8, |i| {
+            let js = js.clone();
+            async move {
+                let st = js
+                    .create_stream(async_nats::jetstream::stream::Config {
+                        name: format!("S{i}"),
+                        subjects: vec![format!("s.{i}")],
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                for c in 0..consumers {
+                    st.create_consumer(consumer(format!("c{c}"))).await.unwrap();
+                }
+                if message {
+                    publish_acked(&js, [format!("s.{i}")], "m").await;
+                }
+            }
+        })
+        .await;
+}

@@ -14,9 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::pull, stream};
+use async_nats::jetstream::{self, consumer::pull};
 use common::fake_endpoint::{self, FakeEndpoint, Later, Reply};
-use futures::StreamExt;
 use nats_delivery_exporter::Exporter;
 use nats_test_server::sample::{samples, value};
 use nats_test_server::wait::Wait;
@@ -94,34 +93,15 @@ async fn seen(exporter: &Exporter, server: &str) -> Seen {
     }
 }
 
-/// Streams `from..to`, each with its consumers (`max_ack_pending` 7) and
+/// Streams `streams`, each with its consumers (`max_ack_pending` 7) and
 /// one message.
-async fn make_streams(js: &jetstream::Context, from: usize, to: usize) {
-    futures::stream::iter(from..to)
-        .for_each_concurrent(8, |i| {
-            let js = js.clone();
-            async move {
-                let st = js
-                    .create_stream(stream::Config {
-                        name: format!("S{i}"),
-                        subjects: vec![format!("s.{i}")],
-                        ..Default::default()
-                    })
-                    .await
-                    .unwrap();
-                for c in 0..CONSUMERS_PER_STREAM {
-                    st.create_consumer(pull::Config {
-                        durable_name: Some(format!("c{c}")),
-                        max_ack_pending: 7,
-                        ..Default::default()
-                    })
-                    .await
-                    .unwrap();
-                }
-                common::publish_acked(&js, [format!("s.{i}")], "m").await;
-            }
-        })
-        .await;
+async fn make_streams(js: &jetstream::Context, streams: std::ops::Range<usize>) {
+    let consumer = |name| pull::Config {
+        durable_name: Some(name),
+        max_ack_pending: 7,
+        ..Default::default()
+    };
+    common::make_streams(js, streams, CONSUMERS_PER_STREAM, consumer, true).await;
 }
 
 /// The jump: every scrape until the new consumers' configuration arrives
@@ -129,7 +109,7 @@ async fn make_streams(js: &jetstream::Context, from: usize, to: usize) {
 /// before it arrived; none failed.
 async fn jump(server: &NatsServer, js: &jetstream::Context, exporter: &Exporter, held: usize) {
     let name = server.name.as_str();
-    make_streams(js, 0, STREAMS_BEFORE).await;
+    make_streams(js, 0..STREAMS_BEFORE).await;
     let before = STREAMS_BEFORE * CONSUMERS_PER_STREAM;
     let all = STREAMS_AFTER * CONSUMERS_PER_STREAM;
     let seen_before = Seen {
@@ -139,7 +119,7 @@ async fn jump(server: &NatsServer, js: &jetstream::Context, exporter: &Exporter,
         failures: Some(0.0),
     };
     assert_eq!(seen(exporter, name).await, seen_before);
-    make_streams(js, STREAMS_BEFORE, STREAMS_AFTER).await;
+    make_streams(js, STREAMS_BEFORE..STREAMS_AFTER).await;
     let mut without = 0;
     Wait::new("the new consumers' configuration", Duration::from_secs(240))
         .every(Duration::from_millis(200))

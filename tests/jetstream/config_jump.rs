@@ -14,8 +14,7 @@ use crate::common;
 use std::future::Future;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::pull, stream};
-use futures::StreamExt;
+use async_nats::jetstream::{self, consumer::pull};
 use nats_delivery_exporter::Exporter;
 use nats_test_server::sample::{samples, value};
 use nats_test_server::wait::Wait;
@@ -85,32 +84,14 @@ async fn a_jump_in_consumers_never_empties_a_scrape_through_the_system_account()
     jump(&server, jetstream::new(app), exporter, "APP").await;
 }
 
-/// Streams `from..to`, each with its consumers (`max_ack_pending` 7).
-async fn make_streams(js: &jetstream::Context, from: usize, to: usize) {
-    futures::stream::iter(from..to)
-        .for_each_concurrent(8, |i| {
-            let js = js.clone();
-            async move {
-                let st = js
-                    .create_stream(stream::Config {
-                        name: format!("S{i}"),
-                        subjects: vec![format!("s.{i}")],
-                        ..Default::default()
-                    })
-                    .await
-                    .unwrap();
-                for c in 0..CONSUMERS_PER_STREAM {
-                    st.create_consumer(pull::Config {
-                        durable_name: Some(format!("c{c}")),
-                        max_ack_pending: 7,
-                        ..Default::default()
-                    })
-                    .await
-                    .unwrap();
-                }
-            }
-        })
-        .await;
+/// Streams `streams`, each with its consumers (`max_ack_pending` 7).
+async fn make_streams(js: &jetstream::Context, streams: std::ops::Range<usize>) {
+    let consumer = |name| pull::Config {
+        durable_name: Some(name),
+        max_ack_pending: 7,
+        ..Default::default()
+    };
+    common::make_streams(js, streams, CONSUMERS_PER_STREAM, consumer, false).await;
 }
 
 /// What a scrape says of `/jsz` on `server`: up, whether it read the
@@ -162,7 +143,7 @@ where
     E: Future<Output = Exporter>,
 {
     let name = server.name.as_str();
-    make_streams(&js, 0, STREAMS_AFTER).await;
+    make_streams(&js, 0..STREAMS_AFTER).await;
     let all = STREAMS_AFTER * CONSUMERS_PER_STREAM;
     let budget = least_budget(&exporter, name).await * 5 / 4;
     for i in STREAMS_BEFORE..STREAMS_AFTER {
@@ -172,7 +153,7 @@ where
     let before = STREAMS_BEFORE * CONSUMERS_PER_STREAM;
     assert_eq!(jsz_seen(&exporter, name).await, (1.0, Some(1.0), before));
     assert_eq!(jsz_seen(&exporter, name).await, (1.0, Some(0.0), before));
-    make_streams(&js, STREAMS_BEFORE, STREAMS_AFTER).await;
+    make_streams(&js, STREAMS_BEFORE..STREAMS_AFTER).await;
     // The account is read again with its configuration: beside the
     // scrapes, or, when that read does not fit what the scrapes leave of
     // the budget, on the scrape path at the next poll; then kept.

@@ -68,15 +68,6 @@ fn exporter(servers: &[&NatsServer]) -> Exporter {
     common::exporter(&urls, &["--sources", "varz,jsz", "--timeout", "2s"])
 }
 
-fn signal(server: &NatsServer, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([sig, &server.pid().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill {sig}");
-}
-
 /// The server naming itself C's leader, among `servers`, once one does.
 async fn consumer_leader(servers: &[&NatsServer]) -> String {
     Wait::secs("a leader of C", 30)
@@ -163,8 +154,8 @@ async fn a_consumer_without_a_leader_keeps_its_last_leaders_figures_marked() {
 
     // Two of three killed: the survivor lists C with no leader and
     // `num_pending` 0 (after naming a dead leader for a moment).
-    signal(&servers[1], "-KILL");
-    signal(&servers[2], "-KILL");
+    servers[1].signal("-KILL");
+    servers[2].signal("-KILL");
     let mut marks = Vec::new();
     Wait::secs("C held and marked for 10 scrapes", 90)
         .every(Duration::from_millis(500))
@@ -209,7 +200,7 @@ async fn a_frozen_leader_resumed_never_has_its_stale_claim_taken() {
     led_at(&http, 30.0).await;
 
     // C's leader frozen; the others elect one of them, which delivers 5.
-    signal(&servers[frozen], "-STOP");
+    servers[frozen].signal("-STOP");
     let new = consumer_leader(&others).await;
     println!("C's leader {old} frozen, {new} elected");
     let to_others: Vec<String> = others.iter().map(|s| s.client_url()).collect();
@@ -253,7 +244,7 @@ async fn a_frozen_leader_resumed_never_has_its_stale_claim_taken() {
     let resume = async {
         // Inside the 2 s the scrape waits for the frozen server.
         tokio::time::sleep(Duration::from_millis(500)).await;
-        signal(&servers[frozen], "-CONT");
+        servers[frozen].signal("-CONT");
         let says = tokio::task::block_in_place(|| leader_named(&servers[frozen]));
         println!("{old} resumed names {says:?} C's leader");
     };

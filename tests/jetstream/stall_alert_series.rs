@@ -18,7 +18,6 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::pull, stream};
-use futures::StreamExt;
 use nats_test_server::promtool;
 use nats_test_server::sample::{label, samples, value};
 use nats_test_server::wait::Wait;
@@ -41,7 +40,8 @@ const RULES: &str = include_str!("../../alerts/pressure.rules.yml");
 async fn no_scrape_loses_a_stalled_consumer_while_configuration_is_read_again() {
     let server = NatsServer::builder().jetstream().start();
     let js = jetstream::new(async_nats::connect(server.client_url()).await.unwrap());
-    make_streams(&js).await;
+    let consumer = |name: String| durable(&name, 1000);
+    common::make_streams(&js, 0..STREAMS, CONSUMERS_PER_STREAM, consumer, false).await;
     let stall = js
         .create_stream(stream::Config {
             name: "STALL".into(),
@@ -241,28 +241,4 @@ fn durable(name: &str, max_ack_pending: i64) -> pull::Config {
         ack_wait: Duration::from_secs(3600),
         ..Default::default()
     }
-}
-
-/// The other streams and their consumers.
-async fn make_streams(js: &jetstream::Context) {
-    futures::stream::iter(0..STREAMS)
-        .for_each_concurrent(8, |i| {
-            let js = js.clone();
-            async move {
-                let st = js
-                    .create_stream(stream::Config {
-                        name: format!("S{i}"),
-                        subjects: vec![format!("s.{i}")],
-                        ..Default::default()
-                    })
-                    .await
-                    .unwrap();
-                for c in 0..CONSUMERS_PER_STREAM {
-                    st.create_consumer(durable(&format!("c{c}"), 1000))
-                        .await
-                        .unwrap();
-                }
-            }
-        })
-        .await;
 }

@@ -140,15 +140,6 @@ pub(super) fn stream_leader(server: &NatsServer) -> String {
         .to_string()
 }
 
-fn signal(server: &NatsServer, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([sig, &server.pid().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill {sig}");
-}
-
 #[tokio::test]
 async fn margins_fall_with_a_frozen_or_killed_server_and_come_back() {
     let mut servers = nats_test_server::cluster(3, ACCOUNTS);
@@ -165,19 +156,19 @@ async fn margins_fall_with_a_frozen_or_killed_server_and_come_back() {
         .expect("a follower besides n0");
     println!("stream leader {leader}, victim n{victim}");
 
-    signal(&servers[victim], "-STOP");
+    servers[victim].signal("-STOP");
     until(&both, FALL_WITHIN, "margin 0 after SIGSTOP", one_down).await;
-    signal(&servers[victim], "-CONT");
+    servers[victim].signal("-CONT");
     until(&both, 15, "margin 1 after SIGCONT", full).await;
 
-    signal(&servers[victim], "-KILL");
+    servers[victim].signal("-KILL");
     until(&both, FALL_WITHIN, "margin 0 after SIGKILL", one_down).await;
     restart_until_current(&mut servers[victim], &both, full).await;
 
     // Two of three gone: no quorum. The stream stays in the output, below 0.
     let other = 3 - victim;
-    signal(&servers[victim], "-KILL");
-    signal(&servers[other], "-KILL");
+    servers[victim].signal("-KILL");
+    servers[other].signal("-KILL");
     let below = |m: Margins| m.0.is_some_and(|v| v < 0.0) && m.1.is_some_and(|v| v < 0.0);
     until(
         &both,

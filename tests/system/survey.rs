@@ -169,16 +169,6 @@ async fn a_late_reply_is_counted_and_its_server_expected() {
     assert_eq!(missing, ["far"]);
 }
 
-/// Stops (`-STOP`) or resumes (`-CONT`) the server's process.
-fn signal(server: &NatsServer, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([sig, &server.pid().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill {sig}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_known_server_slow_to_answer_first_is_awaited_past_the_gap() {
     let server = NatsServer::builder().name("solo").config(ACCOUNTS).start();
@@ -194,13 +184,13 @@ async fn a_known_server_slow_to_answer_first_is_awaited_past_the_gap() {
     assert_eq!(names(&first), ["solo"]);
     // Stopped, the server reads the request only when resumed, well after
     // the gap: before any reply the gap does not run.
-    signal(&server, "-STOP");
+    server.signal("-STOP");
     let asked = Instant::now();
     let resume = async {
         while asked.elapsed() < waiting.gap * 4 {
             tokio::time::sleep(waiting.gap).await;
         }
-        signal(&server, "-CONT");
+        server.signal("-CONT");
     };
     let options = serde_json::json!({});
     let (second, ()) = tokio::join!(survey.ask("VARZ", &options, waiting), resume);
