@@ -49,6 +49,12 @@ const EMPTY_IN_LAB: &[(&str, &str)] = &[
          the bytes sent and the stream's bounds on a real server",
     ),
     (
+        "Account streams and consumers against their limits",
+        "the lab's accounts have no stream limit and no tiers, so only the counts have data; \
+         tests/jetstream/account_counts.rs and account_tiers.rs check counts, limits and tiers \
+         on real servers",
+    ),
+    (
         "Account JetStream storage against its limit",
         "the lab's accounts have no JetStream limit; tests/jetstream/account_storage.rs sets \
          limits on a real server and checks usage and limits",
