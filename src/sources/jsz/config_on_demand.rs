@@ -373,22 +373,3 @@ impl ConfigOnDemand {
         Ok(polled)
     }
 }
-
-impl Reader<'_, '_> {
-    /// Reads `which` accounts, with their configuration if `config`.
-    pub(super) async fn read(self, which: Which<'_>, config: bool) -> Result<JszPoll, PollError> {
-        let Which::Accounts(accounts) = which else {
-            return super::poll(self.link, self.page_size, self.filter, config).await;
-        };
-        let mut out = JszPoll::default();
-        for account in accounts {
-            let mut one =
-                super::poll_account(self.link, self.page_size, self.filter, account, config)
-                    .await?;
-            out.now = out.now.or(one.now);
-            out.accounts.append(&mut one.accounts);
-            out.account_assets.append(&mut one.account_assets);
-        }
-        Ok(out)
-    }
-}

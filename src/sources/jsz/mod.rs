@@ -238,6 +238,24 @@ struct Reader<'r, 'l> {
     filter: &'r JszFilter,
 }
 
+impl Reader<'_, '_> {
+    /// Reads `which` accounts, with their configuration if `config`.
+    async fn read(self, which: Which<'_>, config: bool) -> Result<JszPoll, PollError> {
+        let Which::Accounts(accounts) = which else {
+            return poll(self.link, self.page_size, self.filter, config).await;
+        };
+        let mut out = JszPoll::default();
+        for account in accounts {
+            let mut one =
+                poll_account(self.link, self.page_size, self.filter, account, config).await?;
+            out.now = out.now.or(one.now);
+            out.accounts.append(&mut one.accounts);
+            out.account_assets.append(&mut one.account_assets);
+        }
+        Ok(out)
+    }
+}
+
 /// The `/jsz` source of one server.
 #[derive(Debug, Default)]
 pub(crate) struct JszSource {
