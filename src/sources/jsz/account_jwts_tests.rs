@@ -94,3 +94,100 @@ async fn a_garbage_reply_is_a_parse_error_and_a_reply_without_a_jwt_no_limits() 
     let plain = http_link(&answering(r#"{"account_detail":{"account_name":"A"}}"#).await);
     assert_eq!(read(&plain, key).await.unwrap(), None);
 }
+
+/// A server at a fresh port answering every request with a JWT of
+/// `streams: 1`, counting the requests.
+async fn counting() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = r#"{"account_detail":{"decoded_jwt":{"nats":{"limits":{"streams":1}}}}}"#;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = count.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut request = [0u8; 4096];
+            let _ = socket.read(&mut request).await;
+            counted.fetch_add(1, Ordering::SeqCst);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = socket.write_all(format!("{head}{body}").as_bytes()).await;
+        }
+    });
+    (url, count)
+}
+
+/// Two letters for `i` below 676.
+fn letters(i: usize) -> String {
+    [i / 26, i % 26]
+        .map(|d| char::from(b'A' + d as u8))
+        .iter()
+        .collect()
+}
+
+/// `n` accounts named by public keys (the server's names in operator mode).
+fn keyed(n: usize) -> Vec<AccountDetail> {
+    (0..n)
+        .map(|i| AccountDetail {
+            name: format!("T{i}"),
+            id: format!("A{}{}", "B".repeat(53), letters(i)),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// One poll of `accounts` by `jwts` over `base`; waits for the read it
+/// starts to end; what the poll returned.
+async fn poll_and_wait(jwts: &AccountJwts, base: &str, accounts: &[AccountDetail]) -> usize {
+    let DetachedLink::Http { fetch, base } = http_link(base) else {
+        unreachable!()
+    };
+    let kept = KeptBudget::new(1 << 20);
+    let link = ServerLink::Http {
+        fetch: &fetch,
+        base: &base,
+        kept: &kept,
+    };
+    let known = jwts.poll(&link, accounts).len();
+    loop {
+        let running = jwts.state.lock_or_recover().running.take();
+        match running {
+            Some(task) => task.await.unwrap(),
+            None => return known,
+        }
+    }
+}
+
+#[tokio::test]
+async fn each_account_is_read_once_new_ones_when_they_show_at_most_a_cap_a_poll() {
+    use std::sync::atomic::Ordering;
+    let (url, count) = counting().await;
+    let jwts = AccountJwts::new(Duration::from_secs(3600), Duration::from_secs(60));
+    let accounts = keyed(READS_PER_POLL + 4);
+    assert!(accounts.iter().all(|a| is_account_key(&a.id)));
+    assert_eq!(poll_and_wait(&jwts, &url, &accounts).await, 0);
+    assert_eq!(count.load(Ordering::SeqCst), READS_PER_POLL);
+    // The rest at the next poll, which serves what the first read learned.
+    assert_eq!(poll_and_wait(&jwts, &url, &accounts).await, READS_PER_POLL);
+    assert_eq!(count.load(Ordering::SeqCst), READS_PER_POLL + 4);
+    // Nothing due within the interval; a new account is read at once.
+    let known = poll_and_wait(&jwts, &url, &accounts).await;
+    assert_eq!(
+        (known, count.load(Ordering::SeqCst)),
+        (READS_PER_POLL + 4, READS_PER_POLL + 4)
+    );
+    let more = keyed(READS_PER_POLL + 5);
+    poll_and_wait(&jwts, &url, &more).await;
+    assert_eq!(count.load(Ordering::SeqCst), READS_PER_POLL + 5);
+    // Accounts no longer listed are forgotten; names without a key never asked.
+    let names = [AccountDetail {
+        name: "A".into(),
+        id: "A".into(),
+        ..Default::default()
+    }];
+    assert_eq!(poll_and_wait(&jwts, &url, &names).await, 0);
+    assert_eq!(count.load(Ordering::SeqCst), READS_PER_POLL + 5);
+}
