@@ -68,6 +68,10 @@ async fn every_accounts_streams_and_consumers_are_counted_from_jsz() {
         .into_iter()
         .chain(filters)
         .collect();
+    let options =
+        async_nats::ConnectOptions::with_user_and_password("sys".into(), "sys-secret".into());
+    let watcher = options.connect(server.client_url()).await.unwrap();
+    let asked = crate::account_jwts::watch_accountz(&watcher).await;
     let http = common::exporter(&[server.monitor_url()], &flags);
     let url = server.client_url();
     let system = common::system_polling::system_exporter_with(&url, "varz,jsz", &filters).await;
@@ -102,7 +106,11 @@ async fn every_accounts_streams_and_consumers_are_counted_from_jsz() {
             "{how}"
         );
     }
-    // Not in operator mode: the accounts' JWTs are never asked for.
+    // Not in operator mode: the accounts' JWTs are never asked for, through
+    // the system account (a round trip first: what the server routed
+    // before is delivered) nor over HTTP.
+    watcher.flush().await.unwrap();
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 0);
     let varz = common::monitor_json(&server.monitor_url(), "varz");
     assert_eq!(
         varz["http_req_stats"]["/accountz"],

@@ -6,7 +6,11 @@
 use crate::common;
 use crate::operator_jwts::{Account, Operator};
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
 use async_nats::jetstream::{self, stream};
+use futures::StreamExt;
 use nats_test_server::sample::exact;
 use nats_test_server::wait::Wait;
 use nats_test_server::NatsServer;
@@ -38,6 +42,24 @@ async fn with_stream(op: &Operator, server: &NatsServer, account: &Account) -> a
         .await
         .unwrap();
     client
+}
+
+/// Counts the `ACCOUNTZ` requests sent through the system account, as
+/// `system` (a system-account user's connection) sees them.
+pub(crate) async fn watch_accountz(system: &async_nats::Client) -> Arc<AtomicUsize> {
+    let mut requests = system
+        .subscribe("$SYS.REQ.SERVER.*.ACCOUNTZ")
+        .await
+        .unwrap();
+    system.flush().await.unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    let counted = count.clone();
+    tokio::spawn(async move {
+        while requests.next().await.is_some() {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    count
 }
 
 /// The `/accountz` requests the server has answered over HTTP.
@@ -125,7 +147,14 @@ async fn every_accounts_jwt_limits_are_exported_as_set() {
     std::fs::write(creds.path(), op.user(None)).unwrap();
     let spec = format!("creds:{}", creds.path().display());
     let url = server.client_url();
+    let options = async_nats::ConnectOptions::with_credentials(&op.user(None)).unwrap();
+    let watcher = options.connect(&url).await.unwrap();
+    let asked = watch_accountz(&watcher).await;
     let system = common::system_polling::system_exporter_as(&spec, &url, "varz,jsz", &[]).await;
     check_limits("system account", &system).await;
     assert_eq!(accountz_requests(&server), before);
+    Wait::secs("the system account's two ACCOUNTZ requests", 30)
+        .until(|| (asked.load(Ordering::SeqCst) >= 2).then_some(()))
+        .await;
+    assert_eq!(asked.load(Ordering::SeqCst), 2);
 }
