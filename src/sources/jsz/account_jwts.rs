@@ -295,7 +295,6 @@ async fn read(link: &DetachedLink, id: &str) -> Result<Option<JwtLimits>, PollEr
         } => {
             let options = serde_json::json!({ "account": id });
             let body = requests.ask(name, server, "accountz", options).await?;
-            super::super::server_cost::count_reply_bytes(body.len());
             serde_json::from_slice(&body).map_err(|e| PollError::Parse(e.to_string()))?
         }
     };
