@@ -5,9 +5,10 @@
 //! the server answers it only within the account itself, from its cluster's
 //! meta layer (every stream, wherever placed), with `max_streams` and
 //! `max_consumers`. For every other account `/jsz` lists of the polled
-//! servers are counted (`sources/jsz/account_assets.rs`), without limits:
-//! no reply outside the account gives those on any supported version (2.9
-//! to 2.15), so they are absent there.
+//! servers are counted (`sources/jsz/account_assets.rs`); their limits
+//! come from their JWT in operator mode (`sources/jsz/account_jwts.rs`),
+//! as no other reply outside the account gives them (2.9 to 2.15), and are
+//! absent otherwise.
 //!
 //! The account's `max_consumers` caps the consumers of each stream (the
 //! server checks it against the stream's own count when a consumer is
@@ -24,6 +25,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
 use super::account_tiers::Tier;
+use crate::sources::jsz::account_jwts::JwtLimits;
 use crate::text::families::gauge_family;
 
 /// What one `$JS.API.INFO` reply says of its account's streams and consumers.
@@ -123,10 +125,12 @@ pub(crate) async fn read(
 
 /// Every account's counts: `info`'s (the reader's account, from
 /// `$JS.API.INFO`) for its account, `listed`'s (from `/jsz`, by account
-/// name: streams, consumers) for the others.
+/// name: streams, consumers) for the others, with the limits of their
+/// JWT where `jwts` has it (operator mode).
 pub(crate) fn merged(
     info: Option<&AccountCounts>,
     listed: &BTreeMap<String, (u64, u64)>,
+    jwts: &BTreeMap<String, JwtLimits>,
 ) -> Vec<AccountCounts> {
     let others = (listed.iter())
         .filter(|(name, _)| info.is_none_or(|i| i.account != **name))
@@ -134,6 +138,8 @@ pub(crate) fn merged(
             account: name.clone(),
             streams,
             consumers,
+            max_streams: jwts.get(name).and_then(|j| j.max_streams),
+            max_consumers: jwts.get(name).and_then(|j| j.max_consumers),
             ..AccountCounts::default()
         });
     info.cloned().into_iter().chain(others).collect()
@@ -161,13 +167,13 @@ pub(crate) fn encode(enc: &mut DescriptorEncoder, counts: &[AccountCounts]) -> f
     gauge_family(
         enc,
         "nats_delivery_account_jetstream_max_streams",
-        "Streams the account may have (max_streams), for the account of the exporter's NATS connection only; absent when unlimited or tiered.",
+        "Streams the account may have (max_streams): from $JS.API.INFO in the account of the exporter's NATS connection, for the others in operator mode from their JWT (/accountz); absent when unlimited or tiered.",
         rows().filter_map(|(l, c)| Some((l, c.max_streams?))),
     )?;
     gauge_family(
         enc,
         "nats_delivery_account_jetstream_max_consumers",
-        "Consumers each stream of the account may have (max_consumers, a cap per stream), for the account of the exporter's NATS connection only; absent when unlimited or tiered.",
+        "Consumers each stream of the account may have (max_consumers, a cap per stream): from $JS.API.INFO in the account of the exporter's NATS connection, for the others in operator mode from their JWT (/accountz); absent when unlimited or tiered.",
         rows().filter_map(|(l, c)| Some((l, c.max_consumers?))),
     )
 }
@@ -230,7 +236,7 @@ mod tests {
             br#"{"streams":9,"consumers":8,"limits":{"max_streams":10,"max_consumers":7}}"#,
         );
         let listed = BTreeMap::from([("A".to_string(), (1, 1)), ("B".to_string(), (2, 3))]);
-        let got = merged(info.as_ref(), &listed);
+        let got = merged(info.as_ref(), &listed, &BTreeMap::new());
         let b = AccountCounts {
             account: "B".into(),
             streams: 2,
@@ -244,6 +250,9 @@ mod tests {
             consumers: 1,
             ..b
         };
-        assert_eq!(merged(None, &listed), vec![a, got[1].clone()]);
+        assert_eq!(
+            merged(None, &listed, &BTreeMap::new()),
+            vec![a, got[1].clone()]
+        );
     }
 }

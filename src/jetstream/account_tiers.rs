@@ -2,8 +2,10 @@
 //! set in an operator's account JWT), from `$JS.API.INFO` `tiers`: each
 //! tier's usage, limits and when it fills.
 //!
-//! Only `$JS.API.INFO` gives them, answered within the account itself, so
-//! only the timestamp reader's account has them. A tiered account has no
+//! Only `$JS.API.INFO` gives them whole, answered within the account
+//! itself, so only the timestamp reader's account has its tiers' usage;
+//! the other accounts have their tiers' limits, from their JWT
+//! (`sources/jsz/account_jwts.rs`). A tiered account has no
 //! account-wide limit (`/jsz` writes 0): the server checks a stream's
 //! publish against its own tier, the tier's usage (every replica counted)
 //! plus the message against the tier's limit times its replicas
@@ -15,7 +17,7 @@
 //! server refuses the stream when it is made): no publish can be refused
 //! for it, so it is absent, as an unlimited one (-1).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -24,6 +26,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
 use crate::lock::LockOrRecover;
+use crate::sources::jsz::account_jwts::JwtLimits;
 use crate::sources::jsz::accounts::{full_in, FillRate};
 use crate::text::families::gauge_family;
 
@@ -156,12 +159,52 @@ impl TierRates {
     }
 }
 
-/// Writes the tiers of `account`.
+/// One tier's limits as a row: account, tier, file and memory limit (times
+/// its replicas), `max_streams`, `max_consumers`.
+type TierLimitRow<'a> = (
+    &'a str,
+    &'a str,
+    [(&'static str, Option<u64>); 2],
+    Option<u64>,
+    Option<u64>,
+);
+
+/// The tiers' limits of the reader's account (`reader`, from
+/// `$JS.API.INFO`) and of the others (`jwts`, from their JWT).
+fn limit_rows<'a>(
+    reader: Option<(&'a str, &'a [TierFigures])>,
+    jwts: &'a BTreeMap<String, JwtLimits>,
+) -> Vec<TierLimitRow<'a>> {
+    let mut rows: Vec<TierLimitRow<'a>> = Vec::new();
+    if let Some((account, tiers)) = reader {
+        for t in tiers {
+            let storage = t.storage.each_ref().map(|s| (s.kind, s.limit));
+            rows.push((account, &t.tier, storage, t.max_streams, t.max_consumers));
+        }
+    }
+    let others = jwts
+        .iter()
+        .filter(|(a, _)| reader.is_none_or(|(r, _)| r != *a));
+    for (account, limits) in others {
+        for t in &limits.tiers {
+            let r = replicas(&t.tier);
+            let times = |v: Option<u64>| v.map(|v| v.saturating_mul(r));
+            let storage = [("file", times(t.max_file)), ("memory", times(t.max_memory))];
+            rows.push((account, &t.tier, storage, t.max_streams, t.max_consumers));
+        }
+    }
+    rows
+}
+
+/// Writes the tiers of the reader's account (`reader`: its name and
+/// tiers), and the tiers' limits of the other accounts' JWTs (`jwts`).
 pub(crate) fn encode(
     enc: &mut DescriptorEncoder,
-    account: &str,
-    tiers: &[TierFigures],
+    reader: Option<(&str, &[TierFigures])>,
+    jwts: &BTreeMap<String, JwtLimits>,
 ) -> fmt::Result {
+    let tiers = reader.map_or(&[][..], |(_, t)| t);
+    let account = reader.map_or("", |(a, _)| a);
     let per_tier =
         || (tiers.iter()).map(move |t| ([("account", account), ("tier", t.tier.as_str())], t));
     let per_kind = || {
@@ -171,6 +214,9 @@ pub(crate) fn encode(
                 .map(move |s| ([a, t, ("storage", s.kind)], s))
         })
     };
+    let limits = limit_rows(reader, jwts);
+    let limit_tier =
+        || (limits.iter()).map(|(a, t, _, s, c)| ([("account", *a), ("tier", *t)], (s, c)));
     gauge_family(
         enc,
         "nats_delivery_account_jetstream_tier_used_bytes",
@@ -180,8 +226,10 @@ pub(crate) fn encode(
     gauge_family(
         enc,
         "nats_delivery_account_jetstream_tier_limit_bytes",
-        "The tier's limit for this kind of storage times its replicas, as the server checks a publish; absent when unlimited or 0.",
-        per_kind().filter_map(|(l, s)| Some((l, s.limit?))),
+        "The tier's limit for this kind of storage times its replicas, as the server checks a publish: from $JS.API.INFO in the account of the exporter's NATS connection, for the others in operator mode from their JWT (/accountz); absent when unlimited or 0.",
+        (limits.iter()).flat_map(|(a, t, storage, _, _)| {
+            (storage.iter()).filter_map(move |(kind, l)| Some(([("account", *a), ("tier", *t), ("storage", *kind)], (*l)?)))
+        }),
     )?;
     gauge_family(
         enc,
@@ -204,14 +252,14 @@ pub(crate) fn encode(
     gauge_family(
         enc,
         "nats_delivery_account_jetstream_tier_max_streams",
-        "Streams this tier of the account may have; absent when unlimited.",
-        per_tier().filter_map(|(l, t)| Some((l, t.max_streams?))),
+        "Streams this tier of the account may have (from $JS.API.INFO, or in operator mode the account's JWT); absent when unlimited.",
+        limit_tier().filter_map(|(l, (s, _))| Some((l, (*s)?))),
     )?;
     gauge_family(
         enc,
         "nats_delivery_account_jetstream_tier_max_consumers",
-        "Consumers each stream of this tier may have (a cap per stream); absent when unlimited.",
-        per_tier().filter_map(|(l, t)| Some((l, t.max_consumers?))),
+        "Consumers each stream of this tier may have (a cap per stream; from $JS.API.INFO, or in operator mode the account's JWT); absent when unlimited.",
+        limit_tier().filter_map(|(l, (_, c))| Some((l, (*c)?))),
     )
 }
 

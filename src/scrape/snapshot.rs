@@ -56,6 +56,9 @@ pub(crate) struct Snapshot {
     /// Each account's distinct streams and consumers over every server's
     /// `/jsz` lists, by account name.
     account_assets: std::collections::BTreeMap<String, (u64, u64)>,
+    /// Each account's JWT limits (operator mode), by account name, from
+    /// the first server that gave them.
+    account_jwts: std::collections::BTreeMap<String, jsz::account_jwts::JwtLimits>,
     /// What each countable mirror and source skipped, so far.
     pub(crate) origin_gaps: Vec<(GapKey, Gaps)>,
     /// Seconds until each origin's limits remove what its mirror or source
@@ -78,7 +81,14 @@ impl Snapshot {
         let names: Vec<&str> = targets.iter().filter_map(leader_name).collect();
         let leaders = jsz::select_leaders(&named_polls(&targets), &names);
         let listed = targets.iter().filter_map(|t| t.jsz.as_ref());
-        let account_assets = jsz::account_assets::count(listed.map(|j| &j.account_assets[..]));
+        let account_assets =
+            jsz::account_assets::count(listed.clone().map(|j| &j.account_assets[..]));
+        let mut account_jwts = std::collections::BTreeMap::new();
+        for (name, limits) in listed.flat_map(|j| &j.account_jwts) {
+            account_jwts
+                .entry(name.clone())
+                .or_insert_with(|| limits.clone());
+        }
         Snapshot {
             targets,
             leaders,
@@ -90,6 +100,7 @@ impl Snapshot {
             account_counts: None,
             account_tiers: Vec::new(),
             account_assets,
+            account_jwts,
             origin_gaps: Vec::new(),
             origin_forecasts: Vec::new(),
             series: ConsumerSeries::default(),
@@ -256,11 +267,12 @@ impl Collector for SnapshotCollector {
         let counts = crate::jetstream::account_info::merged(
             snap.account_counts.as_ref(),
             &snap.account_assets,
+            &snap.account_jwts,
         );
         crate::jetstream::account_info::encode(&mut enc, &counts)?;
-        if let Some(c) = &snap.account_counts {
-            crate::jetstream::account_tiers::encode(&mut enc, &c.account, &snap.account_tiers)?;
-        }
+        let reader =
+            (snap.account_counts.as_ref()).map(|c| (c.account.as_str(), &snap.account_tiers[..]));
+        crate::jetstream::account_tiers::encode(&mut enc, reader, &snap.account_jwts)?;
         Ok(())
     }
 }

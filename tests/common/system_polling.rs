@@ -28,11 +28,22 @@ pub async fn system_exporter(client_url: &str, sources: &str) -> Exporter {
 
 /// [`system_exporter`] with more flags.
 pub async fn system_exporter_with(client_url: &str, sources: &str, extra: &[&str]) -> Exporter {
+    system_exporter_as("user:sys:sys-secret", client_url, sources, extra).await
+}
+
+/// [`system_exporter_with`] as the system-account user `credentials`
+/// (a `--system-account` value).
+pub async fn system_exporter_as(
+    credentials: &str,
+    client_url: &str,
+    sources: &str,
+    extra: &[&str],
+) -> Exporter {
     let flags = [
         "nats-delivery-exporter",
         "--system-account-polling",
         "--system-account",
-        "user:sys:sys-secret",
+        credentials,
         "--nats-servers",
         client_url,
         "--system-survey-gap",

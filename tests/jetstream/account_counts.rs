@@ -29,7 +29,8 @@ async fn consumer_on(js: &jetstream::Context, stream: &str, name: &str) {
 /// consumers are counted from `/jsz`, over HTTP and through the system
 /// account, whatever the stream and consumer filters leave out of the
 /// export; their limits, which no reply outside the account gives, are
-/// absent.
+/// absent, and the server (not in operator mode) gets no `/accountz`
+/// request for them.
 #[tokio::test]
 async fn every_accounts_streams_and_consumers_are_counted_from_jsz() {
     let server = NatsServer::builder()
@@ -67,6 +68,10 @@ async fn every_accounts_streams_and_consumers_are_counted_from_jsz() {
         .into_iter()
         .chain(filters)
         .collect();
+    let options =
+        async_nats::ConnectOptions::with_user_and_password("sys".into(), "sys-secret".into());
+    let watcher = options.connect(server.client_url()).await.unwrap();
+    let asked = crate::account_jwts::watch_accountz(&watcher).await;
     let http = common::exporter(&[server.monitor_url()], &flags);
     let url = server.client_url();
     let system = common::system_polling::system_exporter_with(&url, "varz,jsz", &filters).await;
@@ -89,7 +94,29 @@ async fn every_accounts_streams_and_consumers_are_counted_from_jsz() {
         let bytes = |stream| value(&text, "nats_delivery_stream_bytes", &[("stream", stream)]);
         assert!(bytes("S1").is_some() && bytes("S2").is_none(), "{how}");
         nats_test_server::reference::assert_documented(&text);
+        // A second poll takes in what a read beside the first brought.
+        let text = common::scrape(exporter).await;
+        assert_eq!(
+            exact(
+                &text,
+                "nats_delivery_account_jetstream_max_streams",
+                &[("account", "A")]
+            ),
+            None,
+            "{how}"
+        );
     }
+    // Not in operator mode: the accounts' JWTs are never asked for, through
+    // the system account (a round trip first: what the server routed
+    // before is delivered) nor over HTTP.
+    watcher.flush().await.unwrap();
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let varz = common::monitor_json(&server.monitor_url(), "varz");
+    assert_eq!(
+        varz["http_req_stats"]["/accountz"],
+        serde_json::Value::Null,
+        "{varz}"
+    );
 }
 
 /// On a cluster each server lists only the streams it holds a replica of:

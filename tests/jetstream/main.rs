@@ -2,6 +2,7 @@
 //! consumer health, message timestamps, priority groups, lost stream data, what
 //! an alert sees of a stalled consumer, accounts filling.
 mod account_counts;
+mod account_jwts;
 mod account_storage;
 mod account_tiers;
 mod cardinality;

@@ -10,8 +10,9 @@
 //! `/jsz` gives the usage and the account-wide limits on every supported
 //! server (2.9 to 2.15), of every account, to HTTP and system-account polls
 //! alike. It does not give the stream and consumer counts, their limits, nor
-//! tiered (R1, R3) limits: only `$JS.API.INFO` has them, and a server
-//! answers it only within the account itself. A tiered account shows its
+//! tiered (R1, R3) limits: `$JS.API.INFO` has them, and a server
+//! answers it only within the account itself; in operator mode the
+//! account's JWT has the limits (`account_jwts.rs`). A tiered account shows its
 //! usage here and limits of 0: no limit is exported for it.
 //!
 //! The forecast takes the growth of the usage between polls at least a span

@@ -105,6 +105,11 @@ impl ConfigOnDemand {
         }
     }
 
+    /// The deadline of a read beside the scrapes.
+    pub(crate) fn beside_timeout(&self) -> Duration {
+        self.beside_timeout
+    }
+
     /// One poll of every page, asking for the configuration only where it
     /// is due; every stream and consumer has its configuration all the same.
     pub(crate) async fn poll(

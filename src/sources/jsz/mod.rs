@@ -14,6 +14,7 @@ use super::{MonitoringSource, NatsOption, TargetSnapshot};
 use crate::poll_error::PollError;
 
 pub(crate) mod account_assets;
+pub(crate) mod account_jwts;
 pub(crate) mod accounts;
 mod config_background;
 mod config_memory;
@@ -68,6 +69,9 @@ pub(crate) struct JszPoll {
     /// The streams and consumers this server listed for each account,
     /// before the name filters.
     pub(crate) account_assets: Vec<account_assets::AccountAssets>,
+    /// Each account's JWT limits known so far, by account name (operator
+    /// mode only).
+    pub(crate) account_jwts: Vec<(String, account_jwts::JwtLimits)>,
 }
 
 /// Reads every page of accounts with streams, consumers and, if `config`,
@@ -264,6 +268,8 @@ pub(crate) struct JszSource {
     config: ConfigOnDemand,
     /// The growth of each account's storage, between polls.
     fill: accounts::FillRates,
+    /// The accounts' JWT limits, read beside the scrapes.
+    jwts: account_jwts::AccountJwts,
 }
 
 impl JszSource {
@@ -276,11 +282,13 @@ impl JszSource {
         config: ConfigOnDemand,
         fill_span: std::time::Duration,
     ) -> JszSource {
+        let jwts = account_jwts::AccountJwts::new(config.interval, config.beside_timeout());
         JszSource {
             page_size,
             filter,
             config,
             fill: accounts::FillRates::new(fill_span),
+            jwts,
         }
     }
 }
@@ -302,11 +310,10 @@ impl MonitoringSource for JszSource {
         Source::Jsz
     }
 
-    fn poll<'a>(
-        &'a self,
-        link: &'a ServerLink<'a>,
-    ) -> impl std::future::Future<Output = Result<JszPoll, PollError>> + Send + 'a {
-        self.config.poll(link, self.page_size, &self.filter)
+    async fn poll<'a>(&'a self, link: &'a ServerLink<'a>) -> Result<JszPoll, PollError> {
+        let mut polled = self.config.poll(link, self.page_size, &self.filter).await?;
+        polled.account_jwts = self.jwts.poll(link, &polled.accounts);
+        Ok(polled)
     }
 
     fn absorb(&self, mut jsz: JszPoll, snap: &mut TargetSnapshot) {
