@@ -31,6 +31,7 @@ use crate::sources::server_cost::counting_reply_bytes;
 use crate::sources::{self, AnySource, Fetcher, ServerLink, Source, SourceHealth, TargetSnapshot};
 use crate::system::poll::{SurveyReport, SystemPolling};
 
+mod nats_reads;
 mod origins;
 mod system;
 use origins::OriginWatch;
@@ -228,41 +229,6 @@ impl Poller {
         let mut health_rows = lock().update(rows, now, &replies);
         health_rows.extend(lock().held_rows(held, now));
         snapshot.consumer_health = health_rows;
-    }
-
-    /// The data lost from the streams of the timestamp reader's account.
-    async fn find_stream_lost(&self, snapshot: &mut Snapshot, started: Instant) {
-        let (Some(reader), Some(timestamps)) = (&self.stream_lost, &self.timestamps) else {
-            return;
-        };
-        let account = timestamps.account();
-        let (streams, _) = snapshot.rows();
-        let names: Vec<&str> = streams
-            .iter()
-            .filter(|(a, _)| *a == account)
-            .map(|(_, s)| s.name.as_str())
-            .collect();
-        let left = self.settings.timeout.saturating_sub(started.elapsed());
-        let known = reader.read(&names, left).await;
-        snapshot.stream_lost = known
-            .into_iter()
-            .map(|(stream, lost)| (account.clone(), stream, lost))
-            .collect();
-    }
-
-    /// The streams and consumers of the timestamp reader's account, and
-    /// their limits.
-    async fn read_account_counts(&self, snapshot: &mut Snapshot, started: Instant) {
-        let Some(timestamps) = &self.timestamps else {
-            return;
-        };
-        let left = self.settings.timeout.saturating_sub(started.elapsed());
-        let (client, account) = (timestamps.client(), timestamps.account());
-        let counts = crate::jetstream::account_info::read(&client, &account, left).await;
-        if let Some(c) = &counts {
-            snapshot.account_tiers = self.tier_rates.update(&c.account, &c.tiers, unix_now());
-        }
-        snapshot.account_counts = counts;
     }
 
     /// Polls every source of `target` through `link` at once, each within
