@@ -235,8 +235,13 @@ async fn a_full_account_makes_a_mirror_skip(
             (&state["messages"], &state["num_deleted"]),
             (&json!(5), &json!(20))
         );
-        let origin = &server_stream(server, "A", name)["state"];
-        assert_eq!(origin["first_seq"], 1, "{name}: the origin removed nothing");
+        // The origins limited by count and size cannot have removed any of
+        // 25 messages: what their mirrors lack was skipped, not removed.
+        // (BY_AGE's 10 s may pass before this on a loaded machine.)
+        if name != "BY_AGE" {
+            let origin = &server_stream(server, "A", name)["state"];
+            assert_eq!(origin["first_seq"], 1, "{name}: the origin removed nothing");
+        }
         // Counted as removed before copy: the mirror's own figures cannot
         // tell a skip from a removal.
         let m = mirror(name);
