@@ -20,6 +20,19 @@ accounts {
 system_account: SYS
 "#;
 
+/// A JetStream server with [`ACCOUNTS`], and a client of its user `app`.
+pub async fn server_and_app() -> (nats_test_server::NatsServer, async_nats::Client) {
+    let server = nats_test_server::NatsServer::builder()
+        .jetstream()
+        .config(ACCOUNTS)
+        .start();
+    let app = async_nats::ConnectOptions::with_user_and_password("app".into(), "app-secret".into())
+        .connect(server.client_url())
+        .await
+        .unwrap();
+    (server, app)
+}
+
 /// An exporter polling every server it finds through the system account
 /// of `client_url`'s server, with `--sources sources` and no monitoring URL.
 pub async fn system_exporter(client_url: &str, sources: &str) -> Exporter {

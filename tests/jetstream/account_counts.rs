@@ -2,7 +2,7 @@
 //! every polled server (no reply outside an account counts them): on one
 //! server whatever the name filters leave out of the export, and on a
 //! cluster where no server lists them all.
-use crate::account_storage::{accounts, connect, stream_in};
+use crate::account_storage::{accounts, accounts_server, connect, stream_in};
 use crate::common;
 
 use std::time::Duration;
@@ -33,11 +33,7 @@ async fn consumer_on(js: &jetstream::Context, stream: &str, name: &str) {
 /// request for them.
 #[tokio::test]
 async fn every_accounts_streams_and_consumers_are_counted_from_jsz() {
-    let server = NatsServer::builder()
-        .jetstream()
-        .name("acc")
-        .config(&accounts())
-        .start();
+    let server = accounts_server();
     let a = connect(&server, "a").await;
     let u = connect(&server, "u").await;
     for name in ["S1", "S2"] {

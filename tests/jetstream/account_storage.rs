@@ -35,6 +35,15 @@ system_account: SYS
     )
 }
 
+/// A JetStream server named `acc` with [`accounts`].
+pub(crate) fn accounts_server() -> NatsServer {
+    NatsServer::builder()
+        .jetstream()
+        .name("acc")
+        .config(&accounts())
+        .start()
+}
+
 pub(crate) async fn connect(server: &NatsServer, user: &str) -> jetstream::Context {
     let options = async_nats::ConnectOptions::with_user_and_password(user.into(), user.into());
     let client = options.connect(server.client_url()).await.unwrap();
@@ -63,11 +72,7 @@ fn labels<'a>(server: &'a str, account: &'a str, kind: &'a str) -> [(&'a str, &'
 
 #[tokio::test]
 async fn usage_and_limits_are_the_servers_own_over_http_and_the_system_account() {
-    let server = NatsServer::builder()
-        .jetstream()
-        .name("acc")
-        .config(&accounts())
-        .start();
+    let server = accounts_server();
     let a = connect(&server, "a").await;
     let u = connect(&server, "u").await;
     stream_in(&a, "AF", stream::StorageType::File).await;
@@ -159,11 +164,7 @@ pub(crate) fn unix_now() -> f64 {
 // publishers, whose refusals are the truth the forecasts are held to.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_forecast_names_the_moment_the_full_account_refuses_a_publish() {
-    let server = NatsServer::builder()
-        .jetstream()
-        .name("acc")
-        .config(&accounts())
-        .start();
+    let server = accounts_server();
     let a = connect(&server, "a").await;
     for (name, storage, ..) in FILLS {
         stream_in(&a, name, storage).await;
@@ -290,11 +291,7 @@ async fn each_server_of_a_cluster_reports_every_replica_of_the_account() {
 /// and consumers and their limits, from `$JS.API.INFO`: `A` limited, `U` not.
 #[tokio::test]
 async fn the_connections_account_has_its_streams_consumers_and_their_limits() {
-    let server = NatsServer::builder()
-        .jetstream()
-        .name("acc")
-        .config(&accounts())
-        .start();
+    let server = accounts_server();
     let a = connect(&server, "a").await;
     let u = connect(&server, "u").await;
     for name in ["S1", "S2"] {

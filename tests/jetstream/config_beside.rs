@@ -169,14 +169,7 @@ async fn a_slow_configuration_read_after_a_jump_never_holds_a_scrape() {
 
 #[tokio::test]
 async fn the_configuration_after_a_jump_is_read_beside_the_scrapes_through_the_system_account() {
-    let server = NatsServer::builder()
-        .jetstream()
-        .config(common::system_polling::ACCOUNTS)
-        .start();
-    let app = async_nats::ConnectOptions::with_user_and_password("app".into(), "app-secret".into())
-        .connect(server.client_url())
-        .await
-        .unwrap();
+    let (server, app) = common::system_polling::server_and_app().await;
     let flags = ["--timeout", "30s"];
     let url = server.client_url();
     let exporter = common::system_polling::system_exporter_with(&url, "varz,jsz", &flags).await;

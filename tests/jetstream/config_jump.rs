@@ -59,14 +59,7 @@ async fn a_jump_in_consumers_never_empties_a_scrape() {
 
 #[tokio::test]
 async fn a_jump_in_consumers_never_empties_a_scrape_through_the_system_account() {
-    let server = NatsServer::builder()
-        .jetstream()
-        .config(common::system_polling::ACCOUNTS)
-        .start();
-    let app = async_nats::ConnectOptions::with_user_and_password("app".into(), "app-secret".into())
-        .connect(server.client_url())
-        .await
-        .unwrap();
+    let (server, app) = common::system_polling::server_and_app().await;
     let client_url = server.client_url();
     let exporter = |budget: usize| {
         let budget = budget.to_string();

@@ -61,14 +61,7 @@ async fn a_new_consumer_has_its_configuration_on_its_first_poll() {
 /// name (`account` in the request's options).
 #[tokio::test]
 async fn a_new_consumer_has_its_configuration_on_its_first_poll_through_the_system_account() {
-    let server = NatsServer::builder()
-        .jetstream()
-        .config(common::system_polling::ACCOUNTS)
-        .start();
-    let app = async_nats::ConnectOptions::with_user_and_password("app".into(), "app-secret".into())
-        .connect(server.client_url())
-        .await
-        .unwrap();
+    let (server, app) = common::system_polling::server_and_app().await;
     let exporter = common::system_polling::system_exporter(&server.client_url(), "jsz").await;
     new_consumer_read_at_once(&server, jetstream::new(app), exporter, "APP").await;
 }
