@@ -6,13 +6,14 @@
 //! scrapes go on meanwhile with polls without configuration; the next poll
 //! after the read ends takes in what it learned.
 //!
-//! The read keeps what it learns in the form kept between reads (some 65
-//! bytes a consumer), each account's reply let go once learned. Its budget
-//! is what the poll that started it left of `--max-kept-size` (less a
-//! quarter of what that poll held), and every poll while it runs charges
-//! that budget too: the server's replies never keep more than the limit
-//! together. A read that does not fit is done on the scrape path at the
-//! next poll, as before ([`ConfigOnDemand`](super::ConfigOnDemand)).
+//! The read keeps what it learns of each stream as soon as the stream is
+//! parsed ([`config_learned`](super::config_learned): some 50 bytes a
+//! consumer), never an account's reply parsed whole. Its budget is what
+//! the poll that started it left of `--max-kept-size` (less an eighth of
+//! what that poll held), and every poll while it runs charges that budget
+//! too: the server's replies never keep more than the limit together. A
+//! read that does not fit is done on the scrape path at the next poll, as
+//! before ([`ConfigOnDemand`](super::ConfigOnDemand)).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -20,9 +21,8 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 
-use super::config_memory::Memory;
-use super::de::Kept;
-use super::{JszFilter, JszPoll, Reader, Which};
+use super::config_learned::{learn, LearnedAccounts};
+use super::{JszFilter, Reader, Which};
 use crate::lock::LockOrRecover;
 use crate::poll_error::PollError;
 use crate::sources::kept::KeptBudget;
@@ -50,7 +50,7 @@ struct Slot {
 #[derive(Debug)]
 pub(super) struct Finished {
     /// What it learned, or why it failed.
-    pub(super) outcome: Result<Memory, PollError>,
+    pub(super) outcome: Result<LearnedAccounts, PollError>,
     /// It read every account, begun then.
     pub(super) refreshed: Option<Instant>,
 }
@@ -135,8 +135,8 @@ impl Drop for Background {
 
 /// Reads the job's accounts with their configuration within its deadline,
 /// one account at a time (or page by page when there are many), keeping
-/// what it learns of each before the next.
-async fn run(job: Job) -> Result<Memory, PollError> {
+/// only what it learns of each stream as soon as the stream is parsed.
+async fn run(job: Job) -> Result<LearnedAccounts, PollError> {
     let kept = KeptBudget::new(job.budget);
     let link = job.link.link(&kept);
     let reader = Reader {
@@ -144,34 +144,14 @@ async fn run(job: Job) -> Result<Memory, PollError> {
         page_size: job.page_size,
         filter: &job.filter,
     };
-    let mut part = Memory::default();
-    let read = async {
-        if job.accounts.len() > ACCOUNTS_READ_ALONE {
-            let polled = reader.read(Which::All, true).await?;
-            return learn(&mut part, &kept, polled);
-        }
-        for account in &job.accounts {
-            let one = BTreeSet::from([account.clone()]);
-            let polled = reader.read(Which::Accounts(&one), true).await?;
-            learn(&mut part, &kept, polled)?;
-        }
-        Ok(())
+    let which = if job.accounts.len() > ACCOUNTS_READ_ALONE {
+        Which::All
+    } else {
+        Which::Accounts(&job.accounts)
     };
-    tokio::time::timeout(job.deadline, read)
+    tokio::time::timeout(job.deadline, learn(reader, which))
         .await
-        .map_err(|_| PollError::Timeout(job.deadline))??;
-    Ok(part)
-}
-
-/// Learns `polled` into `part`, charged to `kept` in place of the reply.
-fn learn(part: &mut Memory, kept: &KeptBudget, polled: JszPoll) -> Result<(), PollError> {
-    let before = part.kept_bytes();
-    part.learn(&polled);
-    if !kept.charge(part.kept_bytes().saturating_sub(before)) {
-        return Err(PollError::TooMuchKept(kept.limit()));
-    }
-    kept.release(polled.accounts.iter().map(Kept::kept_bytes).sum());
-    Ok(())
+        .map_err(|_| PollError::Timeout(job.deadline))?
 }
 
 #[cfg(test)]

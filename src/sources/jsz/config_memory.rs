@@ -6,15 +6,14 @@
 //! consumers.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::hash::{Hash, Hasher};
 use std::mem::size_of;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::de::Kept;
+use super::config_learned::{in_account, local_key, LearnedAccounts};
 use super::de::{config_bytes, metadata_bytes};
 use super::removal_figures::{ConsumerAt, CountingKind, StreamAt};
-use super::{AccountDetail, ConsumerConfig, ConsumerInfo, JszPoll, StreamConfig, Which};
+use super::{AccountDetail, ConsumerConfig, ConsumerInfo, JszPoll, StreamConfig};
 use crate::poll_error::PollError;
 use crate::sources::ServerLink;
 
@@ -63,11 +62,10 @@ pub(super) struct Memory {
     changed: HashSet<u64>,
 }
 
+/// `names` begin with the account's.
 fn key(names: &[&str], created: u64) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    names.hash(&mut h);
-    created.hash(&mut h);
-    h.finish()
+    let (account, names) = names.split_first().expect("an account's name");
+    in_account(account, local_key(names, created))
 }
 
 impl Memory {
@@ -206,61 +204,39 @@ impl Memory {
         }
     }
 
-    /// Takes in a read beside the scrapes: each stream's and consumer's
-    /// configuration, with its figures at the read.
-    pub(super) fn learn(&mut self, polled: &JszPoll) {
-        let empty = HashSet::new();
-        for a in &polled.accounts {
-            for s in &a.stream_detail {
-                let at = StreamAt::of(&s.state);
-                let kept = Remembered {
-                    config: s.config.clone(),
-                    at,
-                };
-                self.streams
-                    .insert(key(&[&a.name, &s.name], s.created), kept);
-                for c in &s.consumer_detail {
-                    let config = c.config.clone().map(|k| self.shared(&empty, k));
-                    let kept = Remembered {
-                        config,
-                        at: ConsumerAt::of(c),
-                    };
-                    let names = [a.name.as_str(), &s.name, &c.name];
-                    self.consumers.insert(key(&names, c.created), kept);
-                }
-            }
-        }
-    }
-
     /// Takes in what a read beside the scrapes learned (`refreshed`: of
     /// every account, begun then): its configuration replaces the one kept
     /// (a consumer's changed for the removal count starts that count
     /// again); the figures kept stay those of the last poll.
-    pub(super) fn absorb(&mut self, part: Memory, refreshed: Option<Instant>) {
+    pub(super) fn absorb(&mut self, learned: LearnedAccounts, refreshed: Option<Instant>) {
         let empty = HashSet::new();
-        for (k, fresh) in part.streams {
-            let entry = self.streams.entry(k).or_insert(Remembered {
-                config: None,
-                at: fresh.at,
-            });
-            entry.config = fresh.config.or(entry.config.take());
-        }
-        for (k, fresh) in part.consumers {
-            let Some(config) = fresh.config else {
-                continue;
-            };
-            let config = self.shared(&empty, config);
-            let entry = self.consumers.entry(k).or_insert(Remembered {
-                config: None,
-                at: fresh.at,
-            });
-            if let Some(was) = &entry.config {
-                let kind = |c: &ConsumerConfig| CountingKind::of(Some(c));
-                if kind(was) != kind(&config) || was.filters() != config.filters() {
-                    self.changed.insert(k);
+        for a in learned {
+            for s in a.stream_detail.into_iter().flatten() {
+                let entry =
+                    (self.streams.entry(in_account(&a.name, s.key))).or_insert(Remembered {
+                        config: None,
+                        at: s.at,
+                    });
+                entry.config = s.config.or(entry.config.take());
+                for c in s.consumers {
+                    let Some(config) = c.config else {
+                        continue;
+                    };
+                    let config = self.shared(&empty, config);
+                    let k = in_account(&a.name, c.key);
+                    let entry = (self.consumers.entry(k)).or_insert(Remembered {
+                        config: None,
+                        at: c.at,
+                    });
+                    if let Some(was) = &entry.config {
+                        let kind = |c: &ConsumerConfig| CountingKind::of(Some(c));
+                        if kind(was) != kind(&config) || was.filters() != config.filters() {
+                            self.changed.insert(k);
+                        }
+                    }
+                    entry.config = Some(config);
                 }
             }
-            entry.config = Some(config);
         }
         if let Some(at) = refreshed {
             self.read_at = Some(self.read_at.map_or(at, |was| was.max(at)));
@@ -344,24 +320,6 @@ pub(super) fn keep(
         return Err(PollError::TooMuchKept(link.kept().limit()));
     }
     Ok(polled)
-}
-
-/// Takes `which` accounts out of `polled`, giving back what they charged.
-pub(super) fn let_go(link: &ServerLink<'_>, polled: &mut JszPoll, which: Which<'_>) {
-    let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut polled.accounts)
-        .into_iter()
-        .partition(|a| match which {
-            Which::All => true,
-            Which::Accounts(names) => names.contains(own_name(a)),
-        });
-    release(link, &gone);
-    polled.accounts = kept;
-}
-
-/// Gives back what `accounts` charged, as they are let go.
-fn release(link: &ServerLink<'_>, accounts: &[AccountDetail]) {
-    link.kept()
-        .release(accounts.iter().map(Kept::kept_bytes).sum());
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Unit tests of what is kept between configuration reads.
 use super::*;
-use crate::sources::jsz::Jsz;
+use crate::sources::jsz::config_learned::learned;
+use crate::sources::jsz::{Jsz, JszFilter};
 
 /// A poll of stream S with consumers `names` (`max_ack_pending` 5 each
 /// when `config`), each at delivered stream sequence `delivered`.
@@ -88,9 +89,15 @@ fn what_a_read_beside_the_polls_learned_is_taken_in() {
     assert!(stale.counting.is_empty());
     // Read beside the polls, then taken in: "c" has its configuration,
     // and the figures kept stay the last poll's.
-    let mut part = Memory::default();
-    part.learn(&poll(&["a", "c"], true, 7));
-    memory.absorb(part, None);
+    let learned_accounts =
+        (poll(&["a", "c"], true, 7).accounts.into_iter()).map(|a| AccountDetail {
+            name: a.name,
+            stream_detail: (a.stream_detail.into_iter())
+                .map(|s| learned(&JszFilter::default(), s))
+                .collect(),
+            ..AccountDetail::default()
+        });
+    memory.absorb(learned_accounts.collect(), None);
     let mut later = poll(&["a", "c"], false, 1);
     memory.remember(&mut later, false);
     assert_eq!(consumers(&later), [(Some(5), false), (Some(5), false)]);

@@ -15,14 +15,15 @@
 //! ([`config_background`](super::config_background)); a consumer whose
 //! configuration is not known yet starts its removal count again. The
 //! read a removal count needs, the first read, and every read with
-//! `--jsz-config-interval 0` stay on the scrape path: there, an account read
-//! again with its configuration is let go from the poll first (the poll
-//! never holds two copies of it), and once a configuration has been read,
-//! a read that fails (too large for the budget, or late: it leaves a poll
-//! without configuration what the last one took and a quarter more of the
-//! poll's time, at least a quarter of what is left) leaves the poll to be
-//! answered without configuration, with what is kept, and is tried again
-//! at the next poll.
+//! `--jsz-config-interval 0` stay on the scrape path. Every read but the
+//! first and those with interval 0 learns each stream as soon as it is
+//! parsed ([`config_learned`](super::config_learned)): the poll never holds
+//! an account twice, nor one parsed whole with its configuration. Once a
+//! configuration has been read, a read that fails (too large for the
+//! budget, or late: it leaves a poll without configuration what the last
+//! one took and a quarter more of the poll's time, at least a quarter of
+//! what is left) leaves the poll to be answered without configuration,
+//! with what is kept, and is tried again at the next poll.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,7 +31,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::config_background::{Background, Finished, Job};
-use super::config_memory::{keep, let_go, own_name, Memory, RemovalCheck};
+use super::config_learned::{learn, LearnedAccounts};
+use super::config_memory::{keep, own_name, Memory, RemovalCheck};
 use super::de::Kept;
 use super::{JszFilter, JszPoll, Reader, Which};
 use crate::lock::LockOrRecover;
@@ -185,7 +187,7 @@ impl ConfigOnDemand {
             stale.unknown
         };
         let polled = self
-            .read_here(memory, reader, polled, stale.counting, started)
+            .read_here(memory, reader, polled, stale.counting, false, started)
             .await?;
         if due || !beside.is_empty() {
             self.start_beside(reader, beside, due);
@@ -195,15 +197,16 @@ impl ConfigOnDemand {
 
     /// Starts a read of `accounts` (`refresh`: all) beside the scrapes,
     /// unless one is under way, with what this poll leaves of its budget
-    /// at its worst moment so far (less a quarter of that, at least an
-    /// eighth of the limit, for the next polls), charged to it.
+    /// at its worst moment so far (less an eighth of that, at least a
+    /// sixteenth of the limit: room for the next polls to grow), charged
+    /// to it.
     fn start_beside(&self, reader: Reader<'_, '_>, accounts: BTreeSet<String>, refresh: bool) {
         if self.background.busy() {
             return;
         }
         let kept = reader.link.kept();
         let held = kept.peak();
-        let margin = (held / 4).max(kept.limit() / 8);
+        let margin = (held / 8).max(kept.limit() / 16);
         let budget = kept.limit().saturating_sub(held.saturating_add(margin));
         let job = Job {
             link: reader.link.detached(self.beside_timeout),
@@ -256,15 +259,17 @@ impl ConfigOnDemand {
         Ok(polled)
     }
 
-    /// Every read on the scrape path: the first, a due one, and the
-    /// accounts found stale.
+    /// Every read on the scrape path: the first, and every one with
+    /// `--jsz-config-interval 0`, whole with the configuration; otherwise a
+    /// poll without it and a read of the configuration of the accounts
+    /// found stale (of every account when due).
     async fn poll_here(
         &self,
         memory: &mut Memory,
         reader: Reader<'_, '_>,
         started: Instant,
     ) -> Result<JszPoll, PollError> {
-        if memory.due(self.interval) {
+        if !memory.read_before() || self.interval.is_zero() {
             // The first read has nothing to fall back on.
             let read = if memory.read_before() {
                 self.config_read(reader, Which::All, started).await
@@ -280,18 +285,26 @@ impl ConfigOnDemand {
             };
         }
         let polled = self.plain_poll(reader).await?;
-        let stale = memory.stale_accounts(&polled, self.check).all();
-        self.read_here(memory, reader, polled, stale, started).await
+        let due = memory.due(self.interval);
+        let stale = if due {
+            polled.accounts.iter().map(own_name).cloned().collect()
+        } else {
+            memory.stale_accounts(&polled, self.check).all()
+        };
+        self.read_here(memory, reader, polled, stale, due, started)
+            .await
     }
 
-    /// Reads the `stale` accounts of `polled` again with their
-    /// configuration (more than a few: all), then keeps the poll.
+    /// Reads the configuration of the `stale` accounts of `polled` (more
+    /// than a few: of all; `refresh`: they are all), learned stream by
+    /// stream into what is kept, then keeps the poll with it.
     async fn read_here(
         &self,
         memory: &mut Memory,
         reader: Reader<'_, '_>,
         mut polled: JszPoll,
         stale: BTreeSet<String>,
+        refresh: bool,
         started: Instant,
     ) -> Result<JszPoll, PollError> {
         if stale.is_empty() {
@@ -302,17 +315,46 @@ impl ConfigOnDemand {
         } else {
             Which::Accounts(&stale)
         };
-        // Let go before they are read again: never two copies.
-        let_go(reader.link, &mut polled, which);
-        match self.config_read(reader, which, started).await {
-            Ok(mut fresh) => {
-                polled.accounts.append(&mut fresh.accounts);
-                polled.account_assets.append(&mut fresh.account_assets);
-                polled.config_read = true;
-                keep(memory, reader.link, polled, matches!(which, Which::All))
-            }
-            Err(e) => self.fall_back(memory, reader, which, polled, e).await,
+        let begun = Instant::now();
+        let learned = match self.config_learn(reader, which, started).await {
+            Ok(learned) => learned,
+            Err(e) => return Ok(self.answer_without(memory, polled, e)),
+        };
+        let before = memory.kept_bytes();
+        let refreshed = refresh || matches!(which, Which::All);
+        memory.absorb(learned, refreshed.then_some(begun));
+        let grown = memory.kept_bytes().saturating_sub(before);
+        if !reader.link.kept().charge(grown) {
+            *memory = Memory::default();
+            return Err(PollError::TooMuchKept(reader.link.kept().limit()));
         }
+        polled.config_read = true;
+        keep(memory, reader.link, polled, false)
+    }
+
+    /// Reads the configuration of `which` as [`learn`] learns it, charged
+    /// to a share of the poll's budget (given back once it is taken in),
+    /// within its deadline.
+    async fn config_learn(
+        &self,
+        reader: Reader<'_, '_>,
+        which: Which<'_>,
+        started: Instant,
+    ) -> Result<LearnedAccounts, PollError> {
+        let share = KeptBudget::share(reader.link.kept());
+        let link = reader.link.with_kept(&share);
+        let part = Reader {
+            link: &link,
+            ..reader
+        };
+        let read = learn(part, which);
+        if self.timeout.is_zero() {
+            return read.await;
+        }
+        let left = self.deadline(started);
+        tokio::time::timeout(left, read)
+            .await
+            .map_err(|_| PollError::Timeout(left))?
     }
 
     /// Reads `which` with its configuration, charged to a share of the
@@ -367,14 +409,20 @@ impl ConfigOnDemand {
         mut polled: JszPoll,
         error: PollError,
     ) -> Result<JszPoll, PollError> {
-        self.failures.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(%error, "/jsz configuration read failed; answered without it, with the configuration kept");
         let mut again = reader.read(which, false).await?;
         polled.now = polled.now.or(again.now);
         polled.accounts.append(&mut again.accounts);
         polled.account_assets.append(&mut again.account_assets);
+        Ok(self.answer_without(memory, polled, error))
+    }
+
+    /// After a configuration read failed with `error`: `polled` gets what is
+    /// kept (which stays as it was).
+    fn answer_without(&self, memory: &Memory, mut polled: JszPoll, error: PollError) -> JszPoll {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(%error, "/jsz configuration read failed; answered without it, with the configuration kept");
         memory.fill(&mut polled, self.check);
         polled.config_read = false;
-        Ok(polled)
+        polled
     }
 }

@@ -267,9 +267,10 @@ fn select<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{unix_seconds, Jsz};
+    use super::super::Jsz;
     use super::*;
     use crate::jetstream::jsz_families::age;
+    use crate::sources::unix_seconds;
 
     fn poll(leader: &str, ack_pending: u64) -> JszPoll {
         let json = format!(

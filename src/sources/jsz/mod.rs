@@ -6,17 +6,17 @@
 //! leader). Accounts are read in pages (`offset`, `limit`) so that servers
 //! with more accounts than one page are read whole.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 
-use super::kept::KeptBudget;
-use super::{unix_seconds, ServerLink, Source};
 use super::{MonitoringSource, NatsOption, TargetSnapshot};
+use super::{ServerLink, Source};
 use crate::poll_error::PollError;
 
 pub(crate) mod account_assets;
 pub(crate) mod account_jwts;
 pub(crate) mod accounts;
 mod config_background;
+mod config_learned;
 mod config_memory;
 mod config_on_demand;
 mod cut;
@@ -24,6 +24,7 @@ pub(crate) mod de;
 mod filter;
 mod leaders;
 mod metadata;
+mod pages;
 pub(crate) mod patterns;
 mod removal_figures;
 pub(crate) mod replicas;
@@ -74,159 +75,6 @@ pub(crate) struct JszPoll {
     pub(crate) account_jwts: Vec<(String, account_jwts::JwtLimits)>,
 }
 
-/// Reads every page of accounts with streams, consumers and, if `config`,
-/// their configuration, keeping what `filter` keeps (page by page, so that what it leaves out is
-/// never held for long).
-///
-/// When the filter names one account exactly, the server is asked for that
-/// account alone (`acc=`). The server looks it up by its own name (the
-/// public key in operator mode), not by a name tag: when that finds
-/// nothing, everything is read and filtered here.
-///
-/// Servers from 2.10 on hand out the accounts ordered by name, so pages add
-/// up to the whole. nats-server 2.9 pages over its accounts in no fixed
-/// order: pages overlap and miss accounts. When the pages read are not in
-/// one ascending order, everything is read again in one request.
-pub(crate) async fn poll(
-    link: &ServerLink<'_>,
-    page_size: u32,
-    filter: &JszFilter,
-    config: bool,
-) -> Result<JszPoll, PollError> {
-    if let Some(account) = filter.server_account() {
-        let pages = Pages {
-            account: Some(account),
-            size: page_size,
-            config,
-        };
-        let (out, _) = read_pages(link, pages, filter).await?;
-        if !out.accounts.is_empty() {
-            return Ok(out);
-        }
-    }
-    let pages = Pages {
-        account: None,
-        size: page_size,
-        config,
-    };
-    let (out, in_order) = read_pages(link, pages, filter).await?;
-    if in_order {
-        return Ok(out);
-    }
-    // Read again: what the pages out of order keep is let go.
-    let kept = out.accounts.iter().map(de::Kept::kept_bytes).sum();
-    link.kept().release(kept);
-    drop(out);
-    let pages = Pages {
-        account: None,
-        size: u32::MAX >> 1,
-        config,
-    };
-    Ok(read_pages(link, pages, filter).await?.0)
-}
-
-/// Reads the account the server names `account`, with its configuration
-/// if `config`.
-async fn poll_account(
-    link: &ServerLink<'_>,
-    page_size: u32,
-    filter: &JszFilter,
-    account: &str,
-    config: bool,
-) -> Result<JszPoll, PollError> {
-    let pages = Pages {
-        account: Some(account),
-        size: page_size,
-        config,
-    };
-    Ok(read_pages(link, pages, filter).await?.0)
-}
-
-/// Which pages to read: of one account (`acc=`) or all, their size, and
-/// whether with the configuration.
-#[derive(Debug, Clone, Copy)]
-struct Pages<'a> {
-    account: Option<&'a str>,
-    size: u32,
-    config: bool,
-}
-
-/// Reads pages of `page_size` accounts until the last; returns the distinct
-/// accounts, and whether every account read (repeats included) came after
-/// the one before it, as in one ordered list (always so for one page).
-async fn read_pages(
-    link: &ServerLink<'_>,
-    pages_to_read: Pages<'_>,
-    filter: &JszFilter,
-) -> Result<(JszPoll, bool), PollError> {
-    let page_size = pages_to_read.size;
-    let mut out = JszPoll::default();
-    let mut seen = HashSet::new();
-    let mut offset = 0usize;
-    let mut pages = 0;
-    let mut last_id: Option<String> = None;
-    let mut in_order = true;
-    loop {
-        let mut query = vec![
-            ("accounts", "true".into()),
-            ("streams", "true".into()),
-            ("consumers", "true".into()),
-            ("config", pages_to_read.config.to_string()),
-            ("offset", offset.to_string()),
-            ("limit", page_size.to_string()),
-        ];
-        if let Some(account) = pages_to_read.account {
-            query.push(("acc", account.to_string()));
-        }
-        // Pages of large accounts are large: parsed as they arrive over
-        // HTTP; a NATS reply arrives whole. A page charges a share of
-        // the poll's budget as it is parsed; once it is filtered, the poll's
-        // budget is charged with what it keeps instead.
-        let share = KeptBudget::share(link.kept());
-        let page = link
-            .with_kept(&share)
-            .get_streamed(Source::Jsz, &query, split::parse, split::parse_whole)
-            .await?;
-        pages += 1;
-        if out.now.is_none() {
-            out.now = unix_seconds(&page.now);
-        }
-        let len = page.account_details.len();
-        let mut fresh = Vec::new();
-        for a in page.account_details {
-            let id = if a.id.is_empty() { &a.name } else { &a.id };
-            if last_id.as_ref().is_some_and(|last| last >= id) {
-                in_order = false;
-            }
-            last_id = Some(id.clone());
-            if seen.insert(a.name.clone()) {
-                fresh.push(a);
-            }
-        }
-        let any_fresh = !fresh.is_empty();
-        let mut assets = account_assets::record(&fresh, filter);
-        let asset_bytes: usize = assets.iter().map(|a| a.kept_bytes()).sum();
-        out.account_assets.append(&mut assets);
-        filter.apply(&mut fresh);
-        drop(share);
-        let keeps = asset_bytes + fresh.iter().map(de::Kept::kept_bytes).sum::<usize>();
-        if !link.kept().charge(keeps) {
-            return Err(PollError::TooMuchKept(link.kept().limit()));
-        }
-        out.accounts.append(&mut fresh);
-        offset += len;
-        // Stop at a short page, at the announced total, or when a server that
-        // ignores paging hands back accounts already read.
-        if page.disabled
-            || len < page_size as usize
-            || !any_fresh
-            || page.total.is_some_and(|t| offset >= t)
-        {
-            return Ok((out, in_order || pages == 1));
-        }
-    }
-}
-
 /// Which accounts to read: all, or these (by the name the server knows).
 #[derive(Clone, Copy)]
 enum Which<'s> {
@@ -245,18 +93,40 @@ struct Reader<'r, 'l> {
 impl Reader<'_, '_> {
     /// Reads `which` accounts, with their configuration if `config`.
     async fn read(self, which: Which<'_>, config: bool) -> Result<JszPoll, PollError> {
-        let Which::Accounts(accounts) = which else {
-            return poll(self.link, self.page_size, self.filter, config).await;
+        let mut polled = pages::PolledAccounts {
+            out: JszPoll::default(),
+            filter: self.filter,
         };
-        let mut out = JszPoll::default();
+        polled.out.now = self.read_into(which, config, &(), &mut polled).await?;
+        Ok(polled.out)
+    }
+
+    /// Reads `which` accounts, with their configuration if `config`, into
+    /// `sink`; returns the server's clock at the first page.
+    async fn read_into<S: pages::StreamForm>(
+        self,
+        which: Which<'_>,
+        config: bool,
+        with: &S::With,
+        sink: &mut (dyn pages::PageSink<S> + Send),
+    ) -> Result<Option<f64>, PollError> {
+        let pages = pages::Pages {
+            account: None,
+            size: self.page_size,
+            config,
+        };
+        let Which::Accounts(accounts) = which else {
+            return pages::read_all(self.link, pages, self.filter, with, sink).await;
+        };
+        let mut now = None;
         for account in accounts {
-            let mut one =
-                poll_account(self.link, self.page_size, self.filter, account, config).await?;
-            out.now = out.now.or(one.now);
-            out.accounts.append(&mut one.accounts);
-            out.account_assets.append(&mut one.account_assets);
+            let one = pages::Pages {
+                account: Some(account),
+                ..pages
+            };
+            now = now.or(pages::read_account(self.link, one, with, sink).await?);
         }
-        Ok(out)
+        Ok(now)
     }
 }
 

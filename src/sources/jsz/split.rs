@@ -32,6 +32,20 @@ pub fn parse_whole(body: &[u8]) -> Result<Jsz, ParseError> {
     serde_json::from_slice(body).map_err(ParseError::json)
 }
 
+/// What a parsed stream is kept as: itself ([`parse`]), or a smaller form
+/// made from it as soon as it is parsed ([`parse_reduced`]).
+pub(crate) type Reduce<'r, S> = &'r (dyn Fn(StreamDetail) -> S + Sync);
+
+/// [`parse_reduced`] of a reply already held whole (a NATS reply): cut
+/// as if it were read in pieces, so that only the streams in flight are
+/// held parsed before they are reduced.
+pub(crate) fn parse_whole_reduced<S: Kept + Send>(
+    mut body: &[u8],
+    reduce: Reduce<'_, S>,
+) -> Result<Jsz<S>, ParseError> {
+    parse_reduced(&mut body, reduce)
+}
+
 /// Streams cut out but not yet parsed, at most: a few hundred KB each at
 /// 100 consumers a stream.
 const STREAMS_IN_FLIGHT: usize = 4;
@@ -49,6 +63,15 @@ const ROOM_KEPT: usize = 1 << 20;
 /// skeleton, the streams not yet parsed) and the consumers parsed are
 /// charged to this thread's budget (`kept::current`).
 pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, ParseError> {
+    parse_reduced(input, &|stream| stream)
+}
+
+/// [`parse`], each stream kept as `reduce` makes it as soon as it is
+/// parsed: what is charged for it is then what the reduced form keeps.
+pub(crate) fn parse_reduced<S: Kept + Send>(
+    input: &mut dyn BufRead,
+    reduce: Reduce<'_, S>,
+) -> Result<Jsz<S>, ParseError> {
     let budget = kept::current();
     // Set by a parser that failed: the reading stops at its next piece of
     // input, not only at the next stream's end (which an endless reply
@@ -64,7 +87,9 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, ParseError> {
             .map(|_| {
                 let give_back = give_back.clone();
                 scope.spawn(move || {
-                    kept::scope(budget, || parse_streams(cut_out, &give_back, failed))
+                    kept::scope(budget, || {
+                        parse_streams(cut_out, &give_back, failed, reduce)
+                    })
                 })
             })
             .collect();
@@ -77,7 +102,7 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, ParseError> {
             to_parsers.send((count - 1, stream.take(next))).is_ok()
         });
         drop(to_parsers);
-        let mut streams: Vec<Option<StreamDetail>> = Vec::new();
+        let mut streams: Vec<Option<S>> = Vec::new();
         streams.resize_with(count, || None);
         let mut first_error: Option<(usize, ParseError)> = None;
         for parser in parsers {
@@ -102,7 +127,8 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, ParseError> {
         }
         let streams = streams.into_iter().collect::<Option<Vec<_>>>();
         let streams = streams.ok_or("the stream parser stopped")?;
-        put_back(&skeleton?, streams)
+        let skeleton = serde_json::from_slice(&skeleton?).map_err(ParseError::json)?;
+        put_back(skeleton, streams, reduce)
     })
 }
 
@@ -110,11 +136,12 @@ pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, ParseError> {
 /// reply, until there are no more; the first that fails stops the rest:
 /// from then on every parser only takes the streams the cut still hands
 /// out, unparsed, so that the cut never waits for a parser that stopped.
-fn parse_streams(
+fn parse_streams<S: Kept>(
     cut_out: &Mutex<Receiver<(usize, Vec<u8>)>>,
     give_back: &SyncSender<Vec<u8>>,
     failed: &AtomicBool,
-) -> Result<Vec<(usize, StreamDetail)>, (usize, ParseError)> {
+    reduce: Reduce<'_, S>,
+) -> Result<Vec<(usize, S)>, (usize, ParseError)> {
     let budget = kept::current();
     let mut streams = Vec::new();
     let mut error = None;
@@ -134,9 +161,18 @@ fn parse_streams(
                     if streams.len() == room {
                         streams.reserve(1);
                     }
-                    let more = (streams.capacity() - room) * size_of::<(usize, StreamDetail)>();
-                    if budget.charge(more + stream.own_heap()) {
-                        Ok(stream)
+                    let more = (streams.capacity() - room) * size_of::<(usize, S)>();
+                    if !budget.charge(more + stream.own_heap()) {
+                        return Err(budget.refused().into());
+                    }
+                    // What its lists charged as they were parsed, and its
+                    // own heap, become what the reduced form keeps.
+                    let parsed = stream.own_heap() + stream.lists();
+                    let reduced = reduce(stream);
+                    let keeps = reduced.own_heap() + reduced.lists();
+                    budget.release(parsed.saturating_sub(keeps));
+                    if budget.charge(keeps.saturating_sub(parsed)) {
+                        Ok(reduced)
                     } else {
                         Err(budget.refused().into())
                     }
@@ -160,15 +196,18 @@ fn parse_streams(
     }
 }
 
-/// Parses the skeleton and puts the parsed streams back where they were cut out.
-fn put_back(skeleton: &[u8], streams: Vec<StreamDetail>) -> Result<Jsz, ParseError> {
-    let skeleton: Jsz<Option<StreamDetail>> =
-        serde_json::from_slice(skeleton).map_err(ParseError::json)?;
+/// Puts the parsed streams back into the skeleton where they were cut out;
+/// the streams the skeleton kept are reduced there.
+fn put_back<S>(
+    skeleton: Jsz<Option<StreamDetail>>,
+    streams: Vec<S>,
+    reduce: Reduce<'_, S>,
+) -> Result<Jsz<S>, ParseError> {
     // A `null` is a stream cut out, or a `null` in the reply, which is not a
     // stream: then there are more of them than streams cut out.
     let mut cut = streams.into_iter();
     let mut restore = |kept: Option<StreamDetail>| match kept {
-        Some(stream) => Ok(stream),
+        Some(stream) => Ok(reduce(stream)),
         None => cut.next().ok_or("a stream is null; the reply is not /jsz"),
     };
     let mut account_details = Vec::with_capacity(skeleton.account_details.len());
