@@ -9,8 +9,8 @@
 //! The read keeps what it learns of each stream as soon as the stream is
 //! parsed ([`config_learned`](super::config_learned): some 50 bytes a
 //! consumer), never an account's reply parsed whole. Its budget is what
-//! the poll that started it left of `--max-kept-size` (less an eighth of
-//! what that poll held), and every poll while it runs charges that budget
+//! the poll that started it left of `--max-kept-size` (less a
+//! thirty-second of what that poll held), and every poll while it runs charges that budget
 //! too: the server's replies never keep more than the limit together. A
 //! read that does not fit is done on the scrape path at the next poll, as
 //! before ([`ConfigOnDemand`](super::ConfigOnDemand)).

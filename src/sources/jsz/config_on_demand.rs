@@ -31,13 +31,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::config_background::{Background, Finished, Job};
-use super::config_learned::{learn, LearnedAccounts};
-use super::config_memory::{keep, own_name, Memory, RemovalCheck};
-use super::de::Kept;
+use super::config_memory::{own_name, Memory, RemovalCheck};
 use super::{JszFilter, JszPoll, Reader, Which};
 use crate::lock::LockOrRecover;
 use crate::poll_error::PollError;
-use crate::sources::kept::KeptBudget;
 use crate::sources::ServerLink;
 
 /// Accounts read again one by one (`acc=`); more are read again whole.
@@ -197,16 +194,16 @@ impl ConfigOnDemand {
 
     /// Starts a read of `accounts` (`refresh`: all) beside the scrapes,
     /// unless one is under way, with what this poll leaves of its budget
-    /// at its worst moment so far (less an eighth of that, at least a
-    /// sixteenth of the limit: room for the next polls to grow), charged
-    /// to it.
+    /// at its worst moment so far (less a thirty-second of that, at least
+    /// a sixty-fourth of the limit: room for the next polls to grow; a poll
+    /// that outgrows it stops the read), charged to it.
     fn start_beside(&self, reader: Reader<'_, '_>, accounts: BTreeSet<String>, refresh: bool) {
         if self.background.busy() {
             return;
         }
         let kept = reader.link.kept();
         let held = kept.peak();
-        let margin = (held / 8).max(kept.limit() / 16);
+        let margin = (held / 32).max(kept.limit() / 64);
         let budget = kept.limit().saturating_sub(held.saturating_add(margin));
         let job = Job {
             link: reader.link.detached(self.beside_timeout),
@@ -258,171 +255,7 @@ impl ConfigOnDemand {
         self.plain_nanos.store(took, Ordering::Relaxed);
         Ok(polled)
     }
-
-    /// Every read on the scrape path: the first, and every one with
-    /// `--jsz-config-interval 0`, whole with the configuration; otherwise a
-    /// poll without it and a read of the configuration of the accounts
-    /// found stale (of every account when due).
-    async fn poll_here(
-        &self,
-        memory: &mut Memory,
-        reader: Reader<'_, '_>,
-        started: Instant,
-    ) -> Result<JszPoll, PollError> {
-        if !memory.read_before() || self.interval.is_zero() {
-            // The first read has nothing to fall back on.
-            let read = if memory.read_before() {
-                self.config_read(reader, Which::All, started).await
-            } else {
-                Ok(reader.read(Which::All, true).await?)
-            };
-            return match read {
-                Ok(polled) => keep(memory, reader.link, polled, true),
-                Err(e) => {
-                    let polled = JszPoll::default();
-                    self.fall_back(memory, reader, Which::All, polled, e).await
-                }
-            };
-        }
-        let polled = self.plain_poll(reader).await?;
-        let due = memory.due(self.interval);
-        let stale = if due {
-            polled.accounts.iter().map(own_name).cloned().collect()
-        } else {
-            memory.stale_accounts(&polled, self.check).all()
-        };
-        self.read_here(memory, reader, polled, stale, due, started)
-            .await
-    }
-
-    /// Reads the configuration of the `stale` accounts of `polled` (more
-    /// than a few: of all; `refresh`: they are all), learned stream by
-    /// stream into what is kept, then keeps the poll with it.
-    async fn read_here(
-        &self,
-        memory: &mut Memory,
-        reader: Reader<'_, '_>,
-        mut polled: JszPoll,
-        stale: BTreeSet<String>,
-        refresh: bool,
-        started: Instant,
-    ) -> Result<JszPoll, PollError> {
-        if stale.is_empty() {
-            return keep(memory, reader.link, polled, false);
-        }
-        let which = if stale.len() > ACCOUNTS_READ_ALONE {
-            Which::All
-        } else {
-            Which::Accounts(&stale)
-        };
-        let begun = Instant::now();
-        let learned = match self.config_learn(reader, which, started).await {
-            Ok(learned) => learned,
-            Err(e) => return Ok(self.answer_without(memory, polled, e)),
-        };
-        let before = memory.kept_bytes();
-        let refreshed = refresh || matches!(which, Which::All);
-        memory.absorb(learned, refreshed.then_some(begun));
-        let grown = memory.kept_bytes().saturating_sub(before);
-        if !reader.link.kept().charge(grown) {
-            *memory = Memory::default();
-            return Err(PollError::TooMuchKept(reader.link.kept().limit()));
-        }
-        polled.config_read = true;
-        keep(memory, reader.link, polled, false)
-    }
-
-    /// Reads the configuration of `which` as [`learn`] learns it, charged
-    /// to a share of the poll's budget (given back once it is taken in),
-    /// within its deadline.
-    async fn config_learn(
-        &self,
-        reader: Reader<'_, '_>,
-        which: Which<'_>,
-        started: Instant,
-    ) -> Result<LearnedAccounts, PollError> {
-        let share = KeptBudget::share(reader.link.kept());
-        let link = reader.link.with_kept(&share);
-        let part = Reader {
-            link: &link,
-            ..reader
-        };
-        let read = learn(part, which);
-        if self.timeout.is_zero() {
-            return read.await;
-        }
-        let left = self.deadline(started);
-        tokio::time::timeout(left, read)
-            .await
-            .map_err(|_| PollError::Timeout(left))?
-    }
-
-    /// Reads `which` with its configuration, charged to a share of the
-    /// poll's budget (all given back if it fails), within its deadline.
-    async fn config_read(
-        &self,
-        reader: Reader<'_, '_>,
-        which: Which<'_>,
-        started: Instant,
-    ) -> Result<JszPoll, PollError> {
-        let share = KeptBudget::share(reader.link.kept());
-        let link = reader.link.with_kept(&share);
-        let part = Reader {
-            link: &link,
-            ..reader
-        };
-        let read = part.read(which, true);
-        let fresh = if self.timeout.is_zero() {
-            read.await?
-        } else {
-            let left = self.deadline(started);
-            tokio::time::timeout(left, read)
-                .await
-                .map_err(|_| PollError::Timeout(left))??
-        };
-        share.hand_over(fresh.accounts.iter().map(Kept::kept_bytes).sum());
-        Ok(fresh)
-    }
-
-    /// The time a configuration read has: what is left of the poll's, but
-    /// for what the last poll without configuration took and a quarter
-    /// more (at least a quarter of what is left; half when there was none).
-    fn deadline(&self, started: Instant) -> Duration {
-        let left = self.timeout.saturating_sub(started.elapsed());
-        let plain = Duration::from_nanos(self.plain_nanos.load(Ordering::Relaxed));
-        let reserve = if plain.is_zero() {
-            left / 2
-        } else {
-            (plain * 5 / 4).max(left / 4)
-        };
-        left.saturating_sub(reserve).max(left / 4)
-    }
-
-    /// After a configuration read of `which` failed with `error`: reads
-    /// them without configuration into `polled`, which gets what is kept
-    /// (and keeps it as it was).
-    async fn fall_back(
-        &self,
-        memory: &mut Memory,
-        reader: Reader<'_, '_>,
-        which: Which<'_>,
-        mut polled: JszPoll,
-        error: PollError,
-    ) -> Result<JszPoll, PollError> {
-        let mut again = reader.read(which, false).await?;
-        polled.now = polled.now.or(again.now);
-        polled.accounts.append(&mut again.accounts);
-        polled.account_assets.append(&mut again.account_assets);
-        Ok(self.answer_without(memory, polled, error))
-    }
-
-    /// After a configuration read failed with `error`: `polled` gets what is
-    /// kept (which stays as it was).
-    fn answer_without(&self, memory: &Memory, mut polled: JszPoll, error: PollError) -> JszPoll {
-        self.failures.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(%error, "/jsz configuration read failed; answered without it, with the configuration kept");
-        memory.fill(&mut polled, self.check);
-        polled.config_read = false;
-        polled
-    }
 }
+
+#[path = "config_scrape_path.rs"]
+mod scrape_path;
