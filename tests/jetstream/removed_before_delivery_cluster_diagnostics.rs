@@ -4,15 +4,37 @@
 use crate::common;
 use nats_test_server::NatsServer;
 
-/// What each server in `live` says of `consumer`: its cluster information
-/// (the leader it names), the delivered position, the pending count.
+/// What each server in `live` says of the stream LIMITED (its state,
+/// `num_deleted` included, and cluster information) and of `consumer` (the
+/// leader it names, the delivered position, the pending count), saying so
+/// where a server lists neither.
 pub(crate) fn replicas(live: &[&NatsServer], consumer: &str) -> String {
     let mut out = String::new();
     for server in live {
-        for c in consumer_entries(server, consumer) {
-            let (cluster, d, n) = (&c["cluster"], &c["delivered"], &c["num_pending"]);
-            let name = &server.name;
-            out.push_str(&format!("  {name}: cluster {cluster}, {d}, pending {n}\n"));
+        let name = &server.name;
+        let path = "jsz?accounts=true&streams=true&consumers=true";
+        let limited: Vec<_> = stream_entries(server, path)
+            .filter(|s| s["name"] == "LIMITED")
+            .collect();
+        if limited.is_empty() {
+            out.push_str(&format!("  {name}: LIMITED not listed\n"));
+        }
+        for s in limited {
+            let (state, cluster) = (&s["state"], &s["cluster"]);
+            out.push_str(&format!(
+                "  {name}: LIMITED state {state}, cluster {cluster}\n"
+            ));
+            let entries = s["consumer_detail"].as_array().cloned().unwrap_or_default();
+            let ours: Vec<_> = entries.iter().filter(|c| c["name"] == consumer).collect();
+            if ours.is_empty() {
+                out.push_str(&format!("    {consumer} not listed\n"));
+            }
+            for c in ours {
+                let (cluster, d, n) = (&c["cluster"], &c["delivered"], &c["num_pending"]);
+                out.push_str(&format!(
+                    "    {consumer}: cluster {cluster}, {d}, pending {n}\n"
+                ));
+            }
         }
     }
     out

@@ -1,9 +1,9 @@
 //! What a read beside the scrapes keeps of each stream as soon as it is
 //! parsed ([`split::parse_reduced`](super::split::parse_reduced)): the
-//! hashes of its names, its configuration and its consumers', and the
-//! figures the removal check compares. So a read of one account of 100,000
-//! consumers with their configuration holds some 50 bytes a consumer, never
-//! the account's reply parsed whole.
+//! hashes of its names, its configuration and its consumers' (equal ones
+//! shared). So a read of one account of 100,000 consumers with their
+//! configuration holds some 16 bytes a consumer, never the account's reply
+//! parsed whole.
 
 use std::sync::Arc;
 
@@ -11,7 +11,6 @@ use std::io::BufRead;
 
 use super::de::{config_bytes, metadata_bytes, Kept};
 use super::pages::{PageSink, StreamForm};
-use super::removal_figures::{ConsumerAt, StreamAt};
 use super::{split, AccountDetail, ConsumerConfig, Jsz, JszFilter, Reader};
 use super::{StreamConfig, StreamDetail, Which};
 use crate::poll_error::PollError;
@@ -21,24 +20,23 @@ use crate::sources::parse_error::ParseError;
 /// each stream learned or left out (`None`).
 pub(super) type LearnedAccounts = Vec<AccountDetail<Option<LearnedStream>>>;
 
-/// One stream as a read beside the scrapes learns it.
+/// One stream as a read learns it: what is kept of it is only given its
+/// configuration (the figures kept stay those of the last poll).
 #[derive(Debug)]
 pub(super) struct LearnedStream {
     /// The hash of its name and `created` (its account's comes later).
     pub(super) key: u64,
     pub(super) config: Option<StreamConfig>,
-    pub(super) at: StreamAt,
     pub(super) consumers: Box<[LearnedConsumer]>,
 }
 
-/// One consumer as a read beside the scrapes learns it.
+/// One consumer as a read learns it: 16 bytes.
 #[derive(Debug)]
 pub(super) struct LearnedConsumer {
     /// The hash of its stream's name, its own and its `created`.
     pub(super) key: u64,
     /// Shared with the consumer before it when equal, as parsed.
     pub(super) config: Option<Arc<ConsumerConfig>>,
-    pub(super) at: ConsumerAt,
 }
 
 /// `stream` as a read beside the scrapes keeps it, with the consumers
@@ -52,12 +50,10 @@ pub(super) fn learned(filter: &JszFilter, stream: StreamDetail) -> Option<Learne
         .map(|c| LearnedConsumer {
             key: local_key(&[&stream.name, &c.name], c.created),
             config: c.config.clone(),
-            at: ConsumerAt::of(c),
         })
         .collect();
     Some(LearnedStream {
         key: local_key(&[&stream.name], stream.created),
-        at: StreamAt::of(&stream.state),
         config: stream.config,
         consumers,
     })

@@ -31,6 +31,16 @@ struct Remembered<C, A> {
     at: A,
 }
 
+/// What [`Memory::absorb`] does with a stream or consumer the last poll
+/// did not have.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Unseen {
+    /// Left unknown: the next poll that has it reads it again.
+    Skipped,
+    /// Kept with zero figures: the poll kept next has it.
+    Kept,
+}
+
 /// The accounts whose configuration a poll lacks ([`Memory::stale_accounts`]).
 #[derive(Debug, Default)]
 pub(super) struct Stale {
@@ -204,29 +214,41 @@ impl Memory {
         }
     }
 
-    /// Takes in what a read beside the scrapes learned (`refreshed`: of
-    /// every account, begun then): its configuration replaces the one kept
-    /// (a consumer's changed for the removal count starts that count
-    /// again); the figures kept stay those of the last poll.
-    pub(super) fn absorb(&mut self, learned: LearnedAccounts, refreshed: Option<Instant>) {
+    /// Takes in what a read learned (`refreshed`: of every account, begun
+    /// then): its configuration replaces the one kept (a consumer's changed
+    /// for the removal count starts that count again); the figures kept stay
+    /// those of the last poll. A stream or consumer the last poll did not
+    /// have is kept only with `Unseen::Kept`, when the poll about to be kept
+    /// has it (its figures then replace the zeros it is kept with);
+    /// otherwise it stays unknown and the next poll that has it reads it.
+    pub(super) fn absorb(
+        &mut self,
+        learned: LearnedAccounts,
+        refreshed: Option<Instant>,
+        unseen: Unseen,
+    ) {
         let empty = HashSet::new();
+        let kept = |exists: bool| exists || matches!(unseen, Unseen::Kept);
         for a in learned {
             for s in a.stream_detail.into_iter().flatten() {
-                let entry =
-                    (self.streams.entry(in_account(&a.name, s.key))).or_insert(Remembered {
+                let k = in_account(&a.name, s.key);
+                if kept(self.streams.contains_key(&k)) {
+                    let entry = self.streams.entry(k).or_insert(Remembered {
                         config: None,
-                        at: s.at,
+                        at: StreamAt::default(),
                     });
-                entry.config = s.config.or(entry.config.take());
+                    entry.config = s.config.or(entry.config.take());
+                }
                 for c in s.consumers {
-                    let Some(config) = c.config else {
+                    let k = in_account(&a.name, c.key);
+                    let exists = self.consumers.contains_key(&k);
+                    let Some(config) = c.config.filter(|_| kept(exists)) else {
                         continue;
                     };
                     let config = self.shared(&empty, config);
-                    let k = in_account(&a.name, c.key);
-                    let entry = (self.consumers.entry(k)).or_insert(Remembered {
+                    let entry = self.consumers.entry(k).or_insert(Remembered {
                         config: None,
-                        at: c.at,
+                        at: ConsumerAt::default(),
                     });
                     if let Some(was) = &entry.config {
                         let kind = |c: &ConsumerConfig| CountingKind::of(Some(c));

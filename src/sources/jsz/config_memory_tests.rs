@@ -1,6 +1,6 @@
 //! Unit tests of what is kept between configuration reads.
 use super::*;
-use crate::sources::jsz::config_learned::learned;
+use crate::sources::jsz::config_learned::{learned, LearnedAccounts};
 use crate::sources::jsz::{Jsz, JszFilter};
 
 /// A poll of stream S with consumers `names` (`max_ack_pending` 5 each
@@ -89,19 +89,33 @@ fn what_a_read_beside_the_polls_learned_is_taken_in() {
     assert!(stale.counting.is_empty());
     // Read beside the polls, then taken in: "c" has its configuration,
     // and the figures kept stay the last poll's.
-    let learned_accounts =
-        (poll(&["a", "c"], true, 7).accounts.into_iter()).map(|a| AccountDetail {
-            name: a.name,
-            stream_detail: (a.stream_detail.into_iter())
-                .map(|s| learned(&JszFilter::default(), s))
-                .collect(),
-            ..AccountDetail::default()
-        });
-    memory.absorb(learned_accounts.collect(), None);
+    // "d" was made after the poll that started the read: left unknown.
+    memory.absorb(learn(&["a", "c", "d"]), None, Unseen::Skipped);
     let mut later = poll(&["a", "c"], false, 1);
     memory.remember(&mut later, false);
     assert_eq!(consumers(&later), [(Some(5), false), (Some(5), false)]);
     let stale = memory.stale_accounts(&poll(&["a", "c"], false, 1), Some(moved));
     assert!(stale.unknown.is_empty() && stale.counting.is_empty());
     assert_eq!(memory.configs.len(), 1, "one configuration, shared");
+    let stale = memory.stale_accounts(&poll(&["a", "c", "d"], false, 1), Some(moved));
+    assert_eq!(stale.unknown, BTreeSet::from(["A".to_string()]));
+    // On the scrape path the poll about to be kept has it: kept.
+    memory.absorb(learn(&["d"]), None, Unseen::Kept);
+    let mut with_d = poll(&["a", "c", "d"], false, 1);
+    memory.remember(&mut with_d, false);
+    assert_eq!(consumers(&with_d)[2], (Some(5), false));
+}
+
+/// What a read learns of stream S with consumers `names`, with their
+/// configuration.
+fn learn(names: &[&str]) -> LearnedAccounts {
+    let accounts = poll(names, true, 7).accounts.into_iter();
+    let learned = accounts.map(|a| AccountDetail {
+        name: a.name,
+        stream_detail: (a.stream_detail.into_iter())
+            .map(|s| learned(&JszFilter::default(), s))
+            .collect(),
+        ..AccountDetail::default()
+    });
+    learned.collect()
 }

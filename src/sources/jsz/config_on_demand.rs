@@ -31,7 +31,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::config_background::{Background, Finished, Job};
-use super::config_memory::{own_name, Memory, RemovalCheck};
+use super::config_memory::{own_name, Memory, RemovalCheck, Unseen};
 use super::{JszFilter, JszPoll, Reader, Which};
 use crate::lock::LockOrRecover;
 use crate::poll_error::PollError;
@@ -175,6 +175,7 @@ impl ConfigOnDemand {
         if here || self.interval.is_zero() || !memory.read_before() {
             return self.poll_here(memory, reader, started).await;
         }
+        let kept_before = memory.kept_bytes();
         let polled = self.plain_poll(reader).await?;
         let stale = memory.stale_accounts(&polled, self.check);
         let due = memory.due(self.interval);
@@ -187,23 +188,32 @@ impl ConfigOnDemand {
             .read_here(memory, reader, polled, stale.counting, false, started)
             .await?;
         if due || !beside.is_empty() {
-            self.start_beside(reader, beside, due);
+            let grown = memory.kept_bytes().saturating_sub(kept_before);
+            self.start_beside(reader, beside, due, grown);
         }
         Ok(polled)
     }
 
     /// Starts a read of `accounts` (`refresh`: all) beside the scrapes,
     /// unless one is under way, with what this poll leaves of its budget
-    /// at its worst moment so far (less a thirty-second of that, at least
-    /// a sixty-fourth of the limit: room for the next polls to grow; a poll
-    /// that outgrows it stops the read), charged to it.
-    fn start_beside(&self, reader: Reader<'_, '_>, accounts: BTreeSet<String>, refresh: bool) {
+    /// at its worst moment so far, less room for the next polls to grow:
+    /// what is kept grew by `grown` bytes in this poll (the next one holds
+    /// that from its start), and a thirty-second of that moment (at least a
+    /// sixty-fourth of the limit); a poll that outgrows it stops the read.
+    /// The budget is charged to this poll.
+    fn start_beside(
+        &self,
+        reader: Reader<'_, '_>,
+        accounts: BTreeSet<String>,
+        refresh: bool,
+        grown: usize,
+    ) {
         if self.background.busy() {
             return;
         }
         let kept = reader.link.kept();
         let held = kept.peak();
-        let margin = (held / 32).max(kept.limit() / 64);
+        let margin = grown.saturating_add((held / 32).max(kept.limit() / 64));
         let budget = kept.limit().saturating_sub(held.saturating_add(margin));
         let job = Job {
             link: reader.link.detached(self.beside_timeout),
@@ -233,7 +243,7 @@ impl ConfigOnDemand {
         };
         match outcome {
             Ok(part) => {
-                memory.absorb(part, refreshed);
+                memory.absorb(part, refreshed, Unseen::Skipped);
                 true
             }
             Err(error) => {

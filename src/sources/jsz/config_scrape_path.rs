@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::super::config_learned::{learn, LearnedAccounts};
-use super::super::config_memory::{keep, own_name, Memory};
+use super::super::config_memory::{keep, own_name, Memory, Unseen};
 use super::super::de::Kept;
 use super::super::{JszPoll, Reader, Which};
 use super::{ConfigOnDemand, ACCOUNTS_READ_ALONE};
@@ -80,7 +80,7 @@ impl ConfigOnDemand {
         };
         let before = memory.kept_bytes();
         let refreshed = refresh || matches!(which, Which::All);
-        memory.absorb(learned, refreshed.then_some(begun));
+        memory.absorb(learned, refreshed.then_some(begun), Unseen::Kept);
         let grown = memory.kept_bytes().saturating_sub(before);
         if !reader.link.kept().charge(grown) {
             *memory = Memory::default();
