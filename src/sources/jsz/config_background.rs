@@ -7,13 +7,13 @@
 //! after the read ends takes in what it learned.
 //!
 //! The read keeps what it learns of each stream as soon as the stream is
-//! parsed ([`config_learned`](super::config_learned): some 50 bytes a
+//! parsed ([`config_learned`](super::config_learned): some 16 bytes a
 //! consumer), never an account's reply parsed whole. Its budget is what
-//! the poll that started it left of `--max-kept-size` (less a
-//! thirty-second of what that poll held), and every poll while it runs charges that budget
-//! too: the server's replies never keep more than the limit together. A
-//! read that does not fit is done on the scrape path at the next poll, as
-//! before ([`ConfigOnDemand`](super::ConfigOnDemand)).
+//! the poll that started it left of `--max-kept-size`, less room for the
+//! polls to grow ([`ConfigOnDemand`](super::ConfigOnDemand) says how much),
+//! and every poll while it runs charges that budget too: the server's
+//! replies never keep more than the limit together. A read that does not
+//! fit is done on the scrape path at the next poll.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

@@ -59,16 +59,21 @@ pub(super) fn learned(filter: &JszFilter, stream: StreamDetail) -> Option<Learne
     })
 }
 
+/// Streams cut out waiting for a parser: one, as a stream of 100 consumers
+/// with its configuration is some 250 KB of indented text, held twice over
+/// (charged as its parse may need), and a read that learns has little room.
+const IN_FLIGHT: usize = 1;
+
 /// Each stream learned as soon as it is parsed, with what the filter keeps.
 impl StreamForm for Option<LearnedStream> {
     type With = Arc<JszFilter>;
 
     fn parse(input: &mut dyn BufRead, filter: &Arc<JszFilter>) -> Result<Jsz<Self>, ParseError> {
-        split::parse_reduced(input, &|stream| learned(filter, stream))
+        split::parse_reduced(input, &|stream| learned(filter, stream), IN_FLIGHT)
     }
 
     fn parse_whole(body: &[u8], filter: &Arc<JszFilter>) -> Result<Jsz<Self>, ParseError> {
-        split::parse_whole_reduced(body, &|stream| learned(filter, stream))
+        split::parse_whole_reduced(body, &|stream| learned(filter, stream), IN_FLIGHT)
     }
 }
 

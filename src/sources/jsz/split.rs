@@ -42,8 +42,9 @@ pub(crate) type Reduce<'r, S> = &'r (dyn Fn(StreamDetail) -> S + Sync);
 pub(crate) fn parse_whole_reduced<S: Kept + Send>(
     mut body: &[u8],
     reduce: Reduce<'_, S>,
+    in_flight: usize,
 ) -> Result<Jsz<S>, ParseError> {
-    parse_reduced(&mut body, reduce)
+    parse_reduced(&mut body, reduce, in_flight)
 }
 
 /// Streams cut out but not yet parsed, at most: a few hundred KB each at
@@ -63,14 +64,16 @@ const ROOM_KEPT: usize = 1 << 20;
 /// skeleton, the streams not yet parsed) and the consumers parsed are
 /// charged to this thread's budget (`kept::current`).
 pub fn parse(input: &mut dyn BufRead) -> Result<Jsz, ParseError> {
-    parse_reduced(input, &|stream| stream)
+    parse_reduced(input, &|stream| stream, STREAMS_IN_FLIGHT)
 }
 
 /// [`parse`], each stream kept as `reduce` makes it as soon as it is
 /// parsed: what is charged for it is then what the reduced form keeps.
+/// At most `in_flight` streams wait, cut out, for a parser.
 pub(crate) fn parse_reduced<S: Kept + Send>(
     input: &mut dyn BufRead,
     reduce: Reduce<'_, S>,
+    in_flight: usize,
 ) -> Result<Jsz<S>, ParseError> {
     let budget = kept::current();
     // Set by a parser that failed: the reading stops at its next piece of
@@ -78,10 +81,10 @@ pub(crate) fn parse_reduced<S: Kept + Send>(
     // after a broken stream never reaches).
     let failed = AtomicBool::new(false);
     let parsers = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
-    let (to_parsers, cut_out) = std::sync::mpsc::sync_channel(STREAMS_IN_FLIGHT);
+    let (to_parsers, cut_out) = std::sync::mpsc::sync_channel(in_flight);
     let cut_out = Mutex::new(cut_out);
     std::thread::scope(|scope| {
-        let (give_back, given_back) = std::sync::mpsc::sync_channel(STREAMS_IN_FLIGHT + 2);
+        let (give_back, given_back) = std::sync::mpsc::sync_channel(in_flight + 2);
         let (failed, cut_out, budget) = (&failed, &cut_out, &budget);
         let parsers: Vec<_> = (0..parsers)
             .map(|_| {
