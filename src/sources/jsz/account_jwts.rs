@@ -228,6 +228,16 @@ impl AccountJwts {
         known
     }
 
+    /// Whether a read is under way: a server answering it through the
+    /// system account answers the exporter's surveys only after it.
+    pub(crate) fn reading(&self) -> bool {
+        let state = self.state.lock_or_recover();
+        state
+            .running
+            .as_ref()
+            .is_some_and(|task| !task.is_finished())
+    }
+
     /// Starts a read of the accounts due, new ones first, at most
     /// [`READS_PER_POLL`], when this poll can hold its budget.
     fn start(&self, state: &mut State, link: &ServerLink<'_>) {

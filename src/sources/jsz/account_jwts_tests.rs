@@ -191,3 +191,29 @@ async fn each_account_is_read_once_new_ones_when_they_show_at_most_a_cap_a_poll(
     assert_eq!(poll_and_wait(&jwts, &url, &names).await, 0);
     assert_eq!(count.load(Ordering::SeqCst), READS_PER_POLL + 5);
 }
+
+#[tokio::test]
+async fn a_read_under_way_is_known_until_it_ends() {
+    // Connections are taken (the kernel's backlog) and never answered.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let DetachedLink::Http { fetch, base } = http_link(&url) else {
+        unreachable!()
+    };
+    let kept = KeptBudget::new(1 << 20);
+    let link = ServerLink::Http {
+        fetch: &fetch,
+        base: &base,
+        kept: &kept,
+    };
+    let jwts = AccountJwts::new(Duration::from_secs(3600), Duration::from_millis(300));
+    assert!(!jwts.reading());
+    jwts.poll(&link, &keyed(1));
+    assert!(jwts.reading());
+    // Its deadline passes: the read ends.
+    while jwts.reading() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(jwts.poll(&link, &keyed(1)).len(), 0, "nothing learned");
+    drop(listener);
+}

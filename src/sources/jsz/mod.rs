@@ -192,7 +192,7 @@ impl MonitoringSource for JszSource {
     }
 
     fn reading_beside(&self) -> bool {
-        self.config.reading_beside()
+        self.config.reading_beside() || self.jwts.reading()
     }
 
     /// `paused` is sent only when true: on a server known to report pausing
