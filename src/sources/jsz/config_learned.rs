@@ -1,5 +1,5 @@
 //! What a read beside the scrapes keeps of each stream as soon as it is
-//! parsed ([`split::parse_reduced`](super::split::parse_reduced)): the
+//! parsed ([`split::parse_reduced`]): the
 //! hashes of its names, its configuration and its consumers' (equal ones
 //! shared). So a read of one account of 100,000 consumers with their
 //! configuration holds some 16 bytes a consumer, never the account's reply
