@@ -233,6 +233,12 @@ impl StreamLostReader {
         let mut names: Vec<&str> = streams.to_vec();
         names.sort_unstable();
         names.dedup();
+        if !crate::nats::is_connected(&self.client) {
+            // Queued for a later connection, a request would hold the poll
+            // until its deadline: nothing is asked, what is known is served.
+            tracing::debug!("stream info for lost data not asked: the connection is down");
+            return known_of(&mut self.state.lock_or_recover(), &names);
+        }
         let turn = {
             let state = self.state.lock_or_recover();
             let start = names.partition_point(|n| *n < state.next.as_str());
@@ -269,11 +275,16 @@ impl StreamLostReader {
             // Strictly after the last one read: the next poll goes on from there.
             state.next = format!("{last}\u{0}");
         }
-        state
-            .known
-            .retain(|k, _| names.binary_search(&k.as_str()).is_ok());
-        state.known.iter().map(|(k, v)| (k.clone(), v.1)).collect()
+        known_of(&mut state, &names)
     }
+}
+
+/// What is known of the streams `names` (sorted), the others forgotten.
+fn known_of(state: &mut State, names: &[&str]) -> Vec<(String, LostData)> {
+    state
+        .known
+        .retain(|k, _| names.binary_search(&k.as_str()).is_ok());
+    state.known.iter().map(|(k, v)| (k.clone(), v.1)).collect()
 }
 
 impl prometheus_client::collector::Collector for StreamLostReader {

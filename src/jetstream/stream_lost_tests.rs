@@ -87,3 +87,30 @@ fn extreme_records_are_held_at_the_maximum() {
     f.absorb(&record(&[7], max, 1, "a"));
     assert_eq!(f.counted(), (3, max));
 }
+
+#[tokio::test]
+async fn a_connection_that_is_down_is_not_asked_and_holds_no_scrape() {
+    // Nothing listens on a port just given back: the client keeps trying
+    // in the background and never connects.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let client = async_nats::ConnectOptions::new()
+        .retry_on_initial_connect()
+        .request_timeout(None)
+        .connect(format!("127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    let reader = StreamLostReader::new(client, 10);
+    // A request queued for a later connection would wait out the hour.
+    let asked = reader.read(&["S1", "S2"], std::time::Duration::from_secs(3600));
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(120), asked).await;
+    assert!(answered.expect("returned at once").is_empty());
+    assert_eq!(
+        reader.state.lock_or_recover().results,
+        [0, 0, 0],
+        "nothing asked"
+    );
+}
