@@ -5,7 +5,8 @@
 //! now is holds the poll after the jump too. (Once, the poll held both
 //! copies, failed `too_large`, kept nothing, and the next poll did the
 //! same, for good.) The read after the jump runs beside the scrapes and
-//! fits what they leave of the budget: no configuration read fails
+//! fits what they leave of the budget, with a full `/jsz` fetch running
+//! beside the exporter all the while: no configuration read fails
 //! (before, it held the account parsed whole with its configuration, did
 //! not fit, and fell to the scrape path). Scaled down: 3,000 consumers in
 //! one account, and a budget half above the least a new exporter needs
@@ -163,6 +164,8 @@ where
     let before = STREAMS_BEFORE * CONSUMERS_PER_STREAM;
     assert_eq!(jsz_seen(&exporter, name).await, (1.0, Some(1.0), before));
     assert_eq!(jsz_seen(&exporter, name).await, (1.0, Some(0.0), before));
+    // A second scraper's full fetch, over and over, from the jump on.
+    let beside = FullFetches::start(server.monitor_url());
     make_streams(&js, STREAMS_BEFORE..STREAMS_AFTER).await;
     // The account is read again with its configuration beside the
     // scrapes, each stream learned as it is parsed: that read fits what
@@ -191,4 +194,45 @@ where
         [Some(0.0); SCRAPES_AFTER - 2],
         "{account}, budget {budget}"
     );
+    assert!(beside.stop() > 0, "no full fetch ended beside the scrapes");
+}
+
+/// Full `/jsz` fetches (with the configuration), one after the other on a
+/// thread of their own, as a second scraper or a peer exporter asks.
+struct FullFetches {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<usize>>,
+}
+
+impl FullFetches {
+    fn start(monitor_url: String) -> FullFetches {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let path = "jsz?accounts=true&streams=true&consumers=true&config=true";
+        let thread = std::thread::spawn(move || {
+            let mut done = 0;
+            while !stopped.load(Ordering::Relaxed) {
+                nats_test_server::http_get(&format!("{monitor_url}/{path}"));
+                done += 1;
+            }
+            done
+        });
+        FullFetches {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the fetches; how many ended.
+    fn stop(mut self) -> usize {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().map_or(0, |t| t.join().unwrap())
+    }
+}
+
+impl Drop for FullFetches {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
