@@ -16,6 +16,8 @@
 use crate::common;
 
 use std::future::Future;
+
+use futures::StreamExt;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull};
@@ -126,17 +128,23 @@ async fn jsz_seen_failing(
     (up.expect("jsz up"), read, configured, failures)
 }
 
-/// The least `--max-kept-size` (within 2%) with which a new exporter's
-/// first scrape has `/jsz`.
+/// The least `--max-kept-size` (within 10%) with which a new exporter's
+/// first scrape has `/jsz`: halved in ratio from 256 KiB (too little for
+/// 3,000 consumers) to 64 MiB, so six or seven exporters are tried.
 async fn least_budget<F, E>(exporter: &F, server: &str) -> usize
 where
     F: Fn(usize) -> E,
     E: Future<Output = Exporter>,
 {
-    let most = 256usize << 20;
-    let (mut fails, mut passes) = (1usize << 16, most);
-    while passes - fails > passes / 50 {
-        let mid = fails + (passes - fails) / 2;
+    let most = 64usize << 20;
+    let (mut fails, mut passes) = (256usize << 10, most);
+    let (up, _, _) = jsz_seen(&exporter(fails).await, server).await;
+    assert_eq!(
+        up, 0.0,
+        "{fails} bytes gave /jsz: the search starts too high"
+    );
+    while passes - fails > passes / 10 {
+        let mid = ((fails as f64) * (passes as f64)).sqrt() as usize;
         let (up, _, _) = jsz_seen(&exporter(mid).await, server).await;
         if up == 1.0 {
             passes = mid;
@@ -144,7 +152,8 @@ where
             fails = mid;
         }
     }
-    assert!(passes < most, "no budget up to {most} bytes gave /jsz");
+    let (up, _, _) = jsz_seen(&exporter(passes).await, server).await;
+    assert_eq!(up, 1.0, "no budget up to {most} bytes gave /jsz");
     passes
 }
 
@@ -157,14 +166,20 @@ where
     make_streams(&js, 0..STREAMS_AFTER).await;
     let all = STREAMS_AFTER * CONSUMERS_PER_STREAM;
     let budget = least_budget(&exporter, name).await * 3 / 2;
-    for i in STREAMS_BEFORE..STREAMS_AFTER {
-        js.delete_stream(format!("S{i}")).await.unwrap();
-    }
+    futures::stream::iter(STREAMS_BEFORE..STREAMS_AFTER)
+        .for_each_concurrent(8, |i| {
+            let js = js.clone();
+            async move {
+                js.delete_stream(format!("S{i}")).await.unwrap();
+            }
+        })
+        .await;
     let exporter = exporter(budget).await;
     let before = STREAMS_BEFORE * CONSUMERS_PER_STREAM;
     assert_eq!(jsz_seen(&exporter, name).await, (1.0, Some(1.0), before));
     assert_eq!(jsz_seen(&exporter, name).await, (1.0, Some(0.0), before));
-    // A second scraper's full fetch, over and over, from the jump on.
+    // A second scraper's full fetch, over and over, from the jump until
+    // the new consumers' configuration is known.
     let beside = FullFetches::start(server.monitor_url());
     make_streams(&js, STREAMS_BEFORE..STREAMS_AFTER).await;
     // The account is read again with its configuration beside the
@@ -177,6 +192,7 @@ where
             (configured == all).then_some(()).ok_or(configured)
         })
         .await;
+    assert!(beside.stop() > 0, "no full fetch ended beside the scrapes");
     // Then it settles: a read the scrape path overtook may still be taken
     // in by the next poll, and none after that reads again.
     let mut read = Vec::new();
@@ -194,7 +210,6 @@ where
         [Some(0.0); SCRAPES_AFTER - 2],
         "{account}, budget {budget}"
     );
-    assert!(beside.stop() > 0, "no full fetch ended beside the scrapes");
 }
 
 /// Full `/jsz` fetches (with the configuration), one after the other on a

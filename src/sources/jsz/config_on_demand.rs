@@ -20,10 +20,9 @@
 //! parsed ([`config_learned`](super::config_learned)): the poll never holds
 //! an account twice, nor one parsed whole with its configuration. Once a
 //! configuration has been read, a read that fails (too large for the
-//! budget, or late: it leaves a poll without configuration what the last
-//! one took and a quarter more of the poll's time, at least a quarter of
-//! what is left) leaves the poll to be answered without configuration,
-//! with what is kept, and is tried again at the next poll.
+//! budget, or late: see [`scrape_path`]) leaves the poll to be answered
+//! without configuration, with what is kept, and is tried again at the
+//! next poll.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
