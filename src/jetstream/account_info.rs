@@ -184,19 +184,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_that_is_down_is_not_asked_and_holds_no_scrape() {
-        // Nothing listens on a port just given back: the client keeps
-        // trying in the background and never connects.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let client = async_nats::ConnectOptions::new()
-            .retry_on_initial_connect()
-            .request_timeout(None)
-            .connect(format!("127.0.0.1:{port}"))
-            .await
-            .unwrap();
+        let client = crate::nats::never_connected().await;
         // A request queued for a later connection would wait out the hour.
         let asked = read(&client, "A", Duration::from_secs(3600));
         let answered = tokio::time::timeout(Duration::from_secs(120), asked).await;

@@ -90,20 +90,7 @@ fn extreme_records_are_held_at_the_maximum() {
 
 #[tokio::test]
 async fn a_connection_that_is_down_is_not_asked_and_holds_no_scrape() {
-    // Nothing listens on a port just given back: the client keeps trying
-    // in the background and never connects.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let client = async_nats::ConnectOptions::new()
-        .retry_on_initial_connect()
-        .request_timeout(None)
-        .connect(format!("127.0.0.1:{port}"))
-        .await
-        .unwrap();
-    let reader = StreamLostReader::new(client, 10);
+    let reader = StreamLostReader::new(crate::nats::never_connected().await, 10);
     // A request queued for a later connection would wait out the hour.
     let asked = reader.read(&["S1", "S2"], std::time::Duration::from_secs(3600));
     let answered = tokio::time::timeout(std::time::Duration::from_secs(120), asked).await;

@@ -202,6 +202,24 @@ pub(crate) fn is_connected(client: &Client) -> bool {
     )
 }
 
+/// A client that never connects (nothing listens on a port just given
+/// back: it keeps trying in the background), whose requests never time out
+/// by themselves: for tests of what is not asked while a connection is down.
+#[cfg(test)]
+pub(crate) async fn never_connected() -> Client {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    async_nats::ConnectOptions::new()
+        .retry_on_initial_connect()
+        .request_timeout(None)
+        .connect(format!("127.0.0.1:{port}"))
+        .await
+        .unwrap()
+}
+
 /// Waits until the server has taken everything `client` sent before: a
 /// message to a new inbox of the client's own comes back only after the
 /// server processed the earlier SUBs (it reads one connection's commands in

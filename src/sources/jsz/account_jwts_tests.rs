@@ -142,15 +142,8 @@ fn keyed(n: usize) -> Vec<AccountDetail> {
 /// One poll of `accounts` by `jwts` over `base`; waits for the read it
 /// starts to end; what the poll returned.
 async fn poll_and_wait(jwts: &AccountJwts, base: &str, accounts: &[AccountDetail]) -> usize {
-    let DetachedLink::Http { fetch, base } = http_link(base) else {
-        unreachable!()
-    };
-    let kept = KeptBudget::new(1 << 20);
-    let link = ServerLink::Http {
-        fetch: &fetch,
-        base: &base,
-        kept: &kept,
-    };
+    let (detached, kept) = (http_link(base), KeptBudget::new(1 << 20));
+    let link = detached.link(&kept);
     let known = jwts.poll(&link, accounts).len();
     loop {
         let running = jwts.state.lock_or_recover().running.take();
@@ -197,15 +190,8 @@ async fn a_read_under_way_is_known_until_it_ends() {
     // Connections are taken (the kernel's backlog) and never answered.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
-    let DetachedLink::Http { fetch, base } = http_link(&url) else {
-        unreachable!()
-    };
-    let kept = KeptBudget::new(1 << 20);
-    let link = ServerLink::Http {
-        fetch: &fetch,
-        base: &base,
-        kept: &kept,
-    };
+    let (detached, kept) = (http_link(&url), KeptBudget::new(1 << 20));
+    let link = detached.link(&kept);
     let jwts = AccountJwts::new(Duration::from_secs(3600), Duration::from_millis(300));
     assert!(!jwts.reading());
     jwts.poll(&link, &keyed(1));
