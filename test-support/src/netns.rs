@@ -22,16 +22,54 @@ const ROUTE_PORT: u16 = 6222;
 
 /// Runs `ip args`, panicking with its error output when it fails.
 fn ip(args: &[&str]) {
+    if let Err(said) = try_ip(args) {
+        panic!(
+            "`ip {}` failed (network namespaces need root and iproute2): {said}",
+            args.join(" ")
+        );
+    }
+}
+
+/// Runs `ip args`: its error output when it fails.
+fn try_ip(args: &[&str]) -> Result<(), String> {
     let out = Command::new("ip")
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot run `ip` (install iproute2): {e}"));
-    assert!(
-        out.status.success(),
-        "`ip {}` failed (network namespaces need root and iproute2): {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// Claims a subnet `10.246.<s>.0/24` for this run by making its bridge,
+/// named after it: a name is made once on the machine, so two tests
+/// running at once never get the same subnet (choosing one not yet seen
+/// in use and then adding it raced). Starts from one derived from `pid`;
+/// skips subnets some other interface has.
+fn claim_subnet(pid: u32) -> (u8, String) {
+    let used = String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["-4", "-o", "addr"])
+            .output()
+            .map(|o| o.stdout)
+            .unwrap_or_default(),
+    )
+    .into_owned();
+    let mut refused = Vec::new();
+    for k in 0..250u32 {
+        let subnet = ((pid + k) % 250 + 1) as u8;
+        if used.contains(&format!("10.246.{subnet}.")) {
+            continue;
+        }
+        let bridge = format!("nb246x{subnet}");
+        match try_ip(&["link", "add", &bridge, "type", "bridge"]) {
+            Ok(()) => return (subnet, bridge),
+            Err(said) => refused.push(format!("{bridge}: {said}")),
+        }
+    }
+    panic!("no free 10.246.x.0/24 to claim: {refused:?}");
 }
 
 /// The bridge, the namespaces and their veth pairs of one run.
@@ -51,27 +89,13 @@ impl Network {
         let pid = std::process::id();
         // Interface names have at most 15 characters: "nv" + 8 + "x" + 2 + "-0".
         let tag = format!("{pid:x}x{}", MADE.fetch_add(1, Ordering::Relaxed) % 100);
-        let used = String::from_utf8_lossy(
-            &Command::new("ip")
-                .args(["-4", "-o", "addr"])
-                .output()
-                .map(|o| o.stdout)
-                .unwrap_or_default(),
-        )
-        .into_owned();
-        let subnet = (0..250u32)
-            .map(|k| ((pid + k) % 250 + 1) as u8)
-            .find(|s| !used.contains(&format!("10.246.{s}.")))
-            .expect("a free 10.246.x.0/24");
+        let (subnet, bridge) = claim_subnet(pid);
         let mut net = Network {
             tag: tag.clone(),
             subnet,
             made: Vec::new(),
-            links: Vec::new(),
+            links: vec![bridge.clone()],
         };
-        let bridge = format!("nb{tag}");
-        ip(&["link", "add", &bridge, "type", "bridge"]);
-        net.links.push(bridge.clone());
         ip(&[
             "addr",
             "add",

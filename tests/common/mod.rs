@@ -82,10 +82,15 @@ impl Drop for KilledOnDrop {
     }
 }
 
+/// How long a test's JetStream request waits for its answer: a server
+/// answering full `/jsz` fetches on a loaded machine answers its API late
+/// (the 5 s default ran out creating a stream), but it answers.
+pub const JETSTREAM_API_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Streams `S{i}` (subject `s.{i}`) for each `i` in `streams`, eight made
 /// at a time, each with `consumers` durable pull consumers `c0`, `c1`, ...
 /// configured by `consumer` (given the name), and one acknowledged message
-/// when `message`.
+/// when `message`. Each request waits [`JETSTREAM_API_WAIT`].
 pub async fn make_streams(
     js: &async_nats::jetstream::Context,
     streams: std::ops::Range<usize>,
@@ -95,6 +100,9 @@ pub async fn make_streams(
 ) {
     use futures::StreamExt;
     let consumer = &consumer;
+    let mut js = js.clone();
+    js.set_timeout(JETSTREAM_API_WAIT);
+    let js = &js;
     futures::stream::iter(streams)
         .for_each_concurrent(8, |i| {
             let js = js.clone();

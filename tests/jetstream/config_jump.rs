@@ -157,11 +157,12 @@ where
     passes
 }
 
-async fn jump<F, E>(server: &NatsServer, js: jetstream::Context, exporter: F, account: &str)
+async fn jump<F, E>(server: &NatsServer, mut js: jetstream::Context, exporter: F, account: &str)
 where
     F: Fn(usize) -> E,
     E: Future<Output = Exporter>,
 {
+    js.set_timeout(common::JETSTREAM_API_WAIT);
     let name = server.name.as_str();
     make_streams(&js, 0..STREAMS_AFTER).await;
     let all = STREAMS_AFTER * CONSUMERS_PER_STREAM;

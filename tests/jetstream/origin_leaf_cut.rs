@@ -282,8 +282,10 @@ fn all_copied(hub: &NatsServer) -> Result<(), String> {
     Ok(())
 }
 
-/// Scrapes at the pace until every copy holds what it can and every age
-/// is below what the alert calls inactive; the last reading.
+/// Scrapes at the pace until every copy held what it can before the
+/// scrape began (so the scrape saw the copies' last state, not one copying
+/// under way) and every age is below what the alert calls inactive; the
+/// last reading.
 async fn resumed(
     hub: &NatsServer,
     exporter: &Exporter,
@@ -298,10 +300,10 @@ async fn resumed(
             "40 scrapes after the restore: {copied:?} {served:?}"
         );
         pace.tick().await;
+        copied = all_copied(hub);
         let r = read(exporter).await;
         served.back.push(r.ages);
         served.removed.push(r.removed);
-        copied = all_copied(hub);
         if copied.is_ok() && r.ages.iter().all(|a| *a < below) {
             return r;
         }
