@@ -129,20 +129,25 @@ async fn jsz_seen_failing(
 }
 
 /// The least `--max-kept-size` (within 10%) with which a new exporter's
-/// first scrape has `/jsz`: halved in ratio from 256 KiB (too little for
-/// 3,000 consumers) to 64 MiB, so six or seven exporters are tried.
+/// first scrape had `/jsz`: halved in ratio from 256 KiB (too little for
+/// 3,000 consumers) to 64 MiB (enough), so six or seven exporters are
+/// tried. Near the least, one budget may pass once and fail the next time:
+/// what a parse holds at its peak depends on how the reply's arrival and
+/// the parsers overlap. So the budget found is not tried again (the test
+/// then gives half as much again).
 async fn least_budget<F, E>(exporter: &F, server: &str) -> usize
 where
     F: Fn(usize) -> E,
     E: Future<Output = Exporter>,
 {
-    let most = 64usize << 20;
-    let (mut fails, mut passes) = (256usize << 10, most);
+    let (mut fails, mut passes) = (256usize << 10, 64usize << 20);
     let (up, _, _) = jsz_seen(&exporter(fails).await, server).await;
     assert_eq!(
         up, 0.0,
         "{fails} bytes gave /jsz: the search starts too high"
     );
+    let (up, _, _) = jsz_seen(&exporter(passes).await, server).await;
+    assert_eq!(up, 1.0, "{passes} bytes gave no /jsz");
     while passes - fails > passes / 10 {
         let mid = ((fails as f64) * (passes as f64)).sqrt() as usize;
         let (up, _, _) = jsz_seen(&exporter(mid).await, server).await;
@@ -152,8 +157,6 @@ where
             fails = mid;
         }
     }
-    let (up, _, _) = jsz_seen(&exporter(passes).await, server).await;
-    assert_eq!(up, 1.0, "no budget up to {most} bytes gave /jsz");
     passes
 }
 
