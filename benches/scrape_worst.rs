@@ -3,7 +3,8 @@
 //! 21 rounds 2 s apart with a full `/jsz` fetch beside each scrape, a
 //! configuration refresh among them, then a new exporter's first scrape),
 //! printed with its rounds and beside the targets. `BENCH_WORST_CONSUMERS`,
-//! `BENCH_WORST_BEFORE` and `BENCH_WORST_ROUNDS` change its sizes,
+//! `BENCH_WORST_BEFORE`, `BENCH_WORST_ROUNDS` and `BENCH_WORST_PACE` change
+//! its sizes and pace,
 //! `BENCH_EXPORTER_ARGS` adds flags to the exporters.
 //!
 //! `cargo bench --bench scrape_worst`

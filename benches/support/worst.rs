@@ -4,7 +4,9 @@
 //! refresh falls in the window) runs against a real server at
 //! `BENCH_WORST_BEFORE` consumers (a tenth of the total by default), then
 //! the server jumps to `BENCH_WORST_CONSUMERS` (100,000 by default), 100
-//! per stream, and `BENCH_WORST_ROUNDS` (21) rounds follow, 2 s apart: in
+//! per stream, and `BENCH_WORST_ROUNDS` (21) rounds follow,
+//! `BENCH_WORST_PACE` seconds apart (2; a Prometheus `scrape_interval`
+//! is 15 s or more, when the exporter's own reads end between two): in
 //! each, one scrape and one full `/jsz` fetch (`config=true`, what a second
 //! scraper or a peer exporter asks) at the same moment. The first round is
 //! the first scrape after the jump. Then a new exporter is started against
@@ -48,6 +50,8 @@ pub struct Window {
     pub after: usize,
     /// Rounds after the jump (the new exporter's scrape comes on top).
     pub rounds: usize,
+    /// Seconds from one round's start to the next's.
+    pub pace: u64,
     /// Flags given to both exporters.
     pub extra: Vec<String>,
     /// Polled through the system account.
@@ -86,6 +90,7 @@ impl Window {
             before,
             after,
             rounds: env_or("BENCH_WORST_ROUNDS", 21),
+            pace: env_or("BENCH_WORST_PACE", 2) as u64,
             extra,
             system: env_or("BENCH_WORST_SYSTEM", 0) == 1,
             stall,
@@ -115,6 +120,8 @@ pub struct Round {
 /// What the window measured.
 pub struct Figures {
     pub window: (usize, usize),
+    /// Seconds between rounds.
+    pub pace: u64,
     /// The rounds after the jump, then the new exporter's first.
     pub rounds: Vec<Round>,
     /// Peak resident memory (KiB) of the exporter through the jump and of
@@ -162,7 +169,7 @@ pub async fn measure(w: &Window) -> Figures {
     let mut rounds = Vec::new();
     let started = Instant::now();
     for n in 0..w.rounds {
-        tokio::time::sleep_until((started + Duration::from_secs(2 * n as u64)).into()).await;
+        tokio::time::sleep_until((started + Duration::from_secs(w.pace * n as u64)).into()).await;
         let r = round(&http, &at, &metrics).await;
         print_round(&format!("round {n:>2}"), &r);
         rounds.push(r);
@@ -177,6 +184,7 @@ pub async fn measure(w: &Window) -> Figures {
     stop(&mut fresh);
     Figures {
         window: (w.before, w.after),
+        pace: w.pace,
         rounds,
         peak_kib: (peak, fresh_peak),
     }
@@ -295,8 +303,9 @@ impl Figures {
         let (before, after) = self.window;
         println!();
         println!(
-            "worst-case window: {before} -> {after} consumers, {} rounds 2 s apart after the jump and a new exporter's first scrape, a full /jsz fetch beside each",
-            n - 1
+            "worst-case window: {before} -> {after} consumers, {} rounds {} s apart after the jump and a new exporter's first scrape, a full /jsz fetch beside each",
+            n - 1,
+            self.pace
         );
         println!(
             "scrape             median {med:.3} s, p95 {p95:.3} s, max {max:.3} s ({n} scrapes)"
