@@ -275,3 +275,56 @@ async fn after_a_server_restart_the_canary_recovers_by_itself() {
     assert!(after.produced > settled.produced);
     canary.stop().await;
 }
+
+/// The canary's consumer deleted under it: its reading fails and it sets a
+/// consumer up again, which starts past the last message read. What was
+/// sent meanwhile, still in the stream, comes back: nothing counts lost.
+/// (A consumer delivering only new messages skipped them: some 10 to 20
+/// lost at a 100 ms interval, for a pause of a second.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_set_up_again_skips_nothing() {
+    use futures::TryStreamExt;
+    let s = advisories_support::server();
+    let url = s.client_url();
+    let canary = Canary::start(&[
+        "--nats-servers",
+        &url,
+        "--nats-account",
+        "APP=user:app:app-secret",
+        "--canary-interval",
+        "100ms",
+        "--canary-deadline",
+        "10s",
+    ]);
+    let before = canary
+        .until("APP", "20 messages back", 30, |c| c.received >= 20.0)
+        .await;
+    let js = async_nats::jetstream::new(advisories_support::client(&s, "app").await);
+    let stream = js.get_stream("NATS_DELIVERY_CANARY").await.unwrap();
+    let names: Vec<String> = stream.consumer_names().try_collect().await.unwrap();
+    // The canary's consumer (and any it left from an earlier reading).
+    assert!(!names.is_empty(), "the canary has a consumer");
+    for name in &names {
+        stream.delete_consumer(name).await.unwrap();
+    }
+    let again = canary
+        .until("APP", "the reading failed and 30 more back", 60, |c| {
+            c.received >= before.received + 30.0
+        })
+        .await;
+    let text = canary.text();
+    assert!(
+        errors(&text, "APP", "read") >= 1.0,
+        "the reading failed:\n{text}"
+    );
+    // Every message sent until the reading failed is past its deadline
+    // by the time 10 s more have been sent, and none is lost.
+    let after = canary
+        .until("APP", "110 more back", 60, |c| {
+            c.received >= again.received + 110.0
+        })
+        .await;
+    println!("before {before:?}\nagain {again:?}\nafter {after:?}");
+    assert_eq!((after.lost, after.late), (0.0, 0.0), "{after:?}");
+    canary.stop().await;
+}

@@ -140,6 +140,19 @@ async fn publish_one(
     }
 }
 
+/// Where a consumer set up again starts: past the last message read from
+/// the stream, so that it skips nothing the stream still holds (one
+/// delivering only new messages skipped those sent while the reader was
+/// being set up again, and they counted lost).
+#[derive(Debug, Clone, Copy)]
+struct ReadFrom {
+    /// The stream's creation: a stream made again (a memory stream after
+    /// its server restarted) numbers its messages from 1 again.
+    created: time::OffsetDateTime,
+    /// The next stream sequence to read.
+    next: u64,
+}
+
 /// Makes (or finds) the canary stream and a consumer of this exporter's
 /// subject, and reads it until the reading fails; then again, until
 /// shutdown.
@@ -151,15 +164,17 @@ async fn read(
     shutdown: &mut watch::Receiver<bool>,
     reading: watch::Sender<bool>,
 ) {
+    let mut from = None;
     loop {
         let consumer = tokio::select! {
-            c = set_up(&js, &subject, settings) => c,
+            c = set_up(&js, &subject, settings, &mut from) => c,
             _ = stopped(shutdown) => return,
         };
         match consumer {
             Ok(consumer) => {
                 let name = consumer.cached_info().name.clone();
-                let stopping = read_consumer(&consumer, settings, books, shutdown, &reading).await;
+                let stopping =
+                    read_consumer(&consumer, settings, books, shutdown, &reading, &mut from).await;
                 books.counts().up = false;
                 // Best effort: the server removes it after CONSUMER_INACTIVE anyway.
                 let _ = tokio::time::timeout(
@@ -186,11 +201,13 @@ async fn read(
 type SetupError = (&'static str, String);
 
 /// The canary stream (created with [`super::StreamBounds`] when missing) and a new
-/// ephemeral consumer of `subject`, delivering from now on.
+/// ephemeral consumer of `subject`: the first delivering from now on, the
+/// next ones from `from` (all of a stream made again since).
 async fn set_up(
     js: &jetstream::Context,
     subject: &str,
     settings: &CanarySettings,
+    from: &mut Option<ReadFrom>,
 ) -> Result<consumer::PullConsumer, SetupError> {
     let bounds = &settings.bounds;
     let config = stream::Config {
@@ -220,26 +237,44 @@ async fn set_up(
             format!("the existing stream's subjects {subjects:?} do not capture {subject}"),
         ));
     }
-    stream
+    let info = stream.cached_info();
+    let (deliver_policy, next) = match *from {
+        Some(f) if f.created == info.created => (
+            consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: f.next,
+            },
+            f.next,
+        ),
+        Some(_) => (consumer::DeliverPolicy::All, 1),
+        None => (
+            consumer::DeliverPolicy::New,
+            info.state.last_sequence.saturating_add(1),
+        ),
+    };
+    let created = info.created;
+    let consumer = stream
         .create_consumer(consumer::pull::Config {
             filter_subject: subject.to_string(),
-            deliver_policy: consumer::DeliverPolicy::New,
+            deliver_policy,
             ack_policy: consumer::AckPolicy::None,
             inactive_threshold: CONSUMER_INACTIVE,
             ..Default::default()
         })
         .await
-        .map_err(|e| ("setup", format!("consumer: {e}")))
+        .map_err(|e| ("setup", format!("consumer: {e}")))?;
+    *from = Some(ReadFrom { created, next });
+    Ok(consumer)
 }
 
 /// Reads `consumer` until its reading fails or ends (false) or shutdown
-/// (true).
+/// (true), moving `from` past each message read.
 async fn read_consumer(
     consumer: &consumer::PullConsumer,
     settings: &CanarySettings,
     books: &Books,
     shutdown: &mut watch::Receiver<bool>,
     reading: &watch::Sender<bool>,
+    from: &mut Option<ReadFrom>,
 ) -> bool {
     let messages = consumer
         .stream()
@@ -263,7 +298,12 @@ async fn read_consumer(
             _ = stopped(shutdown) => return true,
         };
         match message {
-            Some(Ok(m)) => arrive(&m.payload, settings.deadline, books),
+            Some(Ok(m)) => {
+                if let (Ok(info), Some(f)) = (m.info(), from.as_mut()) {
+                    f.next = f.next.max(info.stream_sequence.saturating_add(1));
+                }
+                arrive(&m.payload, settings.deadline, books)
+            }
             Some(Err(e)) => {
                 books.error("read");
                 tracing::warn!(account = %books.account, error = %e, "the canary's reading failed; setting it up again");
