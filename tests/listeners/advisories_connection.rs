@@ -109,10 +109,17 @@ async fn counts_one(s: &Started, account: &str, publisher: async_nats::Client) {
     .await;
 }
 
+/// Seconds a server waits for a client's CONNECT: its 2 s default ran out
+/// for the test's own client on a loaded machine ("Authentication
+/// Timeout"), before any credential was checked.
+const AUTH_TIMEOUT: u32 = 30;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_login_and_a_wrong_token_stays_down() {
     let s = NatsServer::builder()
-        .config("authorization { token: \"tok-secret\" }")
+        .config(&format!(
+            "authorization {{ token: \"tok-secret\", timeout: {AUTH_TIMEOUT} }}"
+        ))
         .start();
     let nats = NatsArgs::from_flags([
         "--nats-servers",
@@ -151,7 +158,7 @@ async fn token_login_and_a_wrong_token_stays_down() {
 async fn nkey_seed_file_login() {
     let s = NatsServer::builder()
         .config(&format!(
-            "accounts {{ KEYS {{ users: [ {{ nkey: {NKEY_PUBLIC} }} ] }} }}"
+            "accounts {{ KEYS {{ users: [ {{ nkey: {NKEY_PUBLIC} }} ] }} }}\nauthorization {{ timeout: {AUTH_TIMEOUT} }}"
         ))
         .start();
     let dir = tempfile::tempdir().unwrap();
