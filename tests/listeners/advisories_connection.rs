@@ -249,7 +249,7 @@ async fn mutual_tls_with_a_custom_ca() {
 async fn creds_file_login_in_operator_mode() {
     let s = NatsServer::builder()
         .config(&format!(
-            "operator: \"{OPERATOR_JWT}\"\nresolver: MEMORY\nresolver_preload: {{ {CREDS_ACCOUNT_PUBLIC}: \"{CREDS_ACCOUNT_JWT}\" }}"
+            "operator: \"{OPERATOR_JWT}\"\nresolver: MEMORY\nresolver_preload: {{ {CREDS_ACCOUNT_PUBLIC}: \"{CREDS_ACCOUNT_JWT}\" }}\nauthorization {{ timeout: {AUTH_TIMEOUT} }}"
         ))
         .start();
     let dir = tempfile::tempdir().unwrap();
