@@ -85,7 +85,9 @@ impl Operator {
     }
 
     /// The server configuration: the operator, its system account and the
-    /// accounts added so far.
+    /// accounts added so far; the server waits 30 s for a client's CONNECT
+    /// (its 2 s default ran out for a test's client signing its nkey
+    /// challenge on a loaded machine).
     pub fn config(&self) -> String {
         let op = self.key.public_key();
         let nats = json!({"type": "operator", "version": 2, "system_account": self.system.key.public_key()});
@@ -94,7 +96,7 @@ impl Operator {
             .map(|(k, j)| format!("  {k}: \"{j}\""))
             .collect();
         format!(
-            "operator: \"{jwt}\"\nsystem_account: {}\nresolver: MEMORY\nresolver_preload: {{\n{}\n}}\n",
+            "operator: \"{jwt}\"\nsystem_account: {}\nresolver: MEMORY\nresolver_preload: {{\n{}\n}}\n{AUTH_WAIT}",
             self.system.key.public_key(),
             preload.join("\n")
         )
@@ -117,3 +119,6 @@ impl Operator {
         )
     }
 }
+
+/// Seconds a server of [`Operator::config`] waits for a client's CONNECT.
+const AUTH_WAIT: &str = "authorization { timeout: 30 }\n";
