@@ -151,9 +151,6 @@ fn assert_every_health_metric_seen(seen: &[String], paused: bool) {
 
 /// Publishes three for every one "lagging" reads and acknowledges, and one
 /// for every one "stalled" receives without acknowledging, until aborted.
-/// The three follow the read at once: a backlog seen just after a read and
-/// again before the next three would have fallen (status ok), and on a
-/// loaded machine two snapshots fell in that gap when it held the pause.
 fn keep_lagging_and_stalling(
     js: jetstream::Context,
     lagging: Pull,
@@ -161,8 +158,8 @@ fn keep_lagging_and_stalling(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            take(&lagging, 1, true).await;
             publish(&js, "s.lag", 3).await;
+            take(&lagging, 1, true).await;
             publish(&js, "s.stall", 1).await;
             take(&stalled, 1, false).await;
             tokio::time::sleep(Duration::from_millis(50)).await;
