@@ -47,6 +47,21 @@ impl Canary {
         }
     }
 
+    /// A canary in account APP of the server at `url`, one message every
+    /// 100 ms, lost past `deadline`.
+    pub fn start_fast(url: &str, deadline: &str) -> Canary {
+        Canary::start(&[
+            "--nats-servers",
+            url,
+            "--nats-account",
+            "APP=user:app:app-secret",
+            "--canary-interval",
+            "100ms",
+            "--canary-deadline",
+            deadline,
+        ])
+    }
+
     /// The exposition.
     pub fn text(&self) -> String {
         encode(&self.registry)
@@ -233,17 +248,7 @@ async fn a_healthy_cluster_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_server_restart_the_canary_recovers_by_itself() {
     let mut s = advisories_support::server();
-    let url = s.client_url();
-    let canary = Canary::start(&[
-        "--nats-servers",
-        &url,
-        "--nats-account",
-        "APP=user:app:app-secret",
-        "--canary-interval",
-        "100ms",
-        "--canary-deadline",
-        "3s",
-    ]);
+    let canary = Canary::start_fast(&s.client_url(), "3s");
     let before = canary
         .until("APP", "20 messages back", 30, |c| c.received >= 20.0)
         .await;
@@ -285,17 +290,7 @@ async fn after_a_server_restart_the_canary_recovers_by_itself() {
 async fn a_reader_set_up_again_skips_nothing() {
     use futures::TryStreamExt;
     let s = advisories_support::server();
-    let url = s.client_url();
-    let canary = Canary::start(&[
-        "--nats-servers",
-        &url,
-        "--nats-account",
-        "APP=user:app:app-secret",
-        "--canary-interval",
-        "100ms",
-        "--canary-deadline",
-        "10s",
-    ]);
+    let canary = Canary::start_fast(&s.client_url(), "10s");
     let before = canary
         .until("APP", "20 messages back", 30, |c| c.received >= 20.0)
         .await;

@@ -19,17 +19,7 @@ use crate::canary::{errors, Canary};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_is_counted_as_loss_and_the_canary_comes_back() {
     let (s, net) = nats_test_server::server_in_namespace(ACCOUNTS);
-    let url = s.client_url();
-    let canary = Canary::start(&[
-        "--nats-servers",
-        &url,
-        "--nats-account",
-        "APP=user:app:app-secret",
-        "--canary-interval",
-        "100ms",
-        "--canary-deadline",
-        "2s",
-    ]);
+    let canary = Canary::start_fast(&s.client_url(), "2s");
     let healthy = canary
         .until("APP", "20 messages back", 30, |c| c.received >= 20.0)
         .await;
