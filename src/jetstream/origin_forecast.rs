@@ -55,18 +55,19 @@ fn position(s: &StreamDetail, mirror: bool, o: &OriginInfo) -> Option<u64> {
 
 /// Each stream of the polls by its address, with its account's streams by
 /// name and its server's clock: the origin is looked up beside it.
-type Located<'a> = HashMap<*const StreamDetail, (&'a HashMap<&'a str, &'a StreamDetail>, f64)>;
+type Located<'a> =
+    HashMap<*const StreamDetail, (&'a HashMap<&'a str, &'a StreamDetail>, Option<f64>)>;
 
-/// The accounts of `polls` that hold a stream with a mirror or source,
-/// their streams by name (the server's clock is `now` where it gave none).
-fn by_name<'a>(
-    polls: &[Option<&'a JszPoll>],
-    now: f64,
-) -> Vec<(
+/// An account's streams by name, those with a mirror or source, and its
+/// server's clock, if it gave one.
+type Account<'a> = (
     HashMap<&'a str, &'a StreamDetail>,
     Vec<&'a StreamDetail>,
-    f64,
-)> {
+    Option<f64>,
+);
+
+/// The accounts of `polls` that hold a stream with a mirror or source.
+fn by_name<'a>(polls: &[Option<&'a JszPoll>]) -> Vec<Account<'a>> {
     let mut out = Vec::new();
     for poll in polls.iter().flatten() {
         for acc in &poll.accounts {
@@ -77,7 +78,7 @@ fn by_name<'a>(
                 continue;
             }
             let names = acc.stream_detail.iter().map(|s| (s.name.as_str(), s));
-            out.push((names.collect(), copying, poll.now.unwrap_or(now)));
+            out.push((names.collect(), copying, poll.now));
         }
     }
     out
@@ -93,7 +94,7 @@ impl OriginForecasts {
         polls: &[Option<&JszPoll>],
         (now, span): (f64, f64),
     ) -> Vec<(GapKey, f64)> {
-        let accounts = by_name(polls, now);
+        let accounts = by_name(polls);
         let located: Located = (accounts.iter())
             .flat_map(|(names, copying, clock)| {
                 copying
@@ -103,9 +104,10 @@ impl OriginForecasts {
             .collect();
         let mut out = Vec::new();
         for (account, s) in streams {
-            let Some(&(names, server_now)) = located.get(&std::ptr::from_ref(*s)) else {
+            let Some(&(names, server_clock)) = located.get(&std::ptr::from_ref(*s)) else {
                 continue;
             };
+            let server_now = server_clock.unwrap_or(now);
             for (mirror, o) in distinct(s) {
                 let Some(at) = position(s, mirror, o) else {
                     continue;
@@ -126,8 +128,8 @@ impl OriginForecasts {
                 let t = self.tracked.entry(key.clone()).or_default();
                 let state = &origin.state;
                 let first = (state.first_seq, state.first_ts);
-                t.history
-                    .record(first, (state.last_seq, state.last_ts), now);
+                let last = (state.last_seq, state.last_ts);
+                t.history.record(first, last, (now, server_clock));
                 let pending = state.last_seq > at;
                 let next = at.saturating_add(1).max(state.first_seq);
                 let lag = (t.history.estimate(next)).map(|ts| (server_now - ts).max(0.0));

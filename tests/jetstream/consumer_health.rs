@@ -149,27 +149,50 @@ fn assert_every_health_metric_seen(seen: &[String], paused: bool) {
     }
 }
 
-/// Publishes three for every one "lagging" reads and acknowledges, and one
-/// for every one "stalled" receives without acknowledging, until aborted.
-fn keep_lagging_and_stalling(
+/// The traffic of "lagging" and "stalled", one step between two rounds of
+/// scrapes: three published for every one "lagging" reads and
+/// acknowledges, one for every one "stalled" receives without
+/// acknowledging. Stepped, not free-running: a backlog read between two
+/// publishes (or a publish the consumer counts a moment late) falls
+/// between two snapshots, and a lagging consumer is one whose backlog
+/// never falls in its window (CI: read as "ok").
+struct LaggingAndStalling {
     js: jetstream::Context,
     lagging: Pull,
     stalled: Pull,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            publish(&js, "s.lag", 3).await;
-            take(&lagging, 1, true).await;
-            publish(&js, "s.stall", 1).await;
-            take(&stalled, 1, false).await;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
+    /// What "lagging" has left to read, once the last step settled.
+    pending: u64,
+}
+
+impl LaggingAndStalling {
+    async fn step(&mut self) {
+        publish(&self.js, "s.lag", 3).await;
+        assert_eq!(take_all(&self.lagging, 1, true).await, 1);
+        publish(&self.js, "s.stall", 1).await;
+        assert_eq!(take_all(&self.stalled, 1, false).await, 1);
+        self.pending += 2;
+        // The server counts a stored message into a consumer's backlog on
+        // its own time: the next snapshot must see all of this step.
+        let lagging = &mut self.lagging;
+        let want = self.pending;
+        Wait::secs("lagging's backlog to count the step", 10)
+            .until_async(async || {
+                let info = lagging.info().await.unwrap();
+                match info.num_pending == want {
+                    true => Ok(()),
+                    false => Err(info.num_pending),
+                }
+            })
+            .await;
+    }
 }
 
 /// Consumers of S that are ok, stopped, rewound (recreated later), stalled
-/// and lagging once traffic runs; returns the stalled and the lagging one.
-async fn consumers_behaving_each_way(js: &jetstream::Context, s: &stream::Stream) -> (Pull, Pull) {
+/// and lagging once traffic runs; returns the traffic of the last two.
+async fn consumers_behaving_each_way(
+    js: &jetstream::Context,
+    s: &stream::Stream,
+) -> LaggingAndStalling {
     let make = |name: &'static str, filter: &'static str| {
         let s = s.clone();
         async move { s.create_consumer(pull(name, filter)).await.unwrap() }
@@ -192,7 +215,12 @@ async fn consumers_behaving_each_way(js: &jetstream::Context, s: &stream::Stream
     // lagging: three published for every one read (and acknowledged).
     let lagging = make("lagging", "s.lag").await;
     publish(js, "s.lag", 5).await;
-    (stalled, lagging)
+    LaggingAndStalling {
+        js: js.clone(),
+        lagging,
+        stalled,
+        pending: 5,
+    }
 }
 
 /// Stream S of subjects `s.>`.
@@ -224,7 +252,7 @@ async fn each_status_comes_from_a_consumer_behaving_that_way() {
     let client = async_nats::connect(server.client_url()).await.unwrap();
     let js = jetstream::new(client);
     let s = stream_s(&js).await;
-    let (stalled, lagging) = consumers_behaving_each_way(&js, &s).await;
+    let mut traffic = consumers_behaving_each_way(&js, &s).await;
     let paused = reports_pausing(&version);
     if paused {
         let mut config = pull("paused", "s.ok");
@@ -233,7 +261,7 @@ async fn each_status_comes_from_a_consumer_behaving_that_way() {
     } else {
         println!("nats-server {version} does not report pausing: the paused consumer is skipped");
     }
-    let traffic = keep_lagging_and_stalling(js.clone(), lagging, stalled);
+    traffic.step().await;
 
     let exporter = exporter(&server, &[]);
     let every = self::exporter(&server, &EVERY_SERIES);
@@ -262,12 +290,12 @@ async fn each_status_comes_from_a_consumer_behaving_that_way() {
     let mut seen = vec![text];
     while start.elapsed() < Duration::from_millis(3600) {
         tokio::time::sleep(Duration::from_millis(250)).await;
+        traffic.step().await;
         common::scrape(&exporter).await;
         seen.push(common::scrape(&every).await);
     }
     let text = common::scrape(&exporter).await;
     let every_text = common::scrape(&every).await;
-    traffic.abort();
     let later = [
         ("ok", "ok"),
         ("stopped", "stopped"),

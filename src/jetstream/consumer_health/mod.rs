@@ -276,7 +276,8 @@ impl ConsumerHealth {
                 (state.first_seq, state.first_ts),
                 (state.last_seq, state.last_ts),
             );
-            st.history.record(first, last, now);
+            // No server clock per stream row here: no idle bound.
+            st.history.record(first, last, (now, None));
         }
     }
 
