@@ -177,3 +177,66 @@ async fn read_timestamps_make_lag_and_age_exact() {
         "two different messages: 1 and 4 were stored 0.9 s apart"
     );
 }
+
+/// A stream idle between two bursts: the exporter saw its last sequence
+/// still last at a poll during the pause, so the first message after it was
+/// stored no earlier than that poll. The estimate of its time is never put
+/// back into the pause (spread from the burst before, it was seconds early,
+/// and the delivery lag as many seconds long).
+#[tokio::test]
+async fn traffic_after_an_idle_stream_is_not_timed_back_into_the_pause() {
+    let server = NatsServer::builder().jetstream().start();
+    let client = async_nats::connect(server.client_url()).await.unwrap();
+    let js = jetstream::new(client);
+    let s = js
+        .create_stream(stream::Config {
+            name: "I".into(),
+            subjects: vec!["i".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let reader = s.create_consumer(pull("reader", "i")).await.unwrap();
+    let exporter = exporter(&server, &EVERY_SERIES);
+    publish(&js, "i", 5).await;
+    assert_eq!(take_all(&reader, 5, true).await, 5);
+    common::scrape(&exporter).await;
+    // Idle for 2 s by the server's stored time of 5 (one clock: one machine).
+    let fifth = stored_times(&s, 5).await[5];
+    let idle = Duration::from_secs_f64((fifth + 2.0 - unix_now()).max(0.0));
+    tokio::time::sleep(idle).await;
+    // A poll of the idle stream, then the second burst, then a poll of it.
+    let before_poll = unix_now();
+    common::scrape(&exporter).await;
+    publish(&js, "i", 5).await;
+    let text = common::scrape(&exporter).await;
+    let c = [("stream", "I"), ("consumer", "reader")];
+    let get = |name: &str| value(&text, name, &c).unwrap();
+    assert_eq!(get("nats_delivery_consumer_delivery_lag_exact"), 0.0);
+    // The server's clock at that poll: last delivery age + last delivery time.
+    let mut reader = reader;
+    let last_active = reader.info().await.unwrap().delivered.last_active.unwrap();
+    let now = last_active.unix_timestamp_nanos() as f64 / 1e9
+        + get("nats_delivery_consumer_last_delivery_age_seconds");
+    let stored = stored_times(&s, 10).await;
+    // 6 is the first message the reader has not delivered.
+    let estimated = now - get("nats_delivery_consumer_delivery_lag_seconds");
+    let spread_back = stored[5] + (stored[10] - stored[5]) / 5.0;
+    println!(
+        "6 stored at {:.4}, estimated {estimated:.4}, the poll before at least {before_poll:.4}; \
+         spread back from 5 it would be {spread_back:.4}",
+        stored[6]
+    );
+    assert!(stored[6] - before_poll >= 0.0 && spread_back < before_poll - 1.0);
+    // Rounding: the times are written to the millisecond at most.
+    assert!(
+        estimated >= before_poll - 0.002,
+        "{estimated} {before_poll}"
+    );
+    assert!(estimated <= stored[6] + 0.002, "{estimated} {}", stored[6]);
+}
+
+fn unix_now() -> f64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.unwrap().as_secs_f64()
+}

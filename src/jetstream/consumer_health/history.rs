@@ -108,15 +108,15 @@ impl StreamHistory {
     /// points at all.
     ///
     /// How it errs: between two known points the time is interpolated as if
-    /// messages arrived at an even rate from the later of the lower point's
-    /// time and the last moment a poll saw it as the stream's last (after an
-    /// idle stream, traffic resumed no earlier). The true time lies in that
-    /// span, so the error is at most its length: small when polls are
-    /// frequent compared with how fast the traffic changes. Below the first
-    /// point the first point's time is given (only deleted messages lie
-    /// below it); above the last, the last moment the last point was seen as
-    /// last (a message stored later: age overestimated by at most the time
-    /// since that poll).
+    /// messages arrived at an even rate, but never before the last moment a
+    /// poll saw the lower point as the stream's last (after an idle stream,
+    /// traffic resumed no earlier). The true time lies between that and the
+    /// upper point's time, so the error is at most their distance: small
+    /// when polls are frequent compared with how fast the traffic changes.
+    /// Below the first point the first point's time is given (only deleted
+    /// messages lie below it); above the last, the last moment the last
+    /// point was seen as last (a message stored later: age overestimated by
+    /// at most the time since that poll).
     pub(crate) fn estimate(&self, seq: u64) -> Option<f64> {
         let first = *self.points.first()?;
         let last = *self.points.last()?;
@@ -132,9 +132,9 @@ impl StreamHistory {
             return Some(p1.ts);
         }
         let p0 = self.points[hi - 1];
-        // A clock step can put the bound past the next point: never beyond.
-        let from = p0.ts.max(p0.last_until).min(p1.ts);
-        Some(from + (p1.ts - from) * (seq - p0.seq) as f64 / (p1.seq - p0.seq) as f64)
+        let even = p0.ts + (p1.ts - p0.ts) * (seq - p0.seq) as f64 / (p1.seq - p0.seq) as f64;
+        // Never before the bound, which a clock step could put past p1.
+        Some(even.max(p0.last_until.min(p1.ts)))
     }
 
     /// The points, for tests.
@@ -180,11 +180,17 @@ mod tests {
         h.record((1, Some(99.0)), (5, Some(100.0)), (110.0, Some(110.0)));
         assert_eq!(h.estimate(6), Some(110.0));
         // Traffic resumed: 9 stored at 111. 6 to 8 came after 110, not
-        // spread from 100 (which would put 6 at 102.75).
+        // spread from 100 (which would put 6 at 102.75, 8 at 108.25).
         h.record((1, Some(99.0)), (9, Some(111.0)), (111.5, Some(111.5)));
-        assert_eq!(h.estimate(6), Some(110.25));
+        assert_eq!(h.estimate(6), Some(110.0));
+        assert_eq!(h.estimate(8), Some(110.0));
         assert_eq!(h.estimate(5), Some(100.0));
         assert_eq!(h.estimate(10), Some(111.5));
+        // Steady traffic, polled just after 5: the even rate stands.
+        let mut steady = StreamHistory::default();
+        steady.record((1, Some(96.0)), (5, Some(100.0)), (100.1, Some(100.1)));
+        steady.record((1, Some(96.0)), (10, Some(105.0)), (105.1, Some(105.1)));
+        assert_eq!(steady.estimate(8), Some(103.0));
         // Without the server's clock nothing is bounded: as before.
         let mut blind = StreamHistory::default();
         blind.record((1, Some(99.0)), (5, Some(100.0)), (110.0, None));

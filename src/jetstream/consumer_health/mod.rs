@@ -231,6 +231,18 @@ fn request(account: &str, stream: &str, c: &ConsumerInfo, seq: u64) -> Timestamp
     }
 }
 
+/// One consumer of each stream that has a server clock, and the clock.
+fn stream_clocks<'a>(
+    consumers: &[ConsumerRow<'a>],
+) -> HashMap<(&'a str, &'a str), (*const ConsumerInfo, f64)> {
+    (consumers.chunk_by(|a, b| a.0 == b.0 && a.1 == b.1))
+        .filter_map(|g| {
+            let (account, stream, c, clock) = g[0];
+            Some(((account, stream), (std::ptr::from_ref(c), clock?)))
+        })
+        .collect()
+}
+
 /// now - the time behind `seq` (0, exactly, when there is no such
 /// position): read in `reply` if there is one, else estimated.
 fn age(
@@ -263,7 +275,17 @@ impl ConsumerHealth {
 
     /// Takes each stream's first and last (sequence, time) points, and
     /// with `new_poll` (once per poll) its figures for the removed counts.
-    fn record_streams(&mut self, streams: &[StreamRow], now: f64, new_poll: bool) {
+    /// A stream's server clock bounds the time of what came after its last
+    /// sequence ([`StreamHistory::record`]): its consumer's row has it, when
+    /// that consumer came in the same poll as the stream (a stream without
+    /// consumers needs no times).
+    fn record_streams(
+        &mut self,
+        (streams, consumers): (&[StreamRow], &[ConsumerRow]),
+        now: f64,
+        new_poll: bool,
+    ) {
+        let clocks = stream_clocks(consumers);
         for (account, s) in streams {
             let st = slot(slot(&mut self.accounts, account), &s.name);
             let state = &s.state;
@@ -276,8 +298,10 @@ impl ConsumerHealth {
                 (state.first_seq, state.first_ts),
                 (state.last_seq, state.last_ts),
             );
-            // No server clock per stream row here: no idle bound.
-            st.history.record(first, last, (now, None));
+            let clock = (clocks.get(&(*account, s.name.as_str())))
+                .filter(|(c, _)| s.consumer_detail.as_ptr_range().contains(c))
+                .map(|(_, clock)| *clock);
+            st.history.record(first, last, (now, clock));
         }
     }
 
@@ -298,7 +322,7 @@ impl ConsumerHealth {
         if limit == 0 {
             return Vec::new();
         }
-        self.record_streams(streams, now, false);
+        self.record_streams((streams, consumers), now, false);
         let empty = StreamState::default();
         let mut ranked = Vec::new();
         for (i, (account, stream, c, server_now)) in consumers.iter().enumerate() {

@@ -57,7 +57,7 @@ impl ConsumerHealth {
         replies: &Replies,
         two_threads_from: usize,
     ) -> Vec<ConsumerHealthRow> {
-        self.record_streams(streams, now, true);
+        self.record_streams((streams, consumers), now, true);
         let groups: Vec<&[ConsumerRow]> = consumers
             .chunk_by(|a, b| a.0 == b.0 && a.1 == b.1)
             .collect();
