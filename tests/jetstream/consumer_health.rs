@@ -155,7 +155,7 @@ fn assert_every_health_metric_seen(seen: &[String], paused: bool) {
 /// acknowledging. Stepped, not free-running: a backlog read between two
 /// publishes (or a publish the consumer counts a moment late) falls
 /// between two snapshots, and a lagging consumer is one whose backlog
-/// never falls in its window (CI: read as "ok").
+/// never falls in its window (on a loaded machine it read as "ok").
 struct LaggingAndStalling {
     js: jetstream::Context,
     lagging: Pull,

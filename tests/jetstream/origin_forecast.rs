@@ -146,7 +146,8 @@ async fn the_forecast_names_the_moment_each_origin_removes_what_its_mirror_has_n
     // The exporter sees the origins idle before their traffic starts, as
     // one already running does: without that poll, the time of the 6th
     // message is spread between the 1st (seconds earlier) and the first
-    // poll (CI: 3.5 s early, until the first five aged out).
+    // poll (on a loaded machine 3.5 s early, until the first five aged
+    // out).
     common::scrape(&exporter).await;
     let start = Instant::now();
     let publishers: Vec<_> = (names.iter())
