@@ -227,7 +227,7 @@ async fn traffic_after_an_idle_stream_is_not_timed_back_into_the_pause() {
          spread back from 5 it would be {spread_back:.4}",
         stored[6]
     );
-    assert!(stored[6] - before_poll >= 0.0 && spread_back < before_poll - 1.0);
+    assert!(stored[6] - before_poll >= 0.0 && spread_back < before_poll - 0.1);
     // Rounding: the times are written to the millisecond at most.
     assert!(
         estimated >= before_poll - 0.002,
