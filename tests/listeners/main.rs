@@ -16,6 +16,7 @@ mod api_audits;
 mod api_limit;
 mod canary;
 mod canary_partition;
+mod canary_stall;
 mod durable_cluster;
 mod durable_faults;
 mod durable_identity;

@@ -22,7 +22,10 @@ use crate::nats::retry::{sleep_or_stop, stopped};
 const READ_RETRY: Duration = Duration::from_secs(1);
 
 /// How long a pull waits on the server; heartbeats come every second, so
-/// a dead connection or a consumer gone ends the reading within seconds.
+/// a dead connection or a consumer gone ends the reading within seconds:
+/// at the second window of two heartbeats in a row with nothing, as
+/// async-nats' own ordered consumer decides (one such window is a stalled
+/// server or machine as often as a dead reading).
 const PULL_EXPIRES: Duration = Duration::from_secs(5);
 const PULL_HEARTBEAT: Duration = Duration::from_secs(1);
 
@@ -292,6 +295,7 @@ async fn read_consumer(
     };
     books.counts().up = true;
     reading.send_replace(true);
+    let mut missed_heartbeat = false;
     loop {
         let message = tokio::select! {
             m = messages.next() => m,
@@ -299,10 +303,15 @@ async fn read_consumer(
         };
         match message {
             Some(Ok(m)) => {
+                missed_heartbeat = false;
                 if let (Ok(info), Some(f)) = (m.info(), from.as_mut()) {
                     f.next = f.next.max(info.stream_sequence.saturating_add(1));
                 }
                 arrive(&m.payload, settings.deadline, books)
+            }
+            Some(Err(e)) if is_missed_heartbeat(&e) && !missed_heartbeat => {
+                missed_heartbeat = true;
+                tracing::info!(account = %books.account, "the canary's reader missed its server's heartbeats once; reading on");
             }
             Some(Err(e)) => {
                 books.error("read");
@@ -315,6 +324,13 @@ async fn read_consumer(
             }
         }
     }
+}
+
+fn is_missed_heartbeat(e: &consumer::pull::MessagesError) -> bool {
+    matches!(
+        e.kind(),
+        consumer::pull::MessagesErrorKind::MissingHeartbeat
+    )
 }
 
 /// Records one message read back.
