@@ -1,6 +1,7 @@
 //! Delivery lag and oldest unacknowledged age against a real server: the
 //! estimate from the store times the exporter learned, and the exact values
 //! read from the stored messages.
+use crate::account_storage::unix_now;
 use crate::common;
 use crate::consumer_health::{exporter, publish, pull, take_all, EVERY_SERIES};
 
@@ -25,6 +26,25 @@ async fn publish_spaced_then_burst(js: &jetstream::Context, exporter: &Exporter,
     }
 }
 
+/// Stream `name` of the one subject `subject`, and its pull consumer
+/// "reader" (explicit acknowledgements).
+async fn stream_and_reader(
+    js: &jetstream::Context,
+    name: &str,
+    subject: &str,
+) -> (stream::Stream, jetstream::consumer::PullConsumer) {
+    let s = js
+        .create_stream(stream::Config {
+            name: name.into(),
+            subjects: vec![subject.into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let reader = s.create_consumer(pull("reader", subject)).await.unwrap();
+    (s, reader)
+}
+
 /// When each of the sequences 1 to `n` of `s` was stored, in seconds, at
 /// its sequence's index (index 0 unused).
 async fn stored_times(s: &stream::Stream, n: u64) -> Vec<f64> {
@@ -41,15 +61,7 @@ async fn estimated_delivery_lag_is_within_the_bound_the_spacing_allows() {
     let server = NatsServer::builder().jetstream().start();
     let client = async_nats::connect(server.client_url()).await.unwrap();
     let js = jetstream::new(client);
-    let s = js
-        .create_stream(stream::Config {
-            name: "L".into(),
-            subjects: vec!["l".into()],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let reader = s.create_consumer(pull("reader", "l")).await.unwrap();
+    let (s, reader) = stream_and_reader(&js, "L", "l").await;
     let exporter = exporter(&server, &EVERY_SERIES);
     // Ten messages 200 ms apart, then ten at once. The exporter polls after
     // every fifth, so it learns the store times of 1, 5, 10, 15 and 20.
@@ -122,15 +134,7 @@ async fn read_timestamps_make_lag_and_age_exact() {
     let server = NatsServer::builder().jetstream().start();
     let client = async_nats::connect(server.client_url()).await.unwrap();
     let js = jetstream::new(client.clone());
-    let s = js
-        .create_stream(stream::Config {
-            name: "R".into(),
-            subjects: vec!["r".into()],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let reader = s.create_consumer(pull("reader", "r")).await.unwrap();
+    let (s, reader) = stream_and_reader(&js, "R", "r").await;
     // Five messages 300 ms apart, then five at once: a straight line
     // between the first and the last is far from message 4.
     for i in 1..=10 {
@@ -188,15 +192,7 @@ async fn traffic_after_an_idle_stream_is_not_timed_back_into_the_pause() {
     let server = NatsServer::builder().jetstream().start();
     let client = async_nats::connect(server.client_url()).await.unwrap();
     let js = jetstream::new(client);
-    let s = js
-        .create_stream(stream::Config {
-            name: "I".into(),
-            subjects: vec!["i".into()],
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let reader = s.create_consumer(pull("reader", "i")).await.unwrap();
+    let (s, reader) = stream_and_reader(&js, "I", "i").await;
     let exporter = exporter(&server, &EVERY_SERIES);
     publish(&js, "i", 5).await;
     assert_eq!(take_all(&reader, 5, true).await, 5);
@@ -234,9 +230,4 @@ async fn traffic_after_an_idle_stream_is_not_timed_back_into_the_pause() {
         "{estimated} {before_poll}"
     );
     assert!(estimated <= stored[6] + 0.002, "{estimated} {}", stored[6]);
-}
-
-fn unix_now() -> f64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    since.unwrap().as_secs_f64()
 }
